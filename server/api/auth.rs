@@ -1,0 +1,74 @@
+//! Bearer-token authentication for `/api/v1`: who is calling, and may they do this?
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, Method};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::api::error::ApiError;
+use crate::api::AppState;
+use crate::auth::Scope;
+use crate::db::tokens::{self, Caller};
+
+/// Checks the bearer token, and that its scope allows the method: reads need `read`, anything
+/// else `write`. Handlers that need `admin` ask for it with `Authenticated::require`.
+pub async fn require_token(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let secret = bearer(&request).ok_or(ApiError::Unauthorized("send Authorization: Bearer <token>"))?;
+    let caller = tokens::find_caller(&state.db, secret)
+        .await?
+        .ok_or(ApiError::Unauthorized("the token is unknown or revoked"))?;
+    let needed = if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        Scope::Read
+    } else {
+        Scope::Write
+    };
+    if !caller.scope.allows(needed) {
+        return Err(ApiError::Forbidden(format!(
+            "this token has scope `{}`; this request needs `{}`",
+            caller.scope.as_str(),
+            needed.as_str()
+        )));
+    }
+    if let Err(e) = tokens::touch(&state.db, &caller).await {
+        tracing::warn!(error = %e, "recording token use");
+    }
+    request.extensions_mut().insert(caller);
+    Ok(next.run(request).await)
+}
+
+fn bearer(request: &Request) -> Option<&str> {
+    let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+/// The caller of an authenticated route.
+pub struct Authenticated(pub Caller);
+
+impl Authenticated {
+    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+        if self.0.scope.allows(scope) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!("this needs a token with scope `{}`", scope.as_str())))
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Authenticated {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .map(Authenticated)
+            .ok_or(ApiError::Unauthorized("send Authorization: Bearer <token>"))
+    }
+}

@@ -1,0 +1,174 @@
+//! One error type for the whole API, rendered as RFC 9457 `application/problem+json`.
+//! 5xx bodies say nothing internal; their cause travels in a response extension and is logged
+//! once, by `log_internal_errors`.
+
+use axum::extract::rejection::JsonRejection;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// One bad field and what is wrong with it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct FieldError {
+    /// The field's JSON path, e.g. `groups[2].depends_on`.
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+        FieldError { field: field.into(), message: message.into() }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// A conflicting state: an illegal transition, a duplicate, a full column.
+    #[error("{detail}")]
+    Conflict { detail: String, current_state: Option<String> },
+    #[error("{0}")]
+    PreconditionFailed(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("{detail}")]
+    Validation { detail: String, errors: Vec<FieldError> },
+    #[error("{0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+/// RFC 9457 problem details, with our `errors` and `current_state` extension members.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    #[schema(example = "/problems/validation")]
+    pub problem_type: String,
+    #[schema(example = "Invalid request")]
+    pub title: String,
+    #[schema(example = 422)]
+    pub status: u16,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_state: Option<String>,
+}
+
+/// The cause of a 5xx, kept out of the body and handed to the logging middleware.
+#[derive(Clone)]
+pub struct InternalCause(pub String);
+
+impl ApiError {
+    pub fn validation(field: impl Into<String>, message: impl Into<String>) -> ApiError {
+        let error = FieldError::new(field, message);
+        ApiError::Validation { detail: format!("{}: {}", error.field, error.message), errors: vec![error] }
+    }
+
+    pub fn conflict(detail: impl Into<String>, current_state: Option<&str>) -> ApiError {
+        ApiError::Conflict { detail: detail.into(), current_state: current_state.map(str::to_owned) }
+    }
+
+    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+        use ApiError::*;
+        match self {
+            BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request", "Bad request"),
+            Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", "Authentication required"),
+            Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Not allowed"),
+            NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed"),
+            Conflict { .. } => (StatusCode::CONFLICT, "conflict", "Conflict"),
+            PreconditionFailed(_) => (StatusCode::PRECONDITION_FAILED, "precondition-failed", "Precondition failed"),
+            PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large"),
+            UnsupportedMediaType(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", "Unsupported media type")
+            }
+            Validation { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation", "Invalid request"),
+            Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable"),
+            Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, slug, title) = self.parts();
+        let detail = match &self {
+            ApiError::Internal(_) => "The server failed to handle this request; it has been logged.".to_owned(),
+            other => other.to_string(),
+        };
+        let (errors, current_state) = match &self {
+            ApiError::Validation { errors, .. } => (errors.clone(), None),
+            ApiError::Conflict { current_state, .. } => (Vec::new(), current_state.clone()),
+            _ => (Vec::new(), None),
+        };
+        let problem = Problem {
+            problem_type: format!("/problems/{slug}"),
+            title: title.to_owned(),
+            status: status.as_u16(),
+            detail,
+            errors,
+            current_state,
+        };
+        let mut response = (status, axum::Json(problem)).into_response();
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if matches!(self, ApiError::Unauthorized(_)) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let ApiError::Internal(cause) = &self {
+            response.extensions_mut().insert(InternalCause(format!("{cause:#}")));
+        }
+        response
+    }
+}
+
+/// Database errors: constraint violations are the client's doing (409/422), everything else
+/// is ours (500). The one place that makes this decision.
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> ApiError {
+        if let sqlx::Error::Database(db) = &error {
+            let constraint = db.constraint().unwrap_or("").to_owned();
+            match db.kind() {
+                sqlx::error::ErrorKind::UniqueViolation => {
+                    return ApiError::conflict(format!("already exists ({constraint})"), None)
+                }
+                sqlx::error::ErrorKind::ForeignKeyViolation => {
+                    return ApiError::validation(constraint, "refers to something that does not exist")
+                }
+                sqlx::error::ErrorKind::CheckViolation | sqlx::error::ErrorKind::NotNullViolation => {
+                    return ApiError::validation(constraint, "is not an allowed value")
+                }
+                _ => {}
+            }
+        }
+        ApiError::Internal(error.into())
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> ApiError {
+        match rejection {
+            JsonRejection::MissingJsonContentType(_) => {
+                ApiError::UnsupportedMediaType("send the body as JSON with Content-Type: application/json".into())
+            }
+            JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::PayloadTooLarge(e.body_text())
+            }
+            other => ApiError::BadRequest(other.body_text()),
+        }
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

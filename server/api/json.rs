@@ -1,0 +1,144 @@
+//! `ApiJson<T>`: the JSON body extractor whose every failure is a problem+json naming the field.
+//! Request types use `#[serde(deny_unknown_fields)]`, so a misspelt field is a 422, never
+//! silently ignored.
+
+use axum::extract::{FromRequest, Request};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::api::error::{ApiError, FieldError};
+
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|mime| {
+                let mime = mime.trim().to_ascii_lowercase();
+                mime == "application/json" || mime.ends_with("+json")
+            });
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType(
+                "send the body as JSON with Content-Type: application/json".into(),
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge(e.body_text())
+            } else {
+                ApiError::BadRequest(e.body_text())
+            }
+        })?;
+        parse(&bytes).map(ApiJson)
+    }
+}
+
+/// Parses a JSON body; a syntax error is a 400, a well-formed body of the wrong shape a 422
+/// whose `errors` name the field.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    match serde_path_to_error::deserialize(&mut de) {
+        Ok(value) => Ok(value),
+        Err(err) => {
+            let inner = err.inner();
+            if inner.is_syntax() || inner.is_eof() {
+                return Err(ApiError::BadRequest(format!("the body is not valid JSON: {inner}")));
+            }
+            let message = strip_position(&inner.to_string());
+            let field = field_name(&err.path().to_string(), &message);
+            Err(ApiError::Validation {
+                detail: format!("{field}: {message}"),
+                errors: vec![FieldError::new(field, message)],
+            })
+        }
+    }
+}
+
+/// serde names an unknown or missing field only in its message (the path is the parent).
+fn field_name(path: &str, message: &str) -> String {
+    let named = ["unknown field `", "missing field `"]
+        .iter()
+        .find_map(|prefix| message.strip_prefix(prefix))
+        .and_then(|rest| rest.split('`').next());
+    match (path, named) {
+        (".", Some(name)) => name.to_owned(),
+        // An unknown field's path already ends with it; a missing one's is its parent.
+        (full, Some(name)) if full == name || full.ends_with(&format!(".{name}")) => full.to_owned(),
+        (parent, Some(name)) => format!("{parent}.{name}"),
+        (".", None) => "body".to_owned(),
+        (parent, None) => parent.to_owned(),
+    }
+}
+
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+impl<T: Serialize> IntoResponse for ApiJson<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        name: String,
+        inner: Option<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        count: u32,
+    }
+
+    fn field_of(json: &str) -> String {
+        match parse::<Body>(json.as_bytes()) {
+            Err(ApiError::Validation { errors, .. }) => errors[0].field.clone(),
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unknown_field_is_named() {
+        assert_eq!(field_of(r#"{"name":"a","colour":1}"#), "colour");
+    }
+
+    #[test]
+    fn a_missing_field_is_named() {
+        assert_eq!(field_of(r#"{}"#), "name");
+    }
+
+    #[test]
+    fn a_nested_wrong_type_is_named_by_its_path() {
+        assert_eq!(field_of(r#"{"name":"a","inner":{"count":"x"}}"#), "inner.count");
+        assert_eq!(field_of(r#"{"name":"a","inner":{"count":1,"extra":2}}"#), "inner.extra");
+    }
+
+    #[test]
+    fn broken_json_is_a_bad_request() {
+        assert!(matches!(parse::<Body>(b"{\"name\":"), Err(ApiError::BadRequest(_))));
+    }
+}

@@ -1,0 +1,126 @@
+//! The HTTP application: `router(state)` builds every route and layer, with no socket, so tests
+//! can drive it directly. One file per resource; each exposes `router() -> OpenApiRouter`.
+
+pub mod auth;
+pub mod error;
+pub mod health;
+pub mod json;
+pub mod tokens;
+
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{HeaderName, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use sqlx::PgPool;
+use tower::ServiceBuilder;
+use tower_http::compression::CompressionLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::node::NodeInfo;
+use error::{ApiError, InternalCause};
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub db: PgPool,
+    pub node: NodeInfo,
+}
+
+pub const BODY_LIMIT: usize = 4 * 1024 * 1024;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Switchyard API", description = "Control plane for fleets of AI coding agents in tmux panes. \
+        Every route under /api/v1 needs `Authorization: Bearer <token>`; errors are RFC 9457 problem+json."),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    components(schemas(error::Problem, error::FieldError))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// Every `/api/v1` route, one router per resource.
+fn v1_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().merge(tokens::router())
+}
+
+/// The documented routes: `/api/v1` plus the health checks.
+fn documented(v1: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .nest("/api/v1", v1)
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+}
+
+/// The OpenAPI document as served and as committed in `openapi/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    documented(v1_routes()).into_openapi()
+}
+
+pub fn router(state: AppState) -> Router {
+    let authenticated = v1_routes().route_layer(middleware::from_fn_with_state(state.clone(), auth::require_token));
+    let (api, spec) = documented(authenticated).split_for_parts();
+    let served = spec.clone();
+    Router::new()
+        .merge(api)
+        // The description of the API is public; the data behind it is not.
+        .route("/api/v1/openapi.json", get(move || async move { Json(served) }))
+        .merge(SwaggerUi::new("/api/docs").url("/api/docs/openapi.json", spec))
+        .fallback(not_found)
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+                .layer(TraceLayer::new_for_http().make_span_with(request_span))
+                .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+                .layer(middleware::from_fn(log_internal_errors))
+                .layer(CompressionLayer::new())
+                .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT)),
+        )
+        .with_state(state)
+}
+
+async fn not_found(request: Request) -> Response {
+    ApiError::NotFound(format!("no route for {} {}", request.method(), request.uri().path())).into_response()
+}
+
+/// The span of one request, named by its matched route (not the raw path, which would hold ids).
+fn request_span(request: &Request) -> tracing::Span {
+    let route = request.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned()).unwrap_or_default();
+    let request_id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
+    tracing::info_span!("http", method = %request.method(), route = %route, request_id = %request_id)
+}
+
+/// The one place a 5xx's cause is logged.
+async fn log_internal_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if let Some(InternalCause(cause)) = response.extensions().get::<InternalCause>() {
+        tracing::error!(status = response.status().as_u16(), cause = %cause, "request failed");
+    }
+    response
+}

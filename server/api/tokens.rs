@@ -1,0 +1,96 @@
+//! `/api/v1/tokens`: create, list and revoke API tokens (admin scope).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::auth::Authenticated;
+use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::json::ApiJson;
+use crate::api::AppState;
+use crate::auth::Scope;
+use crate::db::tokens::{self, Token};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_token, list_tokens)).routes(routes!(revoke_token)).routes(routes!(me))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    #[schema(example = "ci")]
+    pub name: String,
+    pub scope: Scope,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct CreatedToken {
+    #[serde(flatten)]
+    pub token: Token,
+    /// The secret: shown only in this response, never again.
+    pub secret: String,
+}
+
+/// Creates a token and returns its secret, once.
+#[utoipa::path(post, path = "/tokens", tag = "tokens", request_body = CreateToken,
+    responses((status = 201, body = CreatedToken), (status = 403, body = Problem), (status = 422, body = Problem)))]
+#[tracing::instrument(skip_all, fields(name = %body.name), err)]
+pub async fn create_token(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    ApiJson(body): ApiJson<CreateToken>,
+) -> ApiResult<(StatusCode, Json<CreatedToken>)> {
+    caller.require(Scope::Admin)?;
+    let name = body.name.trim();
+    if name.is_empty() || name.len() > 100 {
+        return Err(ApiError::validation("name", "must be 1 to 100 characters"));
+    }
+    let mut tx = state.db.begin().await?;
+    let (token, secret) = tokens::create(&mut tx, name, body.scope).await?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(CreatedToken { token, secret })))
+}
+
+/// Lists every token, live and revoked, oldest first. Secrets are never shown.
+#[utoipa::path(get, path = "/tokens", tag = "tokens",
+    responses((status = 200, body = Vec<Token>), (status = 403, body = Problem)))]
+#[tracing::instrument(skip_all, err)]
+pub async fn list_tokens(State(state): State<AppState>, caller: Authenticated) -> ApiResult<Json<Vec<Token>>> {
+    caller.require(Scope::Admin)?;
+    let mut conn = state.db.acquire().await?;
+    Ok(Json(tokens::list(&mut conn).await?))
+}
+
+/// Revokes a token by id or name; it stops working at once.
+#[utoipa::path(delete, path = "/tokens/{token}", tag = "tokens",
+    params(("token" = String, Path, description = "token id or name")),
+    responses((status = 200, body = Token), (status = 404, body = Problem)))]
+#[tracing::instrument(skip_all, fields(token = %token), err)]
+pub async fn revoke_token(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    Path(token): Path<String>,
+) -> ApiResult<Json<Token>> {
+    caller.require(Scope::Admin)?;
+    let mut tx = state.db.begin().await?;
+    let revoked =
+        tokens::revoke(&mut tx, &token).await?.ok_or_else(|| ApiError::NotFound(format!("no live token `{token}`")))?;
+    tx.commit().await?;
+    Ok(Json(revoked))
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Me {
+    pub token_id: uuid::Uuid,
+    pub name: String,
+    pub scope: Scope,
+}
+
+/// The token this request was made with: its name and scope.
+#[utoipa::path(get, path = "/me", tag = "tokens", responses((status = 200, body = Me), (status = 401, body = Problem)))]
+pub async fn me(caller: Authenticated) -> Json<Me> {
+    Json(Me { token_id: caller.0.token_id, name: caller.0.name, scope: caller.0.scope })
+}

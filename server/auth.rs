@@ -1,0 +1,86 @@
+//! API tokens: how they are made, how they are stored (only a hash), and what each scope allows.
+
+use base64::Engine;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// What a token may do. Ordered: each scope includes the ones before it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// GET only.
+    Read,
+    /// Read and change projects, boards, tasks, wishes, agents.
+    Write,
+    /// Everything, including tokens and settings.
+    Admin,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Write => "write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Scope> {
+        match value {
+            "read" => Some(Scope::Read),
+            "write" => Some(Scope::Write),
+            "admin" => Some(Scope::Admin),
+            _ => None,
+        }
+    }
+
+    pub fn allows(self, needed: Scope) -> bool {
+        self >= needed
+    }
+}
+
+/// A token as the user sees it once: `sy_` and 32 random bytes, base64url.
+pub struct NewToken {
+    pub secret: String,
+    pub hash: String,
+}
+
+pub fn generate_token() -> NewToken {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let secret = format!("sy_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes));
+    let hash = hash_token(&secret);
+    NewToken { secret, hash }
+}
+
+/// SHA-256 is enough here: tokens carry 256 random bits, so there is nothing to brute-force, and
+/// a fast hash keeps every request's lookup cheap.
+pub fn hash_token(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_long_random_and_stored_as_their_hash() {
+        let a = generate_token();
+        let b = generate_token();
+        assert_ne!(a.secret, b.secret);
+        assert!(a.secret.len() >= 3 + 43, "{}", a.secret);
+        assert_eq!(a.hash, hash_token(&a.secret));
+        assert!(!a.hash.contains(&a.secret));
+    }
+
+    #[test]
+    fn each_scope_includes_the_lower_ones() {
+        assert!(Scope::Admin.allows(Scope::Write));
+        assert!(Scope::Write.allows(Scope::Read));
+        assert!(!Scope::Read.allows(Scope::Write));
+        assert!(!Scope::Write.allows(Scope::Admin));
+    }
+}

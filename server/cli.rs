@@ -1,0 +1,104 @@
+//! What each subcommand does. `main` parses the command line and hands over to `run`.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Scope;
+use crate::config::{Command, Settings, TokenCommand};
+use crate::db::{self, tokens, Database};
+use crate::{Application, Role};
+
+pub async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
+    match command {
+        Command::Serve => serve(settings, Role::Serve).await,
+        Command::Worker => serve(settings, Role::Worker).await,
+        Command::Migrate => {
+            with_database(&settings, |db| async move {
+                db::migrate(&db).await?;
+                println!("migrations applied");
+                Ok(())
+            })
+            .await
+        }
+        Command::Token(command) => with_database(&settings, |db| token(db, command)).await,
+    }
+}
+
+async fn serve(settings: Settings, role: Role) -> anyhow::Result<()> {
+    let app = Application::build(&settings, role).await?;
+    if let Some(addr) = app.api_addr() {
+        tracing::info!(%addr, "API and dashboard listening");
+        if let Some(secret) = tokens::create_first_admin(app.pool()).await? {
+            // Printed, never logged: the terminal is the one place this secret appears.
+            println!("\nFirst start: an admin token was created. It is shown only this once:\n\n    {secret}\n");
+            println!("Dashboard login: http://{addr}/login?token={secret}\n");
+        }
+    }
+    tracing::info!(addr = %app.status_addr(), "status endpoint listening");
+    let shutdown = CancellationToken::new();
+    crate::cancel_on_signals(shutdown.clone());
+    app.run_until(shutdown).await
+}
+
+/// Runs a one-shot command against the database (migrated first), then closes it.
+async fn with_database<F, Fut>(settings: &Settings, work: F) -> anyhow::Result<()>
+where
+    F: FnOnce(sqlx::PgPool) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let (database, _claim) = Database::open_for_command(settings).await?;
+    let result = async {
+        db::migrate(&database.pool).await?;
+        work(database.pool.clone()).await
+    }
+    .await;
+    database.close().await;
+    result
+}
+
+async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> {
+    let mut tx = pool.begin().await?;
+    match command {
+        TokenCommand::Create { name, scope } => {
+            let name = name.trim();
+            anyhow::ensure!(!name.is_empty() && name.len() <= 100, "--name must be 1 to 100 characters");
+            let (token, secret) = tokens::create(&mut tx, name, scope).await.map_err(|e| match e {
+                sqlx::Error::Database(d) if d.is_unique_violation() => {
+                    anyhow::anyhow!("a live token named `{name}` exists")
+                }
+                other => other.into(),
+            })?;
+            tx.commit().await?;
+            eprintln!(
+                "created token `{}` ({}, scope {}); it is shown only this once:",
+                token.name,
+                token.id,
+                scope_name(scope)
+            );
+            println!("{secret}");
+        }
+        TokenCommand::List => {
+            println!("{:<36}  {:<24}  {:<6}  {:<20}  state", "id", "name", "scope", "created");
+            for t in tokens::list(&mut tx).await? {
+                let state = if t.revoked_at.is_some() { "revoked" } else { "live" };
+                println!(
+                    "{:<36}  {:<24}  {:<6}  {:<20}  {state}",
+                    t.id,
+                    t.name,
+                    t.scope.as_str(),
+                    t.created_at.format("%Y-%m-%d %H:%M:%S")
+                );
+            }
+        }
+        TokenCommand::Revoke { token } => {
+            let revoked = tokens::revoke(&mut tx, &token).await?;
+            let revoked = revoked.ok_or_else(|| anyhow::anyhow!("no live token `{token}`"))?;
+            tx.commit().await?;
+            println!("revoked token `{}` ({})", revoked.name, revoked.id);
+        }
+    }
+    Ok(())
+}
+
+fn scope_name(scope: Scope) -> &'static str {
+    scope.as_str()
+}

@@ -1,0 +1,208 @@
+//! Command line and environment: every setting, its default, and the checks that make a bad
+//! setting fail at start with a message naming it (Fetch's validateEnv).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use secrecy::{ExposeSecret, SecretString};
+
+#[derive(Debug, Parser)]
+#[command(name = "switchyard", version, about = "Control plane for fleets of AI coding agents in tmux")]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// PostgreSQL to use; when unset, an embedded cluster under the data directory is started.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    pub database_url: Option<SecretString>,
+    /// Where Switchyard keeps its state (embedded cluster, clones, outbox).
+    /// Default: ~/.local/share/switchyard, or /var/lib/switchyard when run as root.
+    #[arg(long, env = "SWITCHYARD_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// Address of the API and dashboard.
+    #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:8080", global = true)]
+    pub listen: SocketAddr,
+    /// Address of the worker's status endpoint.
+    #[arg(long, env = "SWITCHYARD_STATUS_LISTEN", default_value = "127.0.0.1:8765", global = true)]
+    pub status_listen: SocketAddr,
+    /// Log format.
+    #[arg(long, env = "SWITCHYARD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    /// Directory holding the PostgreSQL server binaries (initdb, postgres) for the embedded
+    /// cluster; found with pg_config or under /usr/lib/postgresql when unset.
+    #[arg(long, env = "SWITCHYARD_PG_BINDIR", global = true)]
+    pub pg_bindir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the API, the dashboard and the worker.
+    Serve,
+    /// Run the worker alone (one per machine that hosts agents).
+    Worker,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Manage API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it (it is shown only this once).
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_enum, default_value_t = crate::auth::Scope::Read)]
+        scope: crate::auth::Scope,
+    },
+    /// List tokens (never their secrets).
+    List,
+    /// Revoke a token by id or name.
+    Revoke { token: String },
+}
+
+/// Validated settings shared by every subcommand.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub database_url: Option<SecretString>,
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub status_listen: SocketAddr,
+    pub log_format: LogFormat,
+    pub pg_bindir: Option<PathBuf>,
+}
+
+/// A setting that cannot be used, named as the user would write it.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {setting}: {reason}")]
+pub struct ConfigError {
+    pub setting: &'static str,
+    pub reason: String,
+}
+
+impl GlobalArgs {
+    pub fn validate(&self) -> Result<Settings, ConfigError> {
+        if let Some(url) = &self.database_url {
+            let url = url.expose_secret();
+            if url.trim().is_empty() {
+                return Err(ConfigError {
+                    setting: "DATABASE_URL",
+                    reason: "is empty; unset it to use the embedded PostgreSQL".into(),
+                });
+            }
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                return Err(ConfigError {
+                    setting: "DATABASE_URL",
+                    reason: "must start with postgres:// or postgresql://".into(),
+                });
+            }
+            url.parse::<sqlx::postgres::PgConnectOptions>().map_err(|e| ConfigError {
+                setting: "DATABASE_URL",
+                reason: format!("not a PostgreSQL URL ({})", redact(&e.to_string(), url)),
+            })?;
+        }
+        if self.listen == self.status_listen && self.listen.port() != 0 {
+            return Err(ConfigError {
+                setting: "SWITCHYARD_STATUS_LISTEN",
+                reason: format!("{} is also SWITCHYARD_LISTEN; give each its own port", self.listen),
+            });
+        }
+        let data_dir = match &self.data_dir {
+            Some(dir) if dir.as_os_str().is_empty() => {
+                return Err(ConfigError { setting: "SWITCHYARD_DATA_DIR", reason: "is empty".into() })
+            }
+            Some(dir) => absolute(dir).map_err(|reason| ConfigError { setting: "SWITCHYARD_DATA_DIR", reason })?,
+            None => default_data_dir().map_err(|reason| ConfigError { setting: "SWITCHYARD_DATA_DIR", reason })?,
+        };
+        if let Some(dir) = &self.pg_bindir {
+            if !dir.is_dir() {
+                return Err(ConfigError {
+                    setting: "SWITCHYARD_PG_BINDIR",
+                    reason: format!("{} is not a directory", dir.display()),
+                });
+            }
+        }
+        Ok(Settings {
+            database_url: self.database_url.clone(),
+            data_dir,
+            listen: self.listen,
+            status_listen: self.status_listen,
+            log_format: self.log_format,
+            pg_bindir: self.pg_bindir.clone(),
+        })
+    }
+}
+
+/// Never echo a URL that may hold a password: drop it from error text.
+fn redact(message: &str, url: &str) -> String {
+    message.replace(url, "<DATABASE_URL>")
+}
+
+fn absolute(dir: &std::path::Path) -> Result<PathBuf, String> {
+    std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// XDG's data home for a person; /var/lib for root, because the embedded cluster runs as the
+/// `postgres` user, which cannot reach anything under /root.
+fn default_data_dir() -> Result<PathBuf, String> {
+    if nix::unistd::geteuid().is_root() {
+        return Ok(PathBuf::from("/var/lib/switchyard"));
+    }
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(xdg).join("switchyard"));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".local/share/switchyard")),
+        None => Err("HOME is not set, so there is no default; set SWITCHYARD_DATA_DIR".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Settings, ConfigError> {
+        let mut argv = vec!["switchyard"];
+        argv.extend_from_slice(args);
+        argv.push("migrate");
+        Cli::try_parse_from(argv).expect("parses").global.validate()
+    }
+
+    #[test]
+    fn a_database_url_that_is_not_postgres_names_the_setting() {
+        let err = parse(&["--database-url", "mysql://x"]).unwrap_err();
+        assert_eq!(err.setting, "DATABASE_URL");
+    }
+
+    #[test]
+    fn the_same_port_for_api_and_status_is_refused() {
+        let err = parse(&["--listen", "127.0.0.1:9000", "--status-listen", "127.0.0.1:9000"]).unwrap_err();
+        assert_eq!(err.setting, "SWITCHYARD_STATUS_LISTEN");
+    }
+
+    #[test]
+    fn a_relative_data_dir_becomes_absolute() {
+        let settings = parse(&["--data-dir", "rel/dir"]).expect("valid");
+        assert!(settings.data_dir.is_absolute());
+        assert!(settings.data_dir.ends_with("rel/dir"));
+    }
+
+    #[test]
+    fn a_password_in_a_bad_url_is_not_echoed() {
+        let err = parse(&["--database-url", "postgres://u:hunter2@h:notaport/db"]).unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+}

@@ -1,0 +1,55 @@
+//! The event log. Every state change writes its event here, in the caller's transaction, so
+//! the change and its record commit (or vanish) together.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgConnection;
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Event {
+    /// Cursor position: pass it back as `after` to continue.
+    #[schema(example = 42)]
+    pub id: i64,
+    #[serde(rename = "type")]
+    #[schema(example = "task.completed")]
+    pub event_type: String,
+    /// What the event is about, e.g. `task:3f2a…` or `wish:login-page`.
+    pub subject: String,
+    pub payload: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Appends an event in the caller's transaction and returns its id.
+pub async fn record(
+    conn: &mut PgConnection,
+    event_type: &str,
+    subject: &str,
+    payload: serde_json::Value,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        "INSERT INTO events (type, subject, payload) VALUES ($1, $2, $3) RETURNING id",
+        event_type,
+        subject,
+        payload
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Events after the cursor, in log order, up to the oldest transaction still running: an event
+/// whose transaction commits later can never fall behind a cursor already handed out.
+pub async fn after(conn: &mut PgConnection, after: Option<i64>, limit: i64) -> Result<Vec<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"SELECT e.id, e.type AS event_type, e.subject, e.payload, e.created_at
+           FROM events e
+           WHERE e.tx < pg_snapshot_xmin(pg_current_snapshot())
+             AND ($1::bigint IS NULL OR (e.tx, e.id) > (SELECT c.tx, c.id FROM events c WHERE c.id = $1))
+           ORDER BY e.tx, e.id
+           LIMIT $2"#,
+        after,
+        limit
+    )
+    .fetch_all(conn)
+    .await
+}

@@ -1,0 +1,94 @@
+//! Persistence: the pool, migrations, the embedded cluster, and one file per entity. Functions
+//! that change state take the caller's connection or transaction, so a request's changes and
+//! its event row commit together.
+
+pub mod embedded;
+pub mod events;
+pub mod tokens;
+
+use std::time::Duration;
+
+use secrecy::ExposeSecret;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+
+use crate::config::Settings;
+use crate::data_dir::DataDir;
+use embedded::{Durability, EmbeddedPostgres};
+
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// The database in use: a pool, and the embedded cluster behind it when there is one.
+pub struct Database {
+    pub pool: PgPool,
+    embedded: Option<EmbeddedPostgres>,
+}
+
+impl Database {
+    /// Connects to `DATABASE_URL`, or starts the embedded cluster when it is unset.
+    pub async fn open(settings: &Settings) -> anyhow::Result<Database> {
+        let (options, embedded) = match &settings.database_url {
+            Some(url) => (url.expose_secret().parse::<PgConnectOptions>()?, None),
+            None => {
+                let pg = EmbeddedPostgres::new(
+                    &settings.data_dir.join("pg"),
+                    settings.pg_bindir.as_deref(),
+                    Durability::Durable,
+                )?;
+                (pg.start().await?, Some(pg))
+            }
+        };
+        let pool = pool(options).await?;
+        Ok(Database { pool, embedded })
+    }
+
+    /// For one-shot commands (`migrate`, `token …`): when a running Switchyard owns the embedded
+    /// cluster, use it as it is; otherwise start it for the command and stop it after.
+    pub async fn open_for_command(settings: &Settings) -> anyhow::Result<(Database, Option<DataDir>)> {
+        if settings.database_url.is_none() && DataDir::is_claimed(&settings.data_dir) {
+            let pg = EmbeddedPostgres::new(
+                &settings.data_dir.join("pg"),
+                settings.pg_bindir.as_deref(),
+                Durability::Durable,
+            )?;
+            let pool = pool(pg.connect_options(embedded::DATABASE)).await?;
+            return Ok((Database { pool, embedded: None }, None));
+        }
+        let claim = match settings.database_url {
+            Some(_) => None,
+            None => Some(DataDir::claim(&settings.data_dir)?),
+        };
+        Ok((Database::open(settings).await?, claim))
+    }
+
+    /// Closes the pool, then stops the embedded cluster (last, after everything using it).
+    pub async fn close(self) {
+        self.pool.close().await;
+        if let Some(pg) = self.embedded {
+            if let Err(e) = pg.stop().await {
+                tracing::error!(error = %e, "stopping the embedded PostgreSQL");
+            }
+        }
+    }
+}
+
+pub async fn pool(options: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(32)
+        .min_connections(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(options)
+        .await
+}
+
+pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// For `/readyz`: can a statement round-trip right now?
+pub async fn reachable(pool: &PgPool) -> bool {
+    let ping = sqlx::query_scalar!("SELECT 1 AS \"one!\"").fetch_one(pool);
+    matches!(tokio::time::timeout(Duration::from_secs(2), ping).await, Ok(Ok(1)))
+}

@@ -1,0 +1,140 @@
+//! API tokens in the database. The secret itself is never stored, only its hash.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use crate::auth::{generate_token, hash_token, Scope};
+use crate::db::events;
+
+/// A token as listed: everything but the secret.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Token {
+    pub id: Uuid,
+    pub name: String,
+    pub scope: Scope,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Who a request's bearer token belongs to.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub token_id: Uuid,
+    pub name: String,
+    pub scope: Scope,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+struct TokenRow {
+    id: Uuid,
+    name: String,
+    scope: String,
+    created_at: DateTime<Utc>,
+    last_used_at: Option<DateTime<Utc>>,
+    revoked_at: Option<DateTime<Utc>>,
+}
+
+impl From<TokenRow> for Token {
+    fn from(r: TokenRow) -> Token {
+        Token {
+            id: r.id,
+            name: r.name,
+            // The CHECK constraint admits only the three scopes.
+            scope: Scope::parse(&r.scope).unwrap_or(Scope::Read),
+            created_at: r.created_at,
+            last_used_at: r.last_used_at,
+            revoked_at: r.revoked_at,
+        }
+    }
+}
+
+/// Creates a token; the returned secret is shown to the user once and never again.
+pub async fn create(conn: &mut PgConnection, name: &str, scope: Scope) -> Result<(Token, String), sqlx::Error> {
+    let new = generate_token();
+    let row = sqlx::query_as!(
+        TokenRow,
+        "INSERT INTO tokens (id, name, scope, hash) VALUES ($1, $2, $3, $4)
+         RETURNING id, name, scope, created_at, last_used_at, revoked_at",
+        Uuid::new_v4(),
+        name,
+        scope.as_str(),
+        new.hash
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    events::record(
+        conn,
+        "token.created",
+        &format!("token:{}", row.id),
+        serde_json::json!({"name": name, "scope": scope}),
+    )
+    .await?;
+    Ok((row.into(), new.secret))
+}
+
+/// On the very first start there is no token at all: make one admin token, once. The advisory
+/// lock makes two servers starting together agree on a single bootstrap token.
+pub async fn create_first_admin(pool: &PgPool) -> Result<Option<String>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('switchyard.bootstrap_token'))").execute(&mut *tx).await?;
+    let any = sqlx::query_scalar!("SELECT EXISTS (SELECT 1 FROM tokens) AS \"any!\"").fetch_one(&mut *tx).await?;
+    if any {
+        return Ok(None);
+    }
+    let (_, secret) = create(&mut tx, "bootstrap-admin", Scope::Admin).await?;
+    tx.commit().await?;
+    Ok(Some(secret))
+}
+
+pub async fn list(conn: &mut PgConnection) -> Result<Vec<Token>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        TokenRow,
+        "SELECT id, name, scope, created_at, last_used_at, revoked_at FROM tokens ORDER BY created_at, id"
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(Token::from).collect())
+}
+
+/// Revokes a live token named by id or name; `None` when there is no such live token.
+pub async fn revoke(conn: &mut PgConnection, id_or_name: &str) -> Result<Option<Token>, sqlx::Error> {
+    let id = Uuid::parse_str(id_or_name).ok();
+    let row = sqlx::query_as!(
+        TokenRow,
+        "UPDATE tokens SET revoked_at = now(), updated_at = now()
+         WHERE revoked_at IS NULL AND (id = $1 OR ($1 IS NULL AND name = $2))
+         RETURNING id, name, scope, created_at, last_used_at, revoked_at",
+        id,
+        id_or_name
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    events::record(conn, "token.revoked", &format!("token:{}", row.id), serde_json::json!({"name": row.name})).await?;
+    Ok(Some(row.into()))
+}
+
+/// The live token with this secret, if any.
+pub async fn find_caller(pool: &PgPool, secret: &str) -> Result<Option<Caller>, sqlx::Error> {
+    let row = sqlx::query!(
+        "SELECT id, name, scope, last_used_at FROM tokens WHERE hash = $1 AND revoked_at IS NULL",
+        hash_token(secret)
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.and_then(|r| {
+        Some(Caller { token_id: r.id, name: r.name, scope: Scope::parse(&r.scope)?, last_used_at: r.last_used_at })
+    }))
+}
+
+/// Records use at most once a minute per token, so reads do not each cost a write.
+pub async fn touch(pool: &PgPool, caller: &Caller) -> Result<(), sqlx::Error> {
+    let stale = caller.last_used_at.is_none_or(|t| Utc::now() - t > chrono::Duration::seconds(60));
+    if stale {
+        sqlx::query!("UPDATE tokens SET last_used_at = now() WHERE id = $1", caller.token_id).execute(pool).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,44 @@
+//! The domain: Switchyard's state machines and rules, as pure functions with no I/O.
+//!
+//! Nothing here touches the database, tmux, git or the network, so every rule can be tested
+//! exhaustively beside its code. The database layer applies these functions and then writes the
+//! result with a conditional `UPDATE … WHERE status = $old`, so two writers can never both win.
+//!
+//! - [`task`]: the task status set and its transitions (standalone tasks and wish groups).
+//! - [`wish`]: a wish's lifecycle (v0's operation state machine), hold, blockers and resume.
+//! - [`plan`]: validation of a wish's execution groups (keys, dependencies, cycles).
+//! - [`progress`]: in-memory dependency progress over a validated plan.
+//! - [`review`]: agentmux's review loop against an iteration cap.
+
+pub mod plan;
+pub mod progress;
+pub mod review;
+pub mod task;
+pub mod wish;
+
+/// A status string that names no known status, e.g. from an API request or a database row.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} status {value:?}; expected one of: {}", .expected.join(", "))]
+pub struct UnknownStatus {
+    /// Which status set was being parsed (`"task"`, `"wish"`).
+    pub kind: &'static str,
+    /// The value that was given.
+    pub value: String,
+    /// Every accepted value, so the caller can tell the user what would have worked.
+    pub expected: Vec<&'static str>,
+}
+
+/// Parses `value` as one of `all`, by each status's wire name; shared so every status enum
+/// accepts exactly the strings it serializes to and reports failures the same way.
+fn parse_status<T: Copy>(
+    kind: &'static str,
+    all: &[T],
+    name: fn(&T) -> &'static str,
+    value: &str,
+) -> Result<T, UnknownStatus> {
+    all.iter().find(|status| name(status) == value).copied().ok_or_else(|| UnknownStatus {
+        kind,
+        value: value.to_owned(),
+        expected: all.iter().map(name).collect(),
+    })
+}

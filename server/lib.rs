@@ -1,0 +1,127 @@
+//! Switchyard: a control plane for fleets of AI coding agents running in tmux panes.
+//! `Application::build` binds its listeners and opens the database; `run_until` serves until
+//! the cancellation token fires, then drains and stops the embedded PostgreSQL last.
+
+pub mod api;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod data_dir;
+pub mod db;
+pub mod domain;
+pub mod node;
+pub mod status;
+pub mod telemetry;
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use config::Settings;
+use data_dir::DataDir;
+use db::Database;
+use node::NodeInfo;
+
+/// Which processes this instance runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// API, dashboard and worker.
+    Serve,
+    /// The worker alone.
+    Worker,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Serve => "serve",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+pub struct Application {
+    api: Option<TcpListener>,
+    status: TcpListener,
+    db: Database,
+    node: NodeInfo,
+    role: Role,
+    _data_dir: DataDir,
+}
+
+impl Application {
+    /// Binds the listeners first (port 0 works; read the port back), then claims the data
+    /// directory, opens the database and applies migrations.
+    pub async fn build(settings: &Settings, role: Role) -> anyhow::Result<Application> {
+        let api = match role {
+            Role::Serve => Some(bind(settings.listen, "SWITCHYARD_LISTEN").await?),
+            Role::Worker => None,
+        };
+        let status = bind(settings.status_listen, "SWITCHYARD_STATUS_LISTEN").await?;
+        let data_dir = DataDir::claim(&settings.data_dir)?;
+        let node = NodeInfo::load(&settings.data_dir).context("reading the node id")?;
+        let db = Database::open(settings).await?;
+        db::migrate(&db.pool).await.context("applying migrations")?;
+        Ok(Application { api, status, db, node, role, _data_dir: data_dir })
+    }
+
+    pub fn api_addr(&self) -> Option<SocketAddr> {
+        self.api.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    pub fn status_addr(&self) -> SocketAddr {
+        self.status.local_addr().expect("a bound listener has an address")
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.db.pool
+    }
+
+    /// Serves until `shutdown` fires; then both servers drain, and the database closes last.
+    pub async fn run_until(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let Application { api, status, db, node, role, _data_dir } = self;
+        let status_app =
+            status::router(status::StatusState { db: db.pool.clone(), node: node.clone(), role: role.as_str() });
+        let status_server = axum::serve(status, status_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        let api_server = async {
+            match api {
+                Some(listener) => {
+                    let app = api::router(api::AppState { db: db.pool.clone(), node: node.clone() });
+                    axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
+                }
+                None => Ok(()),
+            }
+        };
+        let (api_result, status_result) = tokio::join!(api_server, std::future::IntoFuture::into_future(status_server));
+        tracing::info!("servers drained; closing the database");
+        db.close().await;
+        api_result.context("API server")?;
+        status_result.context("status server")?;
+        Ok(())
+    }
+}
+
+async fn bind(addr: SocketAddr, setting: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} ({setting})"))
+}
+
+/// Cancels the token on SIGINT or SIGTERM.
+pub fn cancel_on_signals(token: CancellationToken) {
+    tokio::spawn(async move {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot watch SIGTERM");
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        }
+        token.cancel();
+    });
+}

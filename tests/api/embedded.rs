@@ -1,0 +1,205 @@
+//! The embedded PostgreSQL, with the real binaries: first start, clean stop, restart, and
+//! recovery after a crash — as root (cluster run as `postgres`) and as a normal user.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::binary::{as_normal_user, switchyard, Served};
+
+fn postmaster_pid(data_dir: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(data_dir.join("pg/data/postmaster.pid")).ok()?;
+    text.lines().next()?.trim().parse().ok()
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| !stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+fn no_postgres_on(data_dir: &Path) -> bool {
+    let needle = data_dir.join("pg/data");
+    std::fs::read_dir("/proc").expect("proc").filter_map(|e| e.ok()).all(|entry| {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        !(args.first().is_some_and(|a| a.ends_with("postgres")) && args.iter().any(|a| Path::new(a) == needle))
+    })
+}
+
+/// A blocking GET's status (these tests are synchronous: they drive processes); 0 when the
+/// request could not be made at all.
+fn get(url: &str, token: Option<&str>) -> u16 {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let mut request = reqwest::Client::new().get(url).timeout(Duration::from_secs(10));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await.map(|r| r.status().as_u16()).unwrap_or(0)
+    })
+}
+
+fn wait_ready(served: &Served) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while get(&format!("{}/readyz", served.api), None) != 200 {
+        assert!(std::time::Instant::now() < deadline, "never ready");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn bootstrap_token(stdout: &str) -> String {
+    stdout
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("sy_"))
+        .unwrap_or_else(|| panic!("no bootstrap token printed in:\n{stdout}"))
+        .to_owned()
+}
+
+/// Start, use, stop cleanly, start again: the data and the token survive, the token is
+/// printed only on the very first start, and nothing of PostgreSQL is left running.
+fn lifecycle(mut cmd_for: impl FnMut() -> Command, data_dir: &Path) {
+    let first = Served::start(cmd_for());
+    wait_ready(&first);
+    let token = bootstrap_token(&first.stdout());
+    assert!(first.stdout().contains(&format!("/login?token={token}")), "login URL printed");
+    assert_eq!(get(&format!("{}/api/v1/me", first.api), Some(&token)), 200);
+    assert_eq!(get(&format!("{}/status", first.status), None), 200);
+    assert!(postmaster_pid(data_dir).is_some_and(alive));
+    let status = first.stop();
+    assert!(status.success(), "clean exit: {status:?}");
+    assert!(no_postgres_on(data_dir), "PostgreSQL stopped with the server");
+    assert!(postmaster_pid(data_dir).is_none(), "clean shutdown removes postmaster.pid");
+
+    let second = Served::start(cmd_for());
+    wait_ready(&second);
+    assert!(!second.stdout().contains("sy_"), "the bootstrap token is printed once only");
+    assert_eq!(get(&format!("{}/api/v1/me", second.api), Some(&token)), 200, "data kept across restarts");
+    assert!(second.stop().success());
+    assert!(no_postgres_on(data_dir));
+}
+
+#[test]
+fn the_embedded_cluster_starts_stops_and_restarts_with_its_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    lifecycle(|| switchyard(dir.path()), dir.path());
+    if nix::unistd::geteuid().is_root() {
+        let meta = std::fs::metadata(dir.path().join("pg/data")).expect("cluster dir");
+        let postgres = nix::unistd::User::from_name("postgres").expect("lookup").expect("postgres user");
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::uid(&meta),
+            postgres.uid.as_raw(),
+            "as root the cluster belongs to postgres"
+        );
+    }
+}
+
+#[test]
+fn the_embedded_cluster_works_for_a_normal_user() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    // The unprivileged user must be able to reach the directory and run the binary.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let mut probe = switchyard(&data);
+    if !as_normal_user(&mut probe, &data)
+        || probe.arg("--version").output().map(|o| !o.status.success()).unwrap_or(true)
+    {
+        eprintln!("skipped: no unprivileged user can run {}", crate::binary::BIN);
+        return;
+    }
+    lifecycle(
+        || {
+            let mut cmd = switchyard(&data);
+            as_normal_user(&mut cmd, &data);
+            cmd
+        },
+        &data,
+    );
+}
+
+#[test]
+fn after_a_crash_the_next_start_recovers_with_postgres_still_running() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = Served::start(switchyard(dir.path()));
+    wait_ready(&first);
+    let token = bootstrap_token(&first.stdout());
+    first.crash();
+    let orphan = postmaster_pid(dir.path()).expect("postmaster.pid left behind");
+    assert!(alive(orphan), "PostgreSQL outlives a SIGKILLed switchyard");
+
+    let second = Served::start(switchyard(dir.path()));
+    wait_ready(&second);
+    assert_eq!(get(&format!("{}/api/v1/me", second.api), Some(&token)), 200);
+    assert!(!alive(orphan), "the orphaned server was stopped and replaced");
+    assert!(second.stop().success());
+    assert!(no_postgres_on(dir.path()));
+}
+
+#[test]
+fn after_a_crash_of_both_a_stale_postmaster_pid_is_recovered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = Served::start(switchyard(dir.path()));
+    wait_ready(&first);
+    let token = bootstrap_token(&first.stdout());
+    first.crash();
+    let orphan = postmaster_pid(dir.path()).expect("postmaster.pid");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(orphan), nix::sys::signal::Signal::SIGKILL)
+        .expect("kill postgres");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(orphan) {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Worse still: the stale file names a live process that is not PostgreSQL at all.
+    let pid_file = dir.path().join("pg/data/postmaster.pid");
+    let text = std::fs::read_to_string(&pid_file).expect("stale pid file");
+    let rest: Vec<&str> = text.lines().skip(1).collect();
+    std::fs::write(&pid_file, format!("{}\n{}\n", std::process::id(), rest.join("\n"))).expect("rewrite");
+
+    let second = Served::start(switchyard(dir.path()));
+    wait_ready(&second);
+    assert_eq!(get(&format!("{}/api/v1/me", second.api), Some(&token)), 200, "committed data survived");
+    assert!(second.stop().success());
+    assert!(no_postgres_on(dir.path()));
+}
+
+#[test]
+fn a_second_server_on_the_same_data_directory_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = Served::start(switchyard(dir.path()));
+    wait_ready(&first);
+    let output = switchyard(dir.path()).arg("serve").output().expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("another switchyard is using the data directory"), "{stderr}");
+    // The first one is unharmed.
+    assert_eq!(get(&format!("{}/readyz", first.api), None), 200);
+    // A one-shot command uses the running cluster instead of starting its own.
+    let made =
+        switchyard(dir.path()).args(["token", "create", "--name", "cli", "--scope", "write"]).output().expect("run");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let secret = String::from_utf8_lossy(&made.stdout).trim().to_owned();
+    assert_eq!(get(&format!("{}/api/v1/me", first.api), Some(&secret)), 200);
+    assert!(first.stop().success());
+}
+
+#[test]
+fn token_commands_and_migrate_work_without_a_running_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let migrate = switchyard(dir.path()).arg("migrate").output().expect("run");
+    assert!(migrate.status.success(), "{}", String::from_utf8_lossy(&migrate.stderr));
+    let made =
+        switchyard(dir.path()).args(["token", "create", "--name", "ops", "--scope", "admin"]).output().expect("run");
+    assert!(made.status.success());
+    let listed = switchyard(dir.path()).args(["token", "list"]).output().expect("run");
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    assert!(listing.contains("ops") && listing.contains("admin") && listing.contains("live"), "{listing}");
+    assert!(!listing.contains(String::from_utf8_lossy(&made.stdout).trim()), "secrets never listed");
+    let revoked = switchyard(dir.path()).args(["token", "revoke", "ops"]).output().expect("run");
+    assert!(revoked.status.success());
+    let again = switchyard(dir.path()).args(["token", "revoke", "ops"]).output().expect("run");
+    assert_eq!(again.status.code(), Some(1));
+    assert!(no_postgres_on(dir.path()), "one-shot commands stop the cluster they started");
+}

@@ -1,0 +1,214 @@
+//! The test harness: the real application on port 0 with a fresh database per test, from
+//! `DATABASE_URL` when it is set, else from a shared embedded test cluster the harness starts.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use secrecy::SecretString;
+use sqlx::{Connection, PgConnection};
+use switchyard::auth::Scope;
+use switchyard::config::{LogFormat, Settings};
+use switchyard::db::embedded::{Durability, EmbeddedPostgres};
+use switchyard::{Application, Role};
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+pub struct TestApp {
+    pub address: String,
+    pub status_address: String,
+    pub pool: sqlx::PgPool,
+    pub admin_token: String,
+    pub client: reqwest::Client,
+    pub database_url: String,
+    pub database_name: String,
+    pub shutdown: CancellationToken,
+    pub _data_dir: tempfile::TempDir,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Where the server lives that hands out a fresh database to each test.
+struct TestServer {
+    /// A URL with `{db}` where the database name goes.
+    url_template: String,
+}
+
+static SERVER: OnceCell<TestServer> = OnceCell::const_new();
+
+async fn test_server() -> &'static TestServer {
+    SERVER
+        .get_or_init(|| async {
+            match std::env::var("DATABASE_URL") {
+                Ok(url) if !url.is_empty() => TestServer { url_template: with_database(&url, "{db}") },
+                _ => TestServer { url_template: embedded_test_cluster().await },
+            }
+        })
+        .await
+}
+
+/// One throw-away cluster (fsync off) shared by every test process on this machine, started by
+/// whichever test gets there first; a file lock keeps two from starting it at once.
+async fn embedded_test_cluster() -> String {
+    let uid = nix::unistd::geteuid();
+    let root = PathBuf::from(format!("/tmp/switchyard-test-pg-{uid}"));
+    let lock_path = PathBuf::from(format!("/tmp/switchyard-test-pg-{uid}.lock"));
+    let lock = std::fs::File::create(&lock_path).expect("create the test cluster lock");
+    let locked = tokio::task::spawn_blocking(move || {
+        fs2::FileExt::lock_exclusive(&lock).expect("lock the test cluster");
+        lock
+    })
+    .await
+    .expect("lock task");
+    let pg =
+        EmbeddedPostgres::new(&root, None, Durability::Volatile).expect("PostgreSQL binaries for the test cluster");
+    pg.start_or_attach().await.expect("start the embedded test cluster");
+    drop_old_databases(&pg).await;
+    fs2::FileExt::unlock(&locked).expect("unlock");
+    format!("postgres://switchyard@localhost/{{db}}?host={}", root.display())
+}
+
+/// Test databases are named `t_<unix seconds>_<random>`; those over an hour old are leftovers.
+async fn drop_old_databases(pg: &EmbeddedPostgres) {
+    let mut conn = PgConnection::connect_with(&pg.connect_options("postgres")).await.expect("connect");
+    let cutoff = chrono::Utc::now().timestamp() - 3600;
+    let names: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 't\\_%'")
+        .fetch_all(&mut conn)
+        .await
+        .expect("list databases");
+    for name in names {
+        let created: i64 = name.split('_').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if created < cutoff {
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).execute(&mut conn).await;
+        }
+    }
+}
+
+/// Replaces the database name in a PostgreSQL URL, keeping its query string.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let authority_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let base = match base[authority_end..].find('/') {
+        Some(i) => &base[..authority_end + i],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// A fresh, empty database; returns its URL and name.
+pub async fn fresh_database() -> (String, String) {
+    let server = test_server().await;
+    let name = format!("t_{}_{}", chrono::Utc::now().timestamp(), uuid::Uuid::new_v4().simple());
+    let admin_url = server.url_template.replace("{db}", "postgres");
+    let mut conn = PgConnection::connect(&admin_url).await.expect("connect to the test server");
+    sqlx::query(&format!("CREATE DATABASE \"{name}\"")).execute(&mut conn).await.expect("create database");
+    conn.close().await.ok();
+    (server.url_template.replace("{db}", &name), name)
+}
+
+pub async fn spawn_app() -> TestApp {
+    let (database_url, database_name) = fresh_database().await;
+    let data_dir = tempfile::tempdir().expect("temp data dir");
+    let settings = Settings {
+        database_url: Some(SecretString::from(database_url.clone())),
+        data_dir: data_dir.path().to_path_buf(),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        status_listen: "127.0.0.1:0".parse().expect("addr"),
+        log_format: LogFormat::Text,
+        pg_bindir: None,
+    };
+    let app = Application::build(&settings, Role::Serve).await.expect("build the application");
+    let address = format!("http://{}", app.api_addr().expect("serve has an API"));
+    let status_address = format!("http://{}", app.status_addr());
+    let pool = app.pool().clone();
+    let mut tx = pool.begin().await.expect("begin");
+    let (_, admin_token) = switchyard::db::tokens::create(&mut tx, "test-admin", Scope::Admin).await.expect("token");
+    tx.commit().await.expect("commit");
+    let shutdown = CancellationToken::new();
+    tokio::spawn(app.run_until(shutdown.clone()));
+    TestApp {
+        address,
+        status_address,
+        pool,
+        admin_token,
+        client: reqwest::Client::new(),
+        database_url,
+        database_name,
+        shutdown,
+        _data_dir: data_dir,
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    /// A request with the admin token.
+    pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, self.url(path)).bearer_auth(&self.admin_token)
+    }
+
+    /// Makes a token with the given scope through the API and returns its secret.
+    pub async fn token(&self, scope: &str) -> String {
+        let name = format!("{scope}-{}", uuid::Uuid::new_v4().simple());
+        let response = self
+            .admin(reqwest::Method::POST, "/api/v1/tokens")
+            .json(&serde_json::json!({"name": name, "scope": scope}))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 201);
+        let body: serde_json::Value = response.json().await.expect("json");
+        body["secret"].as_str().expect("secret").to_owned()
+    }
+}
+
+/// Waits for a condition with a deadline instead of sleeping a fixed time.
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Asserts a response is RFC 9457 problem+json with this status, and returns its body.
+pub async fn assert_problem(response: reqwest::Response, status: u16) -> serde_json::Value {
+    assert_eq!(response.status().as_u16(), status, "status");
+    let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    assert_eq!(content_type, "application/problem+json");
+    let body: serde_json::Value = response.json().await.expect("problem body");
+    assert_eq!(body["status"], status);
+    assert!(body["type"].as_str().is_some_and(|t| t.starts_with("/problems/")), "{body}");
+    assert!(body["title"].as_str().is_some_and(|t| !t.is_empty()), "{body}");
+    assert!(body["detail"].as_str().is_some_and(|t| !t.is_empty()), "{body}");
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn the_database_name_is_replaced_and_the_query_kept() {
+        assert_eq!(
+            with_database("postgres://u@h:5432/db?sslmode=disable", "x"),
+            "postgres://u@h:5432/x?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
+    }
+}

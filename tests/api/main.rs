@@ -1,0 +1,7 @@
+mod auth;
+mod binary;
+mod embedded;
+mod health;
+mod helpers;
+mod openapi;
+mod problems;
