@@ -5,6 +5,7 @@ pub mod auth;
 pub mod error;
 pub mod health;
 pub mod json;
+pub mod pagination;
 pub mod tokens;
 
 use std::time::Duration;
