@@ -3,9 +3,11 @@
 
 pub mod auth;
 pub mod error;
+pub mod events;
 pub mod health;
 pub mod json;
 pub mod pagination;
+pub mod query;
 pub mod tokens;
 
 use std::time::Duration;
@@ -66,7 +68,7 @@ impl utoipa::Modify for BearerAuth {
 
 /// Every `/api/v1` route, one router per resource.
 fn v1_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(tokens::router())
+    OpenApiRouter::new().merge(tokens::router()).merge(events::router())
 }
 
 /// The documented routes: `/api/v1` plus the health checks.

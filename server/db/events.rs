@@ -37,7 +37,8 @@ pub async fn record(
 }
 
 /// Events after the cursor, in log order, up to the oldest transaction still running: an event
-/// whose transaction commits later can never fall behind a cursor already handed out.
+/// whose transaction commits later can never fall behind a cursor already handed out. (The
+/// horizon is the cluster's: a long writing transaction in another database delays, never loses.)
 pub async fn after(conn: &mut PgConnection, after: Option<i64>, limit: i64) -> Result<Vec<Event>, sqlx::Error> {
     sqlx::query_as!(
         Event,
@@ -52,4 +53,8 @@ pub async fn after(conn: &mut PgConnection, after: Option<i64>, limit: i64) -> R
     )
     .fetch_all(conn)
     .await
+}
+
+pub async fn exists(conn: &mut PgConnection, id: i64) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!("SELECT EXISTS (SELECT 1 FROM events WHERE id = $1) AS \"exists!\"", id).fetch_one(conn).await
 }

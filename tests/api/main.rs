@@ -1,6 +1,7 @@
 mod auth;
 mod binary;
 mod embedded;
+mod events;
 mod health;
 mod helpers;
 mod openapi;

@@ -1,0 +1,73 @@
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::helpers::{assert_problem, spawn_app, TestApp};
+
+/// Follows until at least `want` new events have arrived: writing transactions anywhere on the
+/// test cluster (other tests' databases) may hold the horizon back for a moment.
+async fn follow_until(app: &TestApp, after: Option<i64>, want: usize) -> (Vec<Value>, Option<i64>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (items, next) = follow(app, after).await;
+        if items.len() >= want || std::time::Instant::now() > deadline {
+            return (items, next);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+async fn follow(app: &TestApp, after: Option<i64>) -> (Vec<Value>, Option<i64>) {
+    let path = match after {
+        Some(after) => format!("/api/v1/events?after={after}&limit=1000"),
+        None => "/api/v1/events?limit=1000".to_owned(),
+    };
+    let response = app.admin(Method::GET, &path).send().await.expect("request");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("json");
+    (body["items"].as_array().cloned().unwrap_or_default(), body["next_after"].as_i64())
+}
+
+#[tokio::test]
+async fn a_script_can_follow_the_event_log_with_a_cursor() {
+    let app = spawn_app().await;
+    let (first, cursor) = follow_until(&app, None, 1).await;
+    assert!(first.iter().any(|e| e["type"] == "token.created"), "{first:?}");
+    let (nothing, same) = follow(&app, cursor).await;
+    assert!(nothing.is_empty());
+    assert_eq!(same, cursor, "an empty page keeps the cursor");
+    app.token("read").await;
+    let (new, next) = follow_until(&app, cursor, 1).await;
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0]["type"], "token.created");
+    assert!(new[0]["payload"].get("secret").is_none());
+    assert_eq!(next, new[0]["id"].as_i64());
+}
+
+#[tokio::test]
+async fn bad_cursors_and_limits_are_422_naming_the_parameter() {
+    let app = spawn_app().await;
+    for (query, field) in [("after=999999", "after"), ("after=abc", "after"), ("limit=0", "limit"), ("limt=5", "limt")]
+    {
+        let response = app.admin(Method::GET, &format!("/api/v1/events?{query}")).send().await.expect("request");
+        let body = assert_problem(response, 422).await;
+        assert_eq!(body["errors"][0]["field"], field, "{query}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn an_event_committed_late_is_not_skipped_by_a_follower() {
+    let app = spawn_app().await;
+    let (_, cursor) = follow_until(&app, None, 1).await;
+    // An early transaction takes the lower position and commits last.
+    let mut early = app.pool.begin().await.expect("begin");
+    switchyard::db::events::record(&mut early, "test.early", "test:1", serde_json::json!({})).await.expect("record");
+    let mut late = app.pool.begin().await.expect("begin");
+    switchyard::db::events::record(&mut late, "test.late", "test:2", serde_json::json!({})).await.expect("record");
+    late.commit().await.expect("commit");
+    let (seen, held) = follow(&app, cursor).await;
+    assert!(seen.iter().all(|e| e["type"] != "test.late"), "held back while an older transaction runs: {seen:?}");
+    early.commit().await.expect("commit");
+    let (seen, _) = follow_until(&app, held, 2).await;
+    let types: Vec<&str> = seen.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types, ["test.early", "test.late"]);
+}
