@@ -4,6 +4,7 @@
 
 pub mod embedded;
 pub mod events;
+pub mod tasks;
 pub mod tokens;
 
 use std::time::Duration;

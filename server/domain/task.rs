@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::UnknownStatus;
 
 /// Where a task is in its lifecycle. Stored as the snake_case name (`in_progress`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// Waiting for at least one dependency to be `done`.

@@ -1,0 +1,398 @@
+//! Tasks in the database: creating them with their dependencies, and applying the task state
+//! machine (`domain::task`) with a conditional `UPDATE`, so two writers never both win.
+//!
+//! Standalone tasks (the tasks API) and a wish's execution groups (the wishes API) both go
+//! through [`insert`] and [`apply`]. Every change writes its event in the caller's transaction.
+//!
+//! Completing a task releases its direct dependents with one statement over the stored
+//! `unmet_dependencies` counters: the work is proportional to the number of direct dependents,
+//! never to the size of the graph, and the row locks on those counters make concurrent
+//! completions agree on which one made a dependent `ready`.
+
+mod edits;
+
+pub use edits::{list, move_to_column, update_fields, Column, Edit, ListFilter};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::db::events;
+use crate::domain::task::{initial_status, transition, TaskEvent, TaskStatus};
+
+/// A task as stored and as the API shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Task {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    /// Set when the task is one of a wish's execution groups.
+    pub wish_id: Option<Uuid>,
+    /// The group's key within its wish (set exactly when `wish_id` is).
+    #[schema(example = "backend")]
+    pub group_key: Option<String>,
+    #[schema(example = "Add a login page")]
+    pub title: String,
+    pub goal: String,
+    pub status: TaskStatus,
+    /// An agent's name, `human`, or nobody yet.
+    #[schema(example = "worker-1")]
+    pub assignee: Option<String>,
+    #[schema(example = "claude")]
+    pub provider: Option<String>,
+    /// What the task produced, or why it failed.
+    pub result: Option<String>,
+    /// The open question while the task is `waiting_input`.
+    pub question: Option<String>,
+    /// How many times the task was started.
+    pub iterations: i32,
+    pub max_iterations: i32,
+    pub board_id: Option<Uuid>,
+    pub column_id: Option<Uuid>,
+    /// How many dependencies are not `done` yet.
+    pub unmet_dependencies: i32,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    /// Bumped on every change; send it back as `If-Match` to update safely.
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What it takes to create a task. The caller checks that `depends_on` exist in the same project.
+#[derive(Debug, Clone, Default)]
+pub struct NewTask {
+    pub project_id: Uuid,
+    pub wish_id: Option<Uuid>,
+    pub group_key: Option<String>,
+    pub title: String,
+    pub goal: String,
+    pub assignee: Option<String>,
+    pub provider: Option<String>,
+    /// `None` keeps the database default (10).
+    pub max_iterations: Option<i32>,
+    pub board_id: Option<Uuid>,
+    pub column_id: Option<Uuid>,
+    pub depends_on: Vec<Uuid>,
+}
+
+/// The data that comes with an event: `result` for complete/fail/cancel, `question` for ask,
+/// `answer` for answer (recorded in the event, so it can be delivered to the agent).
+#[derive(Debug, Clone, Default)]
+pub struct Change {
+    pub result: Option<String>,
+    pub question: Option<String>,
+    pub answer: Option<String>,
+}
+
+/// The outcome of [`apply`].
+// One per request; boxing the task would only make every caller's match noisier.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Applied {
+    /// The event was applied; the ids are dependents that became `ready` because of it.
+    Done(Task, Vec<Uuid>),
+    /// The task's current status does not allow the event (possibly because another writer
+    /// changed it first).
+    Refused { current: TaskStatus, message: String },
+}
+
+/// A dependency as shown to explain why a task is blocked.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct DependencyRef {
+    pub id: Uuid,
+    pub title: String,
+    pub group_key: Option<String>,
+    pub status: TaskStatus,
+}
+
+/// A row as read; `status` is text until checked against [`TaskStatus`].
+struct TaskRow {
+    id: Uuid,
+    project_id: Uuid,
+    wish_id: Option<Uuid>,
+    group_key: Option<String>,
+    title: String,
+    goal: String,
+    status: String,
+    assignee: Option<String>,
+    provider: Option<String>,
+    result: Option<String>,
+    question: Option<String>,
+    iterations: i32,
+    max_iterations: i32,
+    board_id: Option<Uuid>,
+    column_id: Option<Uuid>,
+    unmet_dependencies: i32,
+    started_at: Option<DateTime<Utc>>,
+    completed_at: Option<DateTime<Utc>>,
+    version: i32,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+/// The `CHECK` constraint admits only known statuses; anything else is a decode error, not a panic.
+fn status(text: &str) -> Result<TaskStatus, sqlx::Error> {
+    text.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))
+}
+
+impl TryFrom<TaskRow> for Task {
+    type Error = sqlx::Error;
+
+    fn try_from(r: TaskRow) -> Result<Task, sqlx::Error> {
+        Ok(Task {
+            status: status(&r.status)?,
+            id: r.id,
+            project_id: r.project_id,
+            wish_id: r.wish_id,
+            group_key: r.group_key,
+            title: r.title,
+            goal: r.goal,
+            assignee: r.assignee,
+            provider: r.provider,
+            result: r.result,
+            question: r.question,
+            iterations: r.iterations,
+            max_iterations: r.max_iterations,
+            board_id: r.board_id,
+            column_id: r.column_id,
+            unmet_dependencies: r.unmet_dependencies,
+            started_at: r.started_at,
+            completed_at: r.completed_at,
+            version: r.version,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+/// The event type written when `event` is applied, e.g. `task.completed`.
+fn event_type(event: &TaskEvent) -> &'static str {
+    match event {
+        TaskEvent::Start => "task.started",
+        TaskEvent::Ask => "task.asked",
+        TaskEvent::Answer => "task.answered",
+        TaskEvent::Complete => "task.completed",
+        TaskEvent::Fail => "task.failed",
+        TaskEvent::Cancel => "task.cancelled",
+        TaskEvent::Retry { .. } => "task.retried",
+        TaskEvent::DependenciesMet => "task.ready",
+    }
+}
+
+pub(crate) fn subject(id: Uuid) -> String {
+    format!("task:{id}")
+}
+
+/// Creates a task, `blocked` or `ready` by how many of its dependencies are not done yet.
+#[tracing::instrument(skip_all, fields(project = %new.project_id, title = %new.title), err)]
+pub async fn insert(conn: &mut PgConnection, new: &NewTask) -> Result<Task, sqlx::Error> {
+    let mut depends_on = new.depends_on.clone();
+    depends_on.sort();
+    depends_on.dedup();
+    // FOR SHARE holds off a concurrent completion of a dependency until this task and its
+    // dependency rows are committed, so that completion's release sees them; and if the
+    // completion came first, we wait for it and count the dependency as done.
+    let statuses =
+        sqlx::query_scalar!("SELECT status FROM tasks WHERE id = ANY($1) ORDER BY id FOR SHARE", &depends_on)
+            .fetch_all(&mut *conn)
+            .await?;
+    let unmet = statuses.iter().filter(|s| s.as_str() != TaskStatus::Done.as_str()).count();
+    let row = sqlx::query_as!(
+        TaskRow,
+        "INSERT INTO tasks (id, project_id, wish_id, group_key, title, goal, status, assignee, provider,
+                            max_iterations, board_id, column_id, unmet_dependencies)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10, 10), $11, $12, $13)
+         RETURNING id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
+                   iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
+                   version, created_at, updated_at",
+        Uuid::new_v4(),
+        new.project_id,
+        new.wish_id,
+        new.group_key,
+        new.title,
+        new.goal,
+        initial_status(unmet).as_str(),
+        new.assignee,
+        new.provider,
+        new.max_iterations,
+        new.board_id,
+        new.column_id,
+        unmet as i32,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO task_dependencies (task_id, depends_on) SELECT $1, unnest($2::uuid[])",
+        row.id,
+        &depends_on
+    )
+    .execute(&mut *conn)
+    .await?;
+    let task = Task::try_from(row)?;
+    let payload = json!({
+        "title": task.title, "status": task.status, "project_id": task.project_id,
+        "wish_id": task.wish_id, "group_key": task.group_key, "depends_on": depends_on,
+    });
+    events::record(conn, "task.created", &subject(task.id), payload).await?;
+    Ok(task)
+}
+
+pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Task>, sqlx::Error> {
+    let row = sqlx::query_as!(
+        TaskRow,
+        "SELECT id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
+                iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
+                version, created_at, updated_at
+         FROM tasks WHERE id = $1",
+        id
+    )
+    .fetch_optional(conn)
+    .await?;
+    row.map(Task::try_from).transpose()
+}
+
+/// The task's direct dependencies, oldest first.
+pub async fn dependencies(conn: &mut PgConnection, id: Uuid) -> Result<Vec<DependencyRef>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "SELECT t.id, t.title, t.group_key, t.status
+         FROM task_dependencies d JOIN tasks t ON t.id = d.depends_on
+         WHERE d.task_id = $1 ORDER BY t.created_at, t.id",
+        id
+    )
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter()
+        .map(|r| Ok(DependencyRef { id: r.id, title: r.title, group_key: r.group_key, status: status(&r.status)? }))
+        .collect()
+}
+
+/// A losing writer re-reads and tries again; each failed attempt means someone else changed the
+/// task, so this bound is only reached under pathological contention.
+const ATTEMPTS: usize = 16;
+
+/// Applies `event` to a task: `None` when there is no such task.
+///
+/// Optimistic: read the status, ask the domain for the next one, then one conditional
+/// `UPDATE … WHERE status = $old`. Zero rows means another writer won; re-read and decide again
+/// (usually the event is now illegal and is refused with the fresh status). For `retry` the
+/// stored `unmet_dependencies` decides between `ready` and `blocked`, and the update is also
+/// conditional on that counter so a dependency completing meanwhile cannot be missed.
+#[tracing::instrument(skip_all, fields(task = %id, event = event.name()), err)]
+pub async fn apply(
+    conn: &mut PgConnection,
+    id: Uuid,
+    event: TaskEvent,
+    change: &Change,
+) -> Result<Option<Applied>, sqlx::Error> {
+    if event == TaskEvent::DependenciesMet {
+        // Only a completion may release a dependent, through the stored counter.
+        let current = match get(conn, id).await? {
+            Some(task) => task.status,
+            None => return Ok(None),
+        };
+        let message = "a task becomes ready only when its last dependency is completed".to_owned();
+        return Ok(Some(Applied::Refused { current, message }));
+    }
+    for _ in 0..ATTEMPTS {
+        let Some(current) = get(conn, id).await? else { return Ok(None) };
+        let event = match event {
+            TaskEvent::Retry { .. } => {
+                TaskEvent::Retry { unmet_dependencies: usize::try_from(current.unmet_dependencies).unwrap_or(0) }
+            }
+            other => other,
+        };
+        let to = match transition(current.status, &event) {
+            Ok(to) => to,
+            Err(illegal) => {
+                return Ok(Some(Applied::Refused { current: current.status, message: illegal.to_string() }))
+            }
+        };
+        let Some(task) = conditional_update(conn, &current, &event, to, change).await? else { continue };
+        let payload = json!({
+            "from": current.status, "to": task.status, "wish_id": task.wish_id, "group_key": task.group_key,
+            "result": change.result, "question": change.question, "answer": change.answer,
+        });
+        events::record(&mut *conn, event_type(&event), &subject(id), payload).await?;
+        let released = if to == TaskStatus::Done { release_dependents(conn, id).await? } else { Vec::new() };
+        return Ok(Some(Applied::Done(task, released)));
+    }
+    let current = get(conn, id).await?.map(|t| t.status).unwrap_or(TaskStatus::Cancelled);
+    Ok(Some(Applied::Refused { current, message: "the task is changing too often; try again".to_owned() }))
+}
+
+/// One `UPDATE … WHERE status = $old`; `None` when another writer changed the task first.
+async fn conditional_update(
+    conn: &mut PgConnection,
+    current: &Task,
+    event: &TaskEvent,
+    to: TaskStatus,
+    change: &Change,
+) -> Result<Option<Task>, sqlx::Error> {
+    let starting = *event == TaskEvent::Start;
+    let retrying = matches!(event, TaskEvent::Retry { .. });
+    // The question is open exactly while the task waits for input.
+    let question = if to == TaskStatus::WaitingInput { change.question.clone() } else { None };
+    let expected_unmet = retrying.then_some(current.unmet_dependencies);
+    let row = sqlx::query_as!(
+        TaskRow,
+        "UPDATE tasks SET status = $3, version = version + 1, updated_at = now(),
+             iterations = iterations + CASE WHEN $4 THEN 1 ELSE 0 END,
+             started_at = CASE WHEN $4 THEN now() ELSE started_at END,
+             completed_at = CASE WHEN $5 THEN now() WHEN $6 THEN NULL ELSE completed_at END,
+             result = COALESCE($7, result),
+             question = $8
+         WHERE id = $1 AND status = $2 AND ($9::int IS NULL OR unmet_dependencies = $9)
+         RETURNING id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
+                   iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
+                   version, created_at, updated_at",
+        current.id,
+        current.status.as_str(),
+        to.as_str(),
+        starting,
+        to.is_terminal(),
+        retrying,
+        change.result,
+        question,
+        expected_unmet,
+    )
+    .fetch_optional(conn)
+    .await?;
+    row.map(Task::try_from).transpose()
+}
+
+/// Counts one more dependency met on each direct dependent of `id`, and makes `ready` those
+/// whose last dependency it was (the SQL form of `transition(Blocked, DependenciesMet)`), each
+/// with its `task.ready` event. Returns the ids that became ready.
+async fn release_dependents(conn: &mut PgConnection, id: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
+    // Locks are taken in id order so two completions sharing dependents cannot deadlock; the
+    // locked row's status is the latest committed one, which is what the update then changes.
+    let rows = sqlx::query!(
+        r#"WITH dependents AS (
+               SELECT t.id, t.status AS old_status FROM tasks t
+               WHERE t.id IN (SELECT task_id FROM task_dependencies WHERE depends_on = $1)
+               ORDER BY t.id FOR UPDATE
+           )
+           UPDATE tasks SET unmet_dependencies = tasks.unmet_dependencies - 1,
+               status = CASE WHEN tasks.unmet_dependencies = 1 AND tasks.status = 'blocked' THEN 'ready'
+                             ELSE tasks.status END,
+               version = tasks.version + 1, updated_at = now()
+           FROM dependents WHERE tasks.id = dependents.id
+           RETURNING tasks.id, tasks.wish_id, tasks.group_key,
+               (dependents.old_status = 'blocked' AND tasks.status = 'ready') AS "became_ready!""#,
+        id
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut released = Vec::new();
+    for row in rows.into_iter().filter(|r| r.became_ready) {
+        let payload = json!({
+            "from": TaskStatus::Blocked, "to": TaskStatus::Ready, "wish_id": row.wish_id,
+            "group_key": row.group_key, "released_by": id,
+        });
+        events::record(&mut *conn, event_type(&TaskEvent::DependenciesMet), &subject(row.id), payload).await?;
+        released.push(row.id);
+    }
+    Ok(released)
+}
