@@ -20,29 +20,57 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let is_json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|mime| {
-                let mime = mime.trim().to_ascii_lowercase();
-                mime == "application/json" || mime.ends_with("+json")
-            });
+        let is_json = is_json(&req);
+        let bytes = body_bytes(req, state).await?;
         if !is_json {
             return Err(ApiError::UnsupportedMediaType(
                 "send the body as JSON with Content-Type: application/json".into(),
             ));
         }
-        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge(e.body_text())
-            } else {
-                ApiError::BadRequest(e.body_text())
-            }
-        })?;
         parse(&bytes).map(ApiJson)
     }
+}
+
+/// `Option<ApiJson<T>>`: an empty body is `None` (for actions whose body is optional).
+impl<S, T> axum::extract::OptionalFromRequest<S> for ApiJson<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
+        let is_json = is_json(&req);
+        let bytes = body_bytes(req, state).await?;
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType(
+                "send the body as JSON with Content-Type: application/json".into(),
+            ));
+        }
+        parse(&bytes).map(|v| Some(ApiJson(v)))
+    }
+}
+
+fn is_json(req: &Request) -> bool {
+    req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).and_then(|v| v.split(';').next()).is_some_and(
+        |mime| {
+            let mime = mime.trim().to_ascii_lowercase();
+            mime == "application/json" || mime.ends_with("+json")
+        },
+    )
+}
+
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<axum::body::Bytes, ApiError> {
+    axum::body::Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(e.body_text())
+        } else {
+            ApiError::BadRequest(e.body_text())
+        }
+    })
 }
 
 /// Parses a JSON body; a syntax error is a 400, a well-formed body of the wrong shape a 422

@@ -9,6 +9,9 @@ pub mod json;
 pub mod pagination;
 pub mod query;
 pub mod tokens;
+pub mod wish_actions;
+pub mod wish_groups;
+pub mod wishes;
 
 use std::time::Duration;
 
@@ -68,7 +71,7 @@ impl utoipa::Modify for BearerAuth {
 
 /// Every `/api/v1` route, one router per resource.
 fn v1_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(tokens::router()).merge(events::router())
+    OpenApiRouter::new().merge(tokens::router()).merge(events::router()).merge(wishes::router())
 }
 
 /// The documented routes: `/api/v1` plus the health checks.

@@ -6,6 +6,7 @@ pub mod embedded;
 pub mod events;
 pub mod tasks;
 pub mod tokens;
+pub mod wishes;
 
 use std::time::Duration;
 

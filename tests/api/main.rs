@@ -6,3 +6,4 @@ mod health;
 mod helpers;
 mod openapi;
 mod problems;
+mod wishes;

@@ -1,0 +1,234 @@
+//! `POST /api/v1/wishes/{slug}/<action>`: the wish lifecycle (v0's operation state machine).
+//! An illegal transition is a 409 carrying the wish's current state.
+
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::Deserialize;
+use sqlx::PgConnection;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::json::ApiJson;
+use crate::api::wishes::{detail, find, to_groups, validate_plan, GroupInput, WishDetail};
+use crate::api::AppState;
+use crate::db::wishes::{self, Outcome, Wish};
+use crate::domain::review::{self, ReviewOutcome, ReviewState, Verdict};
+use crate::domain::wish::{WishEvent, WishStatus};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(plan_wish))
+        .routes(routes!(queue_wish))
+        .routes(routes!(start_wish))
+        .routes(routes!(hold_wish))
+        .routes(routes!(release_wish))
+        .routes(routes!(cancel_wish))
+        .routes(routes!(interrupt_wish))
+        .routes(routes!(resume_wish))
+        .routes(routes!(review_wish))
+        .routes(routes!(submit_wish))
+        .routes(routes!(record_merge))
+}
+
+/// Applies one lifecycle event to a wish and answers with the wish as it is now.
+pub async fn act(conn: &mut PgConnection, wish: &Wish, event: WishEvent, reason: Option<&str>) -> ApiResult<Wish> {
+    match wishes::apply(conn, wish, event, reason).await? {
+        Outcome::Applied(wish) => Ok(wish),
+        Outcome::Refused { error, current } => {
+            Err(ApiError::conflict(error.to_string(), Some(current.status.as_str())))
+        }
+    }
+}
+
+async fn simple(state: &AppState, slug: &str, event: WishEvent, reason: Option<&str>) -> ApiResult<Json<WishDetail>> {
+    let mut tx = state.db.begin().await?;
+    let wish = find(&mut tx, slug).await?;
+    let mut wish = act(&mut tx, &wish, event, reason).await?;
+    if event == WishEvent::Release {
+        wish = crate::api::wish_groups::complete_if_done(&mut tx, wish).await?;
+    }
+    let detail = detail(&mut tx, wish).await?;
+    tx.commit().await?;
+    Ok(Json(detail))
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanBody {
+    /// Replaces the draft's plan when given.
+    pub groups: Option<Vec<GroupInput>>,
+}
+
+/// `draft → planned`. With `groups`, the draft's plan is replaced first (checked like on create).
+#[utoipa::path(post, path = "/wishes/{slug}/plan", tag = "wishes", params(("slug" = String, Path)),
+    request_body(content = PlanBody, description = "optional"),
+    responses((status = 200, body = WishDetail), (status = 409, body = Problem), (status = 422, body = Problem)))]
+pub async fn plan_wish(
+    State(state): State<AppState>,
+    Path(slug): Path<String>,
+    body: Option<ApiJson<PlanBody>>,
+) -> ApiResult<Json<WishDetail>> {
+    let body = body.map(|ApiJson(b)| b).unwrap_or_default();
+    let mut tx = state.db.begin().await?;
+    let wish = find(&mut tx, &slug).await?;
+    if let Some(groups) = body.groups {
+        if wish.status != WishStatus::Draft {
+            return Err(ApiError::conflict("only a draft's plan can be replaced", Some(wish.status.as_str())));
+        }
+        let groups = to_groups(groups)?;
+        let order = validate_plan(&groups)?;
+        wishes::delete_groups(&mut tx, wish.id).await?;
+        wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
+    }
+    let wish = act(&mut tx, &wish, WishEvent::Plan, None).await?;
+    let detail = detail(&mut tx, wish).await?;
+    tx.commit().await?;
+    Ok(Json(detail))
+}
+
+macro_rules! lifecycle_action {
+    ($name:ident, $path:literal, $event:expr, $doc:literal) => {
+        #[doc = $doc]
+        #[utoipa::path(post, path = $path, tag = "wishes", params(("slug" = String, Path)),
+            responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
+        #[tracing::instrument(skip_all, fields(slug = %slug), err)]
+        pub async fn $name(State(state): State<AppState>, Path(slug): Path<String>) -> ApiResult<Json<WishDetail>> {
+            simple(&state, &slug, $event, None).await
+        }
+    };
+}
+
+lifecycle_action!(queue_wish, "/wishes/{slug}/queue", WishEvent::Queue, "`planned → queued`.");
+lifecycle_action!(
+    start_wish,
+    "/wishes/{slug}/start",
+    WishEvent::Start,
+    "`queued → executing`; refused while a `blocked_by` wish has not merged (it then starts when they have)."
+);
+lifecycle_action!(hold_wish, "/wishes/{slug}/hold", WishEvent::Hold, "Holds the wish: no transition until released.");
+lifecycle_action!(release_wish, "/wishes/{slug}/release", WishEvent::Release, "Releases a held wish.");
+lifecycle_action!(cancel_wish, "/wishes/{slug}/cancel", WishEvent::Cancel, "Cancels the wish (resumable).");
+lifecycle_action!(
+    interrupt_wish,
+    "/wishes/{slug}/interrupt",
+    WishEvent::Interrupt,
+    "`queued|executing → interrupted`."
+);
+lifecycle_action!(
+    submit_wish,
+    "/wishes/{slug}/submit",
+    WishEvent::SubmitForMerge,
+    "`completed → pending_merge`: hands the wish's branch to the merge queue."
+);
+
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeBody {
+    /// Force a state (draft, planned or queued) instead of the last good one.
+    #[schema(value_type = Option<String>, example = "queued")]
+    pub to: Option<WishStatus>,
+}
+
+/// From `failed`, `conflict`, `interrupted` or `cancelled` back to the last good state (v0):
+/// queued if it was ever queued, planned if it has a plan, else draft; a conflict goes back to
+/// `pending_merge`.
+#[utoipa::path(post, path = "/wishes/{slug}/resume", tag = "wishes", params(("slug" = String, Path)),
+    request_body(content = ResumeBody, description = "optional"),
+    responses((status = 200, body = WishDetail), (status = 409, body = Problem), (status = 422, body = Problem)))]
+pub async fn resume_wish(
+    State(state): State<AppState>,
+    Path(slug): Path<String>,
+    body: Option<ApiJson<ResumeBody>>,
+) -> ApiResult<Json<WishDetail>> {
+    let to = body.and_then(|ApiJson(b)| b.to);
+    simple(&state, &slug, WishEvent::Resume { to }, None).await
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewBody {
+    #[schema(value_type = String, example = "fail")]
+    pub verdict: Verdict,
+    #[serde(default)]
+    pub notes: String,
+}
+
+/// Records a review of an executing wish (agentmux's loop): each verdict moves
+/// `review_iteration`; a fail at the cap fails the wish.
+#[utoipa::path(post, path = "/wishes/{slug}/review", tag = "wishes", params(("slug" = String, Path)),
+    request_body = ReviewBody,
+    responses((status = 200, body = WishDetail), (status = 409, body = Problem), (status = 422, body = Problem)))]
+pub async fn review_wish(
+    State(state): State<AppState>,
+    Path(slug): Path<String>,
+    ApiJson(body): ApiJson<ReviewBody>,
+) -> ApiResult<Json<WishDetail>> {
+    let mut tx = state.db.begin().await?;
+    let wish = find(&mut tx, &slug).await?;
+    if wish.status != WishStatus::Executing || wish.held {
+        let why = if wish.held { "the wish is on hold" } else { "only an executing wish is reviewed" };
+        return Err(ApiError::conflict(why, Some(wish.status.as_str())));
+    }
+    let review_state = ReviewState { iteration: wish.review_iteration as u32, cap: wish.review_cap as u32 };
+    let outcome = review::record(review_state, body.verdict)
+        .map_err(|e| ApiError::conflict(e.to_string(), Some(wish.status.as_str())))?;
+    let payload =
+        serde_json::json!({"slug": wish.slug, "verdict": body.verdict, "notes": body.notes, "outcome": outcome});
+    let mut updated = wishes::record_review(&mut tx, &wish, outcome.iteration() as i32, payload)
+        .await?
+        .ok_or_else(|| ApiError::conflict("the wish changed meanwhile; try again", Some(wish.status.as_str())))?;
+    if let ReviewOutcome::CapReached { iteration } = outcome {
+        let reason = format!("review failed {iteration} times (cap {})", wish.review_cap);
+        updated = act(&mut tx, &updated, WishEvent::GroupFailed, Some(&reason)).await?;
+    }
+    let detail = detail(&mut tx, updated).await?;
+    tx.commit().await?;
+    Ok(Json(detail))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeOutcome {
+    Merged,
+    Conflict,
+    Failed,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MergeBody {
+    pub outcome: MergeOutcome,
+    pub detail: Option<String>,
+}
+
+/// The merge queue's verdict on a `pending_merge` wish. On `merged`, queued wishes that waited
+/// for it are re-checked and start if nothing else blocks them.
+#[utoipa::path(post, path = "/wishes/{slug}/merge-result", tag = "wishes", params(("slug" = String, Path)),
+    request_body = MergeBody,
+    responses((status = 200, body = WishDetail), (status = 409, body = Problem), (status = 422, body = Problem)))]
+pub async fn record_merge(
+    State(state): State<AppState>,
+    Path(slug): Path<String>,
+    ApiJson(body): ApiJson<MergeBody>,
+) -> ApiResult<Json<WishDetail>> {
+    let event = match body.outcome {
+        MergeOutcome::Merged => WishEvent::Merged,
+        MergeOutcome::Conflict => WishEvent::Conflict,
+        MergeOutcome::Failed => WishEvent::MergeFailed,
+    };
+    let mut tx = state.db.begin().await?;
+    let wish = find(&mut tx, &slug).await?;
+    let wish = act(&mut tx, &wish, event, body.detail.as_deref()).await?;
+    if wish.status == WishStatus::Merged {
+        for waiting in wishes::waiting_on(&mut tx, wish.id).await? {
+            if let Some(dependent) = wishes::get(&mut tx, &waiting).await? {
+                // Still blocked by another wish, or changed meanwhile: it stays queued.
+                let _ = wishes::apply(&mut tx, &dependent, WishEvent::Start, None).await?;
+            }
+        }
+    }
+    let detail = detail(&mut tx, wish).await?;
+    tx.commit().await?;
+    Ok(Json(detail))
+}

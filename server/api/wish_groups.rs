@@ -1,0 +1,148 @@
+//! `POST /api/v1/wishes/{slug}/groups/{key}/start|complete|fail|retry`: progress of a wish's
+//! execution groups. Completing the last group completes the wish; a group that fails with no
+//! iterations left fails it (one with iterations left goes back to `ready`).
+
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::Deserialize;
+use sqlx::PgConnection;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::json::ApiJson;
+use crate::api::wish_actions::act;
+use crate::api::wishes::{detail, find, WishDetail};
+use crate::api::AppState;
+use crate::db::tasks::{self, Applied, Change};
+use crate::db::wishes::{self, Wish};
+use crate::domain::task::TaskEvent;
+use crate::domain::wish::{WishEvent, WishStatus};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(start_group))
+        .routes(routes!(complete_group))
+        .routes(routes!(fail_group))
+        .routes(routes!(retry_group))
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GroupResult {
+    /// What the group produced, or why it failed.
+    pub result: Option<String>,
+}
+
+/// Completes the wish when none of its groups is unfinished. Takes the wish's row lock first, so
+/// of two concurrent last completions exactly one sees every group done.
+pub async fn complete_if_done(conn: &mut PgConnection, wish: Wish) -> ApiResult<Wish> {
+    let Some(locked) = wishes::lock(conn, wish.id).await? else { return Ok(wish) };
+    if locked.status != WishStatus::Executing || locked.held || !wishes::all_groups_done(conn, locked.id).await? {
+        return Ok(locked);
+    }
+    act(conn, &locked, WishEvent::AllGroupsDone, None).await
+}
+
+async fn group_action(
+    state: &AppState,
+    slug: &str,
+    key: &str,
+    event: TaskEvent,
+    change: Change,
+) -> ApiResult<Json<WishDetail>> {
+    let mut tx = state.db.begin().await?;
+    let wish = find(&mut tx, slug).await?;
+    if wish.status != WishStatus::Executing {
+        let detail = format!("the wish is {}; its groups move only while it is executing", wish.status);
+        return Err(ApiError::conflict(detail, Some(wish.status.as_str())));
+    }
+    let starts_work = matches!(event, TaskEvent::Start | TaskEvent::Retry { .. });
+    if starts_work && wish.held {
+        return Err(ApiError::conflict("the wish is on hold; release it first", Some(wish.status.as_str())));
+    }
+    let task_id = wishes::group_task(&mut tx, wish.id, key)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("wish `{slug}` has no group `{key}`")))?;
+    let task = match tasks::apply(&mut tx, task_id, event, &change).await? {
+        None => return Err(ApiError::NotFound(format!("wish `{slug}` has no group `{key}`"))),
+        Some(Applied::Refused { current, message }) => {
+            return Err(ApiError::conflict(message, Some(current.as_str())));
+        }
+        Some(Applied::Done(task, _)) => task,
+    };
+    let wish = match event {
+        TaskEvent::Complete => complete_if_done(&mut tx, wish).await?,
+        TaskEvent::Fail if task.iterations < task.max_iterations => {
+            // Iterations left: the group goes back to the queue instead of failing the wish.
+            tasks::apply(&mut tx, task_id, TaskEvent::Retry { unmet_dependencies: 0 }, &Change::default()).await?;
+            wish
+        }
+        TaskEvent::Fail => {
+            let reason = format!(
+                "group `{key}` failed after {} iterations: {}",
+                task.iterations,
+                task.result.as_deref().unwrap_or("no reason given")
+            );
+            act(&mut tx, &wish, WishEvent::GroupFailed, Some(&reason)).await?
+        }
+        _ => wish,
+    };
+    let detail = detail(&mut tx, wish).await?;
+    tx.commit().await?;
+    Ok(Json(detail))
+}
+
+/// `ready → in_progress` (counts an iteration).
+#[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/start", tag = "wishes",
+    params(("slug" = String, Path), ("key" = String, Path)),
+    responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
+pub async fn start_group(
+    State(state): State<AppState>,
+    Path((slug, key)): Path<(String, String)>,
+) -> ApiResult<Json<WishDetail>> {
+    group_action(&state, &slug, &key, TaskEvent::Start, Change::default()).await
+}
+
+/// `in_progress → done`; dependents whose last dependency this was become `ready`, and the wish
+/// completes when it was the last group.
+#[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/complete", tag = "wishes",
+    params(("slug" = String, Path), ("key" = String, Path)), request_body(content = GroupResult, description = "optional"),
+    responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
+pub async fn complete_group(
+    State(state): State<AppState>,
+    Path((slug, key)): Path<(String, String)>,
+    body: Option<ApiJson<GroupResult>>,
+) -> ApiResult<Json<WishDetail>> {
+    let result = body.and_then(|ApiJson(b)| b.result);
+    group_action(&state, &slug, &key, TaskEvent::Complete, Change { result, ..Change::default() }).await
+}
+
+/// `in_progress → failed`; back to `ready` while iterations are left, else the wish fails.
+#[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/fail", tag = "wishes",
+    params(("slug" = String, Path), ("key" = String, Path)), request_body(content = GroupResult, description = "optional"),
+    responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
+pub async fn fail_group(
+    State(state): State<AppState>,
+    Path((slug, key)): Path<(String, String)>,
+    body: Option<ApiJson<GroupResult>>,
+) -> ApiResult<Json<WishDetail>> {
+    let result = body.and_then(|ApiJson(b)| b.result);
+    group_action(&state, &slug, &key, TaskEvent::Fail, Change { result, ..Change::default() }).await
+}
+
+/// `failed|cancelled → ready` (or `blocked` while dependencies are unmet), after the wish was
+/// resumed and started again.
+#[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/retry", tag = "wishes",
+    params(("slug" = String, Path), ("key" = String, Path)),
+    responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
+pub async fn retry_group(
+    State(state): State<AppState>,
+    Path((slug, key)): Path<(String, String)>,
+) -> ApiResult<Json<WishDetail>> {
+    group_action(&state, &slug, &key, TaskEvent::Retry { unmet_dependencies: 0 }, Change::default()).await
+}

@@ -1,0 +1,231 @@
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{assert_problem, spawn_app, TestApp};
+
+/// A project row (the projects API is tested on its own).
+async fn project(app: &TestApp) -> String {
+    let slug = format!("p{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    sqlx::query("INSERT INTO projects (id, slug, name, repo_path) VALUES ($1, $2, 'P', '/tmp')")
+        .bind(uuid::Uuid::new_v4())
+        .bind(&slug)
+        .execute(&app.pool)
+        .await
+        .expect("project");
+    slug
+}
+
+async fn post(app: &TestApp, path: &str, body: Value) -> reqwest::Response {
+    app.admin(Method::POST, path).json(&body).send().await.expect("request")
+}
+
+async fn ok(app: &TestApp, path: &str, body: Value) -> Value {
+    let response = post(app, path, body).await;
+    let status = response.status();
+    let body: Value = response.json().await.expect("json");
+    assert!(status.is_success(), "{path}: {status} {body}");
+    body
+}
+
+fn group<'a>(wish: &'a Value, key: &str) -> &'a Value {
+    wish["groups"].as_array().and_then(|g| g.iter().find(|g| g["key"] == key)).expect("group")
+}
+
+async fn two_step_wish(app: &TestApp, slug: &str) -> Value {
+    let project = project(app).await;
+    let wish = ok(
+        app,
+        "/api/v1/wishes",
+        json!({"slug": slug, "project": project, "title": "Login page", "groups": [
+            {"key": "api", "title": "API"},
+            {"key": "ui", "title": "UI", "depends_on": ["api"]}
+        ]}),
+    )
+    .await;
+    assert_eq!(wish["status"], "draft");
+    wish
+}
+
+async fn executing(app: &TestApp, slug: &str) {
+    for action in ["plan", "queue", "start"] {
+        ok(app, &format!("/api/v1/wishes/{slug}/{action}"), json!({})).await;
+    }
+}
+
+#[tokio::test]
+async fn a_wish_with_dependent_groups_runs_to_merged() {
+    let app = spawn_app().await;
+    let wish = two_step_wish(&app, "login").await;
+    assert_eq!(group(&wish, "api")["status"], "ready");
+    assert_eq!(group(&wish, "ui")["status"], "blocked");
+    assert_eq!(group(&wish, "ui")["depends_on"], json!(["api"]));
+    executing(&app, "login").await;
+    ok(&app, "/api/v1/wishes/login/groups/api/start", json!({})).await;
+    let after = ok(&app, "/api/v1/wishes/login/groups/api/complete", json!({"result": "done"})).await;
+    assert_eq!(group(&after, "ui")["status"], "ready");
+    assert_eq!(after["status"], "executing");
+    ok(&app, "/api/v1/wishes/login/groups/ui/start", json!({})).await;
+    let done = ok(&app, "/api/v1/wishes/login/groups/ui/complete", json!({})).await;
+    assert_eq!(done["status"], "completed");
+    ok(&app, "/api/v1/wishes/login/submit", json!({})).await;
+    let merged = ok(&app, "/api/v1/wishes/login/merge-result", json!({"outcome": "merged"})).await;
+    assert_eq!(merged["status"], "merged");
+    let listed: Value =
+        app.admin(Method::GET, "/api/v1/wishes?status=merged").send().await.expect("r").json().await.expect("j");
+    assert_eq!(listed["items"][0]["slug"], "login");
+}
+
+#[tokio::test]
+async fn a_plan_with_an_unknown_key_or_a_cycle_is_refused_naming_them() {
+    let app = spawn_app().await;
+    let project = project(&app).await;
+    let unknown = post(
+        &app,
+        "/api/v1/wishes",
+        json!({"slug": "w1", "project": project, "title": "t", "groups": [
+        {"key": "a", "title": "A"}, {"key": "b", "title": "B", "depends_on": ["ghost"]}]}),
+    )
+    .await;
+    let body = assert_problem(unknown, 422).await;
+    assert_eq!(body["errors"][0]["field"], "groups[1].depends_on");
+    assert!(body["detail"].as_str().unwrap_or("").contains("ghost"), "{body}");
+    let cycle = post(
+        &app,
+        "/api/v1/wishes",
+        json!({"slug": "w2", "project": project, "title": "t", "groups": [
+        {"key": "a", "title": "A", "depends_on": ["c"]}, {"key": "b", "title": "B", "depends_on": ["a"]},
+        {"key": "c", "title": "C", "depends_on": ["b"]}]}),
+    )
+    .await;
+    let body = assert_problem(cycle, 422).await;
+    let detail = body["detail"].as_str().unwrap_or("");
+    assert!(detail.contains('a') && detail.contains('b') && detail.contains('c'), "{body}");
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM wishes").fetch_one(&app.pool).await.expect("count");
+    assert_eq!(count, 0, "nothing is stored from a refused plan");
+}
+
+#[tokio::test]
+async fn an_illegal_transition_is_409_with_the_current_state() {
+    let app = spawn_app().await;
+    two_step_wish(&app, "early").await;
+    let body = assert_problem(post(&app, "/api/v1/wishes/early/start", json!({})).await, 409).await;
+    assert_eq!(body["current_state"], "draft");
+    let body = assert_problem(post(&app, "/api/v1/wishes/early/groups/api/start", json!({})).await, 409).await;
+    assert_eq!(body["current_state"], "draft");
+    assert_problem(post(&app, "/api/v1/wishes/nope/plan", json!({})).await, 404).await;
+}
+
+#[tokio::test]
+async fn a_held_wish_refuses_every_transition_until_released() {
+    let app = spawn_app().await;
+    two_step_wish(&app, "held").await;
+    ok(&app, "/api/v1/wishes/held/plan", json!({})).await;
+    ok(&app, "/api/v1/wishes/held/hold", json!({})).await;
+    for action in ["queue", "cancel", "hold"] {
+        assert_problem(post(&app, &format!("/api/v1/wishes/held/{action}"), json!({})).await, 409).await;
+    }
+    ok(&app, "/api/v1/wishes/held/release", json!({})).await;
+    let queued = ok(&app, "/api/v1/wishes/held/queue", json!({})).await;
+    assert_eq!(queued["status"], "queued");
+}
+
+#[tokio::test]
+async fn a_blocked_wish_starts_when_its_blocker_merges() {
+    let app = spawn_app().await;
+    let first = two_step_wish(&app, "first").await;
+    let project_id = first["project_id"].as_str().expect("id").to_owned();
+    let project: String = sqlx::query_scalar("SELECT slug FROM projects WHERE id = $1::uuid")
+        .bind(&project_id)
+        .fetch_one(&app.pool)
+        .await
+        .expect("slug");
+    ok(
+        &app,
+        "/api/v1/wishes",
+        json!({"slug": "second", "project": project, "title": "t", "blocked_by": ["first"],
+        "groups": [{"key": "x", "title": "X"}]}),
+    )
+    .await;
+    ok(&app, "/api/v1/wishes/second/plan", json!({})).await;
+    ok(&app, "/api/v1/wishes/second/queue", json!({})).await;
+    let body = assert_problem(post(&app, "/api/v1/wishes/second/start", json!({})).await, 409).await;
+    assert!(body["detail"].as_str().unwrap_or("").contains("blocked"), "{body}");
+    executing(&app, "first").await;
+    for key in ["api", "ui"] {
+        ok(&app, &format!("/api/v1/wishes/first/groups/{key}/start"), json!({})).await;
+        ok(&app, &format!("/api/v1/wishes/first/groups/{key}/complete"), json!({})).await;
+    }
+    ok(&app, "/api/v1/wishes/first/submit", json!({})).await;
+    ok(&app, "/api/v1/wishes/first/merge-result", json!({"outcome": "merged"})).await;
+    let second: Value =
+        app.admin(Method::GET, "/api/v1/wishes/second").send().await.expect("r").json().await.expect("j");
+    assert_eq!(second["status"], "executing");
+    assert_eq!(second["blocked_by"], json!([{"slug": "first", "merged": true}]));
+}
+
+#[tokio::test]
+async fn a_group_out_of_iterations_fails_the_wish_and_resume_retries_it() {
+    let app = spawn_app().await;
+    let project = project(&app).await;
+    ok(
+        &app,
+        "/api/v1/wishes",
+        json!({"slug": "flaky", "project": project, "title": "t",
+        "groups": [{"key": "only", "title": "Only", "max_iterations": 2}]}),
+    )
+    .await;
+    executing(&app, "flaky").await;
+    ok(&app, "/api/v1/wishes/flaky/groups/only/start", json!({})).await;
+    let once = ok(&app, "/api/v1/wishes/flaky/groups/only/fail", json!({"result": "tests red"})).await;
+    assert_eq!(once["status"], "executing");
+    assert_eq!(group(&once, "only")["status"], "ready", "an iteration was left");
+    ok(&app, "/api/v1/wishes/flaky/groups/only/start", json!({})).await;
+    let failed = ok(&app, "/api/v1/wishes/flaky/groups/only/fail", json!({"result": "tests red"})).await;
+    assert_eq!(failed["status"], "failed");
+    assert!(failed["failure_reason"].as_str().unwrap_or("").contains("only"));
+    let resumed = ok(&app, "/api/v1/wishes/flaky/resume", json!({})).await;
+    assert_eq!(resumed["status"], "queued", "resume goes back to the last good state");
+    ok(&app, "/api/v1/wishes/flaky/start", json!({})).await;
+    let retried = ok(&app, "/api/v1/wishes/flaky/groups/only/retry", json!({})).await;
+    assert_eq!(group(&retried, "only")["status"], "ready");
+}
+
+#[tokio::test]
+async fn failed_reviews_up_to_the_cap_fail_the_wish() {
+    let app = spawn_app().await;
+    let project = project(&app).await;
+    ok(
+        &app,
+        "/api/v1/wishes",
+        json!({"slug": "rev", "project": project, "title": "t", "review_cap": 2,
+        "groups": [{"key": "g", "title": "G"}]}),
+    )
+    .await;
+    executing(&app, "rev").await;
+    let first = ok(&app, "/api/v1/wishes/rev/review", json!({"verdict": "fail", "notes": "missing tests"})).await;
+    assert_eq!((first["review_iteration"].as_i64(), first["status"].as_str()), (Some(1), Some("executing")));
+    let second = ok(&app, "/api/v1/wishes/rev/review", json!({"verdict": "fail"})).await;
+    assert_eq!((second["review_iteration"].as_i64(), second["status"].as_str()), (Some(2), Some("failed")));
+    let body = assert_problem(post(&app, "/api/v1/wishes/rev/review", json!({"verdict": "maybe"})).await, 422).await;
+    assert_eq!(body["errors"][0]["field"], "verdict");
+}
+
+#[tokio::test]
+async fn fifty_concurrent_completions_of_one_group_have_exactly_one_winner() {
+    let app = spawn_app().await;
+    two_step_wish(&app, "race").await;
+    executing(&app, "race").await;
+    ok(&app, "/api/v1/wishes/race/groups/api/start", json!({})).await;
+    let calls = (0..50).map(|_| post(&app, "/api/v1/wishes/race/groups/api/complete", json!({})));
+    let statuses: Vec<u16> = futures::future::join_all(calls).await.into_iter().map(|r| r.status().as_u16()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 1, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 409).count(), 49, "{statuses:?}");
+    let ui: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM tasks WHERE group_key = 'ui'").fetch_one(&app.pool).await.expect("ui");
+    let readied: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'task.ready' AND subject = $1")
+        .bind(format!("task:{ui}"))
+        .fetch_one(&app.pool)
+        .await
+        .expect("count");
+    assert_eq!(readied, 1, "the dependent became ready exactly once");
+}
