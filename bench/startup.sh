@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
-bin=target/release/switchyard
+bin=${SWITCHYARD_BIN:-target/release/switchyard}
 [ -x "$bin" ] || SQLX_OFFLINE=true cargo build --release --bin switchyard
 dir=$(mktemp -d /tmp/switchyard-bench.XXXXXX)
 chmod 755 "$dir"
