@@ -6,6 +6,8 @@ pub mod error;
 pub mod health;
 pub mod json;
 pub mod pagination;
+pub mod task_actions;
+pub mod tasks;
 pub mod tokens;
 
 use std::time::Duration;
@@ -66,7 +68,7 @@ impl utoipa::Modify for BearerAuth {
 
 /// Every `/api/v1` route, one router per resource.
 fn v1_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(tokens::router())
+    OpenApiRouter::new().merge(tokens::router()).merge(tasks::router())
 }
 
 /// The documented routes: `/api/v1` plus the health checks.

@@ -10,6 +10,7 @@
 //! completions agree on which one made a dependent `ready`.
 
 mod edits;
+pub mod refs;
 
 pub use edits::{list, move_to_column, update_fields, Column, Edit, ListFilter};
 

@@ -5,3 +5,5 @@ mod health;
 mod helpers;
 mod openapi;
 mod problems;
+mod task_flow;
+mod tasks;

@@ -1,0 +1,27 @@
+//! Lookups of what a task refers to (its project, dependencies and wish), for validating
+//! requests before a task is created or changed.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// The project with this slug. (The projects module owns projects; tasks only need the id.)
+pub async fn project_id_by_slug(conn: &mut PgConnection, slug: &str) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT id FROM projects WHERE slug = $1", slug).fetch_optional(conn).await
+}
+
+/// Those of `ids` that are not tasks of `project_id`, in the order given.
+pub async fn missing_in_project(
+    conn: &mut PgConnection,
+    project_id: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    let found = sqlx::query_scalar!("SELECT id FROM tasks WHERE project_id = $1 AND id = ANY($2)", project_id, ids)
+        .fetch_all(conn)
+        .await?;
+    Ok(ids.iter().filter(|id| !found.contains(id)).copied().collect())
+}
+
+/// The slug of a wish, to point callers at the wish's own routes.
+pub async fn wish_slug(conn: &mut PgConnection, wish_id: Uuid) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT slug FROM wishes WHERE id = $1", wish_id).fetch_optional(conn).await
+}
