@@ -109,7 +109,7 @@ const ID: &str = "task id";
 
 /// Starts a `ready` task: it becomes `in_progress` and its `iterations` count goes up by one.
 #[utoipa::path(post, path = "/tasks/{id}/start", tag = "tasks", params(("id" = String, Path, description = ID)),
-    responses((status = 200, body = Task), (status = 404, body = Problem),
+    responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Not `ready`, or a wish's group; `current_state` says why"),
         (status = 422, body = Problem, description = "`id` is not a UUID")))]
 pub async fn start_task(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
@@ -119,7 +119,7 @@ pub async fn start_task(State(state): State<AppState>, Path(id): Path<String>) -
 /// The agent asks a question: an `in_progress` task becomes `waiting_input` until answered.
 #[utoipa::path(post, path = "/tasks/{id}/ask", tag = "tasks", request_body = AskBody,
     params(("id" = String, Path, description = ID)),
-    responses((status = 200, body = Task), (status = 404, body = Problem), (status = 409, body = Problem),
+    responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn ask_task(
     State(state): State<AppState>,
@@ -133,7 +133,7 @@ pub async fn ask_task(
 /// Answers the open question: the task is `in_progress` again; the answer is in the event.
 #[utoipa::path(post, path = "/tasks/{id}/answer", tag = "tasks", request_body = AnswerBody,
     params(("id" = String, Path, description = ID)),
-    responses((status = 200, body = Task), (status = 404, body = Problem), (status = 409, body = Problem),
+    responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn answer_task(
     State(state): State<AppState>,
@@ -147,7 +147,7 @@ pub async fn answer_task(
 /// Completes the task (`done`); dependents whose last dependency it was become `ready`.
 #[utoipa::path(post, path = "/tasks/{id}/complete", tag = "tasks",
     request_body(content = OutcomeBody, description = "optional"), params(("id" = String, Path, description = ID)),
-    responses((status = 200, body = Task), (status = 404, body = Problem),
+    responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Not in progress (e.g. already done)"), (status = 422, body = Problem)))]
 pub async fn complete_task(
     State(state): State<AppState>,
@@ -161,7 +161,7 @@ pub async fn complete_task(
 #[utoipa::path(post, path = "/tasks/{id}/fail", tag = "tasks",
     request_body(content = OutcomeBody, description = "optional: why it failed"),
     params(("id" = String, Path, description = ID)),
-    responses((status = 200, body = Task), (status = 404, body = Problem), (status = 409, body = Problem),
+    responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn fail_task(
     State(state): State<AppState>,
@@ -174,7 +174,7 @@ pub async fn fail_task(
 /// Cancels a task that is not finished yet, whatever its status.
 #[utoipa::path(post, path = "/tasks/{id}/cancel", tag = "tasks",
     request_body(content = OutcomeBody, description = "optional: why"), params(("id" = String, Path, description = ID)),
-    responses((status = 200, body = Task), (status = 404, body = Problem), (status = 409, body = Problem),
+    responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn cancel_task(
     State(state): State<AppState>,
@@ -186,7 +186,7 @@ pub async fn cancel_task(
 
 /// Retries a `failed` or `cancelled` task: `ready`, or `blocked` while dependencies are not done.
 #[utoipa::path(post, path = "/tasks/{id}/retry", tag = "tasks", params(("id" = String, Path, description = ID)),
-    responses((status = 200, body = Task), (status = 404, body = Problem),
+    responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Only failed or cancelled tasks can be retried"),
         (status = 422, body = Problem)))]
 pub async fn retry_task(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
@@ -204,7 +204,7 @@ pub struct MoveBody {
 /// Moves the task to another column (of any board of its project). Not a status change.
 #[utoipa::path(post, path = "/tasks/{id}/move", tag = "tasks", request_body = MoveBody,
     params(("id" = String, Path, description = ID)),
-    responses((status = 200, body = Task), (status = 404, body = Problem),
+    responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "The column is full (WIP limit)"),
         (status = 422, body = Problem, description = "No such column in the task's project")))]
 #[tracing::instrument(skip_all, fields(task = %id), err)]

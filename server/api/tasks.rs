@@ -152,7 +152,7 @@ pub struct TaskFilters {
 
 /// Lists tasks oldest first, filtered, a page at a time.
 #[utoipa::path(get, path = "/tasks", tag = "tasks", params(TaskFilters, PageQuery),
-    responses((status = 200, body = Page<Task>), (status = 422, body = Problem, description = "A bad filter or cursor")))]
+    responses((status = 200, body = Page<Task>, description = "One page of tasks, oldest first"), (status = 422, body = Problem, description = "A bad filter or cursor")))]
 #[tracing::instrument(skip_all, err)]
 pub async fn list_tasks(
     State(state): State<AppState>,
@@ -222,7 +222,7 @@ pub fn blocked_reason(dependencies: &[DependencyRef]) -> String {
 
 /// Reads a task, its dependencies, and why it is blocked.
 #[utoipa::path(get, path = "/tasks/{id}", tag = "tasks", params(("id" = String, Path, description = "task id")),
-    responses((status = 200, body = TaskDetail, headers(("ETag" = String, description = "the version, quoted"))),
+    responses((status = 200, body = TaskDetail, description = "The task, its dependencies and why it is blocked", headers(("ETag" = String, description = "the version, quoted"))),
         (status = 404, body = Problem), (status = 422, body = Problem, description = "`id` is not a UUID")))]
 #[tracing::instrument(skip_all, fields(task = %id), err)]
 pub async fn get_task(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
@@ -273,7 +273,7 @@ fn if_match(headers: &HeaderMap) -> Result<Option<i32>, ApiError> {
 #[utoipa::path(patch, path = "/tasks/{id}", tag = "tasks", request_body = UpdateTask,
     params(("id" = String, Path, description = "task id"),
         ("If-Match" = Option<String>, Header, description = "the version you read, e.g. \"3\"")),
-    responses((status = 200, body = Task, headers(("ETag" = String, description = "the new version, quoted"))),
+    responses((status = 200, body = Task, description = "The edited task", headers(("ETag" = String, description = "the new version, quoted"))),
         (status = 404, body = Problem), (status = 412, body = Problem, description = "The version moved on"),
         (status = 422, body = Problem, description = "A bad field, or `status` (use the actions)")))]
 #[tracing::instrument(skip_all, fields(task = %id), err)]

@@ -207,3 +207,64 @@ async fn a_wish_group_cannot_be_driven_through_the_tasks_routes() {
         .expect("event");
     assert_eq!((payload["group_key"].as_str(), payload["to"].as_str()), (Some("backend"), Some("in_progress")));
 }
+
+/// POSTs concurrently, each on its own tokio task; returns the statuses and bodies in order.
+async fn concurrently(app: &TestApp, requests: Vec<(String, Value)>) -> Vec<(u16, Value)> {
+    let calls: Vec<_> = requests
+        .into_iter()
+        .map(|(path, body)| {
+            let (client, url, token) = (app.client.clone(), app.url(&path), app.admin_token.clone());
+            tokio::spawn(async move {
+                let response = client.post(url).bearer_auth(token).json(&body).send().await.expect("request");
+                (response.status().as_u16(), response.json::<Value>().await.unwrap_or_default())
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for call in calls {
+        results.push(call.await.expect("join"));
+    }
+    results
+}
+
+#[tokio::test]
+async fn two_dependencies_completing_together_release_each_shared_dependent_once() {
+    let app = spawn_app().await;
+    project(&app, "alpha").await;
+    let a = id(&create(&app, json!({"project": "alpha", "title": "a"})).await);
+    let b = id(&create(&app, json!({"project": "alpha", "title": "b"})).await);
+    let mut dependents = Vec::new();
+    for i in 0..10 {
+        let body = json!({"project": "alpha", "title": format!("d{i}"), "depends_on": [a, b]});
+        dependents.push(id(&create(&app, body).await));
+    }
+    ok(&app, &a, "start", None).await;
+    ok(&app, &b, "start", None).await;
+    let completions = [&a, &b].map(|t| (format!("/api/v1/tasks/{t}/complete"), json!({})));
+    let results = concurrently(&app, completions.to_vec()).await;
+    assert!(results.iter().all(|(status, _)| *status == 200), "{results:?}");
+    for dependent in &dependents {
+        assert_eq!(events_of(&app, "task.ready", dependent).await, 1);
+        assert_eq!(get(&app, dependent).await["status"], "ready");
+    }
+}
+
+#[tokio::test]
+async fn tasks_created_while_their_dependency_completes_are_never_left_blocked() {
+    let app = spawn_app().await;
+    project(&app, "alpha").await;
+    let a = id(&create(&app, json!({"project": "alpha", "title": "a"})).await);
+    ok(&app, &a, "start", None).await;
+    let mut requests: Vec<(String, Value)> = (0..20)
+        .map(|i| ("/api/v1/tasks".to_owned(), json!({"project": "alpha", "title": format!("d{i}"), "depends_on": [a]})))
+        .collect();
+    requests.insert(10, (format!("/api/v1/tasks/{a}/complete"), json!({})));
+    let results = concurrently(&app, requests).await;
+    assert!(results.iter().all(|(status, _)| *status == 200 || *status == 201), "{results:?}");
+    for (_, task) in results.iter().filter(|(status, _)| *status == 201) {
+        let now = get(&app, &id(task)).await;
+        assert_eq!((now["status"].as_str(), now["unmet_dependencies"].as_i64()), (Some("ready"), Some(0)), "{task}");
+        let ready_events = events_of(&app, "task.ready", &id(task)).await;
+        assert_eq!(ready_events, i64::from(task["status"] == "blocked"), "released once, and only if it was blocked");
+    }
+}
