@@ -8,6 +8,8 @@ pub mod health;
 pub mod json;
 pub mod pagination;
 pub mod query;
+pub mod task_actions;
+pub mod tasks;
 pub mod tokens;
 pub mod wish_actions;
 pub mod wish_groups;
@@ -71,7 +73,11 @@ impl utoipa::Modify for BearerAuth {
 
 /// Every `/api/v1` route, one router per resource.
 fn v1_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(tokens::router()).merge(events::router()).merge(wishes::router())
+    OpenApiRouter::new()
+        .merge(tokens::router())
+        .merge(events::router())
+        .merge(tasks::router())
+        .merge(wishes::router())
 }
 
 /// The documented routes: `/api/v1` plus the health checks.

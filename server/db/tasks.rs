@@ -10,8 +10,12 @@
 //! completions agree on which one made a dependent `ready`.
 
 mod edits;
+pub mod refs;
+mod row;
 
 pub use edits::{list, move_to_column, update_fields, Column, Edit, ListFilter};
+pub use refs::{dependencies, DependencyRef};
+use row::TaskRow;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -96,75 +100,6 @@ pub enum Applied {
     /// The task's current status does not allow the event (possibly because another writer
     /// changed it first).
     Refused { current: TaskStatus, message: String },
-}
-
-/// A dependency as shown to explain why a task is blocked.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct DependencyRef {
-    pub id: Uuid,
-    pub title: String,
-    pub group_key: Option<String>,
-    pub status: TaskStatus,
-}
-
-/// A row as read; `status` is text until checked against [`TaskStatus`].
-struct TaskRow {
-    id: Uuid,
-    project_id: Uuid,
-    wish_id: Option<Uuid>,
-    group_key: Option<String>,
-    title: String,
-    goal: String,
-    status: String,
-    assignee: Option<String>,
-    provider: Option<String>,
-    result: Option<String>,
-    question: Option<String>,
-    iterations: i32,
-    max_iterations: i32,
-    board_id: Option<Uuid>,
-    column_id: Option<Uuid>,
-    unmet_dependencies: i32,
-    started_at: Option<DateTime<Utc>>,
-    completed_at: Option<DateTime<Utc>>,
-    version: i32,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-}
-
-/// The `CHECK` constraint admits only known statuses; anything else is a decode error, not a panic.
-fn status(text: &str) -> Result<TaskStatus, sqlx::Error> {
-    text.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))
-}
-
-impl TryFrom<TaskRow> for Task {
-    type Error = sqlx::Error;
-
-    fn try_from(r: TaskRow) -> Result<Task, sqlx::Error> {
-        Ok(Task {
-            status: status(&r.status)?,
-            id: r.id,
-            project_id: r.project_id,
-            wish_id: r.wish_id,
-            group_key: r.group_key,
-            title: r.title,
-            goal: r.goal,
-            assignee: r.assignee,
-            provider: r.provider,
-            result: r.result,
-            question: r.question,
-            iterations: r.iterations,
-            max_iterations: r.max_iterations,
-            board_id: r.board_id,
-            column_id: r.column_id,
-            unmet_dependencies: r.unmet_dependencies,
-            started_at: r.started_at,
-            completed_at: r.completed_at,
-            version: r.version,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-        })
-    }
 }
 
 /// The event type written when `event` is applied, e.g. `task.completed`.
@@ -253,21 +188,6 @@ pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Task>, sqlx
     row.map(Task::try_from).transpose()
 }
 
-/// The task's direct dependencies, oldest first.
-pub async fn dependencies(conn: &mut PgConnection, id: Uuid) -> Result<Vec<DependencyRef>, sqlx::Error> {
-    let rows = sqlx::query!(
-        "SELECT t.id, t.title, t.group_key, t.status
-         FROM task_dependencies d JOIN tasks t ON t.id = d.depends_on
-         WHERE d.task_id = $1 ORDER BY t.created_at, t.id",
-        id
-    )
-    .fetch_all(conn)
-    .await?;
-    rows.into_iter()
-        .map(|r| Ok(DependencyRef { id: r.id, title: r.title, group_key: r.group_key, status: status(&r.status)? }))
-        .collect()
-}
-
 /// A losing writer re-reads and tries again; each failed attempt means someone else changed the
 /// task, so this bound is only reached under pathological contention.
 const ATTEMPTS: usize = 16;
@@ -318,8 +238,9 @@ pub async fn apply(
         let released = if to == TaskStatus::Done { release_dependents(conn, id).await? } else { Vec::new() };
         return Ok(Some(Applied::Done(task, released)));
     }
-    let current = get(conn, id).await?.map(|t| t.status).unwrap_or(TaskStatus::Cancelled);
-    Ok(Some(Applied::Refused { current, message: "the task is changing too often; try again".to_owned() }))
+    let Some(current) = get(conn, id).await? else { return Ok(None) };
+    let message = "the task is changing too often; try again".to_owned();
+    Ok(Some(Applied::Refused { current: current.status, message }))
 }
 
 /// One `UPDATE … WHERE status = $old`; `None` when another writer changed the task first.

@@ -6,4 +6,6 @@ mod health;
 mod helpers;
 mod openapi;
 mod problems;
+mod task_flow;
+mod tasks;
 mod wishes;

@@ -1,0 +1,315 @@
+//! `/api/v1/tasks`: create, list, read and edit tasks. Status changes go through the actions in
+//! [`super::task_actions`]; this file never changes a task's status.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::json::ApiJson;
+use crate::api::pagination::{page, Page, PageQuery, Position};
+use crate::api::{task_actions, AppState};
+use crate::db::tasks::{self, refs, Column, DependencyRef, Edit, ListFilter, NewTask, Task};
+use crate::domain::task::TaskStatus;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_task, list_tasks))
+        .routes(routes!(get_task, update_task))
+        .merge(task_actions::router())
+}
+
+/// A task id from the path; anything but a UUID is a 422 naming `id`.
+pub(crate) fn parse_id(id: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(id).map_err(|_| ApiError::validation("id", "is not a task id (a UUID)"))
+}
+
+/// The response for one task, with its version as the `ETag` for a later `If-Match`.
+pub(crate) fn with_etag<T: Serialize>(version: i32, body: T) -> Response {
+    let mut response = Json(body).into_response();
+    if let Ok(value) = HeaderValue::from_str(&format!("\"{version}\"")) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+}
+
+/// A column is full when one more task would go over its WIP limit.
+pub(crate) fn column_full(column: &Column) -> ApiError {
+    let limit = column.wip_limit.unwrap_or_default();
+    ApiError::conflict(format!("column `{}` is full: its WIP limit is {limit}", column.name), None)
+}
+
+fn text(field: &str, value: &str, max: usize) -> Result<String, ApiError> {
+    let value = value.trim();
+    if value.is_empty() || value.chars().count() > max {
+        return Err(ApiError::validation(field, format!("must be 1 to {max} characters")));
+    }
+    Ok(value.to_owned())
+}
+
+fn max_iterations(value: Option<i32>) -> Result<Option<i32>, ApiError> {
+    match value {
+        Some(n) if n < 1 => Err(ApiError::validation("max_iterations", "must be at least 1")),
+        other => Ok(other),
+    }
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"project": "switchyard", "title": "Add a login page", "goal": "Users can sign in",
+    "assignee": "worker-1", "depends_on": []}))]
+pub struct CreateTask {
+    /// The project's slug.
+    pub project: String,
+    pub title: String,
+    pub goal: Option<String>,
+    /// An agent's name or `human`.
+    pub assignee: Option<String>,
+    pub provider: Option<String>,
+    /// How many times the task may be started (default 10).
+    pub max_iterations: Option<i32>,
+    /// Put the task on this board (in its first column unless `column_id` is given).
+    pub board_id: Option<Uuid>,
+    pub column_id: Option<Uuid>,
+    /// Tasks of the same project that must be `done` first.
+    #[serde(default)]
+    pub depends_on: Vec<Uuid>,
+}
+
+/// Creates a task: `ready`, or `blocked` while any of `depends_on` is not done.
+#[utoipa::path(post, path = "/tasks", tag = "tasks", request_body = CreateTask,
+    responses((status = 201, body = Task, description = "The new task"),
+        (status = 409, body = Problem, description = "The column is full (WIP limit)"),
+        (status = 422, body = Problem, description = "A bad field, an unknown project or dependency")))]
+#[tracing::instrument(skip_all, fields(project = %body.project), err)]
+pub async fn create_task(State(state): State<AppState>, ApiJson(body): ApiJson<CreateTask>) -> ApiResult<Response> {
+    let title = text("title", &body.title, 300)?;
+    let assignee = body.assignee.as_deref().map(|a| text("assignee", a, 100)).transpose()?;
+    let max_iterations = max_iterations(body.max_iterations)?;
+    let mut tx = state.db.begin().await?;
+    let project_id = refs::project_id_by_slug(&mut tx, &body.project)
+        .await?
+        .ok_or_else(|| ApiError::validation("project", format!("no project `{}`", body.project)))?;
+    let missing = refs::missing_in_project(&mut tx, project_id, &body.depends_on).await?;
+    if !missing.is_empty() {
+        let ids: Vec<String> = missing.iter().map(Uuid::to_string).collect();
+        return Err(ApiError::validation("depends_on", format!("no such task in this project: {}", ids.join(", "))));
+    }
+    let column = match (body.board_id, body.column_id) {
+        (None, None) => None,
+        (board_id, column_id) => {
+            let field = if column_id.is_some() { "column_id" } else { "board_id" };
+            let column = Column::lock(&mut tx, board_id, column_id, None)
+                .await?
+                .ok_or_else(|| ApiError::validation(field, "no such column on this board (or the board has none)"))?;
+            if column.project_id != project_id {
+                return Err(ApiError::validation(field, "belongs to another project"));
+            }
+            if column.is_full() {
+                return Err(column_full(&column));
+            }
+            Some(column)
+        }
+    };
+    let new = NewTask {
+        project_id,
+        title,
+        goal: body.goal.unwrap_or_default(),
+        assignee,
+        provider: body.provider,
+        max_iterations,
+        board_id: column.as_ref().map(|c| c.board_id),
+        column_id: column.as_ref().map(|c| c.id),
+        depends_on: body.depends_on,
+        ..NewTask::default()
+    };
+    let task = tasks::insert(&mut tx, &new).await?;
+    tx.commit().await?;
+    let mut response = with_etag(task.version, task);
+    *response.status_mut() = StatusCode::CREATED;
+    Ok(response)
+}
+
+/// Filters for listing tasks; they combine with AND.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TaskFilters {
+    /// A project's slug.
+    pub project: Option<String>,
+    /// One status, e.g. `blocked` or `in_progress`.
+    pub status: Option<String>,
+    /// A board column's id.
+    pub column: Option<String>,
+    /// An agent's name or `human`.
+    pub assignee: Option<String>,
+}
+
+/// Lists tasks oldest first, filtered, a page at a time.
+#[utoipa::path(get, path = "/tasks", tag = "tasks", params(TaskFilters, PageQuery),
+    responses((status = 200, body = Page<Task>, description = "One page of tasks, oldest first"), (status = 422, body = Problem, description = "A bad filter or cursor")))]
+#[tracing::instrument(skip_all, err)]
+pub async fn list_tasks(
+    State(state): State<AppState>,
+    filters: Result<Query<TaskFilters>, QueryRejection>,
+    paging: Result<Query<PageQuery>, QueryRejection>,
+) -> ApiResult<Json<Page<Task>>> {
+    let bad_query = |e: QueryRejection| ApiError::validation("query", e.body_text());
+    let Query(filters) = filters.map_err(bad_query)?;
+    let Query(paging) = paging.map_err(bad_query)?;
+    let (limit, position) = paging.parse()?;
+    let status = filters
+        .status
+        .as_deref()
+        .map(str::parse::<TaskStatus>)
+        .transpose()
+        .map_err(|e| ApiError::validation("status", e.to_string()))?;
+    let column_id = filters
+        .column
+        .as_deref()
+        .map(Uuid::parse_str)
+        .transpose()
+        .map_err(|_| ApiError::validation("column", "is not a column id (a UUID)"))?;
+    let mut conn = state.db.acquire().await?;
+    let project_id = match &filters.project {
+        Some(slug) => Some(
+            refs::project_id_by_slug(&mut conn, slug)
+                .await?
+                .ok_or_else(|| ApiError::validation("project", format!("no project `{slug}`")))?,
+        ),
+        None => None,
+    };
+    let filter = ListFilter {
+        project_id,
+        status,
+        column_id,
+        assignee: filters.assignee,
+        after: position.map(|p| (p.created_at, p.id)),
+    };
+    let rows = tasks::list(&mut conn, &filter, limit + 1).await?;
+    Ok(Json(page(rows, limit, |t| Position { created_at: t.created_at, id: t.id })))
+}
+
+/// A task with what it waits for.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TaskDetail {
+    #[serde(flatten)]
+    pub task: Task,
+    /// Its direct dependencies and their statuses.
+    pub dependencies: Vec<DependencyRef>,
+    /// Why the task is blocked, when it is.
+    #[schema(example = "waiting for 1 of 2 dependencies: `Schema` is failed and needs a retry")]
+    pub blocked_reason: Option<String>,
+}
+
+/// A sentence naming the dependencies that are not done, and what each needs.
+pub fn blocked_reason(dependencies: &[DependencyRef]) -> String {
+    let open: Vec<String> = dependencies
+        .iter()
+        .filter(|d| d.status != TaskStatus::Done)
+        .map(|d| match d.status {
+            TaskStatus::Failed | TaskStatus::Cancelled => format!("`{}` is {} and needs a retry", d.title, d.status),
+            other => format!("`{}` is {other}", d.title),
+        })
+        .collect();
+    format!("waiting for {} of {} dependencies: {}", open.len(), dependencies.len(), open.join("; "))
+}
+
+/// Reads a task, its dependencies, and why it is blocked.
+#[utoipa::path(get, path = "/tasks/{id}", tag = "tasks", params(("id" = String, Path, description = "task id")),
+    responses((status = 200, body = TaskDetail, description = "The task, its dependencies and why it is blocked", headers(("ETag" = String, description = "the version, quoted"))),
+        (status = 404, body = Problem), (status = 422, body = Problem, description = "`id` is not a UUID")))]
+#[tracing::instrument(skip_all, fields(task = %id), err)]
+pub async fn get_task(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = parse_id(&id)?;
+    let mut conn = state.db.acquire().await?;
+    let task = tasks::get(&mut conn, id).await?.ok_or_else(|| ApiError::NotFound(format!("no task {id}")))?;
+    let dependencies = tasks::dependencies(&mut conn, id).await?;
+    let blocked_reason = (task.status == TaskStatus::Blocked).then(|| blocked_reason(&dependencies));
+    Ok(with_etag(task.version, TaskDetail { task, dependencies, blocked_reason }))
+}
+
+/// `Some(None)` for an explicit `null`, so a PATCH can clear a field.
+fn nullable<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"assignee": "human", "max_iterations": 5}))]
+pub struct UpdateTask {
+    pub title: Option<String>,
+    pub goal: Option<String>,
+    /// An agent's name, `human`, or `null` to unassign.
+    #[serde(default, deserialize_with = "nullable")]
+    pub assignee: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub provider: Option<Option<String>>,
+    pub max_iterations: Option<i32>,
+    /// Not patchable: accepted only to explain that the actions change the status.
+    #[serde(default)]
+    #[schema(ignore)]
+    pub status: Option<serde_json::Value>,
+}
+
+/// The version in `If-Match` (`3` or `"3"`), if the header is there.
+fn if_match(headers: &HeaderMap) -> Result<Option<i32>, ApiError> {
+    let Some(value) = headers.get(header::IF_MATCH) else { return Ok(None) };
+    let value = value.to_str().unwrap_or("").trim();
+    value
+        .trim_matches('"')
+        .parse()
+        .map(Some)
+        .map_err(|_| ApiError::validation("If-Match", "must be the task's version, e.g. \"3\""))
+}
+
+/// Edits a task's title, goal, assignee, provider or max_iterations. Send `If-Match: "<version>"`
+/// to make sure nobody changed it since you read it.
+#[utoipa::path(patch, path = "/tasks/{id}", tag = "tasks", request_body = UpdateTask,
+    params(("id" = String, Path, description = "task id"),
+        ("If-Match" = Option<String>, Header, description = "the version you read, e.g. \"3\"")),
+    responses((status = 200, body = Task, description = "The edited task", headers(("ETag" = String, description = "the new version, quoted"))),
+        (status = 404, body = Problem), (status = 412, body = Problem, description = "The version moved on"),
+        (status = 422, body = Problem, description = "A bad field, or `status` (use the actions)")))]
+#[tracing::instrument(skip_all, fields(task = %id), err)]
+pub async fn update_task(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<UpdateTask>,
+) -> ApiResult<Response> {
+    let id = parse_id(&id)?;
+    if body.status.is_some() {
+        return Err(ApiError::validation(
+            "status",
+            "is not patchable; use POST /tasks/{id}/start, ask, answer, complete, fail, cancel or retry",
+        ));
+    }
+    let expected = if_match(&headers)?;
+    let edit = Edit {
+        title: body.title.as_deref().map(|t| text("title", t, 300)).transpose()?,
+        goal: body.goal,
+        assignee: body.assignee.map(|a| a.as_deref().map(|a| text("assignee", a, 100)).transpose()).transpose()?,
+        provider: body.provider,
+        max_iterations: max_iterations(body.max_iterations)?,
+    };
+    let mut tx = state.db.begin().await?;
+    let task = match tasks::update_fields(&mut tx, id, expected, &edit).await? {
+        Ok(Some(task)) => task,
+        Ok(None) => return Err(ApiError::NotFound(format!("no task {id}"))),
+        Err(current) => {
+            return Err(ApiError::PreconditionFailed(format!(
+                "the task is at version {}, not {}; read it again",
+                current.version,
+                expected.unwrap_or_default()
+            )))
+        }
+    };
+    tx.commit().await?;
+    Ok(with_etag(task.version, task))
+}
