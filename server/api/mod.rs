@@ -2,11 +2,15 @@
 //! can drive it directly. One file per resource; each exposes `router() -> OpenApiRouter`.
 
 pub mod auth;
+pub mod boards;
 pub mod error;
+pub mod extract;
 pub mod health;
 pub mod json;
 pub mod pagination;
+pub mod projects;
 pub mod tokens;
+pub mod version;
 
 use std::time::Duration;
 
@@ -66,7 +70,7 @@ impl utoipa::Modify for BearerAuth {
 
 /// Every `/api/v1` route, one router per resource.
 fn v1_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(tokens::router())
+    OpenApiRouter::new().merge(tokens::router()).merge(projects::router()).merge(boards::router())
 }
 
 /// The documented routes: `/api/v1` plus the health checks.

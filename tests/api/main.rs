@@ -1,7 +1,9 @@
 mod auth;
 mod binary;
+mod boards;
 mod embedded;
 mod health;
 mod helpers;
 mod openapi;
 mod problems;
+mod projects;
