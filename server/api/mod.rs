@@ -2,6 +2,8 @@
 //! can drive it directly. One file per resource; each exposes `router() -> OpenApiRouter`.
 
 pub mod auth;
+pub mod board_columns;
+pub mod board_templates;
 pub mod boards;
 pub mod error;
 pub mod extract;

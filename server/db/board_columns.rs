@@ -133,6 +133,7 @@ pub async fn delete(
     column_id: Uuid,
     target: Option<Uuid>,
 ) -> Result<Moved, sqlx::Error> {
+    lock_columns(conn, board_id).await?;
     let mut moved = Moved::default();
     if let Some(target) = target {
         moved.tasks = sqlx::query!(
@@ -173,6 +174,16 @@ pub async fn delete(
     Ok(moved)
 }
 
+/// Locks the board's column rows before cards are moved between them. A task move locks its
+/// target column first (`column_for_move`) and then the task; taking column locks before task
+/// locks here too keeps the two in one order, so they wait for each other instead of deadlocking.
+async fn lock_columns(conn: &mut PgConnection, board_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT id FROM board_columns WHERE board_id = $1 ORDER BY id FOR UPDATE", board_id)
+        .fetch_all(conn)
+        .await?;
+    Ok(())
+}
+
 /// How many cards claim this board but sit in no column of it (none, or another board's).
 pub async fn strays(conn: &mut PgConnection, board_id: Uuid) -> Result<Moved, sqlx::Error> {
     let row = sqlx::query!(
@@ -191,6 +202,7 @@ pub async fn strays(conn: &mut PgConnection, board_id: Uuid) -> Result<Moved, sq
 /// Puts every stray card of the board (see [`strays`]) into `target`, the board's first column.
 #[tracing::instrument(skip_all, fields(board = %board_id), err)]
 pub async fn reconcile(conn: &mut PgConnection, board_id: Uuid, target: Option<Uuid>) -> Result<Moved, sqlx::Error> {
+    lock_columns(conn, board_id).await?;
     let mut moved = Moved::default();
     if let Some(target) = target {
         moved.tasks = sqlx::query!(
