@@ -171,4 +171,18 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
+impl ApiError {
+    /// A unique violation of `constraint` becomes a 409 saying `detail` in the model's words;
+    /// every other error converts as usual.
+    pub fn unique_as(constraint: &'static str, detail: impl Into<String>) -> impl FnOnce(sqlx::Error) -> ApiError {
+        let detail = detail.into();
+        move |error| match &error {
+            sqlx::Error::Database(db) if db.is_unique_violation() && db.constraint() == Some(constraint) => {
+                ApiError::conflict(detail, None)
+            }
+            _ => ApiError::from(error),
+        }
+    }
+}
+
 pub type ApiResult<T> = Result<T, ApiError>;

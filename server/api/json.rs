@@ -123,6 +123,16 @@ impl<T: Serialize> IntoResponse for ApiJson<T> {
     }
 }
 
+/// For PATCH fields that may be cleared: absent is `None` (leave it), `null` is `Some(None)`
+/// (clear it), a value is `Some(Some(v))`. Use with `#[serde(default, deserialize_with = "nullable")]`.
+pub fn nullable<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    <Option<T> as serde::Deserialize>::deserialize(deserializer).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,15 +2,21 @@
 //! can drive it directly. One file per resource; each exposes `router() -> OpenApiRouter`.
 
 pub mod auth;
+pub mod board_columns;
+pub mod board_templates;
+pub mod boards;
 pub mod error;
 pub mod events;
+pub mod extract;
 pub mod health;
 pub mod json;
 pub mod pagination;
+pub mod projects;
 pub mod query;
 pub mod task_actions;
 pub mod tasks;
 pub mod tokens;
+pub mod version;
 pub mod wish_actions;
 pub mod wish_groups;
 pub mod wishes;
@@ -76,6 +82,8 @@ fn v1_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(tokens::router())
         .merge(events::router())
+        .merge(projects::router())
+        .merge(boards::router())
         .merge(tasks::router())
         .merge(wishes::router())
 }

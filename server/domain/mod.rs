@@ -9,9 +9,13 @@
 //! - [`plan`]: validation of a wish's execution groups (keys, dependencies, cycles).
 //! - [`progress`]: in-memory dependency progress over a validated plan.
 //! - [`review`]: agentmux's review loop against an iteration cap.
+//! - [`project`]: the project slug rule and its typed settings (multiclaude's configs).
+//! - [`board`]: column gates and column blueprints, with their validation.
 
+pub mod board;
 pub mod plan;
 pub mod progress;
+pub mod project;
 pub mod review;
 pub mod task;
 pub mod wish;

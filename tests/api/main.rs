@@ -1,11 +1,13 @@
 mod auth;
 mod binary;
+mod boards;
 mod embedded;
 mod events;
 mod health;
 mod helpers;
 mod openapi;
 mod problems;
+mod projects;
 mod task_flow;
 mod tasks;
 mod wishes;

@@ -1,0 +1,77 @@
+//! `/api/v1/board-templates`: reusable column lists that new boards copy (`template` on board
+//! creation).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::extract::ApiQuery;
+use crate::api::json::ApiJson;
+use crate::api::pagination::{page, Page, PageQuery, Position};
+use crate::api::AppState;
+use crate::db::board_templates::{self, BoardTemplate};
+use crate::domain::board::{validate_columns, ColumnSpec};
+
+const MAX_DESCRIPTION: usize = 2000;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_template, list_templates))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"name": "review-heavy", "description": "Two review stages before done",
+    "columns": [{"name": "Todo"}, {"name": "Code review", "gate": "agent", "action_skill": "review-pr", "wip_limit": 3},
+                {"name": "Sign-off", "gate": "human"}, {"name": "Done"}]}))]
+pub struct CreateTemplate {
+    /// Unique; boards name it in `template`.
+    pub name: String,
+    pub description: Option<String>,
+    /// 1 to 30 columns with distinct names.
+    pub columns: Vec<ColumnSpec>,
+}
+
+/// Creates a board template.
+#[utoipa::path(post, path = "/board-templates", tag = "boards", request_body = CreateTemplate,
+    responses((status = 201, body = BoardTemplate),
+        (status = 409, body = Problem, description = "A template has this name"),
+        (status = 422, body = Problem, description = "A bad field, named by its path, e.g. `columns[2].gate`")))]
+#[tracing::instrument(skip_all, fields(name = %body.name), err)]
+pub async fn create_template(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<CreateTemplate>,
+) -> ApiResult<(StatusCode, Json<BoardTemplate>)> {
+    let name = body.name.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        return Err(ApiError::validation("name", "must be 1 to 100 characters"));
+    }
+    let description = body.description.as_deref().unwrap_or("").trim();
+    if description.chars().count() > MAX_DESCRIPTION {
+        return Err(ApiError::validation("description", format!("must be at most {MAX_DESCRIPTION} characters")));
+    }
+    let columns = validate_columns("columns", &body.columns)?;
+    let mut tx = state.db.begin().await?;
+    let template = board_templates::create(&mut tx, name, description, &columns)
+        .await
+        .map_err(ApiError::unique_as("board_templates_name_key", format!("a board template named `{name}` exists")))?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(template)))
+}
+
+/// Lists board templates, oldest first, a page at a time.
+#[utoipa::path(get, path = "/board-templates", tag = "boards", params(PageQuery),
+    responses((status = 200, body = Page<BoardTemplate>), (status = 422, body = Problem)))]
+#[tracing::instrument(skip_all, err)]
+pub async fn list_templates(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Page<BoardTemplate>>> {
+    let (limit, after) = query.parse()?;
+    let mut conn = state.db.acquire().await?;
+    let rows = board_templates::list(&mut conn, after.map(|p| (p.created_at, p.id)), limit).await?;
+    Ok(Json(page(rows, limit, |t| Position { created_at: t.created_at, id: t.id })))
+}

@@ -1,0 +1,250 @@
+//! Projects in the database: one row per repository, its configs as jsonb, and a `version` that
+//! every change increments (the API's ETag).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::types::Json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::db::events;
+use crate::domain::project::{ForkConfig, MergeQueueConfig, PrShepherdConfig};
+
+/// A project as the API shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": "0b9f6a86-4c5e-4a43-9a59-7d5f6e1e8c11", "slug": "switchyard", "name": "Switchyard",
+    "repo_path": "/srv/repos/switchyard", "target_branch": "main", "github_url": "https://github.com/acme/switchyard",
+    "fork_config": {"is_fork": false, "upstream_url": null, "upstream_owner": null, "upstream_repo": null, "force_fork_mode": false},
+    "merge_queue_config": {"enabled": true, "track_mode": "all"}, "pr_shepherd_config": {"enabled": false, "track_mode": "author"},
+    "version": 1, "created_at": "2025-01-15T10:30:00Z", "updated_at": "2025-01-15T10:30:00Z"}))]
+pub struct Project {
+    pub id: Uuid,
+    pub slug: String,
+    pub name: String,
+    pub repo_path: String,
+    pub target_branch: String,
+    pub github_url: Option<String>,
+    pub fork_config: ForkConfig,
+    pub merge_queue_config: MergeQueueConfig,
+    pub pr_shepherd_config: PrShepherdConfig,
+    /// Incremented by every change; send it back in `If-Match` to update safely.
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The fields a client sets: everything but identity, version and timestamps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectFields {
+    pub name: String,
+    pub repo_path: String,
+    pub target_branch: String,
+    pub github_url: Option<String>,
+    pub fork_config: ForkConfig,
+    pub merge_queue_config: MergeQueueConfig,
+    pub pr_shepherd_config: PrShepherdConfig,
+}
+
+impl Project {
+    pub fn fields(&self) -> ProjectFields {
+        ProjectFields {
+            name: self.name.clone(),
+            repo_path: self.repo_path.clone(),
+            target_branch: self.target_branch.clone(),
+            github_url: self.github_url.clone(),
+            fork_config: self.fork_config.clone(),
+            merge_queue_config: self.merge_queue_config.clone(),
+            pr_shepherd_config: self.pr_shepherd_config.clone(),
+        }
+    }
+}
+
+struct ProjectRow {
+    id: Uuid,
+    slug: String,
+    name: String,
+    repo_path: String,
+    target_branch: String,
+    github_url: Option<String>,
+    fork_config: Json<ForkConfig>,
+    merge_queue_config: Json<MergeQueueConfig>,
+    pr_shepherd_config: Json<PrShepherdConfig>,
+    version: i32,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<ProjectRow> for Project {
+    fn from(r: ProjectRow) -> Project {
+        Project {
+            id: r.id,
+            slug: r.slug,
+            name: r.name,
+            repo_path: r.repo_path,
+            target_branch: r.target_branch,
+            github_url: r.github_url,
+            fork_config: r.fork_config.0,
+            merge_queue_config: r.merge_queue_config.0,
+            pr_shepherd_config: r.pr_shepherd_config.0,
+            version: r.version,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// What stops a project from being deleted: work that still refers to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dependents {
+    pub tasks: i64,
+    pub wishes: i64,
+}
+
+#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+pub async fn create(conn: &mut PgConnection, slug: &str, fields: &ProjectFields) -> Result<Project, sqlx::Error> {
+    let row = sqlx::query_as!(
+        ProjectRow,
+        r#"INSERT INTO projects (id, slug, name, repo_path, target_branch, github_url,
+                                 fork_config, merge_queue_config, pr_shepherd_config)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+           RETURNING id, slug, name, repo_path, target_branch, github_url,
+                     fork_config AS "fork_config: Json<ForkConfig>",
+                     merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
+                     pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
+                     version, created_at, updated_at"#,
+        Uuid::new_v4(),
+        slug,
+        fields.name,
+        fields.repo_path,
+        fields.target_branch,
+        fields.github_url,
+        Json(&fields.fork_config) as _,
+        Json(&fields.merge_queue_config) as _,
+        Json(&fields.pr_shepherd_config) as _,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let payload = serde_json::json!({"name": row.name, "repo_path": row.repo_path, "target_branch": row.target_branch});
+    events::record(conn, "project.created", &format!("project:{slug}"), payload).await?;
+    Ok(row.into())
+}
+
+/// One page of projects after `after` (`created_at`, `id`), oldest first; `limit + 1` rows so
+/// the caller can tell whether there is a next page.
+pub async fn list(
+    conn: &mut PgConnection,
+    after: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> Result<Vec<Project>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        ProjectRow,
+        r#"SELECT id, slug, name, repo_path, target_branch, github_url,
+                  fork_config AS "fork_config: Json<ForkConfig>",
+                  merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
+                  pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
+                  version, created_at, updated_at
+           FROM projects
+           WHERE $1::timestamptz IS NULL OR (created_at, id) > ($1, $2)
+           ORDER BY created_at, id
+           LIMIT $3::bigint + 1"#,
+        after.map(|a| a.0),
+        after.map(|a| a.1),
+        limit
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(Project::from).collect())
+}
+
+/// The project with this slug; with `lock`, its row is locked until the transaction ends, so a
+/// read-modify-write (or a delete after counting dependents) cannot interleave with another.
+pub async fn find(conn: &mut PgConnection, slug: &str, lock: bool) -> Result<Option<Project>, sqlx::Error> {
+    // Two statements rather than string-built SQL, so both stay checked at compile time.
+    let row = if lock {
+        sqlx::query_as!(
+            ProjectRow,
+            r#"SELECT id, slug, name, repo_path, target_branch, github_url,
+                      fork_config AS "fork_config: Json<ForkConfig>",
+                      merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
+                      pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
+                      version, created_at, updated_at
+               FROM projects WHERE slug = $1 FOR UPDATE"#,
+            slug
+        )
+        .fetch_optional(conn)
+        .await?
+    } else {
+        sqlx::query_as!(
+            ProjectRow,
+            r#"SELECT id, slug, name, repo_path, target_branch, github_url,
+                      fork_config AS "fork_config: Json<ForkConfig>",
+                      merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
+                      pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
+                      version, created_at, updated_at
+               FROM projects WHERE slug = $1"#,
+            slug
+        )
+        .fetch_optional(conn)
+        .await?
+    };
+    Ok(row.map(Project::from))
+}
+
+/// Writes new field values and increments the version; `changed` names the fields for the event.
+#[tracing::instrument(skip_all, fields(slug = %current.slug), err)]
+pub async fn update(
+    conn: &mut PgConnection,
+    current: &Project,
+    fields: &ProjectFields,
+    changed: &[&str],
+) -> Result<Project, sqlx::Error> {
+    let row = sqlx::query_as!(
+        ProjectRow,
+        r#"UPDATE projects SET name = $2, repo_path = $3, target_branch = $4, github_url = $5,
+                  fork_config = $6, merge_queue_config = $7, pr_shepherd_config = $8,
+                  version = version + 1, updated_at = now()
+           WHERE id = $1
+           RETURNING id, slug, name, repo_path, target_branch, github_url,
+                     fork_config AS "fork_config: Json<ForkConfig>",
+                     merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
+                     pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
+                     version, created_at, updated_at"#,
+        current.id,
+        fields.name,
+        fields.repo_path,
+        fields.target_branch,
+        fields.github_url,
+        Json(&fields.fork_config) as _,
+        Json(&fields.merge_queue_config) as _,
+        Json(&fields.pr_shepherd_config) as _,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let payload = serde_json::json!({"changed": changed, "version": row.version});
+    events::record(conn, "project.updated", &format!("project:{}", row.slug), payload).await?;
+    Ok(row.into())
+}
+
+/// How many tasks and wishes still belong to the project.
+pub async fn dependents(conn: &mut PgConnection, project_id: Uuid) -> Result<Dependents, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT (SELECT count(*) FROM tasks WHERE project_id = $1) AS "tasks!",
+                  (SELECT count(*) FROM wishes WHERE project_id = $1) AS "wishes!""#,
+        project_id
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Dependents { tasks: row.tasks, wishes: row.wishes })
+}
+
+/// Deletes the project; its boards (and their columns) go with it by cascade.
+#[tracing::instrument(skip_all, fields(slug = %project.slug), err)]
+pub async fn delete(conn: &mut PgConnection, project: &Project) -> Result<(), sqlx::Error> {
+    let boards = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM boards WHERE project_id = $1"#, project.id)
+        .fetch_one(&mut *conn)
+        .await?;
+    sqlx::query!("DELETE FROM projects WHERE id = $1", project.id).execute(&mut *conn).await?;
+    let payload = serde_json::json!({"name": project.name, "boards_deleted": boards});
+    events::record(conn, "project.deleted", &format!("project:{}", project.slug), payload).await?;
+    Ok(())
+}

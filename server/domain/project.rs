@@ -1,0 +1,105 @@
+//! Project settings: the slug rule and the typed configs kept as jsonb, with multiclaude's field
+//! names (its `Repository`'s `fork_config`, `merge_queue_config`, `pr_shepherd_config`) so its
+//! users recognise them and the `state.json` export can copy them as they are.
+
+use serde::{Deserialize, Serialize};
+
+/// `^[a-z0-9][a-z0-9-]{0,62}$`, the same rule as the SQL `CHECK` (and wish slugs).
+pub fn is_valid_slug(slug: &str) -> bool {
+    let bytes = slug.as_bytes();
+    matches!(bytes.first(), Some(b'a'..=b'z' | b'0'..=b'9'))
+        && bytes.len() <= 63
+        && bytes.iter().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-'))
+}
+
+/// Which pull requests an agent watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TrackMode {
+    /// Every PR in the repository.
+    All,
+    /// Only PRs the Switchyard user authored.
+    Author,
+    /// Only PRs assigned to the Switchyard user.
+    Assigned,
+}
+
+/// Whether the merge-queue agent runs and which PRs it merges.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"enabled": true, "track_mode": "all"}))]
+pub struct MergeQueueConfig {
+    pub enabled: bool,
+    pub track_mode: TrackMode,
+}
+
+impl Default for MergeQueueConfig {
+    /// The column default in the schema: on, for every PR.
+    fn default() -> Self {
+        MergeQueueConfig { enabled: true, track_mode: TrackMode::All }
+    }
+}
+
+/// Whether the PR-shepherd agent (fork mode) runs and which PRs it tends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"enabled": false, "track_mode": "author"}))]
+pub struct PrShepherdConfig {
+    pub enabled: bool,
+    pub track_mode: TrackMode,
+}
+
+impl Default for PrShepherdConfig {
+    /// The column default in the schema: off, and only one's own PRs when turned on.
+    fn default() -> Self {
+        PrShepherdConfig { enabled: false, track_mode: TrackMode::Author }
+    }
+}
+
+/// Whether the repository is a fork, and of what. Omitted fields take their defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
+#[schema(example = json!({"is_fork": true, "upstream_url": "https://github.com/upstream/repo",
+    "upstream_owner": "upstream", "upstream_repo": "repo", "force_fork_mode": false}))]
+pub struct ForkConfig {
+    pub is_fork: bool,
+    pub upstream_url: Option<String>,
+    pub upstream_owner: Option<String>,
+    pub upstream_repo: Option<String>,
+    /// Treat the repository as a fork even where detection says otherwise.
+    pub force_fork_mode: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_follow_the_schema_rule() {
+        for good in ["a", "0", "my-repo", "a-", &"x".repeat(63)] {
+            assert!(is_valid_slug(good), "{good}");
+        }
+        for bad in ["", "-a", "My-Repo", "a_b", "a b", "é", &"x".repeat(64)] {
+            assert!(!is_valid_slug(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn configs_default_like_the_schema_columns() {
+        let stored: MergeQueueConfig =
+            serde_json::from_str(r#"{"enabled": true, "track_mode": "all"}"#).expect("parses");
+        assert_eq!(stored, MergeQueueConfig::default());
+        let fork: ForkConfig = serde_json::from_str(
+            r#"{"is_fork": false, "upstream_url": null, "upstream_owner": null, "upstream_repo": null, "force_fork_mode": false}"#,
+        )
+        .expect("parses");
+        assert_eq!(fork, ForkConfig::default());
+        assert_eq!(PrShepherdConfig::default().track_mode, TrackMode::Author);
+    }
+
+    #[test]
+    fn an_unknown_config_field_or_track_mode_is_refused() {
+        assert!(serde_json::from_str::<MergeQueueConfig>(r#"{"enabled": true, "track_mode": "mine"}"#).is_err());
+        assert!(serde_json::from_str::<ForkConfig>(r#"{"is_fork": true, "upstream": "x"}"#).is_err());
+    }
+}
