@@ -5,6 +5,7 @@
 //! the task's `current_state`. A wish's groups are refused here: their status belongs to the
 //! wish, whose own routes drive them.
 
+use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::header;
 use axum::response::Response;
@@ -15,7 +16,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::json::ApiJson;
+use crate::api::json::{self, ApiJson};
 use crate::api::tasks::{column_full, parse_id, with_etag};
 use crate::api::AppState;
 use crate::db::tasks::{self, refs, Applied, Change, Column, Task};
@@ -33,20 +34,30 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(move_task))
 }
 
-/// A JSON body that may be left out entirely (no body, no Content-Type): then it is `T::default()`.
+/// A JSON body that may be left out: an empty body is `T::default()`; anything else must be
+/// JSON, with the same 415/400/422 answers as [`ApiJson`].
 pub struct OptionalJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let headers = req.headers();
-        let no_body = headers.get(header::CONTENT_TYPE).is_none()
-            && headers.get(header::CONTENT_LENGTH).is_none_or(|length| length == "0");
-        if no_body {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(T::default()));
         }
-        ApiJson::<T>::from_request(req, state).await.map(|ApiJson(body)| OptionalJson(body))
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType(
+                "send the body as JSON with Content-Type: application/json".into(),
+            ));
+        }
+        json::parse(&bytes).map(OptionalJson)
     }
 }
 

@@ -257,11 +257,15 @@ pub struct UpdateTask {
     pub status: Option<serde_json::Value>,
 }
 
-/// The version in `If-Match` (`3` or `"3"`), if the header is there.
+/// The version in `If-Match` (`3`, `"3"` or `W/"3"`), if the header is there; `*` asks for no check.
 fn if_match(headers: &HeaderMap) -> Result<Option<i32>, ApiError> {
     let Some(value) = headers.get(header::IF_MATCH) else { return Ok(None) };
     let value = value.to_str().unwrap_or("").trim();
+    if value == "*" {
+        return Ok(None);
+    }
     value
+        .trim_start_matches("W/")
         .trim_matches('"')
         .parse()
         .map(Some)

@@ -253,7 +253,8 @@ async fn conditional_update(
 ) -> Result<Option<Task>, sqlx::Error> {
     let starting = *event == TaskEvent::Start;
     let retrying = matches!(event, TaskEvent::Retry { .. });
-    // The question is open exactly while the task waits for input.
+    // The question is open exactly while the task waits for input. A retry starts the result
+    // afresh: the old one (the failure) stays in the task.failed event.
     let question = if to == TaskStatus::WaitingInput { change.question.clone() } else { None };
     let expected_unmet = retrying.then_some(current.unmet_dependencies);
     let row = sqlx::query_as!(
@@ -262,7 +263,7 @@ async fn conditional_update(
              iterations = iterations + CASE WHEN $4 THEN 1 ELSE 0 END,
              started_at = CASE WHEN $4 THEN now() ELSE started_at END,
              completed_at = CASE WHEN $5 THEN now() WHEN $6 THEN NULL ELSE completed_at END,
-             result = COALESCE($7, result),
+             result = CASE WHEN $6 THEN NULL ELSE COALESCE($7, result) END,
              question = $8
          WHERE id = $1 AND status = $2 AND ($9::int IS NULL OR unmet_dependencies = $9)
          RETURNING id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,

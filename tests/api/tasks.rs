@@ -162,10 +162,12 @@ async fn a_patch_with_a_stale_if_match_is_412_and_status_is_not_patchable() {
     assert_eq!(assert_problem(status, 422).await["errors"][0]["field"], "status");
     let garbage = patch("three", json!({"goal": "x"})).await.expect("request");
     assert_eq!(assert_problem(garbage, 422).await["errors"][0]["field"], "If-Match");
+    let any = patch("*", json!({"goal": "any version"})).await.expect("request");
+    assert_eq!(any.headers()["etag"], "\"4\"");
     let unconditional =
         app.admin(Method::PATCH, &path).json(&json!({"provider": "codex"})).send().await.expect("request");
     assert_eq!(unconditional.status(), 200);
-    assert_eq!(events_of(&app, "task.updated", &id(&task)).await, 3);
+    assert_eq!(events_of(&app, "task.updated", &id(&task)).await, 4);
     let missing = app.admin(Method::PATCH, &format!("/api/v1/tasks/{}", Uuid::new_v4())).json(&json!({})).send();
     assert_problem(missing.await.expect("request"), 404).await;
 }
