@@ -79,9 +79,9 @@ type ColumnPath = ApiPath<(Uuid, Uuid)>;
 /// Adds a column at `position`, or at the end.
 #[utoipa::path(post, path = "/boards/{id}/columns", tag = "boards", request_body = AddColumn,
     params(("id" = Uuid, Path), ("If-Match" = Option<String>, Header, description = "The board version")),
-    responses((status = 201, body = Board, headers(("ETag" = String))), (status = 404, body = Problem),
+    responses((status = 201, body = Board, description = "The board, with its columns in order", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "A column has this name, or the board has 30 columns"),
-        (status = 412, body = Problem), (status = 422, body = Problem)))]
+        (status = 412, body = Problem, description = "If-Match names another version"), (status = 422, body = Problem, description = "Invalid request")))]
 #[tracing::instrument(skip_all, fields(board = %id), err)]
 pub async fn add_column(
     State(state): State<AppState>,
@@ -121,9 +121,9 @@ pub async fn add_column(
 /// the column holds now is refused (409), so a limit is never born broken.
 #[utoipa::path(patch, path = "/boards/{id}/columns/{column_id}", tag = "boards", request_body = UpdateColumn,
     params(("id" = Uuid, Path), ("column_id" = Uuid, Path), ("If-Match" = Option<String>, Header, description = "The board version")),
-    responses((status = 200, body = Board, headers(("ETag" = String))), (status = 404, body = Problem),
+    responses((status = 200, body = Board, description = "The board, with its columns in order", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "Name taken, or the WIP limit is below the tasks in the column"),
-        (status = 412, body = Problem), (status = 422, body = Problem)))]
+        (status = 412, body = Problem, description = "If-Match names another version"), (status = 422, body = Problem, description = "Invalid request")))]
 #[tracing::instrument(skip_all, fields(board = %id, column = %column_id), err)]
 pub async fn update_column(
     State(state): State<AppState>,
@@ -181,8 +181,8 @@ pub async fn update_column(
 /// Sets the order of a board's columns: `column_ids` must list each of them exactly once.
 #[utoipa::path(put, path = "/boards/{id}/columns/order", tag = "boards", request_body = ReorderColumns,
     params(("id" = Uuid, Path), ("If-Match" = Option<String>, Header, description = "The board version")),
-    responses((status = 200, body = Board, headers(("ETag" = String))), (status = 404, body = Problem),
-        (status = 412, body = Problem), (status = 422, body = Problem, description = "Not a permutation of the board's columns")))]
+    responses((status = 200, body = Board, description = "The board, with its columns in order", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found"),
+        (status = 412, body = Problem, description = "If-Match names another version"), (status = 422, body = Problem, description = "Not a permutation of the board's columns")))]
 #[tracing::instrument(skip_all, fields(board = %id), err)]
 pub async fn reorder_columns(
     State(state): State<AppState>,
@@ -206,8 +206,8 @@ pub async fn reorder_columns(
 /// Deletes a column, first moving its tasks and wishes to the board's first remaining column.
 #[utoipa::path(delete, path = "/boards/{id}/columns/{column_id}", tag = "boards",
     params(("id" = Uuid, Path), ("column_id" = Uuid, Path), ("If-Match" = Option<String>, Header, description = "The board version")),
-    responses((status = 200, body = ColumnDeleted, headers(("ETag" = String))), (status = 404, body = Problem),
-        (status = 409, body = Problem, description = "It is the last column and still holds cards"), (status = 412, body = Problem)))]
+    responses((status = 200, body = ColumnDeleted, description = "What moved, and the board as it is now", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found"),
+        (status = 409, body = Problem, description = "It is the last column and still holds cards"), (status = 412, body = Problem, description = "If-Match names another version")))]
 #[tracing::instrument(skip_all, fields(board = %id, column = %column_id), err)]
 pub async fn delete_column(
     State(state): State<AppState>,

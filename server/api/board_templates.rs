@@ -37,7 +37,7 @@ pub struct CreateTemplate {
 
 /// Creates a board template.
 #[utoipa::path(post, path = "/board-templates", tag = "boards", request_body = CreateTemplate,
-    responses((status = 201, body = BoardTemplate),
+    responses((status = 201, body = BoardTemplate, description = "The template"),
         (status = 409, body = Problem, description = "A template has this name"),
         (status = 422, body = Problem, description = "A bad field, named by its path, e.g. `columns[2].gate`")))]
 #[tracing::instrument(skip_all, fields(name = %body.name), err)]
@@ -64,7 +64,7 @@ pub async fn create_template(
 
 /// Lists board templates, oldest first, a page at a time.
 #[utoipa::path(get, path = "/board-templates", tag = "boards", params(PageQuery),
-    responses((status = 200, body = Page<BoardTemplate>), (status = 422, body = Problem)))]
+    responses((status = 200, body = Page<BoardTemplate>, description = "One page of templates"), (status = 422, body = Problem, description = "Invalid request")))]
 #[tracing::instrument(skip_all, err)]
 pub async fn list_templates(
     State(state): State<AppState>,

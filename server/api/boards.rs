@@ -71,7 +71,7 @@ pub struct Reconciled {
 #[utoipa::path(post, path = "/projects/{slug}/boards", tag = "boards", request_body = CreateBoard,
     params(("slug" = String, Path, description = "The project's slug")),
     responses(
-        (status = 201, body = Board, headers(("ETag" = String), ("Location" = String))),
+        (status = 201, body = Board, description = "The board, with its columns in order", headers(("ETag" = String), ("Location" = String))),
         (status = 404, body = Problem, description = "No such project"),
         (status = 409, body = Problem, description = "The project has a board with this name"),
         (status = 422, body = Problem, description = "A bad field, e.g. `columns[2].gate`, or an unknown `template`")))]
@@ -111,7 +111,7 @@ pub async fn create_board(
 /// Lists a project's boards with their columns, oldest first, a page at a time.
 #[utoipa::path(get, path = "/projects/{slug}/boards", tag = "boards",
     params(("slug" = String, Path, description = "The project's slug"), PageQuery),
-    responses((status = 200, body = Page<Board>), (status = 404, body = Problem), (status = 422, body = Problem)))]
+    responses((status = 200, body = Page<Board>, description = "One page of the project's boards"), (status = 404, body = Problem, description = "Not found"), (status = 422, body = Problem, description = "Invalid request")))]
 #[tracing::instrument(skip_all, fields(project = %slug), err)]
 pub async fn list_boards(
     State(state): State<AppState>,
@@ -129,7 +129,7 @@ pub async fn list_boards(
 
 /// One board: its columns in order, each with how many tasks and wishes it holds.
 #[utoipa::path(get, path = "/boards/{id}", tag = "boards", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Board, headers(("ETag" = String))), (status = 404, body = Problem)))]
+    responses((status = 200, body = Board, description = "The board, with its columns in order", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found")))]
 #[tracing::instrument(skip_all, fields(board = %id), err)]
 pub async fn get_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>) -> ApiResult<impl IntoResponse> {
     let mut conn = state.db.acquire().await?;
@@ -140,9 +140,9 @@ pub async fn get_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>
 /// Renames a board; honours `If-Match`.
 #[utoipa::path(patch, path = "/boards/{id}", tag = "boards", request_body = RenameBoard,
     params(("id" = Uuid, Path), ("If-Match" = Option<String>, Header, description = "The board version the change is based on")),
-    responses((status = 200, body = Board, headers(("ETag" = String))), (status = 404, body = Problem),
+    responses((status = 200, body = Board, description = "The board, with its columns in order", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "Another board of the project has this name"),
-        (status = 412, body = Problem), (status = 422, body = Problem)))]
+        (status = 412, body = Problem, description = "If-Match names another version"), (status = 422, body = Problem, description = "Invalid request")))]
 #[tracing::instrument(skip_all, fields(board = %id), err)]
 pub async fn rename_board(
     State(state): State<AppState>,
@@ -166,7 +166,7 @@ pub async fn rename_board(
 
 /// Deletes a board and its columns. Its tasks and wishes stay, on no board.
 #[utoipa::path(delete, path = "/boards/{id}", tag = "boards", params(("id" = Uuid, Path)),
-    responses((status = 204, description = "Deleted"), (status = 404, body = Problem)))]
+    responses((status = 204, description = "Deleted"), (status = 404, body = Problem, description = "Not found")))]
 #[tracing::instrument(skip_all, fields(board = %id), err)]
 pub async fn delete_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>) -> ApiResult<StatusCode> {
     let mut tx = state.db.begin().await?;
@@ -179,7 +179,7 @@ pub async fn delete_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uu
 /// Puts every task and wish of this board that sits in no column of it (none, or another
 /// board's) into the board's first column, and says how many moved.
 #[utoipa::path(post, path = "/boards/{id}/reconcile", tag = "boards", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Reconciled), (status = 404, body = Problem),
+    responses((status = 200, body = Reconciled, description = "How many cards were put back"), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "Cards need a column but the board has none")))]
 #[tracing::instrument(skip_all, fields(board = %id), err)]
 pub async fn reconcile_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>) -> ApiResult<Json<Reconciled>> {

@@ -101,7 +101,7 @@ pub async fn create_project(
 
 /// Lists projects, oldest first, a page at a time.
 #[utoipa::path(get, path = "/projects", tag = "projects", params(PageQuery),
-    responses((status = 200, body = Page<Project>), (status = 422, body = Problem, description = "Bad cursor or limit")))]
+    responses((status = 200, body = Page<Project>, description = "One page of projects"), (status = 422, body = Problem, description = "Bad cursor or limit")))]
 #[tracing::instrument(skip_all, err)]
 pub async fn list_projects(
     State(state): State<AppState>,
@@ -115,7 +115,7 @@ pub async fn list_projects(
 
 /// One project, with its version as the `ETag`.
 #[utoipa::path(get, path = "/projects/{slug}", tag = "projects", params(("slug" = String, Path)),
-    responses((status = 200, body = Project, headers(("ETag" = String))), (status = 404, body = Problem)))]
+    responses((status = 200, body = Project, description = "The project", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found")))]
 #[tracing::instrument(skip_all, fields(slug = %slug), err)]
 pub async fn get_project(
     State(state): State<AppState>,
@@ -132,8 +132,8 @@ pub async fn get_project(
     params(("slug" = String, Path),
         ("If-Match" = Option<String>, Header, description = "The version the change is based on, e.g. `\"3\"`")),
     responses(
-        (status = 200, body = Project, headers(("ETag" = String))),
-        (status = 404, body = Problem),
+        (status = 200, body = Project, description = "The project", headers(("ETag" = String))),
+        (status = 404, body = Problem, description = "Not found"),
         (status = 412, body = Problem, description = "The project changed since that version"),
         (status = 422, body = Problem, description = "A field is invalid or unknown (the slug cannot be changed)")))]
 #[tracing::instrument(skip_all, fields(slug = %slug), err)]
@@ -171,7 +171,7 @@ pub async fn update_project(
 
 /// Deletes a project and its boards. Refused while tasks or wishes still belong to it.
 #[utoipa::path(delete, path = "/projects/{slug}", tag = "projects", params(("slug" = String, Path)),
-    responses((status = 204, description = "Deleted"), (status = 404, body = Problem),
+    responses((status = 204, description = "Deleted"), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "The project still has tasks or wishes; the detail says how many")))]
 #[tracing::instrument(skip_all, fields(slug = %slug), err)]
 pub async fn delete_project(State(state): State<AppState>, ApiPath(slug): ApiPath<String>) -> ApiResult<StatusCode> {

@@ -324,3 +324,36 @@ async fn reconcile_puts_stray_cards_on_the_first_column_and_reports_how_many() {
         .expect("count");
     assert_eq!(events, 2);
 }
+
+#[tokio::test]
+async fn column_changes_honour_if_match_on_the_board_version() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "acme").await;
+    let board = create_board(&app, "acme", json!({"name": "B"})).await;
+    let base = format!("/api/v1/boards/{}/columns", id(&board));
+    let stale = app.admin(Method::POST, &base).header("if-match", "\"0\"").json(&json!({"name": "X"})).send().await;
+    assert_problem(stale.expect("request"), 412).await;
+    let current = format!("\"{}\"", board["version"]);
+    let added = app.admin(Method::POST, &base).header("if-match", &current).json(&json!({"name": "X"})).send().await;
+    let added = ok(added.expect("request"), 201).await;
+    assert_eq!(added["version"], board["version"].as_i64().unwrap_or(0) + 1);
+    // The old version no longer matches: the board changed.
+    let column = &board["columns"][0]["id"];
+    let patch =
+        app.admin(Method::PATCH, &format!("{base}/{}", column.as_str().unwrap_or(""))).header("if-match", &current);
+    assert_problem(patch.json(&json!({"name": "Y"})).send().await.expect("request"), 412).await;
+}
+
+#[tokio::test]
+async fn reconciling_a_board_without_columns_is_a_409_when_cards_need_one() {
+    let app = spawn_app().await;
+    let (project, _repo) = create_project(&app, "acme").await;
+    let board = create_board(&app, "acme", json!({"name": "B", "columns": [{"name": "Only"}]})).await;
+    let only = &board["columns"][0]["id"];
+    let path = format!("/api/v1/boards/{}/columns/{}", id(&board), only.as_str().unwrap_or(""));
+    ok(send(&app, Method::DELETE, &path, None).await, 200).await;
+    let reconcile = format!("/api/v1/boards/{}/reconcile", id(&board));
+    assert_eq!(ok(send(&app, Method::POST, &reconcile, None).await, 200).await["moved"], 0);
+    insert_task(&app, id(&project), Some(id(&board)), None).await;
+    assert_problem(send(&app, Method::POST, &reconcile, None).await, 409).await;
+}

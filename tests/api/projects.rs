@@ -144,6 +144,8 @@ async fn projects_are_listed_oldest_first_across_pages() {
     assert_eq!(pages, 3);
     let bad = app.admin(Method::GET, "/api/v1/projects?limit=0").send().await.expect("request");
     assert_eq!(assert_problem(bad, 422).await["errors"][0]["field"], "limit");
+    let garbled = app.admin(Method::GET, "/api/v1/projects?limit=abc").send().await.expect("request");
+    assert_eq!(assert_problem(garbled, 422).await["errors"][0]["field"], "limit");
 }
 
 #[tokio::test]
