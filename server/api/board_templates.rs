@@ -9,9 +9,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::extract::ApiQuery;
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
+use crate::api::query::ApiQuery;
 use crate::api::AppState;
 use crate::db::board_templates::{self, BoardTemplate};
 use crate::domain::board::{validate_columns, ColumnSpec};

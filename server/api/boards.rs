@@ -12,9 +12,10 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::extract::{ApiPath, ApiQuery};
+use crate::api::extract::ApiPath;
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
+use crate::api::query::ApiQuery;
 use crate::api::version::{etag, IfMatch};
 use crate::api::{board_columns, board_templates, AppState};
 use crate::db::board_columns::{self as columns_db, Moved};

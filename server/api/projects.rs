@@ -14,9 +14,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::extract::{ApiPath, ApiQuery};
+use crate::api::extract::ApiPath;
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
+use crate::api::query::ApiQuery;
 use crate::api::version::{etag, IfMatch};
 use crate::api::AppState;
 use crate::db::projects::{self, Project, ProjectFields};
@@ -250,6 +251,11 @@ fn changed_fields(old: &ProjectFields, new: &ProjectFields) -> Vec<&'static str>
 
 /// `repo_path` must be a git repository itself: `git rev-parse --git-dir` run in it, with the
 /// parent as a ceiling so a folder inside some other repository does not pass for one.
+/// The id of the project a request names by slug in `field`; an unknown slug is a 422 naming it.
+pub async fn project_id(conn: &mut sqlx::PgConnection, slug: &str, field: &str) -> ApiResult<uuid::Uuid> {
+    projects::id_by_slug(conn, slug).await?.ok_or_else(|| ApiError::validation(field, format!("no project `{slug}`")))
+}
+
 async fn check_git_repository(path: &str) -> ApiResult<()> {
     let parent = Path::new(path).parent().unwrap_or(Path::new("/"));
     let run = tokio::process::Command::new("git")

@@ -1,8 +1,7 @@
 //! `/api/v1/tasks`: create, list, read and edit tasks. Status changes go through the actions in
 //! [`super::task_actions`]; this file never changes a task's status.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -14,6 +13,8 @@ use uuid::Uuid;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
+use crate::api::projects::project_id;
+use crate::api::query::ApiQuery;
 use crate::api::{task_actions, AppState};
 use crate::db::tasks::{self, refs, Column, DependencyRef, Edit, ListFilter, NewTask, Task};
 use crate::domain::task::TaskStatus;
@@ -93,9 +94,7 @@ pub async fn create_task(State(state): State<AppState>, ApiJson(body): ApiJson<C
     let assignee = body.assignee.as_deref().map(|a| text("assignee", a, 100)).transpose()?;
     let max_iterations = max_iterations(body.max_iterations)?;
     let mut tx = state.db.begin().await?;
-    let project_id = refs::project_id_by_slug(&mut tx, &body.project)
-        .await?
-        .ok_or_else(|| ApiError::validation("project", format!("no project `{}`", body.project)))?;
+    let project_id = project_id(&mut tx, &body.project, "project").await?;
     let missing = refs::missing_in_project(&mut tx, project_id, &body.depends_on).await?;
     if !missing.is_empty() {
         let ids: Vec<String> = missing.iter().map(Uuid::to_string).collect();
@@ -156,12 +155,9 @@ pub struct TaskFilters {
 #[tracing::instrument(skip_all, err)]
 pub async fn list_tasks(
     State(state): State<AppState>,
-    filters: Result<Query<TaskFilters>, QueryRejection>,
-    paging: Result<Query<PageQuery>, QueryRejection>,
+    ApiQuery(filters): ApiQuery<TaskFilters>,
+    ApiQuery(paging): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<Page<Task>>> {
-    let bad_query = |e: QueryRejection| ApiError::validation("query", e.body_text());
-    let Query(filters) = filters.map_err(bad_query)?;
-    let Query(paging) = paging.map_err(bad_query)?;
     let (limit, position) = paging.parse()?;
     let status = filters
         .status
@@ -177,11 +173,7 @@ pub async fn list_tasks(
         .map_err(|_| ApiError::validation("column", "is not a column id (a UUID)"))?;
     let mut conn = state.db.acquire().await?;
     let project_id = match &filters.project {
-        Some(slug) => Some(
-            refs::project_id_by_slug(&mut conn, slug)
-                .await?
-                .ok_or_else(|| ApiError::validation("project", format!("no project `{slug}`")))?,
-        ),
+        Some(slug) => Some(project_id(&mut conn, slug, "project").await?),
         None => None,
     };
     let filter = ListFilter {

@@ -11,6 +11,7 @@ use utoipa_axum::routes;
 use crate::api::error::{ApiError, ApiResult, FieldError, Problem};
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
+use crate::api::projects::project_id;
 use crate::api::query::ApiQuery;
 use crate::api::AppState;
 use crate::db::wishes::{self, Blocker, Group, NewGroup, NewWish, Wish};
@@ -107,9 +108,7 @@ pub async fn create_wish(
     let groups = to_groups(body.groups)?;
     let order = if groups.is_empty() { Vec::new() } else { validate_plan(&groups)? };
     let mut tx = state.db.begin().await?;
-    let project_id = wishes::project_id(&mut tx, &body.project)
-        .await?
-        .ok_or_else(|| ApiError::validation("project", format!("no project `{}`", body.project)))?;
+    let project_id = project_id(&mut tx, &body.project, "project").await?;
     let blocked_by = blocker_ids(&mut tx, &body.blocked_by).await?;
     let new = NewWish {
         slug: body.slug,
@@ -148,11 +147,7 @@ pub async fn list_wishes(
         .transpose()?;
     let mut conn = state.db.acquire().await?;
     let project_id = match &filter.project {
-        Some(slug) => Some(
-            wishes::project_id(&mut conn, slug)
-                .await?
-                .ok_or_else(|| ApiError::validation("project", format!("no project `{slug}`")))?,
-        ),
+        Some(slug) => Some(project_id(&mut conn, slug, "project").await?),
         None => None,
     };
     let rows = wishes::list(&mut conn, project_id, status, after.map(|p| (p.created_at, p.id)), limit + 1).await?;

@@ -22,18 +22,6 @@ impl Moved {
     }
 }
 
-/// What moving a task into a column must respect: the column's board and WIP limit, and how
-/// many tasks it holds now. The column row is locked, so concurrent moves into the same column
-/// take turns and cannot both squeeze under the limit.
-#[derive(Debug, Clone)]
-pub struct ColumnForMove {
-    pub id: Uuid,
-    pub board_id: Uuid,
-    pub name: String,
-    pub wip_limit: Option<i32>,
-    pub task_count: i64,
-}
-
 pub(crate) async fn insert_row(
     conn: &mut PgConnection,
     board_id: Uuid,
@@ -175,7 +163,7 @@ pub async fn delete(
 }
 
 /// Locks the board's column rows before cards are moved between them. A task move locks its
-/// target column first (`column_for_move`) and then the task; taking column locks before task
+/// target column first (`db::tasks::Column::lock`) and then the task; taking column locks before task
 /// locks here too keeps the two in one order, so they wait for each other instead of deadlocking.
 async fn lock_columns(conn: &mut PgConnection, board_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query!("SELECT id FROM board_columns WHERE board_id = $1 ORDER BY id FOR UPDATE", board_id)
@@ -230,24 +218,4 @@ pub async fn reconcile(conn: &mut PgConnection, board_id: Uuid, target: Option<U
     let payload = serde_json::json!({"moved_to": target, "moved": moved});
     events::record(conn, "board.reconciled", &format!("board:{board_id}"), payload).await?;
     Ok(moved)
-}
-
-/// The column a task is about to move into, locked, with its limit and current task count;
-/// `None` when there is no such column.
-pub async fn column_for_move(conn: &mut PgConnection, column_id: Uuid) -> Result<Option<ColumnForMove>, sqlx::Error> {
-    let locked =
-        sqlx::query!("SELECT id, board_id, name, wip_limit FROM board_columns WHERE id = $1 FOR UPDATE", column_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    let Some(column) = locked else { return Ok(None) };
-    let task_count = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM tasks WHERE column_id = $1"#, column_id)
-        .fetch_one(conn)
-        .await?;
-    Ok(Some(ColumnForMove {
-        id: column.id,
-        board_id: column.board_id,
-        name: column.name,
-        wip_limit: column.wip_limit,
-        task_count,
-    }))
 }

@@ -156,6 +156,11 @@ pub async fn list(
     Ok(rows.into_iter().map(Project::from).collect())
 }
 
+/// The id of the project with this slug (for rows that only refer to a project).
+pub async fn id_by_slug(conn: &mut PgConnection, slug: &str) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT id FROM projects WHERE slug = $1", slug).fetch_optional(conn).await
+}
+
 /// The project with this slug; with `lock`, its row is locked until the transaction ends, so a
 /// read-modify-write (or a delete after counting dependents) cannot interleave with another.
 pub async fn find(conn: &mut PgConnection, slug: &str, lock: bool) -> Result<Option<Project>, sqlx::Error> {

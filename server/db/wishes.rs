@@ -438,7 +438,3 @@ pub async fn group_task(conn: &mut PgConnection, wish_id: Uuid, key: &str) -> Re
 pub fn subject(wish: &Wish) -> String {
     format!("wish:{}", wish.slug)
 }
-
-pub async fn project_id(conn: &mut PgConnection, slug: &str) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!("SELECT id FROM projects WHERE slug = $1", slug).fetch_optional(conn).await
-}

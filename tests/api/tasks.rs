@@ -266,3 +266,13 @@ async fn a_read_token_can_read_tasks_but_not_change_them() {
     let start = app.client.post(format!("{url}/start")).bearer_auth(&read).send().await.expect("request");
     assert_problem(start, 403).await;
 }
+
+#[tokio::test]
+async fn a_malformed_list_parameter_is_a_422_naming_it() {
+    let app = spawn_app().await;
+    for (query, field) in [("limit=abc", "limit"), ("project=nope", "project"), ("status=asleep", "status")] {
+        let response = app.admin(Method::GET, &format!("/api/v1/tasks?{query}")).send().await.expect("request");
+        let body = assert_problem(response, 422).await;
+        assert_eq!(body["errors"][0]["field"], field, "{query}: {body}");
+    }
+}

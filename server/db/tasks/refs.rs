@@ -7,11 +7,6 @@ use uuid::Uuid;
 use super::row::status;
 use crate::domain::task::TaskStatus;
 
-/// The project with this slug. (The projects module owns projects; tasks only need the id.)
-pub async fn project_id_by_slug(conn: &mut PgConnection, slug: &str) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!("SELECT id FROM projects WHERE slug = $1", slug).fetch_optional(conn).await
-}
-
 /// Those of `ids` that are not tasks of `project_id`, in the order given.
 pub async fn missing_in_project(
     conn: &mut PgConnection,
