@@ -4,6 +4,7 @@
 //! exhaustively beside its code. The database layer applies these functions and then writes the
 //! result with a conditional `UPDATE … WHERE status = $old`, so two writers can never both win.
 //!
+//! - [`agent`]: an agent's state (observed by the worker) and its transitions.
 //! - [`task`]: the task status set and its transitions (standalone tasks and wish groups).
 //! - [`wish`]: a wish's lifecycle (v0's operation state machine), hold, blockers and resume.
 //! - [`plan`]: validation of a wish's execution groups (keys, dependencies, cycles).
@@ -12,6 +13,7 @@
 //! - [`project`]: the project slug rule and its typed settings (multiclaude's configs).
 //! - [`board`]: column gates and column blueprints, with their validation.
 
+pub mod agent;
 pub mod board;
 pub mod plan;
 pub mod progress;
