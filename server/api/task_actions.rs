@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::{self, ApiJson};
-use crate::api::tasks::{column_full, parse_id, with_etag};
+use crate::api::tasks::{column_full, max_iterations, parse_id, with_etag};
 use crate::api::AppState;
 use crate::db::tasks::{self, refs, Applied, Change, Column, Task};
 use crate::domain::task::TaskEvent;
@@ -119,6 +119,7 @@ fn required(field: &str, value: String) -> Result<String, ApiError> {
 const ID: &str = "task id";
 
 /// Starts a `ready` task: it becomes `in_progress` and its `iterations` count goes up by one.
+/// A task that has used all its `max_iterations` is refused (409).
 #[utoipa::path(post, path = "/tasks/{id}/start", tag = "tasks", params(("id" = String, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Not `ready`, or a wish's group; `current_state` says why"),
@@ -195,14 +196,37 @@ pub async fn cancel_task(
     act(&state, &id, TaskEvent::Cancel, Change { result: body.result, ..Change::default() }).await
 }
 
+/// A retry; a task that has used all its iterations needs a higher cap to be retried.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"max_iterations": 15}))]
+pub struct RetryBody {
+    /// A new cap on starts; required (higher than `iterations`) when the task has used all of its
+    /// `max_iterations`.
+    pub max_iterations: Option<i32>,
+}
+
+impl RetryBody {
+    pub(crate) fn change(self) -> ApiResult<Change> {
+        Ok(Change { max_iterations: max_iterations(self.max_iterations)?, ..Change::default() })
+    }
+}
+
 /// Retries a `failed` or `cancelled` task: `ready`, or `blocked` while dependencies are not done.
+/// `iterations` keeps counting; a task that has used all its `max_iterations` is refused (409)
+/// unless the body raises the cap.
 #[utoipa::path(post, path = "/tasks/{id}/retry", tag = "tasks", params(("id" = String, Path, description = ID)),
+    request_body(content = RetryBody, description = "optional"),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
-        (status = 409, body = Problem, description = "Only failed or cancelled tasks can be retried"),
+        (status = 409, body = Problem, description = "Only failed or cancelled tasks with iterations left can be retried"),
         (status = 422, body = Problem)))]
-pub async fn retry_task(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
+pub async fn retry_task(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    OptionalJson(body): OptionalJson<RetryBody>,
+) -> ApiResult<Response> {
     // The stored counter decides ready or blocked; apply() fills it in.
-    act(&state, &id, TaskEvent::Retry { unmet_dependencies: 0 }, Change::default()).await
+    act(&state, &id, TaskEvent::Retry { unmet_dependencies: 0 }, body.change()?).await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -54,7 +54,8 @@ fn text(field: &str, value: &str, max: usize) -> Result<String, ApiError> {
     Ok(value.to_owned())
 }
 
-fn max_iterations(value: Option<i32>) -> Result<Option<i32>, ApiError> {
+/// Checks a requested cap on starts.
+pub(crate) fn max_iterations(value: Option<i32>) -> Result<Option<i32>, ApiError> {
     match value {
         Some(n) if n < 1 => Err(ApiError::validation("max_iterations", "must be at least 1")),
         other => Ok(other),
@@ -73,7 +74,7 @@ pub struct CreateTask {
     /// An agent's name or `human`.
     pub assignee: Option<String>,
     pub provider: Option<String>,
-    /// How many times the task may be started (default 10).
+    /// How many times the task may be started before it must be retried (default 10).
     pub max_iterations: Option<i32>,
     /// Put the task on this board (in its first column unless `column_id` is given).
     pub board_id: Option<Uuid>,

@@ -4,18 +4,19 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
+use crate::api::task_actions::RetryBody;
 use crate::api::wish_actions::act;
-use crate::api::wishes::{detail, find, WishDetail};
+use crate::api::wishes::find;
 use crate::api::AppState;
 use crate::db::tasks::{self, Applied, Change};
-use crate::db::wishes::{self, Wish};
+use crate::db::wishes::{self, Group, Wish};
 use crate::domain::task::TaskEvent;
 use crate::domain::wish::{WishEvent, WishStatus};
 
@@ -34,6 +35,24 @@ pub struct GroupResult {
     pub result: Option<String>,
 }
 
+/// What a group action did: the wish (its state after the action), the group, and the groups
+/// that became `ready` because of it. Only the touched rows are read, so the answer costs the
+/// same in a wish of ten groups or a thousand (the whole DAG is `GET /wishes/{slug}`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({
+    "slug": "login-page", "status": "executing",
+    "group": {"key": "api", "status": "done", "depends_on": []},
+    "now_ready": ["ui"]
+}))]
+pub struct GroupOutcome {
+    #[serde(flatten)]
+    pub wish: Wish,
+    pub group: Group,
+    /// Keys of the groups whose last dependency this action completed.
+    #[schema(example = json!(["ui"]))]
+    pub now_ready: Vec<String>,
+}
+
 /// Completes the wish when none of its groups is unfinished. Takes the wish's row lock first, so
 /// of two concurrent last completions exactly one sees every group done.
 pub async fn complete_if_done(conn: &mut PgConnection, wish: Wish) -> ApiResult<Wish> {
@@ -50,7 +69,7 @@ async fn group_action(
     key: &str,
     event: TaskEvent,
     change: Change,
-) -> ApiResult<Json<WishDetail>> {
+) -> ApiResult<Json<GroupOutcome>> {
     let mut tx = state.db.begin().await?;
     let wish = find(&mut tx, slug).await?;
     if wish.status != WishStatus::Executing {
@@ -64,12 +83,12 @@ async fn group_action(
     let task_id = wishes::group_task(&mut tx, wish.id, key)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("wish `{slug}` has no group `{key}`")))?;
-    let task = match tasks::apply(&mut tx, task_id, event, &change).await? {
+    let (task, released) = match tasks::apply(&mut tx, task_id, event, &change).await? {
         None => return Err(ApiError::NotFound(format!("wish `{slug}` has no group `{key}`"))),
         Some(Applied::Refused { current, message }) => {
             return Err(ApiError::conflict(message, Some(current.as_str())));
         }
-        Some(Applied::Done(task, _)) => task,
+        Some(Applied::Done(task, released)) => (task, released),
     };
     let wish = match event {
         TaskEvent::Complete => complete_if_done(&mut tx, wish).await?,
@@ -88,20 +107,23 @@ async fn group_action(
         }
         _ => wish,
     };
-    let detail = detail(&mut tx, wish).await?;
+    let group = wishes::group(&mut tx, wish.id, key)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("wish `{slug}` has no group `{key}`")))?;
     tx.commit().await?;
-    Ok(Json(detail))
+    let now_ready = released.into_iter().filter_map(|r| r.group_key).collect();
+    Ok(Json(GroupOutcome { wish, group, now_ready }))
 }
 
 /// `ready → in_progress` (counts an iteration).
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/start", tag = "wishes",
     params(("slug" = String, Path), ("key" = String, Path)),
-    responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
+    responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
 pub async fn start_group(
     State(state): State<AppState>,
     Path((slug, key)): Path<(String, String)>,
-) -> ApiResult<Json<WishDetail>> {
+) -> ApiResult<Json<GroupOutcome>> {
     group_action(&state, &slug, &key, TaskEvent::Start, Change::default()).await
 }
 
@@ -109,13 +131,13 @@ pub async fn start_group(
 /// completes when it was the last group.
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/complete", tag = "wishes",
     params(("slug" = String, Path), ("key" = String, Path)), request_body(content = GroupResult, description = "optional"),
-    responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
+    responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
 pub async fn complete_group(
     State(state): State<AppState>,
     Path((slug, key)): Path<(String, String)>,
     body: Option<ApiJson<GroupResult>>,
-) -> ApiResult<Json<WishDetail>> {
+) -> ApiResult<Json<GroupOutcome>> {
     let result = body.and_then(|ApiJson(b)| b.result);
     group_action(&state, &slug, &key, TaskEvent::Complete, Change { result, ..Change::default() }).await
 }
@@ -123,26 +145,37 @@ pub async fn complete_group(
 /// `in_progress → failed`; back to `ready` while iterations are left, else the wish fails.
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/fail", tag = "wishes",
     params(("slug" = String, Path), ("key" = String, Path)), request_body(content = GroupResult, description = "optional"),
-    responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
+    responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
 pub async fn fail_group(
     State(state): State<AppState>,
     Path((slug, key)): Path<(String, String)>,
     body: Option<ApiJson<GroupResult>>,
-) -> ApiResult<Json<WishDetail>> {
+) -> ApiResult<Json<GroupOutcome>> {
     let result = body.and_then(|ApiJson(b)| b.result);
     group_action(&state, &slug, &key, TaskEvent::Fail, Change { result, ..Change::default() }).await
 }
 
 /// `failed|cancelled → ready` (or `blocked` while dependencies are unmet), after the wish was
-/// resumed and started again.
+/// resumed and started again. A group that has used all its `max_iterations` needs a higher
+/// cap in the body.
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/retry", tag = "wishes",
     params(("slug" = String, Path), ("key" = String, Path)),
-    responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
+    request_body(content = RetryBody, description = "optional"),
+    responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem),
+        (status = 422, body = Problem)))]
 #[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
 pub async fn retry_group(
     State(state): State<AppState>,
     Path((slug, key)): Path<(String, String)>,
-) -> ApiResult<Json<WishDetail>> {
-    group_action(&state, &slug, &key, TaskEvent::Retry { unmet_dependencies: 0 }, Change::default()).await
+    body: Option<ApiJson<RetryBody>>,
+) -> ApiResult<Json<GroupOutcome>> {
+    group_action(
+        &state,
+        &slug,
+        &key,
+        TaskEvent::Retry { unmet_dependencies: 0 },
+        body.map(|ApiJson(b)| b).unwrap_or_default().change()?,
+    )
+    .await
 }

@@ -88,6 +88,8 @@ pub struct Change {
     pub result: Option<String>,
     pub question: Option<String>,
     pub answer: Option<String>,
+    /// A new cap on starts, given with a retry of a task that has used all its iterations.
+    pub max_iterations: Option<i32>,
 }
 
 /// The outcome of [`apply`].
@@ -95,11 +97,19 @@ pub struct Change {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Applied {
-    /// The event was applied; the ids are dependents that became `ready` because of it.
-    Done(Task, Vec<Uuid>),
+    /// The event was applied; with the dependents that became `ready` because of it.
+    Done(Task, Vec<Released>),
     /// The task's current status does not allow the event (possibly because another writer
     /// changed it first).
     Refused { current: TaskStatus, message: String },
+}
+
+/// A dependent that became `ready` because its last dependency was completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Released {
+    pub id: Uuid,
+    /// Its key when it is a wish's execution group.
+    pub group_key: Option<String>,
 }
 
 /// The event type written when `event` is applied, e.g. `task.completed`.
@@ -229,6 +239,16 @@ pub async fn apply(
                 return Ok(Some(Applied::Refused { current: current.status, message: illegal.to_string() }))
             }
         };
+        // The cap bounds how often a task is started (runaway agent loops). A task that has used
+        // it all can only be retried with a higher cap, given deliberately.
+        let cap = change.max_iterations.unwrap_or(current.max_iterations);
+        let starts_again = matches!(event, TaskEvent::Start | TaskEvent::Retry { .. });
+        if starts_again && current.iterations >= cap {
+            let message = format!(
+                "the task has used all {cap} of its iterations; retry it with a higher max_iterations to go on"
+            );
+            return Ok(Some(Applied::Refused { current: current.status, message }));
+        }
         let Some(task) = conditional_update(conn, &current, &event, to, change).await? else { continue };
         let payload = json!({
             "from": current.status, "to": task.status, "wish_id": task.wish_id, "group_key": task.group_key,
@@ -261,11 +281,13 @@ async fn conditional_update(
         TaskRow,
         "UPDATE tasks SET status = $3, version = version + 1, updated_at = now(),
              iterations = iterations + CASE WHEN $4 THEN 1 ELSE 0 END,
+             max_iterations = COALESCE($10, max_iterations),
              started_at = CASE WHEN $4 THEN now() ELSE started_at END,
              completed_at = CASE WHEN $5 THEN now() WHEN $6 THEN NULL ELSE completed_at END,
              result = CASE WHEN $6 THEN NULL ELSE COALESCE($7, result) END,
              question = $8
          WHERE id = $1 AND status = $2 AND ($9::int IS NULL OR unmet_dependencies = $9)
+           AND (NOT $4 OR iterations < max_iterations)
          RETURNING id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
                    iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
                    version, created_at, updated_at",
@@ -278,6 +300,7 @@ async fn conditional_update(
         change.result,
         question,
         expected_unmet,
+        change.max_iterations,
     )
     .fetch_optional(conn)
     .await?;
@@ -286,8 +309,8 @@ async fn conditional_update(
 
 /// Counts one more dependency met on each direct dependent of `id`, and makes `ready` those
 /// whose last dependency it was (the SQL form of `transition(Blocked, DependenciesMet)`), each
-/// with its `task.ready` event. Returns the ids that became ready.
-async fn release_dependents(conn: &mut PgConnection, id: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
+/// with its `task.ready` event. Returns those that became ready.
+async fn release_dependents(conn: &mut PgConnection, id: Uuid) -> Result<Vec<Released>, sqlx::Error> {
     // Locks are taken in id order so two completions sharing dependents cannot deadlock; the
     // locked row's status is the latest committed one, which is what the update then changes.
     let rows = sqlx::query!(
@@ -314,7 +337,7 @@ async fn release_dependents(conn: &mut PgConnection, id: Uuid) -> Result<Vec<Uui
             "group_key": row.group_key, "released_by": id,
         });
         events::record(&mut *conn, event_type(&TaskEvent::DependenciesMet), &subject(row.id), payload).await?;
-        released.push(row.id);
+        released.push(Released { id: row.id, group_key: row.group_key });
     }
     Ok(released)
 }

@@ -395,7 +395,17 @@ pub struct Group {
     pub max_iterations: i32,
 }
 
+/// The wish's groups with their dependencies' keys, in creation order.
 pub async fn groups(conn: &mut PgConnection, wish_id: Uuid) -> Result<Vec<Group>, sqlx::Error> {
+    group_rows(conn, wish_id, None).await
+}
+
+/// One group of the wish, read without touching the others.
+pub async fn group(conn: &mut PgConnection, wish_id: Uuid, key: &str) -> Result<Option<Group>, sqlx::Error> {
+    Ok(group_rows(conn, wish_id, Some(key)).await?.pop())
+}
+
+async fn group_rows(conn: &mut PgConnection, wish_id: Uuid, key: Option<&str>) -> Result<Vec<Group>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT t.id, t.group_key AS "key!", t.title, t.goal, t.status, t.assignee, t.result, t.iterations,
                   t.max_iterations,
@@ -404,10 +414,11 @@ pub async fn groups(conn: &mut PgConnection, wish_id: Uuid) -> Result<Vec<Group>
            FROM tasks t
            LEFT JOIN task_dependencies td ON td.task_id = t.id
            LEFT JOIN tasks d ON d.id = td.depends_on
-           WHERE t.wish_id = $1
+           WHERE t.wish_id = $1 AND ($2::text IS NULL OR t.group_key = $2)
            GROUP BY t.id
            ORDER BY t.created_at, t.id"#,
-        wish_id
+        wish_id,
+        key
     )
     .fetch_all(conn)
     .await?;

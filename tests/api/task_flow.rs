@@ -278,3 +278,21 @@ async fn tasks_created_while_their_dependency_completes_are_never_left_blocked()
         assert_eq!(ready_events, i64::from(task["status"] == "blocked"), "released once, and only if it was blocked");
     }
 }
+
+#[tokio::test]
+async fn a_task_that_used_all_its_iterations_is_retried_only_with_a_higher_cap() {
+    let app = spawn_app().await;
+    project(&app, "alpha").await;
+    let task = id(&create(&app, json!({"project": "alpha", "title": "t", "max_iterations": 1})).await);
+    ok(&app, &task, "start", None).await;
+    ok(&app, &task, "fail", Some(json!({"result": "red"}))).await;
+    let refused = assert_problem(act(&app, &task, "retry", None).await, 409).await;
+    assert_eq!(refused["current_state"], "failed");
+    assert!(refused["detail"].as_str().unwrap_or("").contains("higher max_iterations"), "{refused}");
+    let invalid = assert_problem(act(&app, &task, "retry", Some(json!({"max_iterations": 0}))).await, 422).await;
+    assert_eq!(invalid["errors"][0]["field"], "max_iterations");
+    let retried = ok(&app, &task, "retry", Some(json!({"max_iterations": 2}))).await;
+    assert_eq!((retried["status"].as_str(), retried["max_iterations"].as_i64()), (Some("ready"), Some(2)));
+    let started = ok(&app, &task, "start", None).await;
+    assert_eq!(started["iterations"], 2);
+}

@@ -62,8 +62,12 @@ async fn a_wish_with_dependent_groups_runs_to_merged() {
     executing(&app, "login").await;
     ok(&app, "/api/v1/wishes/login/groups/api/start", json!({})).await;
     let after = ok(&app, "/api/v1/wishes/login/groups/api/complete", json!({"result": "done"})).await;
-    assert_eq!(group(&after, "ui")["status"], "ready");
+    assert_eq!(after["group"]["status"], "done");
+    assert_eq!(after["group"]["result"], "done");
+    assert_eq!(after["now_ready"], json!(["ui"]), "completing the dependency says which group it unblocked");
     assert_eq!(after["status"], "executing");
+    let wish: Value = app.admin(Method::GET, "/api/v1/wishes/login").send().await.expect("r").json().await.expect("j");
+    assert_eq!(group(&wish, "ui")["status"], "ready");
     ok(&app, "/api/v1/wishes/login/groups/ui/start", json!({})).await;
     let done = ok(&app, "/api/v1/wishes/login/groups/ui/complete", json!({})).await;
     assert_eq!(done["status"], "completed");
@@ -178,7 +182,7 @@ async fn a_group_out_of_iterations_fails_the_wish_and_resume_retries_it() {
     ok(&app, "/api/v1/wishes/flaky/groups/only/start", json!({})).await;
     let once = ok(&app, "/api/v1/wishes/flaky/groups/only/fail", json!({"result": "tests red"})).await;
     assert_eq!(once["status"], "executing");
-    assert_eq!(group(&once, "only")["status"], "ready", "an iteration was left");
+    assert_eq!(once["group"]["status"], "ready", "an iteration was left");
     ok(&app, "/api/v1/wishes/flaky/groups/only/start", json!({})).await;
     let failed = ok(&app, "/api/v1/wishes/flaky/groups/only/fail", json!({"result": "tests red"})).await;
     assert_eq!(failed["status"], "failed");
@@ -186,8 +190,48 @@ async fn a_group_out_of_iterations_fails_the_wish_and_resume_retries_it() {
     let resumed = ok(&app, "/api/v1/wishes/flaky/resume", json!({})).await;
     assert_eq!(resumed["status"], "queued", "resume goes back to the last good state");
     ok(&app, "/api/v1/wishes/flaky/start", json!({})).await;
-    let retried = ok(&app, "/api/v1/wishes/flaky/groups/only/retry", json!({})).await;
-    assert_eq!(group(&retried, "only")["status"], "ready");
+    let body = assert_problem(post(&app, "/api/v1/wishes/flaky/groups/only/retry", json!({})).await, 409).await;
+    assert!(body["detail"].as_str().unwrap_or("").contains("higher max_iterations"), "{body}");
+    let retried = ok(&app, "/api/v1/wishes/flaky/groups/only/retry", json!({"max_iterations": 3})).await;
+    assert_eq!(retried["group"]["status"], "ready");
+    assert_eq!(
+        (retried["group"]["iterations"].as_i64(), retried["group"]["max_iterations"].as_i64()),
+        (Some(2), Some(3))
+    );
+    assert_eq!(retried["now_ready"], json!([]));
+    let again = ok(&app, "/api/v1/wishes/flaky/groups/only/start", json!({})).await;
+    assert_eq!(
+        (again["group"]["status"].as_str(), again["group"]["iterations"].as_i64()),
+        (Some("in_progress"), Some(3))
+    );
+}
+
+#[tokio::test]
+async fn a_group_that_used_all_its_iterations_cannot_start_again() {
+    let app = spawn_app().await;
+    let project = project(&app).await;
+    let wish = ok(
+        &app,
+        "/api/v1/wishes",
+        json!({"slug": "capped", "project": project, "title": "t",
+        "groups": [{"key": "only", "title": "Only", "max_iterations": 2}]}),
+    )
+    .await;
+    executing(&app, "capped").await;
+    ok(&app, "/api/v1/wishes/capped/groups/only/start", json!({})).await;
+    let requeued = ok(&app, "/api/v1/wishes/capped/groups/only/fail", json!({})).await;
+    assert_eq!(requeued["group"]["status"], "ready");
+    let task = group(&wish, "only")["task_id"].as_str().expect("task id").to_owned();
+    let lowered = app
+        .admin(Method::PATCH, &format!("/api/v1/tasks/{task}"))
+        .json(&json!({"max_iterations": 1}))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(lowered.status(), 200, "{}", lowered.text().await.unwrap_or_default());
+    let body = assert_problem(post(&app, "/api/v1/wishes/capped/groups/only/start", json!({})).await, 409).await;
+    assert!(body["detail"].as_str().unwrap_or("").contains("has used all 1 of its iterations"), "{body}");
+    assert_eq!(body["current_state"], "ready");
 }
 
 #[tokio::test]

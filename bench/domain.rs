@@ -1,0 +1,370 @@
+//! `cargo bench --bench domain`: the domain core's figures (issue 3), printed, never asserted.
+//!
+//! Runs the real application in-process against the PostgreSQL server in `BENCH_DATABASE_URL`
+//! (default `postgres://postgres@127.0.0.1:5432/postgres`; it creates and drops its own
+//! databases there) and measures, in one run:
+//! 1. `GET /api/v1/tasks/{id}` at 64 concurrent connections next to a raw sqlx primary-key
+//!    select loop at the same concurrency, and their ratio;
+//! 2. completing one group in wishes of 10, 100 and 1,000 groups, and with 1, 10 and 100 direct
+//!    dependents: time and SQL statements per completion (statements counted from sqlx's own
+//!    `sqlx::query` trace events);
+//! 3. group completions per second at 8 concurrent clients (each completion makes one dependent
+//!    ready), next to `pgbench` TPC-B at 8 clients on the same server, and their ratio.
+//!
+//! `BENCH_SECONDS` sets the length of each timed load phase (default 10).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use secrecy::SecretString;
+use serde_json::{json, Value};
+use switchyard::auth::Scope;
+use switchyard::config::{LogFormat, Settings};
+use switchyard::{Application, Role};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::Layer;
+
+/// Statements the application sent, counted from sqlx's per-statement trace events.
+static STATEMENTS: AtomicU64 = AtomicU64::new(0);
+
+struct CountStatements;
+
+impl<S: tracing::Subscriber> Layer<S> for CountStatements {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        if event.metadata().target() == "sqlx::query" {
+            STATEMENTS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+struct Bench {
+    api: String,
+    token: String,
+    client: reqwest::Client,
+    database_url: String,
+    server_url: String,
+    seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let filter = tracing_subscriber::filter::Targets::new().with_target("sqlx::query", tracing::Level::TRACE);
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(CountStatements.with_filter(filter)))?;
+
+    let server_url =
+        std::env::var("BENCH_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let seconds = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let database_url = fresh_database(&server_url, "switchyard_bench").await?;
+    let data_dir = tempfile::tempdir()?;
+    let settings = Settings {
+        database_url: Some(SecretString::from(database_url.clone())),
+        data_dir: data_dir.path().to_path_buf(),
+        listen: "127.0.0.1:0".parse()?,
+        status_listen: "127.0.0.1:0".parse()?,
+        log_format: LogFormat::Text,
+        pg_bindir: None,
+    };
+    let app = Application::build(&settings, Role::Serve).await?;
+    let api = format!("http://{}/api/v1", app.api_addr().expect("serve has an API"));
+    let mut tx = app.pool().begin().await?;
+    let (_, token) = switchyard::db::tokens::create(&mut tx, "bench", Scope::Admin).await?;
+    tx.commit().await?;
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(app.run_until(shutdown.clone()));
+
+    let bench = Bench { api, token, client: reqwest::Client::new(), database_url, server_url, seconds };
+    let repo = tempfile::tempdir()?;
+    git(repo.path(), &["init", "-q", "-b", "main"])?;
+    bench.post("/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
+
+    println!("# Switchyard domain benchmark ({} s per load phase)", bench.seconds);
+    bench.task_reads().await?;
+    bench.completion_scaling().await?;
+    bench.completion_throughput().await?;
+
+    shutdown.cancel();
+    server.await??;
+    Ok(())
+}
+
+impl Bench {
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        let response =
+            self.client.post(format!("{}{path}", self.api)).bearer_auth(&self.token).json(&body).send().await?;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        anyhow::ensure!(status.is_success(), "POST {path}: {status} {body}");
+        Ok(body)
+    }
+
+    /// Creates a wish from `groups` and brings it to `executing`.
+    async fn executing_wish(&self, slug: &str, groups: Vec<Value>) -> anyhow::Result<()> {
+        self.post("/wishes", json!({"slug": slug, "project": "bench", "title": slug, "groups": groups})).await?;
+        for action in ["plan", "queue", "start"] {
+            self.post(&format!("/wishes/{slug}/{action}"), json!({})).await?;
+        }
+        Ok(())
+    }
+
+    /// First: one task read over HTTP versus straight from PostgreSQL, 64 at a time.
+    async fn task_reads(&self) -> anyhow::Result<()> {
+        let task = self.post("/tasks", json!({"project": "bench", "title": "Read me"})).await?;
+        let id: uuid::Uuid = task["id"].as_str().expect("task id").parse()?;
+        let duration = Duration::from_secs(self.seconds);
+
+        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(64).connect(&self.database_url).await?;
+        let raw = load(64, duration, |_| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query("SELECT * FROM tasks WHERE id = $1").bind(id).fetch_one(&pool).await?;
+                Ok(())
+            }
+        })
+        .await?;
+        pool.close().await;
+
+        let clients: Arc<Vec<reqwest::Client>> = Arc::new((0..64).map(|_| reqwest::Client::new()).collect());
+        let url = format!("{}/tasks/{id}", self.api);
+        let http = load(64, duration, |worker| {
+            let (clients, url, token) = (clients.clone(), url.clone(), self.token.clone());
+            async move {
+                let response = clients[worker].get(&url).bearer_auth(&token).send().await?;
+                anyhow::ensure!(response.status() == 200, "GET task: {}", response.status());
+                response.bytes().await?;
+                Ok(())
+            }
+        })
+        .await?;
+
+        println!("\n## GET /api/v1/tasks/{{id}}, 64 concurrent connections");
+        println!("raw sqlx PK select : {}", raw.summary());
+        println!("HTTP API           : {}", http.summary());
+        println!("ratio API / raw    : {:.0} %", 100.0 * http.per_second() / raw.per_second());
+        Ok(())
+    }
+
+    /// Second: completing a group costs the same in a wish of 10 or 1,000 groups; it grows only
+    /// with the group's direct dependents.
+    async fn completion_scaling(&self) -> anyhow::Result<()> {
+        println!("\n## Completing one group (sequential, mean of the completions measured)");
+        println!("{:>12} {:>11} {:>12} {:>14}", "wish groups", "dependents", "ms/complete", "SQL/complete");
+        for size in [10, 100, 1000] {
+            let slug = format!("size-{size}");
+            let groups = (0..size).map(|i| json!({"key": format!("g{i}"), "title": "g"})).collect();
+            self.executing_wish(&slug, groups).await?;
+            let keys: Vec<String> = (0..size.min(50)).map(|i| format!("g{i}")).collect();
+            let (ms, statements) = self.complete_measured(&slug, &keys).await?;
+            println!("{size:>12} {:>11} {ms:>12.2} {statements:>14.1}", 0);
+        }
+        for dependents in [1, 10, 100] {
+            let slug = format!("fan-{dependents}");
+            let hubs = 5;
+            let mut groups = Vec::new();
+            for h in 0..hubs {
+                groups.push(json!({"key": format!("h{h}"), "title": "hub"}));
+                for d in 0..dependents {
+                    groups.push(
+                        json!({"key": format!("h{h}-d{d}"), "title": "dependent", "depends_on": [format!("h{h}")]}),
+                    );
+                }
+            }
+            for f in groups.len()..1000 {
+                groups.push(json!({"key": format!("f{f}"), "title": "filler"}));
+            }
+            self.executing_wish(&slug, groups).await?;
+            let keys: Vec<String> = (0..hubs).map(|h| format!("h{h}")).collect();
+            let (ms, statements) = self.complete_measured(&slug, &keys).await?;
+            println!("{:>12} {dependents:>11} {ms:>12.2} {statements:>14.1}", 1000);
+        }
+        Ok(())
+    }
+
+    /// Starts then completes each group in turn; returns mean milliseconds and statements per
+    /// completion (the start is not counted).
+    async fn complete_measured(&self, slug: &str, keys: &[String]) -> anyhow::Result<(f64, f64)> {
+        let (mut elapsed, mut statements) = (Duration::ZERO, 0);
+        for key in keys {
+            self.post(&format!("/wishes/{slug}/groups/{key}/start"), json!({})).await?;
+            let before = STATEMENTS.load(Ordering::Relaxed);
+            let started = Instant::now();
+            self.post(&format!("/wishes/{slug}/groups/{key}/complete"), json!({})).await?;
+            elapsed += started.elapsed();
+            statements += STATEMENTS.load(Ordering::Relaxed) - before;
+        }
+        let n = keys.len() as f64;
+        Ok((elapsed.as_secs_f64() * 1000.0 / n, statements as f64 / n))
+    }
+
+    /// Third: completions per second at 8 clients, each completion making one dependent ready,
+    /// in one shared wish and in one wish per client; then pgbench TPC-B on the same server.
+    async fn completion_throughput(&self) -> anyhow::Result<()> {
+        println!("\n## Group completions per second, 8 concurrent clients");
+        let per_client = 150;
+        let shared = self.prepared_pairs(&["shared"], 8 * per_client).await?;
+        let one_wish = self.complete_concurrently(shared).await?;
+        let slugs: Vec<String> = (0..8).map(|c| format!("own-{c}")).collect();
+        let slugs: Vec<&str> = slugs.iter().map(String::as_str).collect();
+        let own = self.prepared_pairs(&slugs, per_client).await?;
+        let own_wishes = self.complete_concurrently(own).await?;
+        let tps = self.pgbench_tpcb().await?;
+        println!("one wish, 8 clients      : {}", one_wish.summary());
+        println!("a wish per client        : {}", own_wishes.summary());
+        println!("pgbench TPC-B, 8 clients : {tps:.0} tps");
+        println!(
+            "ratio completions / TPC-B: {:.0} % (one wish), {:.0} % (a wish per client)",
+            100.0 * one_wish.per_second() / tps,
+            100.0 * own_wishes.per_second() / tps
+        );
+        Ok(())
+    }
+
+    /// Wishes of `pairs` groups `a{i}` each with one dependent `b{i}`, every `a` started; returns
+    /// the completion URLs, spread over 8 clients.
+    async fn prepared_pairs(&self, slugs: &[&str], pairs: usize) -> anyhow::Result<Vec<Vec<String>>> {
+        let mut urls = Vec::new();
+        for slug in slugs {
+            let mut groups = Vec::new();
+            for i in 0..pairs {
+                groups.push(json!({"key": format!("a{i}"), "title": "a"}));
+                groups.push(json!({"key": format!("b{i}"), "title": "b", "depends_on": [format!("a{i}")]}));
+            }
+            self.executing_wish(slug, groups).await?;
+            for i in 0..pairs {
+                self.post(&format!("/wishes/{slug}/groups/a{i}/start"), json!({})).await?;
+                urls.push(format!("{}/wishes/{slug}/groups/a{i}/complete", self.api));
+            }
+        }
+        let per_client = urls.len().div_ceil(8);
+        Ok(urls.chunks(per_client).map(<[String]>::to_vec).collect())
+    }
+
+    async fn complete_concurrently(&self, work: Vec<Vec<String>>) -> anyhow::Result<Stats> {
+        let started = Instant::now();
+        let mut handles = Vec::new();
+        for urls in work {
+            let token = self.token.clone();
+            handles.push(tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let mut latencies = Vec::with_capacity(urls.len());
+                for url in urls {
+                    let t = Instant::now();
+                    let response = client.post(&url).bearer_auth(&token).send().await?;
+                    anyhow::ensure!(response.status() == 200, "complete: {}", response.status());
+                    response.bytes().await?;
+                    latencies.push(t.elapsed());
+                }
+                Ok(latencies)
+            }));
+        }
+        let mut latencies = Vec::new();
+        for handle in handles {
+            latencies.extend(handle.await??);
+        }
+        Ok(Stats::new(latencies, started.elapsed()))
+    }
+
+    /// pgbench's TPC-B at 8 clients on the same server, in a database of its own.
+    async fn pgbench_tpcb(&self) -> anyhow::Result<f64> {
+        let url = fresh_database(&self.server_url, "switchyard_bench_pgbench").await?;
+        run("pgbench", &["-i", "-q", "-s", "8", &url])?;
+        let out = run("pgbench", &["-n", "-c", "8", "-j", "2", "-T", &self.seconds.to_string(), &url])?;
+        let tps = out
+            .lines()
+            .find_map(|l| l.strip_prefix("tps = "))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok());
+        tps.ok_or_else(|| anyhow::anyhow!("no tps in pgbench output:\n{out}"))
+    }
+}
+
+/// Latencies of a load phase and its wall time.
+struct Stats {
+    latencies: Vec<Duration>,
+    wall: Duration,
+}
+
+impl Stats {
+    fn new(mut latencies: Vec<Duration>, wall: Duration) -> Stats {
+        latencies.sort();
+        Stats { latencies, wall }
+    }
+
+    fn per_second(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall.as_secs_f64()
+    }
+
+    fn percentile(&self, p: f64) -> Duration {
+        let i = ((self.latencies.len() as f64 * p).ceil() as usize).saturating_sub(1);
+        self.latencies.get(i).copied().unwrap_or_default()
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{:>8.0}/s  p50 {:>6.2} ms  p99 {:>6.2} ms  ({} in {:.1} s)",
+            self.per_second(),
+            self.percentile(0.50).as_secs_f64() * 1000.0,
+            self.percentile(0.99).as_secs_f64() * 1000.0,
+            self.latencies.len(),
+            self.wall.as_secs_f64()
+        )
+    }
+}
+
+/// Runs `op` in a loop on `concurrency` workers for `duration`, timing each call.
+async fn load<F, Fut>(concurrency: usize, duration: Duration, op: F) -> anyhow::Result<Stats>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let deadline = Instant::now() + duration;
+    let op = &op;
+    let workers = (0..concurrency).map(|worker| async move {
+        let mut latencies = Vec::new();
+        while Instant::now() < deadline {
+            let t = Instant::now();
+            tokio::spawn(op(worker)).await??;
+            latencies.push(t.elapsed());
+        }
+        anyhow::Ok(latencies)
+    });
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    for worker in futures::future::join_all(workers).await {
+        latencies.extend(worker?);
+    }
+    Ok(Stats::new(latencies, started.elapsed()))
+}
+
+/// Drops and recreates database `name` on the server of `server_url`; returns its URL.
+async fn fresh_database(server_url: &str, name: &str) -> anyhow::Result<String> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(server_url).await?;
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await?;
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await?;
+    Ok(with_database(server_url, name))
+}
+
+/// `server_url` with its database path replaced by `name`, keeping any `?query`.
+fn with_database(server_url: &str, name: &str) -> String {
+    let (base, query) = server_url.split_once('?').map_or((server_url, None), |(b, q)| (b, Some(q)));
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let base = base[authority_start..].find('/').map_or(base, |slash| &base[..authority_start + slash]);
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) -> anyhow::Result<()> {
+    let status = std::process::Command::new("git").args(args).current_dir(dir).status()?;
+    anyhow::ensure!(status.success(), "git {args:?} failed");
+    Ok(())
+}
+
+fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new(program).args(args).output()?;
+    anyhow::ensure!(out.status.success(), "{program} failed: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
