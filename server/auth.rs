@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum, utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[schema(example = "write")]
 pub enum Scope {
     /// GET only.
     Read,

@@ -59,6 +59,7 @@ pub struct UpdateColumn {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"column_ids": ["7c9e6679-7425-40de-944b-e07fc1f90ae7", "9b2d5f1e-3c4a-4d8e-8f10-2a6b7c8d9e0f", "1f0e2d3c-4b5a-4697-8877-665544332211"]}))]
 pub struct ReorderColumns {
     /// Every column of the board, exactly once, in the new order.
     pub column_ids: Vec<Uuid>,
@@ -69,6 +70,7 @@ pub struct ColumnDeleted {
     /// The tasks and wishes moved out of the deleted column.
     pub moved: Moved,
     /// Where they went: the board's first remaining column.
+    #[schema(example = "7c9e6679-7425-40de-944b-e07fc1f90ae7")]
     pub moved_to: Option<Uuid>,
     pub board: Board,
 }

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 /// One bad field and what is wrong with it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"field": "groups[1].depends_on", "message": "unknown group key `db`"}))]
 pub struct FieldError {
     /// The field's JSON path, e.g. `groups[2].depends_on`.
     pub field: String,

@@ -27,6 +27,7 @@ pub struct EventsQuery {
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"items": [{"id": 42, "type": "task.completed", "subject": "task:7c9e6679-7425-40de-944b-e07fc1f90ae7", "payload": {"from": "in_progress", "to": "done"}, "created_at": "2026-11-22T09:30:00Z"}], "next_after": 42}))]
 pub struct EventPage {
     /// In log order: the order in which a follower must apply them.
     pub items: Vec<Event>,

@@ -231,6 +231,7 @@ pub async fn retry_task(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"column_id": "7c9e6679-7425-40de-944b-e07fc1f90ae7"}))]
 pub struct MoveBody {
     /// A column of any board of the task's project.
     pub column_id: Uuid,

@@ -27,6 +27,7 @@ pub struct CreateToken {
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"token": {"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "name": "ci", "scope": "write", "created_at": "2026-11-22T09:30:00Z", "last_used_at": null, "revoked_at": null}, "secret": "sy_3q2Vx…"}))]
 pub struct CreatedToken {
     #[serde(flatten)]
     pub token: Token,
@@ -83,6 +84,7 @@ pub async fn revoke_token(
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"token_id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "name": "ci", "scope": "write"}))]
 pub struct Me {
     pub token_id: uuid::Uuid,
     pub name: String,

@@ -55,6 +55,7 @@ async fn simple(state: &AppState, slug: &str, event: WishEvent, reason: Option<&
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"groups": [{"key": "api", "title": "API"}, {"key": "ui", "title": "UI", "depends_on": ["api"]}]}))]
 pub struct PlanBody {
     /// Replaces the draft's plan when given.
     pub groups: Option<Vec<GroupInput>>,
@@ -189,6 +190,7 @@ pub async fn review_wish(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(example = "merged")]
 pub enum MergeOutcome {
     Merged,
     Conflict,
@@ -197,6 +199,7 @@ pub enum MergeOutcome {
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"outcome": "conflict", "detail": "src/lib.rs conflicts with main"}))]
 pub struct MergeBody {
     pub outcome: MergeOutcome,
     pub detail: Option<String>,

@@ -30,6 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"result": "merged API endpoints; tests green"}))]
 pub struct GroupResult {
     /// What the group produced, or why it failed.
     pub result: Option<String>,

@@ -11,6 +11,7 @@ use crate::domain::board::ColumnSpec;
 
 /// How many cards a change moved, and where to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"tasks": 3, "wishes": 1}))]
 pub struct Moved {
     pub tasks: i64,
     pub wishes: i64,

@@ -44,6 +44,7 @@ pub struct Board {
 
 /// One column of a board, with how many tasks and wishes are in it now.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "board_id": "9b2d5f1e-3c4a-4d8e-8f10-2a6b7c8d9e0f", "name": "Review", "position": 2, "gate": "human", "action_skill": "review-pr", "wip_limit": 3, "task_count": 2, "wish_count": 1}))]
 pub struct Column {
     pub id: Uuid,
     #[serde(skip)]

@@ -10,6 +10,7 @@ use crate::db::events;
 
 /// A token as listed: everything but the secret.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "name": "ci", "scope": "write", "created_at": "2026-11-22T09:30:00Z", "last_used_at": "2026-11-22T09:30:00Z", "revoked_at": null}))]
 pub struct Token {
     pub id: Uuid,
     pub name: String,

@@ -236,6 +236,7 @@ pub async fn blockers(conn: &mut PgConnection, wish_id: Uuid) -> Result<Vec<Bloc
 }
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"slug": "auth-schema", "merged": false}))]
 pub struct Blocker {
     pub slug: String,
     pub merged: bool,

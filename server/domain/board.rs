@@ -13,6 +13,7 @@ pub const MAX_ACTION_SKILL: usize = 200;
 /// Who lets a card leave a column. Stored as its lowercase name, matching the SQL `CHECK`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
+#[schema(example = "human")]
 pub enum Gate {
     /// Cards move on by themselves.
     #[default]

@@ -15,6 +15,7 @@ pub fn is_valid_slug(slug: &str) -> bool {
 /// Which pull requests an agent watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
+#[schema(example = "author")]
 pub enum TrackMode {
     /// Every PR in the repository.
     All,

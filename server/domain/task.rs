@@ -25,6 +25,7 @@ use super::UnknownStatus;
 /// Where a task is in its lifecycle. Stored as the snake_case name (`in_progress`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(example = "in_progress")]
 pub enum TaskStatus {
     /// Waiting for at least one dependency to be `done`.
     Blocked,
