@@ -276,3 +276,24 @@ async fn a_malformed_list_parameter_is_a_422_naming_it() {
         assert_eq!(body["errors"][0]["field"], field, "{query}: {body}");
     }
 }
+
+#[tokio::test]
+async fn concurrent_moves_into_a_column_never_exceed_its_wip_limit() {
+    let app = spawn_app().await;
+    let alpha = project(&app, "alpha").await;
+    let (board_id, columns) = board(&app, alpha, &[("todo", None), ("doing", Some(2))]).await;
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        tasks.push(create(&app, json!({"project": "alpha", "title": format!("t{i}"), "board_id": board_id})).await);
+    }
+    let moves = tasks.iter().map(|task| move_to(&app, task, columns[1]));
+    let statuses: Vec<u16> = futures::future::join_all(moves).await.iter().map(|r| r.status().as_u16()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 2, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 409).count(), 10, "{statuses:?}");
+    let in_doing: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE column_id = $1")
+        .bind(columns[1])
+        .fetch_one(&app.pool)
+        .await
+        .expect("count");
+    assert_eq!(in_doing, 2);
+}
