@@ -11,7 +11,8 @@
 //! 3. group completions per second at 8 concurrent clients (each completion makes one dependent
 //!    ready), next to `pgbench` TPC-B at 8 clients on the same server, and their ratio.
 //!
-//! `BENCH_SECONDS` sets the length of each timed load phase (default 10).
+//! `BENCH_SECONDS` sets the length of each timed load phase (default 10); `BENCH_ONLY=reads`,
+//! `scaling` or `throughput` runs one part.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -80,9 +81,16 @@ async fn main() -> anyhow::Result<()> {
     bench.post("/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
 
     println!("# Switchyard domain benchmark ({} s per load phase)", bench.seconds);
-    bench.task_reads().await?;
-    bench.completion_scaling().await?;
-    bench.completion_throughput().await?;
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    if only.is_empty() || only == "reads" {
+        bench.task_reads().await?;
+    }
+    if only.is_empty() || only == "scaling" {
+        bench.completion_scaling().await?;
+    }
+    if only.is_empty() || only == "throughput" {
+        bench.completion_throughput().await?;
+    }
 
     shutdown.cancel();
     server.await??;
@@ -125,8 +133,12 @@ impl Bench {
         .await?;
         pool.close().await;
 
-        let clients: Arc<Vec<reqwest::Client>> = Arc::new((0..64).map(|_| reqwest::Client::new()).collect());
+        let before = STATEMENTS.load(Ordering::Relaxed);
         let url = format!("{}/tasks/{id}", self.api);
+        self.client.get(&url).bearer_auth(&self.token).send().await?.error_for_status()?;
+        let per_get = STATEMENTS.load(Ordering::Relaxed) - before;
+
+        let clients: Arc<Vec<reqwest::Client>> = Arc::new((0..64).map(|_| reqwest::Client::new()).collect());
         let http = load(64, duration, |worker| {
             let (clients, url, token) = (clients.clone(), url.clone(), self.token.clone());
             async move {
@@ -142,6 +154,7 @@ impl Bench {
         println!("raw sqlx PK select : {}", raw.summary());
         println!("HTTP API           : {}", http.summary());
         println!("ratio API / raw    : {:.0} %", 100.0 * http.per_second() / raw.per_second());
+        println!("SQL statements per GET: {per_get}");
         Ok(())
     }
 
