@@ -24,13 +24,19 @@ fn rules_for(dir: &str) -> ScreenRules {
     }
 }
 
-/// The decision state after reading `text` twice, `settle` apart.
-fn settle(rules: ScreenRules, text: &str) -> Option<Decision> {
+/// The decisions after reading `text` once, and again `settle` later.
+fn read_twice(rules: ScreenRules, text: &str) -> (Option<Decision>, Option<Decision>) {
     let config = DetectorConfig::default();
     let mut detector = Detector::new(rules, config);
     let (start, wall) = (Instant::now(), "2026-11-22T10:00:00Z".parse().unwrap());
     let first = detector.on_screen(start, wall, text);
     let second = detector.on_screen(start + config.settle, wall, text);
+    (first, second)
+}
+
+/// The decision in force after both readings.
+fn settle(rules: ScreenRules, text: &str) -> Option<Decision> {
+    let (first, second) = read_twice(rules, text);
     second.or(first)
 }
 
@@ -39,7 +45,11 @@ fn check(path: &Path) -> Result<(), String> {
     let name = path.file_name().unwrap().to_str().unwrap();
     let expected = name.split(['-', '.']).next().unwrap();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
-    let decision = settle(rules_for(provider), &text).ok_or_else(|| format!("{provider}/{name}: no decision"))?;
+    let (first, second) = read_twice(rules_for(provider), &text);
+    if expected == "idle" && first.is_some() {
+        return Err(format!("{provider}/{name}: decided on one reading: {first:?}"));
+    }
+    let decision = second.or(first).ok_or_else(|| format!("{provider}/{name}: no decision"))?;
     let ok = match expected {
         "working" => decision.activity == Activity::Working && decision.usage_limit_until.is_none(),
         "idle" => decision.activity == Activity::Idle && decision.usage_limit_until.is_none() && decision.error.is_none(),
@@ -96,7 +106,7 @@ fn usage_limit_fixtures_carry_their_reset_times() {
 }
 
 #[test]
-fn a_visible_prompt_alone_is_never_idle_on_one_reading() {
+fn a_visible_prompt_alone_asks_for_a_second_reading() {
     let text = std::fs::read_to_string(fixtures().join("claude/idle.txt")).unwrap();
     let mut detector = Detector::new(ScreenRules::ClaudeCode, DetectorConfig::default());
     let now = Instant::now();

@@ -26,7 +26,8 @@ static TOKENS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[↑↓]\s*[\d.,]
 
 pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
     let busy = live.iter().any(|l| is_spinner(l) || is_tool_running(l) || TOKENS.is_match(l))
-        || any_contains_ci(live, "esc to interrupt");
+        || any_contains_ci(live, "esc to interrupt")
+        || any_contains(live, &["· Retrying in"]);
     let permission = (any_contains(live, &["Do you want to", "Would you like to proceed"]) && has_yes_option(live))
         || any_contains(live, &["Yes, allow once", "Yes, allow always"]);
     let question = !permission && has_selection(live);
@@ -77,5 +78,13 @@ mod tests {
         assert!(!is_spinner("✻ Worked for 2m 3s"));
         assert!(!is_spinner("* a bullet point that ends in an ellipsis… and goes on"));
         assert!(!is_spinner("Thinking…"));
+    }
+
+    #[test]
+    fn usage_warnings_are_not_limits() {
+        assert!(is_usage_limit("You've hit your limit · resets 3pm (Europe/Berlin)"));
+        assert!(is_usage_limit("Claude usage limit reached. Your limit will reset at 3pm (America/New_York)."));
+        assert!(!is_usage_limit("Approaching usage limit · resets at 10pm"));
+        assert!(!is_usage_limit("You've used 91% of your weekly limit · resets Oct 9 at 10am"));
     }
 }
