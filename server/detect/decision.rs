@@ -202,6 +202,12 @@ impl Detector {
             return None;
         }
         self.reported = Some(state);
-        Some(Decision { activity, source, disagreement, usage_limit_until: self.usage_limit, error: self.error.clone() })
+        Some(Decision {
+            activity,
+            source,
+            disagreement,
+            usage_limit_until: self.usage_limit,
+            error: self.error.clone(),
+        })
     }
 }

@@ -48,7 +48,11 @@ impl Clock {
 fn detector(rules: ScreenRules) -> Detector {
     Detector::new(
         rules,
-        DetectorConfig { hook_precedence: Duration::from_secs(10), settle: Duration::from_millis(800), ..Default::default() },
+        DetectorConfig {
+            hook_precedence: Duration::from_secs(10),
+            settle: Duration::from_millis(800),
+            ..Default::default()
+        },
     )
 }
 
@@ -184,14 +188,21 @@ fn generic_panes_are_working_on_output_and_idle_when_the_screen_stops_changing()
     assert_eq!(c.screen(&mut d, 10, "$ make\ncc -c main.c\n"), None);
     assert_eq!(d.next_reading_at(), Some(c.at(810)));
     assert_eq!(c.screen(&mut d, 400, "$ make\ncc -c main.c\ncc -c util.c\n"), None, "changed: still working");
-    assert_eq!(activity(c.screen(&mut d, 1200, "$ make\ncc -c main.c\ncc -c util.c\n")), Some((Activity::Idle, Source::Screen)));
-    assert_eq!(activity(c.screen(&mut d, 1300, "$ make\ncc -c main.c\ncc -c util.c\n$ \n")), Some((Activity::Working, Source::Screen)));
+    assert_eq!(
+        activity(c.screen(&mut d, 1200, "$ make\ncc -c main.c\ncc -c util.c\n")),
+        Some((Activity::Idle, Source::Screen))
+    );
+    assert_eq!(
+        activity(c.screen(&mut d, 1300, "$ make\ncc -c main.c\ncc -c util.c\n$ \n")),
+        Some((Activity::Working, Source::Screen))
+    );
 }
 
 #[test]
 fn a_usage_limit_is_reported_at_once_and_keeps_its_first_reset_time() {
     let (c, mut d) = (Clock::new(), detector(ScreenRules::Codex));
-    let limit = "› fix the tests\n\n■ You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or \
+    let limit =
+        "› fix the tests\n\n■ You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or \
                  try again in 2 hours 5 minutes.\n\n› \n\n  ? for shortcuts\n";
     let decision = c.screen(&mut d, 0, limit).expect("reported on one reading");
     let until = c.wall + chrono::Duration::minutes(125);
@@ -203,7 +214,8 @@ fn a_usage_limit_is_reported_at_once_and_keeps_its_first_reset_time() {
 fn a_final_error_is_reported_beside_the_activity() {
     let (c, mut d) = (Clock::new(), detector(ScreenRules::ClaudeCode));
     c.screen(&mut d, 0, &spinner(1));
-    let error = claude("> fix it\n  ⎿  API Error: 401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\"}}", "");
+    let error =
+        claude("> fix it\n  ⎿  API Error: 401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\"}}", "");
     let decision = c.screen(&mut d, 1000, &error).unwrap();
     assert_eq!(decision.activity, Activity::Idle);
     assert!(decision.error.unwrap().starts_with("API Error: 401"));

@@ -52,7 +52,9 @@ fn check(path: &Path) -> Result<(), String> {
     let decision = second.or(first).ok_or_else(|| format!("{provider}/{name}: no decision"))?;
     let ok = match expected {
         "working" => decision.activity == Activity::Working && decision.usage_limit_until.is_none(),
-        "idle" => decision.activity == Activity::Idle && decision.usage_limit_until.is_none() && decision.error.is_none(),
+        "idle" => {
+            decision.activity == Activity::Idle && decision.usage_limit_until.is_none() && decision.error.is_none()
+        }
         "permission" => decision.activity == Activity::Permission,
         "question" => decision.activity == Activity::Question,
         "usage_limit" => decision.usage_limit_until.is_some(),

@@ -30,8 +30,7 @@ static RELATIVE: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid regex")
 });
 
-static PART: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)(\d+)\s*(d|h|m|s)[a-z]*").expect("valid regex"));
+static PART: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)(\d+)\s*(d|h|m|s)[a-z]*").expect("valid regex"));
 
 static ABSOLUTE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
@@ -101,7 +100,12 @@ enum Zone {
 }
 
 /// The first instant at or after `now` showing `time` (on `date` when given) in `zone`.
-fn next_at<Z: TimeZone>(zone: &Z, now: DateTime<Utc>, time: NaiveTime, date: Option<(u32, u32, Option<i32>)>) -> Option<DateTime<Utc>> {
+fn next_at<Z: TimeZone>(
+    zone: &Z,
+    now: DateTime<Utc>,
+    time: NaiveTime,
+    date: Option<(u32, u32, Option<i32>)>,
+) -> Option<DateTime<Utc>> {
     let today = now.with_timezone(zone).date_naive();
     let candidates: Vec<NaiveDate> = match date {
         Some((month, day, Some(year))) => vec![NaiveDate::from_ymd_opt(year, month, day)?],
@@ -198,18 +202,12 @@ mod tests {
     #[test]
     fn codex_clock_times_and_durations_are_read() {
         let now = utc(NOW);
-        assert_eq!(
-            reset_time("or try again at 3:28 PM.", now, Tz::UTC),
-            Some(utc("2026-11-22T15:28:00Z"))
-        );
+        assert_eq!(reset_time("or try again at 3:28 PM.", now, Tz::UTC), Some(utc("2026-11-22T15:28:00Z")));
         assert_eq!(
             reset_time("send a request to your admin or try again in 3 days 6 hours 57 minutes.", now, Tz::UTC),
             Some(now + Duration::minutes(((3 * 24 + 6) * 60) + 57))
         );
-        assert_eq!(
-            reset_time("try again at Aug 8th, 2027 12:30 PM", now, Tz::UTC),
-            Some(utc("2027-08-08T12:30:00Z"))
-        );
+        assert_eq!(reset_time("try again at Aug 8th, 2027 12:30 PM", now, Tz::UTC), Some(utc("2027-08-08T12:30:00Z")));
     }
 
     #[test]

@@ -36,7 +36,8 @@ pub enum ScreenRules {
 }
 
 impl ScreenRules {
-    pub const ALL: [ScreenRules; 4] = [ScreenRules::ClaudeCode, ScreenRules::Codex, ScreenRules::Gemini, ScreenRules::Generic];
+    pub const ALL: [ScreenRules; 4] =
+        [ScreenRules::ClaudeCode, ScreenRules::Codex, ScreenRules::Gemini, ScreenRules::Generic];
 
     /// The name used in provider configs.
     pub fn as_str(self) -> &'static str {

@@ -15,7 +15,8 @@
 
 use super::{any_contains, any_contains_ci, has_selection, has_yes_option, joined, Layout, Marks, ReadContext};
 
-pub(super) const LAYOUT: Layout = Layout { prompts: &['›', '▌'], bare_prompt: true, bullets: &['•', '■', '›'] };
+pub(super) const LAYOUT: Layout =
+    Layout { prompts: &['›', '▌'], bare_prompt: true, bullets: &['•', '■', '›'] };
 
 const APPROVALS: &[&str] = &[
     "Would you like to run the following command",
