@@ -164,9 +164,9 @@ impl Layout {
         if self.prompts.is_empty() {
             return None;
         }
-        let framed = (0..lines.len().saturating_sub(1))
-            .rev()
-            .find(|&i| (is_box_top(lines[i]) || is_rule(lines[i])) && self.is_prompt(lines[i + 1]));
+        let framed = (0..lines.len().saturating_sub(1)).rev().find(|&i| {
+            (is_box_top(lines[i]) || is_rule(lines[i])) && self.is_prompt(lines[i + 1]) && near_bottom(lines, i + 1)
+        });
         if framed.is_some() || !self.bare_prompt {
             return framed;
         }
@@ -201,6 +201,19 @@ impl Layout {
             .unwrap_or(0);
         &region[start..]
     }
+}
+
+/// How many footer lines (mode, hints, model, context left) may follow the input area.
+const FOOTER_LINES: usize = 4;
+
+/// Whether the input area whose first line is `lines[from]` is followed by no more than a footer:
+/// a framed prompt-looking line higher up is a message echoed in the transcript.
+fn near_bottom(lines: &[&str], from: usize) -> bool {
+    let close = lines[from..]
+        .iter()
+        .position(|l| is_rule(l) || l.trim_start().starts_with('╰'))
+        .map_or(lines.len(), |p| from + p + 1);
+    lines[close..].iter().filter(|l| !l.trim().is_empty()).count() <= FOOTER_LINES
 }
 
 /// A line without its box borders and surrounding blanks.
@@ -252,9 +265,11 @@ fn any_contains_ci(live: &[&str], needle: &str) -> bool {
     live.iter().any(|l| l.to_lowercase().contains(needle))
 }
 
-/// The line at `i` joined with the next `n` lines, for messages the terminal wrapped.
-fn joined(live: &[&str], i: usize, n: usize) -> String {
-    live[i..(i + 1 + n).min(live.len())].join(" ")
+/// The reset time of the usage-limit message on line `i` of `live`, reading `wrapped` more lines
+/// for messages the terminal wrapped.
+fn limit_at(live: &[&str], i: usize, wrapped: usize, ctx: &ReadContext) -> DateTime<Utc> {
+    let text = live[i..(i + 1 + wrapped).min(live.len())].join(" ");
+    super::reset::reset_time(&text, ctx.now, ctx.zone).unwrap_or(ctx.now + super::reset::UNKNOWN_RESET_WAIT)
 }
 
 #[cfg(test)]
@@ -270,6 +285,18 @@ mod tests {
         assert_eq!(option("❯ fix the tests"), None);
         assert_eq!(option("2024. A year"), None);
         assert_eq!(option("1.5 seconds"), None);
+    }
+
+    #[test]
+    fn a_framed_prompt_high_up_is_transcript_not_the_input_area() {
+        let ctx = ReadContext { now: "2026-11-22T10:00:00Z".parse().unwrap(), zone: Tz::UTC };
+        let echo = ["╭────────────────────╮", "│ > fix the tests    │", "╰────────────────────╯"];
+        let dialog = ["✦ I'll delete it.", " Allow execution of: 'rm'?", " ● 1. Yes, allow once", "   2. No (esc)"];
+        let footer = ["", "~/src (main)   gemini-2.5-pro (97% context left)"];
+        let screen = [&echo[..], &dialog[..], &footer[..]].concat().join("\n");
+        assert_eq!(read(ScreenRules::Gemini, &screen, &ctx).activity, Some(Activity::Permission));
+        let idle = [&dialog[..1], &echo[..], &footer[..]].concat().join("\n");
+        assert_eq!(read(ScreenRules::Gemini, &idle, &ctx).activity, None);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{any_contains, any_contains_ci, has_selection, has_yes_option, joined, Layout, Marks, ReadContext};
+use super::{any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, Layout, Marks, ReadContext};
 
 pub(super) const LAYOUT: Layout = Layout { prompts: &['>', '❯'], bare_prompt: false, bullets: &['⏺', '●'] };
 
@@ -31,11 +31,7 @@ pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
     let permission = (any_contains(live, &["Do you want to", "Would you like to proceed"]) && has_yes_option(live))
         || any_contains(live, &["Yes, allow once", "Yes, allow always"]);
     let question = !permission && has_selection(live);
-    let usage_limit = live.iter().position(|l| is_usage_limit(l)).map(|i| {
-        let text = joined(live, i, 1);
-        crate::detect::reset::reset_time(&text, ctx.now, ctx.zone)
-            .unwrap_or(ctx.now + crate::detect::reset::UNKNOWN_RESET_WAIT)
-    });
+    let usage_limit = live.iter().position(|l| is_usage_limit(l)).map(|i| limit_at(live, i, 1, ctx));
     let error = live
         .iter()
         .find(|l| (l.contains("API Error") && !l.contains("Retrying")) || l.starts_with("Error:"))

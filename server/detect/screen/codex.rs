@@ -13,7 +13,7 @@
 //! 0.40 `Allow command?` with `▌ Yes  Always  No`) and questions (`Question 1/2`, numbered
 //! options, a footer that still says `esc to interrupt`) replace the composer.
 
-use super::{any_contains, any_contains_ci, has_selection, has_yes_option, joined, Layout, Marks, ReadContext};
+use super::{any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, Layout, Marks, ReadContext};
 
 pub(super) const LAYOUT: Layout =
     Layout { prompts: &['›', '▌'], bare_prompt: true, bullets: &['•', '■', '›'] };
@@ -33,10 +33,7 @@ pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
         && (has_yes_option(live) || live.iter().any(|l| l.trim_start_matches(['▌', ' ']).starts_with("Yes")));
     let question = !permission && has_selection(live);
     let limit_line = live.iter().position(|l| l.contains("hit your usage limit"));
-    let usage_limit = limit_line.map(|i| {
-        crate::detect::reset::reset_time(&joined(live, i, 2), ctx.now, ctx.zone)
-            .unwrap_or(ctx.now + crate::detect::reset::UNKNOWN_RESET_WAIT)
-    });
+    let usage_limit = limit_line.map(|i| limit_at(live, i, 2, ctx));
     let error = live
         .iter()
         .enumerate()

@@ -12,7 +12,7 @@
 //! allow once`) that replace the input box; quota errors open a dialog (`Usage limit reached for
 //! all Pro models.` / `Access resets at 11:00 AM GMT+2.` / `● 1. Keep trying`).
 
-use super::{any_contains, any_contains_ci, has_selection, has_yes_option, joined, Layout, Marks, ReadContext};
+use super::{any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, Layout, Marks, ReadContext};
 
 pub(super) const LAYOUT: Layout = Layout { prompts: &['>', '!', '*'], bare_prompt: false, bullets: &['✦', '✕'] };
 
@@ -26,10 +26,7 @@ pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
         || any_contains(live, &["Yes, allow once", "Yes, allow always"]);
     let question = !permission && has_selection(live);
     let limit_line = live.iter().position(|l| QUOTA.iter().any(|q| l.contains(q)));
-    let usage_limit = limit_line.map(|i| {
-        crate::detect::reset::reset_time(&joined(live, i, 2), ctx.now, ctx.zone)
-            .unwrap_or(ctx.now + crate::detect::reset::UNKNOWN_RESET_WAIT)
-    });
+    let usage_limit = limit_line.map(|i| limit_at(live, i, 2, ctx));
     let error = match limit_line {
         Some(_) => None,
         None => live.iter().find(|l| l.starts_with('✕')).map(|l| l.trim_start_matches(['✕', ' ']).to_string()),
