@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod data_dir;
 pub mod db;
+pub mod detect;
 pub mod domain;
 pub mod node;
 pub mod status;

@@ -1,0 +1,213 @@
+//! The per-agent arbiter: hooks, control-mode output and screen readings in, one activity out.
+//!
+//! Rules, in order:
+//! 1. A hook's word stands for [`DetectorConfig::hook_precedence`] after it arrives, whatever the
+//!    screen shows (the screen lags, and the hook is Claude Code's own account).
+//! 2. After that, a screen reading taken after the window wins; if it disagrees with the hook,
+//!    the [`Decision`] carries a [`Disagreement`] for the caller to log, and the hook is spent.
+//!    Without such a reading the hook still stands: a stale screen never overrules it.
+//! 3. A screen marker (spinner, dialog) counts on one reading. Idle needs two readings at least
+//!    [`DetectorConfig::settle`] apart with the same region above the input area and no marker;
+//!    [`Detector::next_reading_at`] says when to take the confirming reading.
+//! 4. With [`ScreenRules::Generic`] (a shell, a custom command) there are no markers: output
+//!    means working (source [`Source::Output`]), and an unchanged screen on two readings means
+//!    idle.
+//!
+//! Usage limits and errors are reported as soon as one reading shows them, beside the activity.
+//! Every method returns `None` when nothing the worker writes would change.
+//!
+//! Time is passed in (`now: Instant`, and the wall clock for reset times), so tests need no sleeps.
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use super::screen::{self, ReadContext, ScreenRules};
+use crate::domain::agent::Activity;
+
+/// How long a hook's word outranks the screen, by default.
+pub const HOOK_PRECEDENCE: Duration = Duration::from_secs(10);
+
+/// How far apart the two readings that confirm idle must be, by default.
+pub const SETTLE: Duration = Duration::from_millis(800);
+
+#[derive(Debug, Clone, Copy)]
+pub struct DetectorConfig {
+    pub hook_precedence: Duration,
+    pub settle: Duration,
+    /// The zone for reset times a screen prints without one (the worker's local zone).
+    pub zone: Tz,
+}
+
+impl Default for DetectorConfig {
+    fn default() -> Self {
+        DetectorConfig { hook_precedence: HOOK_PRECEDENCE, settle: SETTLE, zone: Tz::UTC }
+    }
+}
+
+/// Which signal decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    Hook,
+    Screen,
+    Output,
+}
+
+/// The screen overruled a hook after the precedence window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Disagreement {
+    /// What the hook said.
+    pub hook: Activity,
+    /// What the screen showed, and the decision now is.
+    pub screen: Activity,
+    /// How old the hook was when the screen won.
+    pub hook_age: Duration,
+}
+
+/// What the worker should write for the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub activity: Activity,
+    pub source: Source,
+    pub disagreement: Option<Disagreement>,
+    /// The provider shows its usage-limit message; suspend the agent and resume it then.
+    pub usage_limit_until: Option<DateTime<Utc>>,
+    /// A final error the provider printed (for `failure_reason` or a log line).
+    pub error: Option<String>,
+}
+
+/// One agent's detector. Feed it every signal for that agent; write what it decides.
+#[derive(Debug)]
+pub struct Detector {
+    rules: ScreenRules,
+    config: DetectorConfig,
+    hook: Option<Stamped>,
+    /// The screen's (or, for generic rules, the output's) settled opinion and its latest support.
+    view: Option<View>,
+    /// A quiet reading waiting for its confirmation: the region's hash and when it was first seen.
+    quiet: Option<(u64, Instant)>,
+    usage_limit: Option<DateTime<Utc>>,
+    error: Option<String>,
+    reported: Option<(Activity, Option<DateTime<Utc>>, Option<String>)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Stamped {
+    activity: Activity,
+    at: Instant,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct View {
+    activity: Activity,
+    source: Source,
+    at: Instant,
+}
+
+impl Detector {
+    pub fn new(rules: ScreenRules, config: DetectorConfig) -> Detector {
+        Detector { rules, config, hook: None, view: None, quiet: None, usage_limit: None, error: None, reported: None }
+    }
+
+    /// The activity last decided, if any.
+    pub fn activity(&self) -> Option<Activity> {
+        self.reported.as_ref().map(|(activity, _, _)| *activity)
+    }
+
+    /// Control mode saw output from the pane. The caller should read the screen again; for
+    /// generic rules the output itself means working.
+    pub fn on_output(&mut self, now: Instant) -> Option<Decision> {
+        if self.rules != ScreenRules::Generic {
+            return None;
+        }
+        self.view = Some(View { activity: Activity::Working, source: Source::Output, at: now });
+        self.quiet = None;
+        self.decide(now)
+    }
+
+    /// A hook reported `activity` (see [`super::hooks::signal`]).
+    pub fn on_hook(&mut self, now: Instant, activity: Activity) -> Option<Decision> {
+        self.hook = Some(Stamped { activity, at: now });
+        self.decide(now)
+    }
+
+    /// A fresh capture of the pane (`wall` is the wall clock at `now`, for reset times).
+    pub fn on_screen(&mut self, now: Instant, wall: DateTime<Utc>, text: &str) -> Option<Decision> {
+        let reading = screen::read(self.rules, text, &ReadContext { now: wall, zone: self.config.zone });
+        // A limit stays at the time first read: "try again in 2 hours" would move on every reading.
+        self.usage_limit = reading.usage_limit.map(|at| self.usage_limit.unwrap_or(at));
+        self.error = reading.error;
+        match reading.activity {
+            Some(activity) => {
+                self.view = Some(View { activity, source: Source::Screen, at: now });
+                self.quiet = None;
+            }
+            None => match self.quiet {
+                Some((hash, since)) if hash == reading.region_hash => {
+                    if now.duration_since(since) >= self.config.settle {
+                        self.view = Some(View { activity: Activity::Idle, source: Source::Screen, at: now });
+                    }
+                }
+                _ => {
+                    self.quiet = Some((reading.region_hash, now));
+                    if self.rules == ScreenRules::Generic {
+                        // No markers to go by: a changed screen is the only sign of work.
+                        self.view = Some(View { activity: Activity::Working, source: Source::Screen, at: now });
+                    }
+                }
+            },
+        }
+        self.decide(now)
+    }
+
+    /// When the caller should read the screen even if no output arrives: to confirm a quiet
+    /// screen as idle, or to let the screen answer a hook once its precedence ends.
+    pub fn next_reading_at(&self) -> Option<Instant> {
+        let confirm = match (self.quiet, self.view) {
+            (Some(_), Some(view)) if view.activity == Activity::Idle && view.source != Source::Output => None,
+            (Some((_, since)), _) => Some(since + self.config.settle),
+            (None, _) => None,
+        };
+        let recheck = self.hook.and_then(|hook| {
+            let end = hook.at + self.config.hook_precedence;
+            let disagrees = self.view.is_none_or(|v| v.activity != hook.activity);
+            let screen_read_since = self.view.is_some_and(|v| v.at >= end);
+            (disagrees && !screen_read_since).then_some(end)
+        });
+        [confirm, recheck].into_iter().flatten().min()
+    }
+
+    fn decide(&mut self, now: Instant) -> Option<Decision> {
+        let (activity, source, disagreement) = match (self.hook, self.view) {
+            (Some(hook), _) if now < hook.at + self.config.hook_precedence => (hook.activity, Source::Hook, None),
+            (Some(hook), Some(view)) if view.at >= hook.at + self.config.hook_precedence => {
+                let disagreement = (view.activity != hook.activity).then(|| Disagreement {
+                    hook: hook.activity,
+                    screen: view.activity,
+                    hook_age: now.duration_since(hook.at),
+                });
+                if disagreement.is_some() {
+                    // Overruled once is enough: later changes are the screen's own, not news.
+                    self.hook = None;
+                }
+                (view.activity, view.source, disagreement)
+            }
+            (Some(hook), _) => (hook.activity, Source::Hook, None),
+            (None, Some(view)) => (view.activity, view.source, None),
+            (None, None) => return None,
+        };
+        let state = (activity, self.usage_limit, self.error.clone());
+        if self.reported.as_ref() == Some(&state) {
+            return None;
+        }
+        self.reported = Some(state);
+        Some(Decision {
+            activity,
+            source,
+            disagreement,
+            usage_limit_until: self.usage_limit,
+            error: self.error.clone(),
+        })
+    }
+}

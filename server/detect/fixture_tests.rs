@@ -1,0 +1,117 @@
+//! Every screen under `tests/fixtures/screens/{claude,codex,gemini}/` against its provider's
+//! rules. The file name says the expected result — `working`, `idle`, `permission`, `question`,
+//! `usage_limit` or `error`, then optionally `-what-is-special` — so a new fixture is a new case.
+//! Each goes through a fresh [`Detector`] the way the worker would: read, then read again after
+//! the settle time (idle needs both).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::decision::{Decision, Detector, DetectorConfig};
+use super::screen::ScreenRules;
+use crate::domain::agent::Activity;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/screens")
+}
+
+fn rules_for(dir: &str) -> ScreenRules {
+    match dir {
+        "claude" => ScreenRules::ClaudeCode,
+        "codex" => ScreenRules::Codex,
+        "gemini" => ScreenRules::Gemini,
+        other => panic!("no screen rules for fixtures in {other}/"),
+    }
+}
+
+/// The decisions after reading `text` once, and again `settle` later.
+fn read_twice(rules: ScreenRules, text: &str) -> (Option<Decision>, Option<Decision>) {
+    let config = DetectorConfig::default();
+    let mut detector = Detector::new(rules, config);
+    let (start, wall) = (Instant::now(), "2026-11-22T10:00:00Z".parse().unwrap());
+    let first = detector.on_screen(start, wall, text);
+    let second = detector.on_screen(start + config.settle, wall, text);
+    (first, second)
+}
+
+/// The decision in force after both readings.
+fn settle(rules: ScreenRules, text: &str) -> Option<Decision> {
+    let (first, second) = read_twice(rules, text);
+    second.or(first)
+}
+
+fn check(path: &Path) -> Result<(), String> {
+    let provider = path.parent().unwrap().file_name().unwrap().to_str().unwrap();
+    let name = path.file_name().unwrap().to_str().unwrap();
+    let expected = name.split(['-', '.']).next().unwrap();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+    let (first, second) = read_twice(rules_for(provider), &text);
+    if expected == "idle" && first.is_some() {
+        return Err(format!("{provider}/{name}: decided on one reading: {first:?}"));
+    }
+    let decision = second.or(first).ok_or_else(|| format!("{provider}/{name}: no decision"))?;
+    let ok = match expected {
+        "working" => decision.activity == Activity::Working && decision.usage_limit_until.is_none(),
+        "idle" => {
+            decision.activity == Activity::Idle && decision.usage_limit_until.is_none() && decision.error.is_none()
+        }
+        "permission" => decision.activity == Activity::Permission,
+        "question" => decision.activity == Activity::Question,
+        "usage_limit" => decision.usage_limit_until.is_some(),
+        "error" => decision.error.is_some() && decision.usage_limit_until.is_none(),
+        other => return Err(format!("{provider}/{name}: unknown expectation {other:?}")),
+    };
+    ok.then_some(()).ok_or_else(|| format!("{provider}/{name}: expected {expected}, got {decision:?}"))
+}
+
+#[test]
+fn every_fixture_reads_as_its_name_says() {
+    let mut failures = Vec::new();
+    let mut seen = Vec::new();
+    for provider in ["claude", "codex", "gemini"] {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures().join(provider))
+            .unwrap_or_else(|e| panic!("{provider} fixtures: {e}"))
+            .map(|entry| entry.unwrap().path())
+            .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("txt" | "ansi")))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            seen.push(format!("{provider}/{}", name.split(['-', '.']).next().unwrap()));
+            if let Err(e) = check(&path) {
+                failures.push(e);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} fixture(s) misread:\n{}", failures.len(), failures.join("\n"));
+    for provider in ["claude", "codex", "gemini"] {
+        for state in ["working", "idle", "permission", "question", "usage_limit", "error"] {
+            let key = format!("{provider}/{state}");
+            assert!(seen.contains(&key), "no fixture for {key}");
+        }
+    }
+}
+
+/// Reset times read from the fixtures themselves (at 2026-11-22 10:00 UTC, zone UTC).
+#[test]
+fn usage_limit_fixtures_carry_their_reset_times() {
+    for (file, rules, expected) in [
+        ("claude/usage_limit.txt", ScreenRules::ClaudeCode, "2026-11-22T14:00:00Z"),
+        ("claude/usage_limit-5-hour.ansi", ScreenRules::ClaudeCode, "2026-11-23T01:00:00Z"),
+        ("codex/usage_limit.txt", ScreenRules::Codex, "2026-11-22T15:28:00Z"),
+        ("gemini/usage_limit.txt", ScreenRules::Gemini, "2026-11-23T09:00:00Z"),
+    ] {
+        let text = std::fs::read_to_string(fixtures().join(file)).unwrap();
+        let decision = settle(rules, &text).unwrap();
+        assert_eq!(decision.usage_limit_until, Some(expected.parse().unwrap()), "{file}");
+    }
+}
+
+#[test]
+fn a_visible_prompt_alone_asks_for_a_second_reading() {
+    let text = std::fs::read_to_string(fixtures().join("claude/idle.txt")).unwrap();
+    let mut detector = Detector::new(ScreenRules::ClaudeCode, DetectorConfig::default());
+    let now = Instant::now();
+    assert_eq!(detector.on_screen(now, "2026-11-22T10:00:00Z".parse().unwrap(), &text), None);
+    assert_eq!(detector.next_reading_at(), Some(now + DetectorConfig::default().settle));
+}

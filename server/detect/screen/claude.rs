@@ -1,0 +1,86 @@
+//! Claude Code's screen.
+//!
+//! ```text
+//! ⏺ Bash(cargo test)                                  ← last transcript bullet: live region starts
+//!   ⎿  Running…
+//! ✻ Compiling… (45s · ↓ 2.1k tokens · esc to interrupt) ← spinner: glyph, word, `…`
+//! ───────────────────────────────────────────────────── ← input area (v2); v1 draws ╭─╮│ > │╰─╯
+//! ❯ text the user is typing
+//! ─────────────────────────────────────────────────────
+//!   ⏵⏵ accept edits on (shift+tab to cycle)            ← footer
+//! ```
+//! When a permission or question dialog is open, it replaces the input area.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::{any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, Layout, Marks, ReadContext};
+
+pub(super) const LAYOUT: Layout = Layout { prompts: &['>', '❯'], bare_prompt: false, bullets: &['⏺', '●'] };
+
+/// The glyphs Claude Code's spinner cycles through.
+const SPINNER: &[char] = &['·', '✢', '✳', '✶', '✻', '✽', '*', '∗'];
+
+static TOKENS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[↑↓]\s*[\d.,]+k?\s*tokens").expect("valid regex"));
+
+pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
+    let busy = live.iter().any(|l| is_spinner(l) || is_tool_running(l) || TOKENS.is_match(l))
+        || any_contains_ci(live, "esc to interrupt")
+        || any_contains(live, &["· Retrying in"]);
+    let permission = (any_contains(live, &["Do you want to", "Would you like to proceed"]) && has_yes_option(live))
+        || any_contains(live, &["Yes, allow once", "Yes, allow always"]);
+    let question = !permission && has_selection(live);
+    let usage_limit = live.iter().position(|l| is_usage_limit(l)).map(|i| limit_at(live, i, 1, ctx));
+    let error = live
+        .iter()
+        .find(|l| (l.contains("API Error") && !l.contains("Retrying")) || l.starts_with("Error:"))
+        .map(|l| l.trim_start_matches(['⏺', '●', '⎿', ' ']).to_string());
+    Marks { busy, permission, question, usage_limit, error }
+}
+
+/// `✻ Thinking…`, `· Crafting… (12s · ↑ 1.2k tokens · esc to interrupt)`; not the turn summary
+/// `✻ Worked for 2m 3s`, which has no ellipsis.
+fn is_spinner(line: &str) -> bool {
+    let mut chars = line.chars();
+    let Some(glyph) = chars.next() else { return false };
+    let rest = chars.as_str();
+    SPINNER.contains(&glyph)
+        && rest.starts_with(' ')
+        && rest.trim_start().starts_with(|c: char| c.is_alphabetic())
+        && rest.split_once('…').is_some_and(|(_, after)| after.is_empty() || after.trim_start().starts_with('('))
+}
+
+/// A tool still running: `⎿  Running…`, `⎿  Waiting…`.
+fn is_tool_running(line: &str) -> bool {
+    line.starts_with('⎿') && line.ends_with('…')
+}
+
+/// `You've hit your limit · resets 3pm`, `5-hour limit reached ∙ resets 1am`, `Claude usage limit
+/// reached.`; not the warnings (`Approaching usage limit`, `You've used 90% of your weekly limit`).
+fn is_usage_limit(line: &str) -> bool {
+    line.contains("hit your limit") || line.contains("limit reached")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spinner_lines_need_a_glyph_a_word_and_an_ellipsis() {
+        assert!(is_spinner("✻ Thinking…"));
+        assert!(is_spinner("· Crafting… (12s · ↑ 1.2k tokens · esc to interrupt)"));
+        assert!(is_spinner("✶ Compacting conversation… (34s)"));
+        assert!(!is_spinner("✻ Worked for 2m 3s"));
+        assert!(!is_spinner("* a bullet point that ends in an ellipsis… and goes on"));
+        assert!(!is_spinner("Thinking…"));
+    }
+
+    #[test]
+    fn usage_warnings_are_not_limits() {
+        assert!(is_usage_limit("You've hit your limit · resets 3pm (Europe/Berlin)"));
+        assert!(is_usage_limit("Claude usage limit reached. Your limit will reset at 3pm (America/New_York)."));
+        assert!(!is_usage_limit("Approaching usage limit · resets at 10pm"));
+        assert!(!is_usage_limit("You've used 91% of your weekly limit · resets Oct 9 at 10am"));
+    }
+}

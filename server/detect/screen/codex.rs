@@ -1,0 +1,43 @@
+//! Codex CLI's screen.
+//!
+//! ```text
+//! • Ran cargo test                                  ← last transcript bullet
+//!   └ test result: ok. 12 passed
+//! • Working (12s • esc to interrupt)                ← status line (the first `•` is the spinner)
+//!
+//! › Summarize recent commits                        ← composer: a bare `›` line (`▌` before 0.40)
+//!
+//!   ? for shortcuts                100% context left ← footer
+//! ```
+//! Approvals (`Would you like to run the following command?` with `› 1. Yes, proceed (y)`; before
+//! 0.40 `Allow command?` with `▌ Yes  Always  No`) and questions (`Question 1/2`, numbered
+//! options, a footer that still says `esc to interrupt`) replace the composer.
+
+use super::{any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, Layout, Marks, ReadContext};
+
+pub(super) const LAYOUT: Layout =
+    Layout { prompts: &['›', '▌'], bare_prompt: true, bullets: &['•', '■', '›'] };
+
+const APPROVALS: &[&str] = &[
+    "Would you like to run the following command",
+    "Would you like to make the following edits",
+    "Would you like to grant these permissions",
+    "Allow command?",
+    "Apply changes?",
+    "Allow edits?",
+];
+
+pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
+    let busy = any_contains_ci(live, "esc to interrupt");
+    let permission = any_contains(live, APPROVALS)
+        && (has_yes_option(live) || live.iter().any(|l| l.trim_start_matches(['▌', ' ']).starts_with("Yes")));
+    let question = !permission && has_selection(live);
+    let limit_line = live.iter().position(|l| l.contains("hit your usage limit"));
+    let usage_limit = limit_line.map(|i| limit_at(live, i, 2, ctx));
+    let error = live
+        .iter()
+        .enumerate()
+        .find(|(i, l)| l.starts_with('■') && Some(*i) != limit_line && !l.contains("Conversation interrupted"))
+        .map(|(_, l)| l.trim_start_matches(['■', ' ']).to_string());
+    Marks { busy, permission, question, usage_limit, error }
+}

@@ -1,0 +1,41 @@
+//! Gemini CLI's screen.
+//!
+//! ```text
+//! ✦ I'll run the tests.                                  ← last transcript bullet
+//! ⠏ Running the test suite (esc to cancel, 3s)           ← braille spinner, `esc to cancel`
+//! ╭──────────────────────────────────────────────────╮ ← input box
+//! │ >   Type your message or @path/to/file           │
+//! ╰──────────────────────────────────────────────────╯
+//! ~/src/app (main*)   no sandbox   gemini-2.5-pro (98% context left)
+//! ```
+//! Tool confirmations are boxes (`Allow execution of: 'rm'?`, `Apply this change?`, `● 1. Yes,
+//! allow once`) that replace the input box; quota errors open a dialog (`Usage limit reached for
+//! all Pro models.` / `Access resets at 11:00 AM GMT+2.` / `● 1. Keep trying`).
+
+use super::{any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, Layout, Marks, ReadContext};
+
+pub(super) const LAYOUT: Layout = Layout { prompts: &['>', '!', '*'], bare_prompt: false, bullets: &['✦', '✕'] };
+
+const APPROVALS: &[&str] = &["Allow execution", "Apply this change?", "Allow modification", "Do you want to proceed?"];
+
+const QUOTA: &[&str] = &["Usage limit reached", "exhausted your capacity", "Quota exceeded", "quota limit"];
+
+pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
+    let busy = any_contains_ci(live, "esc to cancel") || live.iter().any(|l| is_braille_spinner(l));
+    let permission = (any_contains(live, APPROVALS) && has_yes_option(live))
+        || any_contains(live, &["Yes, allow once", "Yes, allow always"]);
+    let question = !permission && has_selection(live);
+    let limit_line = live.iter().position(|l| QUOTA.iter().any(|q| l.contains(q)));
+    let usage_limit = limit_line.map(|i| limit_at(live, i, 2, ctx));
+    let error = match limit_line {
+        Some(_) => None,
+        None => live.iter().find(|l| l.starts_with('✕')).map(|l| l.trim_start_matches(['✕', ' ']).to_string()),
+    };
+    Marks { busy, permission, question, usage_limit, error }
+}
+
+/// `⠏ Thinking… (esc to cancel, 3s)`: Gemini's spinner frames are braille patterns.
+fn is_braille_spinner(line: &str) -> bool {
+    let mut chars = line.chars();
+    chars.next().is_some_and(|c| ('\u{2800}'..='\u{28ff}').contains(&c)) && chars.next() == Some(' ')
+}
