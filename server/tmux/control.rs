@@ -86,10 +86,20 @@ impl Control {
         let (link_tx, link) = watch::channel(Link::Up);
         let (commands, command_rx) = mpsc::unbounded_channel();
         let pending = Arc::new(Mutex::new(Pending::default()));
+        let (ready_tx, ready) = oneshot::channel();
         tokio::spawn(write_loop(stdin, command_rx, pending.clone()));
-        tokio::spawn(read_loop(stdout, child, pending, events.clone(), link_tx));
+        tokio::spawn(read_loop(stdout, child, pending, events.clone(), link_tx, ready_tx));
         let control = Control { commands, events, link };
-        // Also proves the link: tmux answers only once the client is attached.
+        // Commands that reach tmux before the attach has completed fail ("no current client"):
+        // wait for the attach's own reply first.
+        let attached = tokio::time::timeout(COMMAND_TIMEOUT, ready)
+            .await
+            .map_err(|_| TmuxError::Timeout { command: "attach-session".into() })?;
+        match attached {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => return Err(TmuxError::LinkDown(reason)),
+            Err(_) => return Err(TmuxError::LinkDown(control.closed().await)),
+        }
         let subscription =
             format!("{PANE_DEAD_SUBSCRIPTION}:%*:#{{pane_dead}}/#{{pane_dead_status}}/#{{pane_dead_signal}}");
         control.command(&["refresh-client", "-B", &subscription]).await?;
@@ -129,6 +139,10 @@ impl Control {
         if name.is_empty() {
             // An empty line would detach the client.
             return Err(TmuxError::Invalid { what: "control command", reason: "is empty".into() });
+        }
+        if args.iter().any(|a| a.contains('\0')) {
+            // tmux arguments are C strings: a NUL would silently cut the argument short.
+            return Err(TmuxError::Invalid { what: "control command", reason: "an argument contains NUL".into() });
         }
         let (tx, rx) = oneshot::channel();
         let down = |this: &Control| {
@@ -192,7 +206,9 @@ async fn read_loop(
     pending: Arc<Mutex<Pending>>,
     events: broadcast::Sender<Notification>,
     link: watch::Sender<Link>,
+    ready: oneshot::Sender<Result<(), String>>,
 ) {
+    let mut ready = Some(ready);
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::with_capacity(4096);
     // The open reply block: its guard (`TIME NUMBER FLAGS`), whether it is ours, its lines.
@@ -218,9 +234,15 @@ async fn read_loop(
                         if let Some(slot) = slot {
                             let _ = slot.send(Reply { error, lines });
                         }
-                    } else if error {
-                        // The attach itself failed (no such session, …): say why when we go down.
-                        last_error = Some(lines.join("; "));
+                    } else {
+                        // The reply to the attach itself, which comes first.
+                        let outcome = if error { Err(lines.join("; ")) } else { Ok(()) };
+                        if let Err(e) = &outcome {
+                            last_error = Some(e.clone());
+                        }
+                        if let Some(ready) = ready.take() {
+                            let _ = ready.send(outcome);
+                        }
                     }
                 }
                 _ => lines.push(String::from_utf8_lossy(&line).into_owned()),

@@ -70,11 +70,16 @@ impl TmuxError {
     /// window or pane. The reconciler treats these as facts, not as errors.
     pub fn is_missing(&self) -> bool {
         match self {
-            TmuxError::Failed { stderr, .. } => {
-                ["no server running", "error connecting to", "can't find", "no such file or directory"]
-                    .iter()
-                    .any(|m| stderr.to_ascii_lowercase().contains(m))
-            }
+            TmuxError::Failed { stderr, .. } => [
+                "no server running",
+                "error connecting to",
+                "server exited unexpectedly",
+                "lost server",
+                "can't find",
+                "no such file or directory",
+            ]
+            .iter()
+            .any(|m| stderr.to_ascii_lowercase().contains(m)),
             _ => false,
         }
     }
@@ -111,7 +116,10 @@ pub struct PaneInfo {
     /// The program exited; the pane remains (remain-on-exit) until its window is killed.
     pub dead: bool,
     /// Exit status, once tmux has reaped the program (`None` while alive, or killed by a signal).
+    /// tmux 3.3 sometimes never records the status of a program that dies within milliseconds
+    /// of starting: a dead pane with neither status nor signal means "exited, reason unknown".
     pub dead_status: Option<i32>,
+    /// The signal that killed the program, if one did.
     pub dead_signal: Option<i32>,
     /// Last output in the window (tmux keeps it per window, to the second).
     pub activity: DateTime<Utc>,
@@ -216,7 +224,8 @@ impl Tmux {
         }
         self.run(&["set-option", "-g", "-w", "remain-on-exit", "on"]).await?;
         let size = format!("{}x{}", WINDOW_SIZE.0, WINDOW_SIZE.1);
-        self.run(&["set-option", "-t", &exact(session), "default-size", &size]).await?;
+        // `=NAME:` — set-option reads its target as a pane, where a bare `=NAME` does not resolve.
+        self.run(&["set-option", "-t", &format!("{}:", exact(session)), "default-size", &size]).await?;
         Ok(())
     }
 

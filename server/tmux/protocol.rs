@@ -200,7 +200,8 @@ pub fn unescape(value: &[u8]) -> Vec<u8> {
 /// exactly these arguments. Plain words stay bare; anything else is double-quoted with `\`,
 /// `"` and `$` escaped and every control character (newline included: a newline would end the
 /// command line) written as `\ooo`. Inside double quotes tmux treats `;`, `#`, `~`, `{`, `}`
-/// and spaces as ordinary characters, so no argument can end the command or start another.
+/// and spaces as ordinary characters (a leading `~`, which tmux would still expand to $HOME, is
+/// written `\~`), so no argument can end the command or start another.
 pub fn command_line(args: &[&str]) -> String {
     let mut line = String::new();
     for (i, arg) in args.iter().enumerate() {
@@ -221,8 +222,10 @@ fn quote_into(out: &mut String, arg: &str) {
         return;
     }
     out.push('"');
-    for c in arg.chars() {
+    for (i, c) in arg.chars().enumerate() {
         match c {
+            // tmux expands a leading `~` to $HOME even inside double quotes.
+            '~' if i == 0 => out.push_str("\\~"),
             '\\' | '"' | '$' => {
                 out.push('\\');
                 out.push(c);
@@ -337,7 +340,7 @@ mod tests {
         assert_eq!(command_line(&["x", "a;b"]), r#"x "a;b""#);
         assert_eq!(command_line(&["x", "$HOME \"q\" \\"]), r#"x "\$HOME \"q\" \\""#);
         assert_eq!(command_line(&["x", "l1\nl2\r\x1b"]), r#"x "l1\012l2\015\033""#);
-        assert_eq!(command_line(&["x", "~", "#c", "{a}"]), r##"x "~" "#c" "{a}""##);
+        assert_eq!(command_line(&["x", "~", "a~", "#c", "{a}"]), r##"x "\~" "a~" "#c" "{a}""##);
     }
 
     /// A model of tmux's parser for the subset [`command_line`] emits (bare words, double

@@ -10,4 +10,5 @@ mod problems;
 mod projects;
 mod task_flow;
 mod tasks;
+mod tmux;
 mod wishes;
