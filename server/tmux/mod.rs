@@ -145,11 +145,18 @@ impl Tmux {
         &self.socket
     }
 
-    /// `tmux -L SOCKET` with the environment cleaned of the caller's own tmux (`TMUX` would make
-    /// some commands default to the pane the worker happens to run in).
+    /// `tmux -f /dev/null -L SOCKET` with the environment cleaned of the caller's own tmux
+    /// (`TMUX` would make some commands default to the pane the worker happens to run in).
+    /// `-f /dev/null` (read only when the command starts the server) keeps the user's
+    /// `~/.tmux.conf` out of our server: its options (`remain-on-exit`, `default-command`,
+    /// `base-index`, …) are ours to set.
     pub(crate) fn command(&self) -> Command {
         let mut cmd = Command::new("tmux");
-        cmd.arg("-L").arg(&self.socket).env_remove("TMUX").env_remove("TMUX_PANE").kill_on_drop(true);
+        cmd.args(["-f", "/dev/null", "-L"])
+            .arg(&self.socket)
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE")
+            .kill_on_drop(true);
         cmd
     }
 

@@ -2,6 +2,7 @@
 //! test ends (pass or fail) by [`TmuxServer`]'s `Drop`.
 
 mod control;
+mod latency;
 mod paste;
 mod windows;
 
