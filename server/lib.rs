@@ -13,6 +13,7 @@ pub mod domain;
 pub mod node;
 pub mod status;
 pub mod telemetry;
+pub mod tmux;
 
 use std::net::SocketAddr;
 

@@ -10,5 +10,6 @@ mod problems;
 mod projects;
 mod task_flow;
 mod tasks;
+mod tmux;
 mod wish_dag;
 mod wishes;

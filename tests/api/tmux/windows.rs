@@ -1,0 +1,130 @@
+//! Sessions, windows and panes through the forking `Tmux` handle.
+
+use std::time::Duration;
+
+use switchyard::tmux::{WindowSpec, HOME_WINDOW};
+
+use super::{file_with_len, TmuxServer, SESSION};
+
+#[tokio::test]
+async fn a_new_window_gets_its_environment_and_working_directory() {
+    let server = TmuxServer::start().await;
+    let cwd = server.path("dir #1 $x");
+    std::fs::create_dir(&cwd).unwrap();
+    let out = server.path("env.out");
+    let spec = WindowSpec {
+        session: SESSION.into(),
+        name: "env".into(),
+        cwd: cwd.clone(),
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            r#"printf '%s\n%s\n' "$SY_VALUE" "$(pwd)" > "$0""#.into(),
+            out.to_str().unwrap().into(),
+        ],
+        env: vec![("SY_VALUE".into(), "a b;$HOME 'q' #{pane_id}".into())],
+    };
+    let pane = server.tmux.new_window(&spec).await.expect("new window");
+    assert!(pane.window_id.starts_with('@') && pane.pane_id.starts_with('%') && pane.pid > 0, "{pane:?}");
+    let expected = format!("a b;$HOME 'q' #{{pane_id}}\n{}\n", cwd.display());
+    assert_eq!(String::from_utf8(file_with_len(&out, expected.len()).await).unwrap(), expected);
+}
+
+#[tokio::test]
+async fn a_command_is_run_as_an_argv_without_a_shell() {
+    let server = TmuxServer::start().await;
+    let out = server.path("argv.out");
+    let args = ["a b", "'single'", "\"double\"", "x;y", "$HOME", "*", "`id`", "-t foo"];
+    let mut command = vec!["sh", "-c", r#"printf '%s\n' "$@" > "$0""#, out.to_str().unwrap()];
+    command.extend(args);
+    server.window("argv", &command).await;
+    let expected: String = args.iter().map(|a| format!("{a}\n")).collect();
+    assert_eq!(String::from_utf8(file_with_len(&out, expected.len()).await).unwrap(), expected);
+}
+
+#[tokio::test]
+async fn a_one_word_command_runs_that_program_even_with_shell_characters_in_its_name() {
+    let server = TmuxServer::start().await;
+    let script = server.path("my prog;$x");
+    let out = server.path("one-word.out");
+    std::fs::write(&script, format!("#!/bin/sh\necho ran > '{}'\n", out.display())).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    server.window("one-word", &[script.to_str().unwrap()]).await;
+    assert_eq!(file_with_len(&out, 4).await, b"ran\n");
+}
+
+#[tokio::test]
+async fn an_exited_program_leaves_a_dead_pane_with_its_status_and_last_screen() {
+    let server = TmuxServer::start().await;
+    // tmux 3.3 now and then records a pane dead with neither status nor signal (seen here under
+    // load, as if the SIGCHLD were lost): so several panes each, and every status that is
+    // reported must be right, and at least one of each kind must be reported.
+    let mut exited = Vec::new();
+    let mut killed = Vec::new();
+    for i in 0..3 {
+        exited.push(server.window(&format!("exits-{i}"), &["sh", "-c", "echo bye; sleep 0.2; exit 7"]).await.pane_id);
+        killed.push(server.window(&format!("killed-{i}"), &["sh", "-c", "sleep 0.2; kill -TERM $$"]).await.pane_id);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let panes = server.tmux.list_panes(SESSION).await.unwrap();
+        let ours = |ids: &[String]| panes.iter().filter(|p| ids.contains(&p.pane_id)).cloned().collect::<Vec<_>>();
+        let (exited_panes, killed_panes) = (ours(&exited), ours(&killed));
+        assert_eq!((exited_panes.len(), killed_panes.len()), (3, 3), "dead panes stay");
+        for p in &exited_panes {
+            assert!(p.dead_status.is_none_or(|s| s == 7) && p.dead_signal.is_none(), "{p:?}");
+        }
+        for p in &killed_panes {
+            assert!(p.dead_signal.is_none_or(|s| s == 15) && p.dead_status.is_none(), "{p:?}");
+        }
+        let all_dead = exited_panes.iter().chain(&killed_panes).all(|p| p.dead);
+        let reported = exited_panes.iter().any(|p| p.dead_status == Some(7))
+            && killed_panes.iter().any(|p| p.dead_signal == Some(15));
+        if all_dead && reported {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not all dead and reported: {panes:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for pane in exited.iter().chain(&killed) {
+        assert!(!server.tmux.pane_alive(pane).await.unwrap());
+    }
+    // tmux scrolls the screen by a line to print "Pane is dead": read a little history too.
+    let screen = server.tmux.capture(&exited[0], 10).await.unwrap();
+    assert!(screen.contains("bye") && screen.contains("Pane is dead"), "the last screen stays readable: {screen}");
+}
+
+#[tokio::test]
+async fn the_session_outlives_its_last_agent_window_and_ensure_is_idempotent() {
+    let server = TmuxServer::start().await;
+    let pane = server.window("agent", &["sleep", "30"]).await;
+    assert!(server.tmux.pane_alive(&pane.pane_id).await.unwrap());
+    server.tmux.kill_window(&pane.window_id).await.unwrap();
+    assert!(server.tmux.has_session(SESSION).await.unwrap());
+    server.tmux.ensure_session(SESSION).await.unwrap();
+    let panes = server.tmux.list_panes(SESSION).await.unwrap();
+    assert_eq!(panes.len(), 1);
+    assert_eq!(panes[0].window_name, HOME_WINDOW);
+    assert!(!server.tmux.pane_alive(&pane.pane_id).await.unwrap(), "a killed pane is gone");
+}
+
+#[tokio::test]
+async fn session_names_match_exactly_and_missing_things_say_so() {
+    let server = TmuxServer::start().await;
+    assert!(!server.tmux.has_session("no").await.unwrap(), "'no' is a prefix of 'node', not a session");
+    let err = server.tmux.list_panes("missing").await.expect_err("no such session");
+    assert!(err.is_missing(), "{err}");
+    server.tmux.kill_session(SESSION).await.unwrap();
+    server.tmux.kill_server().await.unwrap();
+    assert!(!server.tmux.has_session(SESSION).await.unwrap(), "no server, no session");
+    server.tmux.kill_server().await.expect("killing a stopped server is not an error");
+}
+
+#[tokio::test]
+async fn windows_of_a_detached_session_get_a_usable_size() {
+    let server = TmuxServer::start().await;
+    let pane = server.window("size", &["sleep", "30"]).await;
+    let size =
+        server.tmux.run(&["display-message", "-p", "-t", &pane.pane_id, "#{pane_width}x#{pane_height}"]).await.unwrap();
+    assert_eq!(size.trim(), "200x50");
+}
