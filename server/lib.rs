@@ -12,6 +12,7 @@ pub mod domain;
 pub mod node;
 pub mod status;
 pub mod telemetry;
+pub mod worker;
 
 use std::net::SocketAddr;
 
