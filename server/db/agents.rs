@@ -268,6 +268,11 @@ pub async fn lock(conn: &mut PgConnection, name: &str) -> Result<Option<Agent>, 
     }
 }
 
+/// The target branch of the agent's project, which its clone's work must reach to count as merged.
+pub async fn project_target_branch(conn: &mut PgConnection, project_id: Uuid) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar!("SELECT target_branch FROM projects WHERE id = $1", project_id).fetch_one(conn).await
+}
+
 /// Removes an agent from the registry (its tokens go with it), with an `agent.deleted` event.
 #[tracing::instrument(skip_all, fields(agent = %agent.name), err)]
 pub async fn delete(conn: &mut PgConnection, agent: &Agent, clone_removed: bool) -> Result<(), sqlx::Error> {

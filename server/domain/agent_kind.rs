@@ -108,6 +108,22 @@ pub fn default_name(kind: AgentKind, id: uuid::Uuid) -> String {
     format!("{}-{}", kind.as_str(), &id.simple().to_string()[..8])
 }
 
+/// A branch name git accepts and that cannot be read as an option: a simplified
+/// `git check-ref-format --branch` (no `..`, `@{`, control characters, spaces or `~^:?*[\\`;
+/// no part starting with `.` or ending with `.lock`; no leading `-` or `/`, no trailing `/` or `.`).
+pub fn is_valid_branch(branch: &str) -> bool {
+    !branch.is_empty()
+        && branch.len() <= 200
+        && !branch.starts_with(['-', '/'])
+        && !branch.ends_with(['/', '.'])
+        && !branch.contains("..")
+        && !branch.contains("@{")
+        && !branch.contains("//")
+        && branch != "@"
+        && !branch.chars().any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c))
+        && branch.split('/').all(|part| !part.starts_with('.') && !part.ends_with(".lock"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +148,16 @@ mod tests {
         let name = default_name(AgentKind::MergeQueue, id);
         assert_eq!(name, "merge-queue-3f2a9c1d");
         assert!(is_valid_name(&name));
+    }
+
+    #[test]
+    fn branches_git_would_refuse_or_read_as_options_are_refused() {
+        for good in ["switchyard/fox", "feature/login-page", "fix_1.2"] {
+            assert!(is_valid_branch(good), "{good}");
+        }
+        for bad in ["", "-b", "/a", "a/", "a..b", "a b", "a~1", "a:b", "a/.hidden", "x.lock", "a@{1}", "@", "a//b"] {
+            assert!(!is_valid_branch(bad), "{bad:?}");
+        }
     }
 
     #[test]
