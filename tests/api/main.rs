@@ -1,3 +1,5 @@
+mod agent_hooks;
+mod agents;
 mod auth;
 mod binary;
 mod boards;
