@@ -114,7 +114,8 @@ pub async fn post_hook(
         None => None,
     };
     let mut tx = state.db.begin().await?;
-    let agent = agents::by_name(&mut tx, &name).await?.ok_or_else(|| ApiError::NotFound(format!("no agent `{name}`")))?;
+    let agent =
+        agents::by_name(&mut tx, &name).await?.ok_or_else(|| ApiError::NotFound(format!("no agent `{name}`")))?;
     agents::record_hook(&mut tx, agent.id, mapped).await?;
     let (state_now, changed) = match event {
         None => (agent.state, false),

@@ -128,10 +128,9 @@ pub async fn create_agent(State(state): State<AppState>, ApiJson(body): ApiJson<
         (None, None) => (None, None),
         (None, Some(_)) => return Err(ApiError::validation("group", "needs `wish`: the wish the group belongs to")),
         (Some(slug), group) => {
-            let wish = wishes::get(&mut tx, &slug)
-                .await?
-                .filter(|w| w.project_id == project.id)
-                .ok_or_else(|| ApiError::validation("wish", format!("no wish `{slug}` in project `{}`", project.slug)))?;
+            let wish = wishes::get(&mut tx, &slug).await?.filter(|w| w.project_id == project.id).ok_or_else(|| {
+                ApiError::validation("wish", format!("no wish `{slug}` in project `{}`", project.slug))
+            })?;
             let task_id = match group {
                 Some(key) => Some(
                     wishes::group_task(&mut tx, wish.id, &key)

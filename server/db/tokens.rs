@@ -145,9 +145,8 @@ pub async fn find_caller(pool: &PgPool, secret: &str) -> Result<Option<Caller>, 
 /// environment: it is stored nowhere (only its hash) and must never be logged.
 #[tracing::instrument(skip_all, fields(agent = %agent_id), err)]
 pub async fn issue_agent_token(conn: &mut PgConnection, agent_id: Uuid) -> Result<String, sqlx::Error> {
-    let name = sqlx::query_scalar!("SELECT name FROM agents WHERE id = $1 FOR UPDATE", agent_id)
-        .fetch_one(&mut *conn)
-        .await?;
+    let name =
+        sqlx::query_scalar!("SELECT name FROM agents WHERE id = $1 FOR UPDATE", agent_id).fetch_one(&mut *conn).await?;
     let revoked = sqlx::query_scalar!(
         "UPDATE tokens SET revoked_at = now(), updated_at = now()
          WHERE agent_id = $1 AND revoked_at IS NULL RETURNING id",

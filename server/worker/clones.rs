@@ -107,11 +107,7 @@ impl UnmergedWork {
         }
         if !self.dirty_files.is_empty() {
             let plural = if self.dirty_files.len() == 1 { "" } else { "s" };
-            parts.push(format!(
-                "{} uncommitted file{plural}: {}",
-                self.dirty_files.len(),
-                self.dirty_files.join(", ")
-            ));
+            parts.push(format!("{} uncommitted file{plural}: {}", self.dirty_files.len(), self.dirty_files.join(", ")));
         }
         parts.join("; ")
     }
@@ -128,7 +124,8 @@ pub async fn unmerged_work(clone: &Path, target_branch: &str) -> Result<Option<U
     let target = format!("refs/remotes/origin/{target_branch}");
     let count = |text: String| text.trim().parse::<u32>().unwrap_or(0);
     let ahead = count(git(clone, &["rev-list", "--count", "HEAD", "--branches", "--not", &target]).await?);
-    let unpushed = count(git(clone, &["rev-list", "--count", "HEAD", "--branches", "--not", "--remotes=origin"]).await?);
+    let unpushed =
+        count(git(clone, &["rev-list", "--count", "HEAD", "--branches", "--not", "--remotes=origin"]).await?);
     let status = git(clone, &["status", "--porcelain", "--untracked-files=all"]).await?;
     let dirty_files: Vec<String> =
         status.lines().filter(|l| l.len() > 3).map(|l| l[3..].trim_matches('"').to_owned()).collect();

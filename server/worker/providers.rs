@@ -253,7 +253,9 @@ fn validate(p: &Provider) -> Result<(), ProviderConfigError> {
             if let Some(unknown) = unknown_placeholder(arg) {
                 return Err(error(
                     &p.name,
-                    format!("unknown placeholder {{{unknown}}} in `{field}`; known: {{session_id}}, {{name}}, {{clone}}"),
+                    format!(
+                        "unknown placeholder {{{unknown}}} in `{field}`; known: {{session_id}}, {{name}}, {{clone}}"
+                    ),
                 ));
             }
         }

@@ -90,12 +90,11 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
     .await
     .unwrap();
     assert_eq!(sources, ["hook"]);
-    let question: Option<String> = sqlx::query_scalar(
-        "SELECT payload->>'question' FROM events WHERE type = 'task.asked' ORDER BY id LIMIT 1",
-    )
-    .fetch_one(&app.pool)
-    .await
-    .unwrap();
+    let question: Option<String> =
+        sqlx::query_scalar("SELECT payload->>'question' FROM events WHERE type = 'task.asked' ORDER BY id LIMIT 1")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
     assert_eq!(question.as_deref(), Some("permission to use Bash"));
     // A late hook does not revive a finished agent.
     let problem = assert_problem(hook(&app, &token, "fox", json!({"hook_event_name": "Stop"})).await, 409).await;
@@ -106,9 +105,11 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
 async fn a_hook_body_must_be_an_object_naming_its_event() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
-    let agent =
-        create(&app, json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}))
-            .await;
+    let agent = create(
+        &app,
+        json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
+    )
+    .await;
     let token = agent_token(&app, &agent).await;
     for body in [json!([1, 2]), json!({"event": "Stop"}), json!({"hook_event_name": 3})] {
         let problem = assert_problem(hook(&app, &token, "owl", body).await, 422).await;
@@ -143,9 +144,11 @@ fn run_hook(env: &[(&str, &str)], stdin: &str) -> std::process::Output {
 async fn the_hook_command_posts_its_stdin_as_the_agent_and_always_exits_0_quietly() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
-    let agent =
-        create(&app, json!({"name": "cat", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}))
-            .await;
+    let agent = create(
+        &app,
+        json!({"name": "cat", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
+    )
+    .await;
     let token = agent_token(&app, &agent).await;
     let env = [("SWITCHYARD_URL", app.address.as_str()), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", &token)];
     let input = r#"{"session_id":"x","hook_event_name":"UserPromptSubmit","prompt":"go"}"#;
@@ -161,17 +164,28 @@ async fn the_hook_command_posts_its_stdin_as_the_agent_and_always_exits_0_quietl
     assert!(output.status.success());
     assert!(output.stdout.is_empty(), "Claude Code reads a hook's stdout");
     assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
-    eventually("the agent is working", Duration::from_secs(5), || async { get(&app, "cat").await["state"] == "working" })
-        .await;
+    eventually("the agent is working", Duration::from_secs(5), || async {
+        get(&app, "cat").await["state"] == "working"
+    })
+    .await;
 
     // Failures: no environment, a wrong token, a server that is not there, garbage on stdin.
     let address = app.address.clone();
     let failures = tokio::task::spawn_blocking(move || {
         [
             run_hook(&[], input),
-            run_hook(&[("SWITCHYARD_URL", &address), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", "sy_wrong")], input),
-            run_hook(&[("SWITCHYARD_URL", "http://127.0.0.1:9"), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", "t")], input),
-            run_hook(&[("SWITCHYARD_URL", &address), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", "t")], "not json"),
+            run_hook(
+                &[("SWITCHYARD_URL", &address), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", "sy_wrong")],
+                input,
+            ),
+            run_hook(
+                &[("SWITCHYARD_URL", "http://127.0.0.1:9"), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", "t")],
+                input,
+            ),
+            run_hook(
+                &[("SWITCHYARD_URL", &address), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", "t")],
+                "not json",
+            ),
         ]
     })
     .await

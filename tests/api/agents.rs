@@ -93,11 +93,9 @@ async fn registering_an_agent_writes_a_spawning_row_with_no_node_and_its_event()
 async fn an_agent_without_a_name_is_named_after_its_kind() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
-    let agent = create(
-        &app,
-        json!({"project": project, "kind": "worker", "role": "qa", "provider": "shell", "clone": "none"}),
-    )
-    .await;
+    let agent =
+        create(&app, json!({"project": project, "kind": "worker", "role": "qa", "provider": "shell", "clone": "none"}))
+            .await;
     let name = agent["name"].as_str().unwrap();
     assert!(name.starts_with("worker-") && name.len() == "worker-".len() + 8, "{name}");
     assert_eq!(agent["branch"], Value::Null);
@@ -207,8 +205,7 @@ async fn agents_are_listed_by_project_state_kind_and_node_a_page_at_a_time() {
     assert_eq!(names("node=node-x").await, ["a1"]);
     assert_eq!(names("state=spawning&kind=review").await, ["a2"]);
     assert!(names("state=working").await.is_empty());
-    let first: Value =
-        app.admin(Method::GET, "/api/v1/agents?limit=2").send().await.unwrap().json().await.unwrap();
+    let first: Value = app.admin(Method::GET, "/api/v1/agents?limit=2").send().await.unwrap().json().await.unwrap();
     assert_eq!(first["items"].as_array().unwrap().len(), 2);
     let cursor = first["next_cursor"].as_str().unwrap();
     let second: Value = app
@@ -230,8 +227,11 @@ async fn agents_are_listed_by_project_state_kind_and_node_a_page_at_a_time() {
 async fn patching_checks_if_match_and_refuses_the_state() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
-    create(&app, json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}))
-        .await;
+    create(
+        &app,
+        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
+    )
+    .await;
     let patch = |body: Value, if_match: Option<&str>| {
         let mut request = app.admin(Method::PATCH, "/api/v1/agents/fox").json(&body);
         if let Some(tag) = if_match {
@@ -257,8 +257,11 @@ async fn an_agent_token_may_only_read_itself_and_post_its_own_hooks() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
     for name in ["fox", "owl"] {
-        create(&app, json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}))
-            .await;
+        create(
+            &app,
+            json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
+        )
+        .await;
     }
     let fox = get(&app, "fox").await;
     let token = agent_token(&app, &fox).await;
@@ -292,9 +295,11 @@ async fn an_agent_token_may_only_read_itself_and_post_its_own_hooks() {
 async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_changes() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
-    let fox =
-        create(&app, json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}))
-            .await;
+    let fox = create(
+        &app,
+        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
+    )
+    .await;
     let mut conn = app.pool.acquire().await.unwrap();
     for node in ["node-a", "node-b"] {
         switchyard::db::nodes::register(&mut conn, node, "host", "worker", chrono::Utc::now()).await.unwrap();
@@ -318,7 +323,8 @@ async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_chang
     let working = AgentEvent::Observed(Activity::Working);
     let stale = agents::apply(&mut conn, id, Some(AgentState::Idle), working, &Cause::from("screen")).await.unwrap();
     assert!(matches!(stale, Some(Applied::Stale { current: AgentState::Spawning })), "{stale:?}");
-    let changed = agents::apply(&mut conn, id, Some(AgentState::Spawning), working, &Cause::from("screen")).await.unwrap();
+    let changed =
+        agents::apply(&mut conn, id, Some(AgentState::Spawning), working, &Cause::from("screen")).await.unwrap();
     assert!(matches!(changed, Some(Applied::Changed { from: AgentState::Spawning, .. })), "{changed:?}");
     assert!(matches!(
         agents::apply(&mut conn, id, None, working, &Cause::from("screen")).await.unwrap(),
@@ -326,7 +332,8 @@ async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_chang
     ));
     assert_eq!(agents::record_nudge(&mut conn, id).await.unwrap(), Some(1));
     assert!(agents::touch_activity(&mut conn, id).await.unwrap());
-    let cause = Cause { source: "worker", detail: Some("usage limit".into()), suspended_until: Some(chrono::Utc::now()) };
+    let cause =
+        Cause { source: "worker", detail: Some("usage limit".into()), suspended_until: Some(chrono::Utc::now()) };
     let suspended = agents::apply(&mut conn, id, None, AgentEvent::Suspend, &cause).await.unwrap();
     assert!(matches!(suspended, Some(Applied::Changed { .. })));
     assert!(agents::list_live_on_node(&mut conn, "node-a").await.unwrap().is_empty());
@@ -377,9 +384,11 @@ async fn deleting_refuses_a_live_agent_and_a_clone_with_unmerged_work_and_says_w
     let dir = tempfile::tempdir().unwrap();
     let repo = repo(dir.path());
     let project = project_at(&app, repo.to_str().unwrap()).await;
-    let fox =
-        create(&app, json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}))
-            .await;
+    let fox = create(
+        &app,
+        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
+    )
+    .await;
     // What the worker does: the clone, then the pane.
     let clone = switchyard::worker::clones::clone_dir(app._data_dir.path(), "fox");
     switchyard::worker::clones::make(&repo, &clone, "switchyard/fox", "main").await.unwrap();
@@ -424,9 +433,11 @@ async fn force_deletes_a_clone_with_unmerged_work_and_reports_what_was_discarded
     let dir = tempfile::tempdir().unwrap();
     let repo = repo(dir.path());
     let project = project_at(&app, repo.to_str().unwrap()).await;
-    let owl =
-        create(&app, json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}))
-            .await;
+    let owl = create(
+        &app,
+        json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
+    )
+    .await;
     let clone = switchyard::worker::clones::clone_dir(app._data_dir.path(), "owl");
     switchyard::worker::clones::make(&repo, &clone, "switchyard/owl", "main").await.unwrap();
     let mut conn = app.pool.acquire().await.unwrap();
@@ -434,8 +445,7 @@ async fn force_deletes_a_clone_with_unmerged_work_and_reports_what_was_discarded
     std::fs::write(clone.join("wip.rs"), "todo\n").unwrap();
     let patched = app.admin(Method::PATCH, "/api/v1/agents/owl").json(&json!({"ready_for_cleanup": true})).send();
     assert_eq!(patched.await.unwrap().status(), 200);
-    let problem =
-        assert_problem(app.admin(Method::DELETE, "/api/v1/agents/owl").send().await.unwrap(), 409).await;
+    let problem = assert_problem(app.admin(Method::DELETE, "/api/v1/agents/owl").send().await.unwrap(), 409).await;
     assert!(problem["detail"].as_str().unwrap().contains("wip.rs"), "{problem}");
     let response = app.admin(Method::DELETE, "/api/v1/agents/owl?force=true").send().await.unwrap();
     assert_eq!(response.status(), 200);

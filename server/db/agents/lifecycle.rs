@@ -73,9 +73,7 @@ pub async fn apply(
         }
         let to = match transition(current.state, &event) {
             Ok(to) => to,
-            Err(illegal) => {
-                return Ok(Some(Applied::Refused { current: current.state, message: illegal.to_string() }))
-            }
+            Err(illegal) => return Ok(Some(Applied::Refused { current: current.state, message: illegal.to_string() })),
         };
         if to == current.state {
             return Ok(Some(Applied::Unchanged(current)));
