@@ -15,7 +15,7 @@ use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::projects::project_id;
-use crate::api::query::ApiQuery;
+use crate::api::query::{filter, ApiQuery};
 use crate::api::version::{etag, IfMatch};
 use crate::api::{agent_hooks, AppState};
 use crate::db::agents::{self, Agent, Edit, ListFilter, NewAgent};
@@ -196,18 +196,8 @@ pub async fn list_agents(
     ApiQuery(paging): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<Page<Agent>>> {
     let (limit, position) = paging.parse()?;
-    let agent_state = filters
-        .state
-        .as_deref()
-        .map(str::parse::<AgentState>)
-        .transpose()
-        .map_err(|e| ApiError::validation("state", e.to_string()))?;
-    let kind = filters
-        .kind
-        .as_deref()
-        .map(str::parse::<AgentKind>)
-        .transpose()
-        .map_err(|e| ApiError::validation("kind", e.to_string()))?;
+    let agent_state = filter::<AgentState>("state", filters.state.as_deref())?;
+    let kind = filter::<AgentKind>("kind", filters.kind.as_deref())?;
     let mut conn = state.db.acquire().await?;
     let project_id = match &filters.project {
         Some(slug) => Some(project_id(&mut conn, slug, "project").await?),

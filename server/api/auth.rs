@@ -12,7 +12,8 @@ use crate::auth::Scope;
 use crate::db::tokens::{self, Caller};
 
 /// Checks the bearer token, and that its scope allows the method: reads need `read`, anything
-/// else `write`; an agent token only its own agent's routes (`auth::agent_may`). Handlers that need `admin` ask for it with `Authenticated::require`.
+/// else `write`; an agent token only its own agent's routes (`auth::agent_may`). Handlers that
+/// need `admin` ask for it with `Authenticated::require`.
 pub async fn require_token(
     State(state): State<AppState>,
     mut request: Request,
@@ -22,6 +23,11 @@ pub async fn require_token(
     let caller = tokens::find_caller(&state.db, secret)
         .await?
         .ok_or(ApiError::Unauthorized("the token is unknown or revoked"))?;
+    let needed = if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        Scope::Read
+    } else {
+        Scope::Write
+    };
     if caller.scope == Scope::Agent {
         let own = caller.agent.as_deref().unwrap_or("");
         if !crate::auth::agent_may(own, request.method(), request.uri().path()) {
@@ -29,15 +35,7 @@ pub async fn require_token(
                 "this is agent `{own}`'s token: it may only GET /agents/{own} and POST /agents/{own}/hooks"
             )));
         }
-        request.extensions_mut().insert(caller);
-        return Ok(next.run(request).await);
-    }
-    let needed = if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
-        Scope::Read
-    } else {
-        Scope::Write
-    };
-    if !caller.scope.allows(needed) {
+    } else if !caller.scope.allows(needed) {
         return Err(ApiError::Forbidden(format!(
             "this token has scope `{}`; this request needs `{}`",
             caller.scope.as_str(),
