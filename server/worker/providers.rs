@@ -56,6 +56,19 @@ impl Provider {
     pub fn resume_command(&self, values: &Placeholders) -> Vec<String> {
         substitute(self.resume.as_ref().unwrap_or(&self.command), values)
     }
+
+    /// The environment of an agent's pane: the provider's `env`, then what `switchyard hook`
+    /// needs (`SWITCHYARD_URL`, `SWITCHYARD_AGENT`, `SWITCHYARD_TOKEN`), which a config cannot
+    /// override. The token is a secret: never log this list.
+    pub fn pane_env(&self, api_url: &str, agent_name: &str, token: &str) -> Vec<(String, String)> {
+        let ours = [("SWITCHYARD_URL", api_url), ("SWITCHYARD_AGENT", agent_name), ("SWITCHYARD_TOKEN", token)];
+        self.env
+            .iter()
+            .filter(|(key, _)| !ours.iter().any(|(k, _)| k == key))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(ours.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())))
+            .collect()
+    }
 }
 
 /// One pass over each argument, so a value that happens to contain `{name}` is not substituted again.
@@ -326,6 +339,16 @@ mod tests {
         assert_eq!(aider.command(&VALUES), ["aider", "--name", "fox", "--file", "/clones/fox/NOTES.md"]);
         assert_eq!(aider.resume_command(&VALUES), aider.command(&VALUES));
         assert!(!aider.install_hooks);
+    }
+
+    #[test]
+    fn the_pane_gets_the_providers_env_and_switchyards_own_variables_last() {
+        let p = Providers::parse("[providers.x]\ncommand = [\"x\"]\nenv = { A = \"1\", SWITCHYARD_AGENT = \"evil\" }")
+            .unwrap();
+        let env = p.get("x").unwrap().pane_env("http://127.0.0.1:8080", "fox", "sy_secret");
+        let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["A", "SWITCHYARD_URL", "SWITCHYARD_AGENT", "SWITCHYARD_TOKEN"]);
+        assert_eq!(env[2].1, "fox");
     }
 
     #[test]

@@ -477,3 +477,23 @@ async fn deleting_an_agent_without_a_clone_never_touches_the_projects_repository
     assert_eq!(body["clone_removed"], false);
     assert!(repo.join("dirty.txt").is_file());
 }
+
+#[tokio::test]
+async fn a_project_with_agents_is_not_deleted_from_under_them() {
+    let app = spawn_app().await;
+    let project = project_at(&app, "/tmp/repo").await;
+    create(
+        &app,
+        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
+    )
+    .await;
+    let refused = app.admin(Method::DELETE, &format!("/api/v1/projects/{project}")).send().await.unwrap();
+    let problem = assert_problem(refused, 409).await;
+    assert!(problem["detail"].as_str().unwrap().contains("1 agent"), "{problem}");
+    let deleted = app.admin(Method::DELETE, "/api/v1/agents/fox").send().await.unwrap();
+    assert_problem(deleted, 409).await;
+    let forced = app.admin(Method::DELETE, "/api/v1/agents/fox?force=true").send().await.unwrap();
+    assert_eq!(forced.status(), 200);
+    let deleted = app.admin(Method::DELETE, &format!("/api/v1/projects/{project}")).send().await.unwrap();
+    assert_eq!(deleted.status(), 204);
+}
