@@ -50,6 +50,8 @@ pub fn signal(payload: &Value) -> Option<HookSignal> {
             "idle_prompt" => Activity::Idle,
             _ => return None,
         },
+        // `/clear` ends one session and starts the next in the same pane: not the end of the agent.
+        "SessionEnd" if field("reason") == Some("clear") => return None,
         "SessionEnd" => return Some(HookSignal::SessionEnded),
         _ => return None,
     };
@@ -171,6 +173,11 @@ mod tests {
     fn hooks_that_say_nothing_about_the_state_map_to_none() {
         assert_eq!(signal(&hook("SubagentStop")), None);
         assert_eq!(signal(&hook("PreCompact")), None);
+        assert_eq!(signal(&json!({"hook_event_name": "SessionEnd", "reason": "clear"})), None);
+        assert_eq!(
+            signal(&json!({"hook_event_name": "SessionEnd", "reason": "logout"})),
+            Some(HookSignal::SessionEnded)
+        );
         assert_eq!(signal(&json!({"hook_event_name": "Notification", "notification_type": "auth_success"})), None);
         assert_eq!(signal(&json!({"no": "event"})), None);
     }
