@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::agents::{agent_token, create, events_of, get, post, project_at};
+use crate::agents::{agent_token, create, engineer, events_of, get, post, project_at};
 use crate::binary::BIN;
 use crate::helpers::{assert_problem, eventually, spawn_app, TestApp};
 
@@ -105,11 +105,7 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
 async fn a_hook_body_must_be_an_object_naming_its_event() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
-    let agent = create(
-        &app,
-        json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
-    )
-    .await;
+    let agent = engineer(&app, &project, "owl").await;
     let token = agent_token(&app, &agent).await;
     for body in [json!([1, 2]), json!({"event": "Stop"}), json!({"hook_event_name": 3})] {
         let problem = assert_problem(hook(&app, &token, "owl", body).await, 422).await;
@@ -144,11 +140,7 @@ fn run_hook(env: &[(&str, &str)], stdin: &str) -> std::process::Output {
 async fn the_hook_command_posts_its_stdin_as_the_agent_and_always_exits_0_quietly() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
-    let agent = create(
-        &app,
-        json!({"name": "cat", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
-    )
-    .await;
+    let agent = engineer(&app, &project, "cat").await;
     let token = agent_token(&app, &agent).await;
     let env = [("SWITCHYARD_URL", app.address.as_str()), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", &token)];
     let input = r#"{"session_id":"x","hook_event_name":"UserPromptSubmit","prompt":"go"}"#;

@@ -1,8 +1,6 @@
 //! `/api/v1/agents`: registering, listing, reading, editing and deleting agents, agent tokens, and
-//! the db functions the worker calls. Hooks are in `agent_hooks.rs`. Projects are inserted
-//! directly: their API is tested on its own.
-
-use std::path::{Path, PathBuf};
+//! the db functions the worker calls. Hooks are in `agent_hooks.rs`, clones in `agent_clones.rs`.
+//! Projects are inserted directly: their API is tested on its own.
 
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -40,6 +38,12 @@ pub async fn get(app: &TestApp, name: &str) -> Value {
     let response = app.admin(Method::GET, &format!("/api/v1/agents/{name}")).send().await.expect("request");
     assert_eq!(response.status(), 200);
     response.json().await.expect("json")
+}
+
+/// Registers a Claude Code engineer named `name` in `project`.
+pub async fn engineer(app: &TestApp, project: &str, name: &str) -> Value {
+    create(app, json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}))
+        .await
 }
 
 pub fn id(agent: &Value) -> Uuid {
@@ -227,11 +231,7 @@ async fn agents_are_listed_by_project_state_kind_and_node_a_page_at_a_time() {
 async fn patching_checks_if_match_and_refuses_the_state() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
-    create(
-        &app,
-        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
-    )
-    .await;
+    engineer(&app, &project, "fox").await;
     let patch = |body: Value, if_match: Option<&str>| {
         let mut request = app.admin(Method::PATCH, "/api/v1/agents/fox").json(&body);
         if let Some(tag) = if_match {
@@ -257,11 +257,7 @@ async fn an_agent_token_may_only_read_itself_and_post_its_own_hooks() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
     for name in ["fox", "owl"] {
-        create(
-            &app,
-            json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
-        )
-        .await;
+        engineer(&app, &project, name).await;
     }
     let fox = get(&app, "fox").await;
     let token = agent_token(&app, &fox).await;
@@ -295,11 +291,7 @@ async fn an_agent_token_may_only_read_itself_and_post_its_own_hooks() {
 async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_changes() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
-    let fox = create(
-        &app,
-        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
-    )
-    .await;
+    let fox = engineer(&app, &project, "fox").await;
     let mut conn = app.pool.acquire().await.unwrap();
     for node in ["node-a", "node-b"] {
         switchyard::db::nodes::register(&mut conn, node, "host", "worker", chrono::Utc::now()).await.unwrap();
@@ -354,139 +346,11 @@ async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_chang
     assert!(stale_nodes.is_empty());
 }
 
-/// Runs git in `dir`, panicking on failure.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let output = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// A project repository with one commit on `main`.
-pub fn repo(dir: &Path) -> PathBuf {
-    let repo = dir.join("project");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "--quiet", "--initial-branch=main"]);
-    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "--quiet", "-m", "first"]);
-    repo
-}
-
-#[tokio::test]
-async fn deleting_refuses_a_live_agent_and_a_clone_with_unmerged_work_and_says_what_it_is() {
-    let app = spawn_app().await;
-    let dir = tempfile::tempdir().unwrap();
-    let repo = repo(dir.path());
-    let project = project_at(&app, repo.to_str().unwrap()).await;
-    let fox = create(
-        &app,
-        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
-    )
-    .await;
-    // What the worker does: the clone, then the pane.
-    let clone = switchyard::worker::clones::clone_dir(app._data_dir.path(), "fox");
-    switchyard::worker::clones::make(&repo, &clone, "switchyard/fox", "main").await.unwrap();
-    let mut conn = app.pool.acquire().await.unwrap();
-    agents::record_pane(&mut conn, id(&fox), "s", "@1", "%1", None, clone.to_str()).await.unwrap();
-    agents::apply(&mut conn, id(&fox), None, AgentEvent::Observed(Activity::Working), &Cause::from("hook"))
-        .await
-        .unwrap();
-
-    let delete = |query: &str| app.admin(Method::DELETE, &format!("/api/v1/agents/fox{query}")).send();
-    let problem = assert_problem(delete("").await.unwrap(), 409).await;
-    assert_eq!(problem["current_state"], "working");
-
-    agents::apply(&mut conn, id(&fox), None, AgentEvent::Finish, &Cause::from("hook")).await.unwrap();
-    std::fs::write(clone.join("feature.rs"), "fn f() {}\n").unwrap();
-    git(&clone, &["add", "-A"]);
-    git(&clone, &["commit", "--quiet", "-m", "feature"]);
-    std::fs::write(clone.join("wip.rs"), "todo\n").unwrap();
-    let problem = assert_problem(delete("").await.unwrap(), 409).await;
-    let detail = problem["detail"].as_str().unwrap();
-    assert!(detail.contains("branch `switchyard/fox` has 1 commit not in `main` (1 not pushed)"), "{detail}");
-    assert!(detail.contains("1 uncommitted file: wip.rs"), "{detail}");
-    assert!(clone.is_dir());
-    get(&app, "fox").await;
-
-    // Merged into the project and nothing left uncommitted: the clone goes with the agent.
-    std::fs::remove_file(clone.join("wip.rs")).unwrap();
-    git(&clone, &["push", "--quiet", "origin", "switchyard/fox"]);
-    git(&repo, &["merge", "--quiet", "--ff-only", "switchyard/fox"]);
-    let response = delete("").await.unwrap();
-    assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["clone_removed"], true);
-    assert!(!clone.exists());
-    assert_problem(app.admin(Method::GET, "/api/v1/agents/fox").send().await.unwrap(), 404).await;
-    assert_eq!(events_of(&app, "agent.deleted", "fox").await, 1);
-}
-
-#[tokio::test]
-async fn force_deletes_a_clone_with_unmerged_work_and_reports_what_was_discarded() {
-    let app = spawn_app().await;
-    let dir = tempfile::tempdir().unwrap();
-    let repo = repo(dir.path());
-    let project = project_at(&app, repo.to_str().unwrap()).await;
-    let owl = create(
-        &app,
-        json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
-    )
-    .await;
-    let clone = switchyard::worker::clones::clone_dir(app._data_dir.path(), "owl");
-    switchyard::worker::clones::make(&repo, &clone, "switchyard/owl", "main").await.unwrap();
-    let mut conn = app.pool.acquire().await.unwrap();
-    agents::record_pane(&mut conn, id(&owl), "s", "@1", "%1", None, clone.to_str()).await.unwrap();
-    std::fs::write(clone.join("wip.rs"), "todo\n").unwrap();
-    let patched = app.admin(Method::PATCH, "/api/v1/agents/owl").json(&json!({"ready_for_cleanup": true})).send();
-    assert_eq!(patched.await.unwrap().status(), 200);
-    let problem = assert_problem(app.admin(Method::DELETE, "/api/v1/agents/owl").send().await.unwrap(), 409).await;
-    assert!(problem["detail"].as_str().unwrap().contains("wip.rs"), "{problem}");
-    let response = app.admin(Method::DELETE, "/api/v1/agents/owl?force=true").send().await.unwrap();
-    assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["discarded"]["dirty_files"], json!(["wip.rs"]));
-    assert!(!clone.exists());
-    // The project's repository is untouched.
-    assert!(repo.join("README.md").is_file());
-}
-
-#[tokio::test]
-async fn deleting_an_agent_without_a_clone_never_touches_the_projects_repository() {
-    let app = spawn_app().await;
-    let dir = tempfile::tempdir().unwrap();
-    let repo = repo(dir.path());
-    let project = project_at(&app, repo.to_str().unwrap()).await;
-    let cat = create(
-        &app,
-        json!({"name": "cat", "project": project, "kind": "workspace", "role": "engineer", "provider": "shell",
-            "clone": "none"}),
-    )
-    .await;
-    let mut conn = app.pool.acquire().await.unwrap();
-    agents::record_pane(&mut conn, id(&cat), "s", "@1", "%1", None, repo.to_str()).await.unwrap();
-    std::fs::write(repo.join("dirty.txt"), "x").unwrap();
-    let response = app.admin(Method::DELETE, "/api/v1/agents/cat?force=true").send().await.unwrap();
-    assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["clone_removed"], false);
-    assert!(repo.join("dirty.txt").is_file());
-}
-
 #[tokio::test]
 async fn a_project_with_agents_is_not_deleted_from_under_them() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;
-    create(
-        &app,
-        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
-    )
-    .await;
+    engineer(&app, &project, "fox").await;
     let refused = app.admin(Method::DELETE, &format!("/api/v1/projects/{project}")).send().await.unwrap();
     let problem = assert_problem(refused, 409).await;
     assert!(problem["detail"].as_str().unwrap().contains("1 agent"), "{problem}");

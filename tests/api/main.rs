@@ -1,3 +1,4 @@
+mod agent_clones;
 mod agent_hooks;
 mod agents;
 mod auth;
