@@ -5,13 +5,18 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// What a token may do. Ordered: each scope includes the ones before it.
+/// What a token may do. Ordered: each of read, write and admin includes the ones before it;
+/// `agent` is below them all: it allows only what [`agent_may`] lists, for its own agent.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum, utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
 #[schema(example = "write")]
 pub enum Scope {
+    /// Held by one agent: it may only report on itself (hooks) and read itself. Issued by the
+    /// worker when it spawns the agent; never through the tokens API or CLI.
+    #[value(skip)]
+    Agent,
     /// GET only.
     Read,
     /// Read and change projects, boards, tasks, wishes, agents.
@@ -23,6 +28,7 @@ pub enum Scope {
 impl Scope {
     pub fn as_str(self) -> &'static str {
         match self {
+            Scope::Agent => "agent",
             Scope::Read => "read",
             Scope::Write => "write",
             Scope::Admin => "admin",
@@ -31,6 +37,7 @@ impl Scope {
 
     pub fn parse(value: &str) -> Option<Scope> {
         match value {
+            "agent" => Some(Scope::Agent),
             "read" => Some(Scope::Read),
             "write" => Some(Scope::Write),
             "admin" => Some(Scope::Admin),
@@ -39,7 +46,20 @@ impl Scope {
     }
 
     pub fn allows(self, needed: Scope) -> bool {
-        self >= needed
+        self != Scope::Agent && self >= needed
+    }
+}
+
+/// Whether an agent token of agent `own` may make this request: `GET /agents/{own}` and
+/// `POST /agents/{own}/hooks`, and nothing else. `path` is under `/api/v1` (with or without it).
+pub fn agent_may(own: &str, method: &axum::http::Method, path: &str) -> bool {
+    let path = path.strip_prefix("/api/v1").unwrap_or(path);
+    let Some(rest) = path.strip_prefix("/agents/") else { return false };
+    let rest = rest.trim_end_matches('/');
+    match rest.split_once('/') {
+        None => *method == axum::http::Method::GET && rest == own,
+        Some((name, "hooks")) => *method == axum::http::Method::POST && name == own,
+        Some(_) => false,
     }
 }
 
@@ -75,6 +95,21 @@ mod tests {
         assert!(a.secret.len() >= 3 + 43, "{}", a.secret);
         assert_eq!(a.hash, hash_token(&a.secret));
         assert!(!a.hash.contains(&a.secret));
+    }
+
+    #[test]
+    fn an_agent_token_may_only_read_itself_and_post_its_hooks() {
+        use axum::http::Method;
+        assert!(agent_may("fox", &Method::POST, "/api/v1/agents/fox/hooks"));
+        assert!(agent_may("fox", &Method::GET, "/agents/fox"));
+        assert!(!agent_may("fox", &Method::POST, "/api/v1/agents/owl/hooks"));
+        assert!(!agent_may("fox", &Method::GET, "/api/v1/agents/owl"));
+        assert!(!agent_may("fox", &Method::GET, "/api/v1/agents"));
+        assert!(!agent_may("fox", &Method::DELETE, "/api/v1/agents/fox"));
+        assert!(!agent_may("fox", &Method::PATCH, "/api/v1/agents/fox"));
+        assert!(!agent_may("fox", &Method::GET, "/api/v1/tasks"));
+        assert!(!agent_may("fox", &Method::GET, "/api/v1/agents/fox/screen"));
+        assert!(!Scope::Agent.allows(Scope::Read));
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! What each subcommand does. `main` parses the command line and hands over to `run`.
 
+pub mod hook;
+
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Scope;
@@ -20,6 +22,11 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
             .await
         }
         Command::Token(command) => with_database(&settings, |db| token(db, command)).await,
+        // `main` runs it before anything else; here only for completeness.
+        Command::Hook => {
+            tokio::task::spawn_blocking(hook::run).await?;
+            Ok(())
+        }
     }
 }
 

@@ -57,6 +57,9 @@ pub enum Command {
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Forward a Claude Code hook (its JSON on stdin) to Switchyard as the agent in
+    /// SWITCHYARD_AGENT, with SWITCHYARD_URL and SWITCHYARD_TOKEN. Always exits 0.
+    Hook,
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,6 +14,7 @@ pub mod node;
 pub mod status;
 pub mod telemetry;
 pub mod tmux;
+pub mod worker;
 
 use std::net::SocketAddr;
 
@@ -51,6 +52,8 @@ pub struct Application {
     db: Database,
     node: NodeInfo,
     role: Role,
+    providers: std::sync::Arc<worker::providers::Providers>,
+    data_dir_path: std::path::PathBuf,
     _data_dir: DataDir,
 }
 
@@ -65,9 +68,19 @@ impl Application {
         let status = bind(settings.status_listen, "SWITCHYARD_STATUS_LISTEN").await?;
         let data_dir = DataDir::claim(&settings.data_dir)?;
         let node = NodeInfo::load(&settings.data_dir).context("reading the node id")?;
+        let providers = worker::providers::Providers::load(&settings.data_dir)?;
         let db = Database::open(settings).await?;
         db::migrate(&db.pool).await.context("applying migrations")?;
-        Ok(Application { api, status, db, node, role, _data_dir: data_dir })
+        Ok(Application {
+            api,
+            status,
+            db,
+            node,
+            role,
+            providers: std::sync::Arc::new(providers),
+            data_dir_path: settings.data_dir.clone(),
+            _data_dir: data_dir,
+        })
     }
 
     pub fn api_addr(&self) -> Option<SocketAddr> {
@@ -84,14 +97,19 @@ impl Application {
 
     /// Serves until `shutdown` fires; then both servers drain, and the database closes last.
     pub async fn run_until(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let Application { api, status, db, node, role, _data_dir } = self;
+        let Application { api, status, db, node, role, providers, data_dir_path, _data_dir } = self;
         let status_app =
             status::router(status::StatusState { db: db.pool.clone(), node: node.clone(), role: role.as_str() });
         let status_server = axum::serve(status, status_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
         let api_server = async {
             match api {
                 Some(listener) => {
-                    let app = api::router(api::AppState { db: db.pool.clone(), node: node.clone() });
+                    let app = api::router(api::AppState {
+                        db: db.pool.clone(),
+                        node: node.clone(),
+                        providers: providers.clone(),
+                        data_dir: data_dir_path.clone(),
+                    });
                     axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
                 }
                 None => Ok(()),

@@ -4,6 +4,11 @@ use clap::Parser;
 use switchyard::config::Cli;
 
 fn main() -> ExitCode {
+    // A hook must never fail Claude Code: run it before anything (settings, logging) that could.
+    if std::env::args_os().nth(1).is_some_and(|arg| arg == "hook") {
+        switchyard::cli::hook::run();
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     let settings = match cli.global.validate() {
         Ok(settings) => settings,

@@ -12,7 +12,8 @@ use crate::auth::Scope;
 use crate::db::tokens::{self, Caller};
 
 /// Checks the bearer token, and that its scope allows the method: reads need `read`, anything
-/// else `write`. Handlers that need `admin` ask for it with `Authenticated::require`.
+/// else `write`; an agent token only its own agent's routes (`auth::agent_may`). Handlers that
+/// need `admin` ask for it with `Authenticated::require`.
 pub async fn require_token(
     State(state): State<AppState>,
     mut request: Request,
@@ -27,7 +28,14 @@ pub async fn require_token(
     } else {
         Scope::Write
     };
-    if !caller.scope.allows(needed) {
+    if caller.scope == Scope::Agent {
+        let own = caller.agent.as_deref().unwrap_or("");
+        if !crate::auth::agent_may(own, request.method(), request.uri().path()) {
+            return Err(ApiError::Forbidden(format!(
+                "this is agent `{own}`'s token: it may only GET /agents/{own} and POST /agents/{own}/hooks"
+            )));
+        }
+    } else if !caller.scope.allows(needed) {
         return Err(ApiError::Forbidden(format!(
             "this token has scope `{}`; this request needs `{}`",
             caller.scope.as_str(),

@@ -1,6 +1,8 @@
 //! The HTTP application: `router(state)` builds every route and layer, with no socket, so tests
 //! can drive it directly. One file per resource; each exposes `router() -> OpenApiRouter`.
 
+pub mod agent_hooks;
+pub mod agents;
 pub mod auth;
 pub mod board_columns;
 pub mod board_templates;
@@ -48,6 +50,10 @@ use error::{ApiError, InternalCause};
 pub struct AppState {
     pub db: PgPool,
     pub node: NodeInfo,
+    /// The providers agents may run (built-ins merged with `<data_dir>/providers.toml`).
+    pub providers: std::sync::Arc<crate::worker::providers::Providers>,
+    /// Where agents' clones live (`<data_dir>/clones`); nothing outside it is ever removed.
+    pub data_dir: std::path::PathBuf,
 }
 
 pub const BODY_LIMIT: usize = 4 * 1024 * 1024;
@@ -81,6 +87,7 @@ impl utoipa::Modify for BearerAuth {
 fn v1_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(tokens::router())
+        .merge(agents::router())
         .merge(events::router())
         .merge(projects::router())
         .merge(boards::router())

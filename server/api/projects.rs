@@ -180,12 +180,13 @@ pub async fn delete_project(State(state): State<AppState>, ApiPath(slug): ApiPat
     // The row lock makes a task or wish created meanwhile wait, then fail its foreign key.
     let project = projects::find(&mut tx, &slug, true).await?.ok_or_else(|| no_project(&slug))?;
     let dependents = projects::dependents(&mut tx, project.id).await?;
-    if dependents.tasks > 0 || dependents.wishes > 0 {
+    if dependents.tasks > 0 || dependents.wishes > 0 || dependents.agents > 0 {
         return Err(ApiError::conflict(
             format!(
-                "project `{slug}` still has {} and {}; delete or move them first",
+                "project `{slug}` still has {}, {} and {}; delete or move them first",
                 plural(dependents.tasks, "task"),
-                plural(dependents.wishes, "wish")
+                plural(dependents.wishes, "wish"),
+                plural(dependents.agents, "agent")
             ),
             None,
         ));

@@ -17,6 +17,16 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
+/// A query filter parsed by its type's `FromStr` (a status, a kind, an id); a bad value is a 422
+/// naming `field`, with the parser's message (which lists the accepted values).
+pub fn filter<T>(field: &str, value: Option<&str>) -> Result<Option<T>, ApiError>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    value.map(str::parse::<T>).transpose().map_err(|e| ApiError::validation(field, e.to_string()))
+}
+
 pub fn parse<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
     serde_path_to_error::deserialize(de).map_err(|err| {

@@ -14,7 +14,7 @@ use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::projects::project_id;
-use crate::api::query::ApiQuery;
+use crate::api::query::{filter, ApiQuery};
 use crate::api::{task_actions, AppState};
 use crate::db::tasks::{self, refs, Column, DependencyRef, Edit, ListFilter, NewTask, Task};
 use crate::domain::task::TaskStatus;
@@ -160,12 +160,7 @@ pub async fn list_tasks(
     ApiQuery(paging): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<Page<Task>>> {
     let (limit, position) = paging.parse()?;
-    let status = filters
-        .status
-        .as_deref()
-        .map(str::parse::<TaskStatus>)
-        .transpose()
-        .map_err(|e| ApiError::validation("status", e.to_string()))?;
+    let status = filter::<TaskStatus>("status", filters.status.as_deref())?;
     let column_id = filters
         .column
         .as_deref()

@@ -49,6 +49,9 @@ pub async fn create_token(
     if name.is_empty() || name.len() > 100 {
         return Err(ApiError::validation("name", "must be 1 to 100 characters"));
     }
+    if body.scope == Scope::Agent {
+        return Err(ApiError::validation("scope", "agent tokens are issued by the worker to the agents it spawns"));
+    }
     let mut tx = state.db.begin().await?;
     let (token, secret) = tokens::create(&mut tx, name, body.scope).await?;
     tx.commit().await?;

@@ -2,11 +2,13 @@
 //! that change state take the caller's connection or transaction, so a request's changes and
 //! its event row commit together.
 
+pub mod agents;
 pub mod board_columns;
 pub mod board_templates;
 pub mod boards;
 pub mod embedded;
 pub mod events;
+pub mod nodes;
 pub mod projects;
 pub mod tasks;
 pub mod tokens;

@@ -98,6 +98,7 @@ impl From<ProjectRow> for Project {
 pub struct Dependents {
     pub tasks: i64,
     pub wishes: i64,
+    pub agents: i64,
 }
 
 #[tracing::instrument(skip_all, fields(slug = %slug), err)]
@@ -230,16 +231,17 @@ pub async fn update(
     Ok(row.into())
 }
 
-/// How many tasks and wishes still belong to the project.
+/// How many tasks, wishes and agents still belong to the project.
 pub async fn dependents(conn: &mut PgConnection, project_id: Uuid) -> Result<Dependents, sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT (SELECT count(*) FROM tasks WHERE project_id = $1) AS "tasks!",
-                  (SELECT count(*) FROM wishes WHERE project_id = $1) AS "wishes!""#,
+                  (SELECT count(*) FROM wishes WHERE project_id = $1) AS "wishes!",
+                  (SELECT count(*) FROM agents WHERE project_id = $1) AS "agents!""#,
         project_id
     )
     .fetch_one(conn)
     .await?;
-    Ok(Dependents { tasks: row.tasks, wishes: row.wishes })
+    Ok(Dependents { tasks: row.tasks, wishes: row.wishes, agents: row.agents })
 }
 
 /// Deletes the project; its boards (and their columns) go with it by cascade.

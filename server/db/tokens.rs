@@ -27,6 +27,8 @@ pub struct Caller {
     pub name: String,
     pub scope: Scope,
     pub last_used_at: Option<DateTime<Utc>>,
+    /// For an agent token: the agent's name (it may act only as this agent).
+    pub agent: Option<String>,
 }
 
 struct TokenRow {
@@ -121,14 +123,53 @@ pub async fn revoke(conn: &mut PgConnection, id_or_name: &str) -> Result<Option<
 /// The live token with this secret, if any.
 pub async fn find_caller(pool: &PgPool, secret: &str) -> Result<Option<Caller>, sqlx::Error> {
     let row = sqlx::query!(
-        "SELECT id, name, scope, last_used_at FROM tokens WHERE hash = $1 AND revoked_at IS NULL",
+        r#"SELECT t.id, t.name, t.scope, t.last_used_at, a.name AS "agent?"
+           FROM tokens t LEFT JOIN agents a ON a.id = t.agent_id
+           WHERE t.hash = $1 AND t.revoked_at IS NULL"#,
         hash_token(secret)
     )
     .fetch_optional(pool)
     .await?;
     Ok(row.and_then(|r| {
-        Some(Caller { token_id: r.id, name: r.name, scope: Scope::parse(&r.scope)?, last_used_at: r.last_used_at })
+        Some(Caller {
+            token_id: r.id,
+            name: r.name,
+            scope: Scope::parse(&r.scope)?,
+            last_used_at: r.last_used_at,
+            agent: r.agent,
+        })
     }))
+}
+
+/// Issues the agent's token (scope `agent`), revoking any it had, and returns the secret. Only the
+/// worker calls this, when it spawns or resumes the agent, and hands the secret to the agent's
+/// environment: it is stored nowhere (only its hash) and must never be logged.
+#[tracing::instrument(skip_all, fields(agent = %agent_id), err)]
+pub async fn issue_agent_token(conn: &mut PgConnection, agent_id: Uuid) -> Result<String, sqlx::Error> {
+    let name =
+        sqlx::query_scalar!("SELECT name FROM agents WHERE id = $1 FOR UPDATE", agent_id).fetch_one(&mut *conn).await?;
+    let revoked = sqlx::query_scalar!(
+        "UPDATE tokens SET revoked_at = now(), updated_at = now()
+         WHERE agent_id = $1 AND revoked_at IS NULL RETURNING id",
+        agent_id
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let new = generate_token();
+    let token_name = format!("agent:{name}");
+    let id = sqlx::query_scalar!(
+        "INSERT INTO tokens (id, name, scope, hash, agent_id) VALUES ($1, $2, 'agent', $3, $4) RETURNING id",
+        Uuid::new_v4(),
+        token_name,
+        new.hash,
+        agent_id
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let payload = serde_json::json!({"name": token_name, "scope": Scope::Agent, "agent_id": agent_id,
+        "revoked": revoked});
+    events::record(conn, "token.created", &format!("token:{id}"), payload).await?;
+    Ok(new.secret)
 }
 
 /// Records use at most once a minute per token, so reads do not each cost a write.

@@ -5,6 +5,7 @@
 //! result with a conditional `UPDATE … WHERE status = $old`, so two writers can never both win.
 //!
 //! - [`agent`]: an agent's state (observed by the worker) and its transitions.
+//! - [`agent_kind`]: an agent's kind, role and name rule.
 //! - [`task`]: the task status set and its transitions (standalone tasks and wish groups).
 //! - [`wish`]: a wish's lifecycle (v0's operation state machine), hold, blockers and resume.
 //! - [`plan`]: validation of a wish's execution groups (keys, dependencies, cycles).
@@ -14,6 +15,7 @@
 //! - [`board`]: column gates and column blueprints, with their validation.
 
 pub mod agent;
+pub mod agent_kind;
 pub mod board;
 pub mod plan;
 pub mod progress;

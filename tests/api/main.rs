@@ -1,3 +1,6 @@
+mod agent_clones;
+mod agent_hooks;
+mod agents;
 mod auth;
 mod binary;
 mod boards;

@@ -1,0 +1,192 @@
+//! `POST /api/v1/agents/{name}/hooks`: Claude Code's hook JSON, forwarded by `switchyard hook`
+//! with the agent's own token. The hook is recorded on the agent (`last_hook_at`,
+//! `last_hook_state`, which the arbiter uses to let a recent hook win over the screen) and its
+//! state applied with a conditional update and its event; the agent's task follows
+//! (`db::agents::apply`).
+
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::Json;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::json::ApiJson;
+use crate::api::AppState;
+use crate::db::agents::{self, Applied, Cause};
+use crate::domain::agent::{Activity, AgentEvent, AgentState};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(post_hook)).layer(DefaultBodyLimit::max(HOOK_LIMIT))
+}
+
+/// The largest hook body kept: a `PreToolUse` for a big `Write` carries the whole file, which
+/// `switchyard hook` drops before sending; anything still larger is refused.
+pub const HOOK_LIMIT: usize = 1024 * 1024;
+
+/// What a hook says about the agent. The same shape as `detect::hooks::HookSignal`: this minimal
+/// mapping stands in until that module lands, and [`signal`] is the one place to swap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookSignal {
+    Activity(Activity),
+    /// Claude Code exited: the agent is finished.
+    SessionEnded,
+}
+
+/// The signal in one hook payload, or `None` when the hook says nothing about the state
+/// (`SubagentStop`, `PreCompact`, unknown events).
+pub fn signal(payload: &Value) -> Option<HookSignal> {
+    let field = |name: &str| payload.get(name).and_then(Value::as_str);
+    let activity = match field("hook_event_name")? {
+        "SessionStart" | "Stop" => Activity::Idle,
+        "UserPromptSubmit" | "PostToolUse" => Activity::Working,
+        "PreToolUse" if field("tool_name") == Some("AskUserQuestion") => Activity::Question,
+        "PreToolUse" => Activity::Working,
+        "PermissionRequest" => Activity::Permission,
+        "Notification" => match field("notification_type")? {
+            "permission_prompt" => Activity::Permission,
+            "elicitation_dialog" => Activity::Question,
+            "idle_prompt" => Activity::Idle,
+            _ => return None,
+        },
+        // `/clear` ends one session and starts the next in the same pane: not the end of the agent.
+        "SessionEnd" if field("reason") == Some("clear") => return None,
+        "SessionEnd" => return Some(HookSignal::SessionEnded),
+        _ => return None,
+    };
+    Some(HookSignal::Activity(activity))
+}
+
+/// The question or permission the hook is about, shown on the agent's task.
+fn detail(payload: &Value) -> Option<String> {
+    let field = |name: &str| payload.get(name).and_then(Value::as_str).filter(|s| !s.is_empty());
+    match field("hook_event_name")? {
+        "PermissionRequest" => field("tool_name").map(|tool| format!("permission to use {tool}")),
+        "Notification" => field("message").map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// What the hook did to the agent.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"agent": "clever-fox", "hook_event_name": "PermissionRequest", "state": "permission", "changed": true}))]
+pub struct HookOutcome {
+    pub agent: String,
+    pub hook_event_name: String,
+    /// The agent's state after the hook.
+    pub state: AgentState,
+    /// Whether the hook changed the state.
+    pub changed: bool,
+}
+
+/// Receives one Claude Code hook for the agent (any hook JSON object with `hook_event_name`).
+#[utoipa::path(post, path = "/agents/{name}/hooks", tag = "agents",
+    params(("name" = String, Path, description = "agent name")),
+    request_body(content = Object, description = "Claude Code's hook JSON as given on the hook's stdin",
+        example = json!({"session_id": "2c7d3a8e-1f4b-4e6a-9c0d-5b8e7f6a1d2c", "hook_event_name": "PermissionRequest",
+            "tool_name": "Bash", "tool_input": {"command": "cargo test"}})),
+    responses((status = 200, body = HookOutcome, description = "The agent's state after the hook"),
+        (status = 403, body = Problem, description = "A token of another agent"), (status = 404, body = Problem),
+        (status = 409, body = Problem, description = "The agent is no longer live (done, error, suspended)"),
+        (status = 413, body = Problem), (status = 422, body = Problem, description = "Not an object with `hook_event_name`")))]
+#[tracing::instrument(skip_all, fields(agent = %name), err)]
+pub async fn post_hook(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(payload): ApiJson<Value>,
+) -> ApiResult<Json<HookOutcome>> {
+    let event_name = payload
+        .as_object()
+        .and_then(|o| o.get("hook_event_name"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| ApiError::validation("hook_event_name", "the hook JSON must be an object naming its event"))?
+        .to_owned();
+    tracing::debug!(hook = %event_name, "hook received");
+    let signal = signal(&payload);
+    let event = match signal {
+        Some(HookSignal::Activity(activity)) => Some(AgentEvent::Observed(activity)),
+        Some(HookSignal::SessionEnded) => Some(AgentEvent::Finish),
+        None => None,
+    };
+    let mapped = match signal {
+        Some(HookSignal::Activity(activity)) => Some(activity.state()),
+        Some(HookSignal::SessionEnded) => Some(AgentState::Done),
+        None => None,
+    };
+    let mut tx = state.db.begin().await?;
+    let agent =
+        agents::by_name(&mut tx, &name).await?.ok_or_else(|| ApiError::NotFound(format!("no agent `{name}`")))?;
+    agents::record_hook(&mut tx, agent.id, mapped).await?;
+    let (state_now, changed) = match event {
+        None => (agent.state, false),
+        Some(event) => {
+            let cause = Cause { source: "hook", detail: detail(&payload), suspended_until: None };
+            match agents::apply(&mut tx, agent.id, None, event, &cause).await? {
+                None => return Err(ApiError::NotFound(format!("no agent `{name}`"))),
+                Some(Applied::Changed { agent, .. }) => (agent.state, true),
+                Some(Applied::Unchanged(agent)) => (agent.state, false),
+                Some(Applied::Refused { current, message }) => {
+                    // Keep the hook's record: the arbiter should know a late hook came.
+                    tx.commit().await?;
+                    return Err(ApiError::conflict(message, Some(current.as_str())));
+                }
+                // Not with `expected: None`; answered like a refusal all the same.
+                Some(Applied::Stale { current }) => {
+                    tx.commit().await?;
+                    return Err(ApiError::conflict("the agent changed meanwhile", Some(current.as_str())));
+                }
+            }
+        }
+    };
+    tx.commit().await?;
+    Ok(Json(HookOutcome { agent: name, hook_event_name: event_name, state: state_now, changed }))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn hook(name: &str) -> Value {
+        json!({"session_id": "0b6c", "cwd": "/src", "hook_event_name": name})
+    }
+
+    #[test]
+    fn each_registered_hook_maps_to_a_state() {
+        let activity = |a| Some(HookSignal::Activity(a));
+        assert_eq!(signal(&hook("SessionStart")), activity(Activity::Idle));
+        assert_eq!(signal(&hook("UserPromptSubmit")), activity(Activity::Working));
+        assert_eq!(signal(&hook("PreToolUse")), activity(Activity::Working));
+        assert_eq!(signal(&hook("Stop")), activity(Activity::Idle));
+        assert_eq!(signal(&hook("PermissionRequest")), activity(Activity::Permission));
+        assert_eq!(signal(&hook("SessionEnd")), Some(HookSignal::SessionEnded));
+        let ask = json!({"hook_event_name": "PreToolUse", "tool_name": "AskUserQuestion"});
+        assert_eq!(signal(&ask), activity(Activity::Question));
+        let elicit = json!({"hook_event_name": "Notification", "notification_type": "elicitation_dialog"});
+        assert_eq!(signal(&elicit), activity(Activity::Question));
+    }
+
+    #[test]
+    fn hooks_that_say_nothing_about_the_state_map_to_none() {
+        assert_eq!(signal(&hook("SubagentStop")), None);
+        assert_eq!(signal(&hook("PreCompact")), None);
+        assert_eq!(signal(&json!({"hook_event_name": "SessionEnd", "reason": "clear"})), None);
+        assert_eq!(
+            signal(&json!({"hook_event_name": "SessionEnd", "reason": "logout"})),
+            Some(HookSignal::SessionEnded)
+        );
+        assert_eq!(signal(&json!({"hook_event_name": "Notification", "notification_type": "auth_success"})), None);
+        assert_eq!(signal(&json!({"no": "event"})), None);
+    }
+
+    #[test]
+    fn a_permission_request_names_its_tool_for_the_task() {
+        let payload = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash"});
+        assert_eq!(detail(&payload).as_deref(), Some("permission to use Bash"));
+        let note = json!({"hook_event_name": "Notification", "message": "Claude needs your permission to use Bash"});
+        assert_eq!(detail(&note).as_deref(), Some("Claude needs your permission to use Bash"));
+    }
+}

@@ -1,0 +1,270 @@
+//! An agent's life as the worker drives it: claiming spawning rows (`FOR UPDATE SKIP LOCKED`),
+//! recording the pane it made, applying state changes (`domain::agent::transition`) with a
+//! conditional update and their events, and the bookkeeping of activity, nudges and hooks.
+//!
+//! A state change also moves the agent's task: asking for permission or a question puts an
+//! `in_progress` task in `waiting_input`, and getting on with the work answers it back, in the
+//! same transaction, whichever signal (hook, screen, API) saw the change.
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{get, list, subject, Agent, ListFilter};
+use crate::db::{events, tasks};
+use crate::domain::agent::{transition, AgentEvent, AgentState};
+use crate::domain::task::TaskEvent;
+
+/// Why a state change happens: which signal saw it, and what comes with it.
+#[derive(Debug, Clone, Default)]
+pub struct Cause {
+    /// `hook`, `screen`, `control`, `reconciler`, `api`, `worker`.
+    pub source: &'static str,
+    /// The failure reason (for `error`), or the question or permission asked (for
+    /// `question`/`permission`, shown on the agent's task).
+    pub detail: Option<String>,
+    /// For a usage limit: when the worker may resume the agent.
+    pub suspended_until: Option<DateTime<Utc>>,
+}
+
+impl Cause {
+    pub fn from(source: &'static str) -> Cause {
+        Cause { source, ..Cause::default() }
+    }
+}
+
+/// The outcome of [`apply`].
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Applied {
+    /// The state changed (and its events were written).
+    Changed { agent: Agent, from: AgentState },
+    /// The event leads to the state the agent is already in: nothing was written.
+    Unchanged(Agent),
+    /// The agent's state does not allow the event.
+    Refused { current: AgentState, message: String },
+    /// The agent is no longer in the state the caller expected: re-read and decide again.
+    Stale { current: AgentState },
+}
+
+/// A losing writer re-reads and tries again; reached only under pathological contention.
+const ATTEMPTS: usize = 16;
+
+/// Applies `event` to an agent: `None` when there is no such agent. With `expected`, only if the
+/// agent is still in that state (else [`Applied::Stale`]); without it, the current state is read
+/// and the conditional update retried if another writer wins meanwhile.
+///
+/// Writes `agent.state_changed` {from, to, source}, and `agent.stopped` when the agent reaches
+/// `done`, `error` or `suspended`. A resume (→ `spawning`) puts the row back in the worker's queue:
+/// its node and pane are cleared so a worker claims it again.
+#[tracing::instrument(skip_all, fields(agent = %id, event = event.name(), source = cause.source), err)]
+pub async fn apply(
+    conn: &mut PgConnection,
+    id: Uuid,
+    expected: Option<AgentState>,
+    event: AgentEvent,
+    cause: &Cause,
+) -> Result<Option<Applied>, sqlx::Error> {
+    for _ in 0..ATTEMPTS {
+        let Some(current) = get(conn, id).await? else { return Ok(None) };
+        if expected.is_some_and(|e| e != current.state) {
+            return Ok(Some(Applied::Stale { current: current.state }));
+        }
+        let to = match transition(current.state, &event) {
+            Ok(to) => to,
+            Err(illegal) => return Ok(Some(Applied::Refused { current: current.state, message: illegal.to_string() })),
+        };
+        if to == current.state {
+            return Ok(Some(Applied::Unchanged(current)));
+        }
+        if !conditional_update(conn, &current, to, cause).await? {
+            if expected.is_some() {
+                let now = get(conn, id).await?.map(|a| a.state).unwrap_or(current.state);
+                return Ok(Some(Applied::Stale { current: now }));
+            }
+            continue;
+        }
+        let from = current.state;
+        let name = subject(&current.name);
+        let payload = json!({"from": from, "to": to, "source": cause.source, "detail": cause.detail});
+        events::record(&mut *conn, "agent.state_changed", &name, payload).await?;
+        if matches!(to, AgentState::Done | AgentState::Error | AgentState::Suspended) {
+            let payload = json!({"state": to, "source": cause.source, "reason": cause.detail,
+                "suspended_until": cause.suspended_until});
+            events::record(&mut *conn, "agent.stopped", &name, payload).await?;
+        }
+        follow_task(conn, &current, from, to, cause).await?;
+        let agent = get(conn, id).await?.ok_or(sqlx::Error::RowNotFound)?;
+        return Ok(Some(Applied::Changed { agent, from }));
+    }
+    let current = get(conn, id).await?.map(|a| a.state).unwrap_or(AgentState::Error);
+    Ok(Some(Applied::Refused { current, message: "the agent is changing too often; try again".into() }))
+}
+
+/// One `UPDATE … WHERE state = $old`; false when another writer changed the agent first.
+async fn conditional_update(
+    conn: &mut PgConnection,
+    current: &Agent,
+    to: AgentState,
+    cause: &Cause,
+) -> Result<bool, sqlx::Error> {
+    let resuming = to == AgentState::Spawning;
+    let failing = to == AgentState::Error;
+    let suspending = to == AgentState::Suspended;
+    let done = sqlx::query!(
+        "UPDATE agents SET state = $3, version = version + 1, updated_at = now(),
+             failure_reason = CASE WHEN $4 THEN COALESCE($5, failure_reason) ELSE failure_reason END,
+             suspended_until = CASE WHEN $6 THEN $7::timestamptz ELSE NULL END,
+             node_id = CASE WHEN $8 THEN NULL ELSE node_id END,
+             tmux_pane = CASE WHEN $8 THEN NULL ELSE tmux_pane END,
+             tmux_window = CASE WHEN $8 THEN NULL ELSE tmux_window END,
+             pid = CASE WHEN $8 THEN NULL ELSE pid END,
+             nudge_count = CASE WHEN $8 THEN 0 ELSE nudge_count END
+         WHERE id = $1 AND state = $2",
+        current.id,
+        current.state.as_str(),
+        to.as_str(),
+        failing,
+        cause.detail,
+        suspending,
+        cause.suspended_until,
+        resuming,
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Moves the agent's task with the agent: asking (permission or question) puts an `in_progress`
+/// task in `waiting_input`; going back to work answers it. A task in any other status is left
+/// alone (a person may have moved it), so a refusal here is not an error.
+async fn follow_task(
+    conn: &mut PgConnection,
+    agent: &Agent,
+    from: AgentState,
+    to: AgentState,
+    cause: &Cause,
+) -> Result<(), sqlx::Error> {
+    let Some(task_id) = agent.task_id else { return Ok(()) };
+    let change = if to.needs_person() && !from.needs_person() {
+        let question = cause.detail.clone().unwrap_or_else(|| match to {
+            AgentState::Permission => format!("{} is asking for permission", agent.name),
+            _ => format!("{} is asking a question", agent.name),
+        });
+        Some((TaskEvent::Ask, tasks::Change { question: Some(question), ..tasks::Change::default() }))
+    } else if from.needs_person() && matches!(to, AgentState::Working | AgentState::Idle) {
+        let answer = format!("answered in {}'s pane ({})", agent.name, cause.source);
+        Some((TaskEvent::Answer, tasks::Change { answer: Some(answer), ..tasks::Change::default() }))
+    } else {
+        None
+    };
+    if let Some((event, change)) = change {
+        if let Some(tasks::Applied::Refused { current, .. }) = tasks::apply(conn, task_id, event, &change).await? {
+            tracing::debug!(task = %task_id, status = %current, "the agent's task did not follow its state");
+        }
+    }
+    Ok(())
+}
+
+/// Claims up to `limit` spawning rows that no node has taken, oldest first, for `node_id`.
+/// `SKIP LOCKED` lets several workers claim at once without waiting for or doubling each other.
+#[tracing::instrument(skip_all, fields(node = %node_id), err)]
+pub async fn claim_spawning(conn: &mut PgConnection, node_id: &str, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
+    let ids = sqlx::query_scalar!(
+        "UPDATE agents SET node_id = $1, version = version + 1, updated_at = now()
+         WHERE id IN (SELECT id FROM agents WHERE state = 'spawning' AND node_id IS NULL
+                      ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+         RETURNING id",
+        node_id,
+        limit
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut claimed = Vec::with_capacity(ids.len());
+    for id in ids {
+        let agent = get(conn, id).await?.ok_or(sqlx::Error::RowNotFound)?;
+        events::record(&mut *conn, "agent.claimed", &subject(&agent.name), json!({"node_id": node_id})).await?;
+        claimed.push(agent);
+    }
+    claimed.sort_by_key(|a| (a.created_at, a.id));
+    Ok(claimed)
+}
+
+/// Records the pane the worker made for an agent (and its clone). `None`: no such agent.
+#[tracing::instrument(skip_all, fields(agent = %id, pane = %pane), err)]
+pub async fn record_pane(
+    conn: &mut PgConnection,
+    id: Uuid,
+    session: &str,
+    window: &str,
+    pane: &str,
+    pid: Option<i32>,
+    clone_path: Option<&str>,
+) -> Result<Option<Agent>, sqlx::Error> {
+    let name = sqlx::query_scalar!(
+        "UPDATE agents SET tmux_session = $2, tmux_window = $3, tmux_pane = $4, pid = $5,
+             clone_path = COALESCE($6, clone_path), last_activity = now(),
+             version = version + 1, updated_at = now()
+         WHERE id = $1 RETURNING name",
+        id,
+        session,
+        window,
+        pane,
+        pid,
+        clone_path
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(name) = name else { return Ok(None) };
+    let payload = json!({"tmux_session": session, "tmux_window": window, "tmux_pane": pane, "pid": pid,
+        "clone_path": clone_path});
+    events::record(&mut *conn, "agent.pane_opened", &subject(&name), payload).await?;
+    get(conn, id).await
+}
+
+/// The agents `node_id` manages that are live: what the reconciler holds against tmux.
+pub async fn list_live_on_node(conn: &mut PgConnection, node_id: &str) -> Result<Vec<Agent>, sqlx::Error> {
+    let filter = ListFilter { node_id: Some(node_id.to_owned()), live_only: true, ..ListFilter::default() };
+    list(conn, &filter, i64::MAX).await
+}
+
+/// Notes that the agent produced output just now. No event: this happens on every burst of
+/// output, and the state changes it leads to write their own. False: no such agent.
+pub async fn touch_activity(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!("UPDATE agents SET last_activity = now() WHERE id = $1", id).execute(conn).await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Records a nudge sent to the agent, with its `agent.nudged` event; returns how many nudges it
+/// has had since it was last (re)spawned, or `None` when there is no such agent.
+#[tracing::instrument(skip_all, fields(agent = %id), err)]
+pub async fn record_nudge(conn: &mut PgConnection, id: Uuid) -> Result<Option<i32>, sqlx::Error> {
+    let row = sqlx::query!(
+        "UPDATE agents SET last_nudge = now(), nudge_count = nudge_count + 1, version = version + 1,
+             updated_at = now()
+         WHERE id = $1 RETURNING name, nudge_count",
+        id
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    events::record(conn, "agent.nudged", &subject(&row.name), json!({"nudge_count": row.nudge_count})).await?;
+    Ok(Some(row.nudge_count))
+}
+
+/// Records that a hook arrived and the state it maps to (`None`: a hook that says nothing about
+/// the state). The arbiter reads these to let a recent hook win over the screen. No event of its
+/// own: a hook fires on every tool call; the state change it causes writes one.
+pub async fn record_hook(conn: &mut PgConnection, id: Uuid, state: Option<AgentState>) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE agents SET last_hook_at = now(), last_hook_state = COALESCE($2, last_hook_state),
+             last_activity = now()
+         WHERE id = $1",
+        id,
+        state.map(|s| s.as_str())
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,158 @@
+//! Claude Code's hooks in an agent's clone: `<clone>/.claude/settings.local.json` registers
+//! `switchyard hook` for every event the state detection listens to, merged into whatever the
+//! file already holds, and the file is kept out of the agent's commits (`.git/info/exclude`).
+
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+/// The hook events Switchyard listens to.
+pub const HOOK_EVENTS: [&str; 7] =
+    ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "PermissionRequest", "Notification", "SessionEnd"];
+
+/// What goes in `.git/info/exclude` so the agent never commits the settings file.
+const EXCLUDED: &str = ".claude/settings.local.json";
+
+/// Seconds Claude Code waits for the hook; `switchyard hook` gives up after 2.
+const TIMEOUT_S: u64 = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HooksError {
+    #[error("{path} is not a JSON object; not overwriting it")]
+    NotAnObject { path: String },
+    #[error("{path}: {source}")]
+    Json { path: String, source: serde_json::Error },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The hook command: the executable, quoted for the shell Claude Code runs it with, then `hook`.
+pub fn hook_command(exe: &Path) -> String {
+    let exe = exe.to_string_lossy();
+    format!("'{}' hook", exe.replace('\'', r"'\''"))
+}
+
+/// A hook entry of ours, from this or an earlier install (the executable may have moved).
+fn is_ours(entry: &Value) -> bool {
+    entry["hooks"].as_array().is_some_and(|hooks| {
+        hooks.iter().any(|h| h["command"].as_str().is_some_and(|c| c.contains("switchyard") && c.ends_with(" hook")))
+    })
+}
+
+/// Registers `exe hook` for every event in [`HOOK_EVENTS`], keeping the file's other settings and
+/// other hooks, replacing any earlier registration of ours; then excludes the file from git.
+#[tracing::instrument(skip_all, fields(clone = %clone.display()), err)]
+pub fn install(clone: &Path, exe: &Path) -> Result<(), HooksError> {
+    let dir = clone.join(".claude");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("settings.local.json");
+    let shown = path.display().to_string();
+    let mut settings = match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim().is_empty() => {
+            serde_json::from_str::<Value>(&text).map_err(|source| HooksError::Json { path: shown.clone(), source })?
+        }
+        Ok(_) => json!({}),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({}),
+        Err(e) => return Err(e.into()),
+    };
+    let root = settings.as_object_mut().ok_or(HooksError::NotAnObject { path: shown.clone() })?;
+    let hooks = root.entry("hooks").or_insert_with(|| Value::Object(Map::new()));
+    if !hooks.is_object() {
+        return Err(HooksError::NotAnObject { path: format!("{shown} (its \"hooks\")") });
+    }
+    let command = hook_command(exe);
+    for event in HOOK_EVENTS {
+        let list = hooks.as_object_mut().expect("checked above").entry(event).or_insert_with(|| json!([]));
+        if !list.is_array() {
+            *list = json!([]);
+        }
+        let entries = list.as_array_mut().expect("an array");
+        entries.retain(|entry| !is_ours(entry));
+        entries.push(json!({"hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_S}]}));
+    }
+    let text = serde_json::to_string_pretty(&settings).map_err(|source| HooksError::Json { path: shown, source })?;
+    let tmp = dir.join("settings.local.json.tmp");
+    std::fs::write(&tmp, text + "\n")?;
+    std::fs::rename(&tmp, &path)?;
+    exclude_from_git(clone)
+}
+
+/// Adds the settings file to the clone's `.git/info/exclude` (once).
+fn exclude_from_git(clone: &Path) -> Result<(), HooksError> {
+    let git = clone.join(".git");
+    if !git.is_dir() {
+        return Ok(());
+    }
+    let info = git.join("info");
+    std::fs::create_dir_all(&info)?;
+    let path = info.join("exclude");
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    if current.lines().any(|line| line.trim() == EXCLUDED) {
+        return Ok(());
+    }
+    let separator = if current.is_empty() || current.ends_with('\n') { "" } else { "\n" };
+    std::fs::write(&path, format!("{current}{separator}{EXCLUDED}\n"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(clone: &Path) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(clone.join(".claude/settings.local.json")).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn every_event_runs_switchyard_hook_in_claude_codes_format() {
+        let clone = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(clone.path().join(".git/info")).unwrap();
+        install(clone.path(), Path::new("/opt/switchyard/bin/switchyard")).unwrap();
+        let settings = read(clone.path());
+        for event in HOOK_EVENTS {
+            let entries = settings["hooks"][event].as_array().expect(event);
+            assert_eq!(entries.len(), 1);
+            assert_eq!(entries[0]["hooks"][0]["type"], "command");
+            assert_eq!(entries[0]["hooks"][0]["command"], "'/opt/switchyard/bin/switchyard' hook");
+        }
+        let exclude = std::fs::read_to_string(clone.path().join(".git/info/exclude")).unwrap();
+        assert!(exclude.lines().any(|l| l == ".claude/settings.local.json"));
+    }
+
+    #[test]
+    fn existing_settings_and_hooks_are_kept_and_reinstalling_does_not_duplicate() {
+        let clone = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(clone.path().join(".claude")).unwrap();
+        std::fs::create_dir_all(clone.path().join(".git/info")).unwrap();
+        std::fs::write(clone.path().join(".git/info/exclude"), "# git ls-files --others\n*.swp").unwrap();
+        let existing = json!({
+            "permissions": {"allow": ["Bash(cargo test:*)"]},
+            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}
+        });
+        std::fs::write(clone.path().join(".claude/settings.local.json"), existing.to_string()).unwrap();
+        install(clone.path(), Path::new("/old/switchyard")).unwrap();
+        install(clone.path(), Path::new("/new/switchyard")).unwrap();
+        let settings = read(clone.path());
+        assert_eq!(settings["permissions"]["allow"][0], "Bash(cargo test:*)");
+        let stop = settings["hooks"]["Stop"].as_array().unwrap();
+        assert_eq!(stop.len(), 2, "{stop:?}");
+        assert_eq!(stop[0]["hooks"][0]["command"], "notify-send done");
+        assert_eq!(stop[1]["hooks"][0]["command"], "'/new/switchyard' hook");
+        let exclude = std::fs::read_to_string(clone.path().join(".git/info/exclude")).unwrap();
+        assert_eq!(exclude, "# git ls-files --others\n*.swp\n.claude/settings.local.json\n");
+    }
+
+    #[test]
+    fn a_path_with_a_quote_is_quoted_for_the_shell() {
+        assert_eq!(hook_command(Path::new("/a b/it's/switchyard")), r"'/a b/it'\''s/switchyard' hook");
+    }
+
+    #[test]
+    fn a_settings_file_that_is_not_an_object_is_not_clobbered() {
+        let clone = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(clone.path().join(".claude")).unwrap();
+        std::fs::write(clone.path().join(".claude/settings.local.json"), "[1]").unwrap();
+        assert!(matches!(install(clone.path(), Path::new("/s")), Err(HooksError::NotAnObject { .. })));
+        assert_eq!(std::fs::read_to_string(clone.path().join(".claude/settings.local.json")).unwrap(), "[1]");
+    }
+}

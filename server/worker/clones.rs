@@ -1,0 +1,234 @@
+//! Agents' clones: `git clone --shared` of the project's repository under
+//! `<data_dir>/clones/<agent-name>`, on the agent's own branch; never `git worktree` (an agent
+//! could flip `core.bare` in a shared `.git` and corrupt the project's repository — Genie's finding).
+//!
+//! Before a clone is removed, [`unmerged_work`] says what would be lost: commits not in the
+//! project's target branch (and how many are not pushed anywhere) and uncommitted files.
+//! git runs as an argument list, never through a shell.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CloneError {
+    #[error("git {args} failed: {stderr}")]
+    Git { args: String, stderr: String },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Where an agent's clone lives.
+pub fn clone_dir(data_dir: &Path, agent_name: &str) -> PathBuf {
+    data_dir.join("clones").join(agent_name)
+}
+
+/// The branch an agent works on when none is given.
+pub fn default_branch(agent_name: &str) -> String {
+    format!("switchyard/{agent_name}")
+}
+
+/// Runs git in `dir` and returns its standard output. The variables git hooks set are removed so
+/// git answers about `dir`, not about whatever repository called us.
+async fn git(dir: &Path, args: &[&str]) -> Result<String, CloneError> {
+    let output = tokio::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await?;
+    if !output.status.success() {
+        return Err(CloneError::Git {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Makes the agent's clone at `dest` from `repo`, on `branch` started from `origin/<target_branch>`
+/// (or following `origin/<branch>` when the repository already has that branch). A clone that is
+/// already there (a resumed agent) is kept as it is.
+#[tracing::instrument(skip_all, fields(dest = %dest.display(), branch = %branch), err)]
+pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -> Result<(), CloneError> {
+    if dest.join(".git").is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dest.parent() {
+        tokio::fs::create_dir_all(parent).await?;
+    }
+    let parent = dest.parent().unwrap_or(Path::new("/"));
+    let (repo_arg, dest_arg) = (repo.to_string_lossy(), dest.to_string_lossy());
+    git(parent, &["clone", "--quiet", "--shared", "--no-checkout", "--", &repo_arg, &dest_arg]).await?;
+    let existing = format!("refs/remotes/origin/{branch}");
+    let start = if git(dest, &["rev-parse", "--verify", "--quiet", &existing]).await.is_ok() {
+        format!("origin/{branch}")
+    } else {
+        format!("origin/{target_branch}")
+    };
+    // -B: in a fresh clone the only local branch is the default one, which may be `branch` itself.
+    git(dest, &["checkout", "--quiet", "-B", branch, &start]).await?;
+    Ok(())
+}
+
+/// Work in a clone that removing it would lose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct UnmergedWork {
+    /// The branch checked out (None when detached).
+    pub branch: Option<String>,
+    /// The project's target branch it was compared with.
+    pub target_branch: String,
+    /// Commits on the clone's branches (or HEAD) that the target branch does not have.
+    pub commits_ahead: u32,
+    /// Of those, commits on no branch of the project's repository at all.
+    pub unpushed: u32,
+    /// Changed, staged or untracked files, as `git status --porcelain` names them.
+    pub dirty_files: Vec<String>,
+}
+
+impl UnmergedWork {
+    /// One sentence saying exactly what is unmerged.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.commits_ahead > 0 {
+            let branch = self.branch.as_deref().map(|b| format!("branch `{b}`")).unwrap_or_else(|| "HEAD".into());
+            let plural = if self.commits_ahead == 1 { "" } else { "s" };
+            parts.push(format!(
+                "{branch} has {} commit{plural} not in `{}` ({} not pushed)",
+                self.commits_ahead, self.target_branch, self.unpushed
+            ));
+        }
+        if !self.dirty_files.is_empty() {
+            let plural = if self.dirty_files.len() == 1 { "" } else { "s" };
+            parts.push(format!("{} uncommitted file{plural}: {}", self.dirty_files.len(), self.dirty_files.join(", ")));
+        }
+        parts.join("; ")
+    }
+}
+
+/// What removing the clone would lose, or `None` when nothing would (or there is no clone). The
+/// clone first fetches from the project's repository, so work merged there since counts as merged.
+#[tracing::instrument(skip_all, fields(clone = %clone.display()), err)]
+pub async fn unmerged_work(clone: &Path, target_branch: &str) -> Result<Option<UnmergedWork>, CloneError> {
+    if !clone.exists() {
+        return Ok(None);
+    }
+    git(clone, &["fetch", "--quiet", "--prune", "origin"]).await?;
+    let target = format!("refs/remotes/origin/{target_branch}");
+    let count = |text: String| text.trim().parse::<u32>().unwrap_or(0);
+    let ahead = count(git(clone, &["rev-list", "--count", "HEAD", "--branches", "--not", &target]).await?);
+    let unpushed =
+        count(git(clone, &["rev-list", "--count", "HEAD", "--branches", "--not", "--remotes=origin"]).await?);
+    let status = git(clone, &["status", "--porcelain", "--untracked-files=all"]).await?;
+    let dirty_files: Vec<String> =
+        status.lines().filter(|l| l.len() > 3).map(|l| l[3..].trim_matches('"').to_owned()).collect();
+    if ahead == 0 && dirty_files.is_empty() {
+        return Ok(None);
+    }
+    let branch = git(clone, &["symbolic-ref", "--quiet", "--short", "HEAD"]).await.ok().map(|b| b.trim().to_owned());
+    Ok(Some(UnmergedWork {
+        branch,
+        target_branch: target_branch.to_owned(),
+        commits_ahead: ahead,
+        unpushed,
+        dirty_files,
+    }))
+}
+
+/// Removes the clone directory (gone already is fine).
+#[tracing::instrument(skip_all, fields(clone = %clone.display()), err)]
+pub async fn remove(clone: &Path) -> Result<(), CloneError> {
+    match tokio::fs::remove_dir_all(clone).await {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository with one commit on `main`, as a project's would be.
+    pub(crate) async fn project_repo(dir: &Path) -> PathBuf {
+        let repo = dir.join("project");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "--quiet", "--initial-branch=main"]).await.unwrap();
+        std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+        commit(&repo, "first").await;
+        repo
+    }
+
+    pub(crate) async fn commit(dir: &Path, message: &str) {
+        git(dir, &["add", "-A"]).await.unwrap();
+        git(dir, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", message]).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_clone_is_shared_and_on_the_agents_branch_from_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = project_repo(dir.path()).await;
+        let dest = clone_dir(dir.path(), "fox");
+        make(&repo, &dest, &default_branch("fox"), "main").await.unwrap();
+        assert!(dest.join("README.md").is_file());
+        assert!(dest.join(".git/objects/info/alternates").is_file(), "--shared borrows the project's objects");
+        assert!(!dest.join(".git").is_file(), "a real clone, not a worktree");
+        let branch = git(&dest, &["symbolic-ref", "--short", "HEAD"]).await.unwrap();
+        assert_eq!(branch.trim(), "switchyard/fox");
+        assert_eq!(unmerged_work(&dest, "main").await.unwrap(), None);
+        // Making it again (a resume) keeps what is there.
+        std::fs::write(dest.join("notes.txt"), "x").unwrap();
+        make(&repo, &dest, "switchyard/fox", "main").await.unwrap();
+        assert!(dest.join("notes.txt").is_file());
+    }
+
+    #[tokio::test]
+    async fn unmerged_commits_and_dirty_files_are_reported_until_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = project_repo(dir.path()).await;
+        let dest = clone_dir(dir.path(), "owl");
+        make(&repo, &dest, "switchyard/owl", "main").await.unwrap();
+        std::fs::write(dest.join("feature.rs"), "fn f() {}\n").unwrap();
+        commit(&dest, "feature").await;
+        std::fs::write(dest.join("wip.rs"), "todo\n").unwrap();
+        let work = unmerged_work(&dest, "main").await.unwrap().expect("unmerged");
+        assert_eq!(work.commits_ahead, 1);
+        assert_eq!(work.unpushed, 1);
+        assert_eq!(work.dirty_files, ["wip.rs"]);
+        assert_eq!(work.branch.as_deref(), Some("switchyard/owl"));
+        assert_eq!(
+            work.describe(),
+            "branch `switchyard/owl` has 1 commit not in `main` (1 not pushed); 1 uncommitted file: wip.rs"
+        );
+        // Pushed but not merged: still unmerged, no longer unpushed.
+        std::fs::remove_file(dest.join("wip.rs")).unwrap();
+        git(&dest, &["push", "--quiet", "origin", "switchyard/owl"]).await.unwrap();
+        let work = unmerged_work(&dest, "main").await.unwrap().expect("unmerged");
+        assert_eq!((work.commits_ahead, work.unpushed), (1, 0));
+        // Merged into the project's main: nothing would be lost.
+        git(&repo, &["merge", "--quiet", "--ff-only", "switchyard/owl"]).await.unwrap();
+        assert_eq!(unmerged_work(&dest, "main").await.unwrap(), None);
+        remove(&dest).await.unwrap();
+        assert!(!dest.exists());
+        remove(&dest).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_existing_branch_in_the_project_is_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = project_repo(dir.path()).await;
+        git(&repo, &["checkout", "--quiet", "-b", "team/a"]).await.unwrap();
+        std::fs::write(repo.join("team.txt"), "a\n").unwrap();
+        commit(&repo, "team work").await;
+        git(&repo, &["checkout", "--quiet", "main"]).await.unwrap();
+        let dest = clone_dir(dir.path(), "cat");
+        make(&repo, &dest, "team/a", "main").await.unwrap();
+        assert!(dest.join("team.txt").is_file());
+    }
+}

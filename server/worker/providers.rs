@@ -1,0 +1,403 @@
+//! Providers: what command runs an agent (Claude Code, Codex, Gemini CLI, a shell, or anything
+//! else), with which environment, which screen rules read it, and how it is resumed.
+//!
+//! Built-in defaults are merged with `<data_dir>/providers.toml`: a table for a built-in name
+//! changes only the fields it gives; a new name adds a provider (it must give `command`).
+//!
+//! ```toml
+//! [providers.aider]
+//! command = ["aider", "--model", "sonnet", "--chat-history-file", "{clone}/.aider.history"]
+//! env = { AIDER_DARK_MODE = "true" }
+//! screen_rules = "generic"
+//! ```
+//!
+//! Commands are argument lists, never shell text: each placeholder (`{session_id}`, `{name}`,
+//! `{clone}`) is substituted inside one argument, so a value can never split into more.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// The placeholders a command may use.
+pub const PLACEHOLDERS: [&str; 3] = ["session_id", "name", "clone"];
+
+/// One provider, ready to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provider {
+    pub name: String,
+    /// The program and its arguments, with placeholders.
+    pub command: Vec<String>,
+    /// How to continue a suspended agent's session; `None`: start `command` afresh.
+    pub resume: Option<Vec<String>>,
+    /// Extra environment for the agent's pane.
+    pub env: BTreeMap<String, String>,
+    /// Which screen rules (`detect::rules`) read this provider's screen.
+    pub screen_rules: String,
+    /// Install Claude Code's hooks (`switchyard hook`) in the agent's clone.
+    pub install_hooks: bool,
+}
+
+/// The values substituted into a command for one agent.
+#[derive(Debug, Clone, Copy)]
+pub struct Placeholders<'a> {
+    pub session_id: &'a str,
+    pub name: &'a str,
+    pub clone: &'a str,
+}
+
+impl Provider {
+    /// The argv to start the agent.
+    pub fn command(&self, values: &Placeholders) -> Vec<String> {
+        substitute(&self.command, values)
+    }
+
+    /// The argv to resume the agent's provider session (or start afresh when there is no way to).
+    pub fn resume_command(&self, values: &Placeholders) -> Vec<String> {
+        substitute(self.resume.as_ref().unwrap_or(&self.command), values)
+    }
+
+    /// The environment of an agent's pane: the provider's `env`, then what `switchyard hook`
+    /// needs (`SWITCHYARD_URL`, `SWITCHYARD_AGENT`, `SWITCHYARD_TOKEN`), which a config cannot
+    /// override. The token is a secret: never log this list.
+    pub fn pane_env(&self, api_url: &str, agent_name: &str, token: &str) -> Vec<(String, String)> {
+        let ours = [("SWITCHYARD_URL", api_url), ("SWITCHYARD_AGENT", agent_name), ("SWITCHYARD_TOKEN", token)];
+        self.env
+            .iter()
+            .filter(|(key, _)| !ours.iter().any(|(k, _)| k == key))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(ours.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())))
+            .collect()
+    }
+}
+
+/// One pass over each argument, so a value that happens to contain `{name}` is not substituted again.
+fn substitute(args: &[String], values: &Placeholders) -> Vec<String> {
+    args.iter()
+        .map(|arg| {
+            let mut out = String::with_capacity(arg.len());
+            let mut rest = arg.as_str();
+            'scan: while let Some(start) = rest.find('{') {
+                out.push_str(&rest[..start]);
+                let tail = &rest[start..];
+                for (key, value) in
+                    [("{session_id}", values.session_id), ("{name}", values.name), ("{clone}", values.clone)]
+                {
+                    if let Some(after) = tail.strip_prefix(key) {
+                        out.push_str(value);
+                        rest = after;
+                        continue 'scan;
+                    }
+                }
+                out.push('{');
+                rest = &tail[1..];
+            }
+            out.push_str(rest);
+            out
+        })
+        .collect()
+}
+
+/// A providers config that cannot be used, naming the provider (and the file).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("providers config: {}{message}", .provider.as_ref().map(|p| format!("provider `{p}`: ")).unwrap_or_default())]
+pub struct ProviderConfigError {
+    pub provider: Option<String>,
+    pub message: String,
+}
+
+fn error(provider: &str, message: impl Into<String>) -> ProviderConfigError {
+    ProviderConfigError { provider: Some(provider.to_owned()), message: message.into() }
+}
+
+/// Every provider by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Providers {
+    by_name: BTreeMap<String, Provider>,
+}
+
+/// A provider table as written in the file: every field optional, merged over the built-in one.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProviderEntry {
+    command: Option<Vec<String>>,
+    resume: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    screen_rules: Option<String>,
+    install_hooks: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    providers: BTreeMap<String, ProviderEntry>,
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+impl Providers {
+    /// The built-in providers: `claude`, `codex`, `gemini` and `shell`.
+    pub fn builtin() -> Providers {
+        let shell = std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "bash".to_owned());
+        let list = [
+            Provider {
+                name: "claude".into(),
+                command: args(&["claude", "--session-id", "{session_id}"]),
+                resume: Some(args(&["claude", "--resume", "{session_id}"])),
+                env: BTreeMap::new(),
+                screen_rules: "claude".into(),
+                install_hooks: true,
+            },
+            Provider {
+                name: "codex".into(),
+                command: args(&["codex"]),
+                // Codex picks its own session ids; its most recent session in the clone is ours.
+                resume: Some(args(&["codex", "resume", "--last"])),
+                env: BTreeMap::new(),
+                screen_rules: "codex".into(),
+                install_hooks: false,
+            },
+            Provider {
+                name: "gemini".into(),
+                command: args(&["gemini"]),
+                resume: Some(args(&["gemini", "--resume", "latest"])),
+                env: BTreeMap::new(),
+                screen_rules: "gemini".into(),
+                install_hooks: false,
+            },
+            Provider {
+                name: "shell".into(),
+                command: vec![shell],
+                resume: None,
+                env: BTreeMap::new(),
+                screen_rules: "shell".into(),
+                install_hooks: false,
+            },
+        ];
+        Providers { by_name: list.into_iter().map(|p| (p.name.clone(), p)).collect() }
+    }
+
+    /// The built-ins merged with `<data_dir>/providers.toml` when it exists.
+    pub fn load(data_dir: &Path) -> Result<Providers, ProviderConfigError> {
+        let path = data_dir.join("providers.toml");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Providers::parse(&text).map_err(|mut e| {
+                e.message = format!("{} ({})", e.message, path.display());
+                e
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Providers::builtin()),
+            Err(e) => Err(ProviderConfigError { provider: None, message: format!("reading {}: {e}", path.display()) }),
+        }
+    }
+
+    /// The built-ins merged with a config file's text.
+    pub fn parse(text: &str) -> Result<Providers, ProviderConfigError> {
+        let file: ConfigFile =
+            toml::from_str(text).map_err(|e| ProviderConfigError { provider: None, message: e.to_string() })?;
+        let mut providers = Providers::builtin();
+        for (name, entry) in file.providers {
+            let provider = match providers.by_name.remove(&name) {
+                Some(builtin) => merge(builtin, entry),
+                None => {
+                    let command = entry.command.clone().ok_or_else(|| error(&name, "`command` is required"))?;
+                    let screen_rules = entry.screen_rules.clone().unwrap_or_else(|| "generic".into());
+                    let base = Provider {
+                        name: name.clone(),
+                        command,
+                        resume: None,
+                        env: BTreeMap::new(),
+                        screen_rules,
+                        install_hooks: false,
+                    };
+                    merge(base, entry)
+                }
+            };
+            validate(&provider)?;
+            providers.by_name.insert(name, provider);
+        }
+        Ok(providers)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Provider> {
+        self.by_name.get(name)
+    }
+
+    /// Every provider's name, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.by_name.keys().map(String::as_str).collect()
+    }
+}
+
+fn merge(mut base: Provider, entry: ProviderEntry) -> Provider {
+    if let Some(command) = entry.command {
+        base.command = command;
+    }
+    if let Some(resume) = entry.resume {
+        base.resume = Some(resume);
+    }
+    if let Some(env) = entry.env {
+        base.env.extend(env);
+    }
+    if let Some(rules) = entry.screen_rules {
+        base.screen_rules = rules;
+    }
+    if let Some(install) = entry.install_hooks {
+        base.install_hooks = install;
+    }
+    base
+}
+
+fn validate(p: &Provider) -> Result<(), ProviderConfigError> {
+    if !crate::domain::project::is_valid_slug(&p.name) {
+        return Err(error(&p.name, "a provider's name must be lowercase letters, digits and dashes"));
+    }
+    if p.command.first().is_none_or(|program| program.trim().is_empty()) {
+        return Err(error(&p.name, "`command` must name a program"));
+    }
+    for (field, list) in [("command", Some(&p.command)), ("resume", p.resume.as_ref())] {
+        let Some(list) = list else { continue };
+        if field == "resume" && list.first().is_none_or(|program| program.trim().is_empty()) {
+            return Err(error(&p.name, "`resume` must name a program"));
+        }
+        for arg in list {
+            if let Some(unknown) = unknown_placeholder(arg) {
+                return Err(error(
+                    &p.name,
+                    format!(
+                        "unknown placeholder {{{unknown}}} in `{field}`; known: {{session_id}}, {{name}}, {{clone}}"
+                    ),
+                ));
+            }
+        }
+    }
+    for key in p.env.keys() {
+        let valid = key.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(error(&p.name, format!("`env` key {key:?} is not an environment variable name")));
+        }
+    }
+    if p.screen_rules.trim().is_empty() {
+        return Err(error(&p.name, "`screen_rules` must not be empty"));
+    }
+    Ok(())
+}
+
+/// The first `{word}` in `arg` that is not a known placeholder. Braces around anything but a
+/// lowercase word (`{"a": 1}`, `${HOME}`'s `{HOME}`) are literal text, not placeholders.
+fn unknown_placeholder(arg: &str) -> Option<String> {
+    let mut rest = arg;
+    while let Some(start) = rest.find('{') {
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('}') else { break };
+        let word = &after[..end];
+        let is_word = !word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+        if is_word && !PLACEHOLDERS.contains(&word) {
+            return Some(word.to_owned());
+        }
+        rest = &after[end + 1..];
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VALUES: Placeholders = Placeholders { session_id: "5e1d", name: "fox", clone: "/clones/fox" };
+
+    #[test]
+    fn claude_starts_with_its_session_id_and_resumes_it() {
+        let providers = Providers::builtin();
+        let claude = providers.get("claude").expect("built in");
+        assert_eq!(claude.command(&VALUES), ["claude", "--session-id", "5e1d"]);
+        assert_eq!(claude.resume_command(&VALUES), ["claude", "--resume", "5e1d"]);
+        assert!(claude.install_hooks);
+        assert_eq!(providers.names(), ["claude", "codex", "gemini", "shell"]);
+    }
+
+    #[test]
+    fn a_file_changes_only_the_fields_it_gives_and_adds_custom_providers() {
+        let providers = Providers::parse(
+            r#"
+            [providers.claude]
+            env = { CLAUDE_CODE_MAX_OUTPUT_TOKENS = "8000" }
+
+            [providers.aider]
+            command = ["aider", "--name", "{name}", "--file", "{clone}/NOTES.md"]
+            screen_rules = "aider"
+            "#,
+        )
+        .expect("valid");
+        let claude = providers.get("claude").unwrap();
+        assert_eq!(claude.command, ["claude", "--session-id", "{session_id}"]);
+        assert_eq!(claude.env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"], "8000");
+        let aider = providers.get("aider").unwrap();
+        assert_eq!(aider.command(&VALUES), ["aider", "--name", "fox", "--file", "/clones/fox/NOTES.md"]);
+        assert_eq!(aider.resume_command(&VALUES), aider.command(&VALUES));
+        assert!(!aider.install_hooks);
+    }
+
+    #[test]
+    fn the_pane_gets_the_providers_env_and_switchyards_own_variables_last() {
+        let p = Providers::parse("[providers.x]\ncommand = [\"x\"]\nenv = { A = \"1\", SWITCHYARD_AGENT = \"evil\" }")
+            .unwrap();
+        let env = p.get("x").unwrap().pane_env("http://127.0.0.1:8080", "fox", "sy_secret");
+        let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["A", "SWITCHYARD_URL", "SWITCHYARD_AGENT", "SWITCHYARD_TOKEN"]);
+        assert_eq!(env[2].1, "fox");
+    }
+
+    #[test]
+    fn a_value_with_spaces_or_semicolons_stays_one_argument() {
+        let values = Placeholders { session_id: "x", name: "a; rm -rf /", clone: "/a b" };
+        let p = Providers::parse("[providers.x]\ncommand = [\"run\", \"{name}\", \"--in={clone}\"]").unwrap();
+        assert_eq!(p.get("x").unwrap().command(&values), ["run", "a; rm -rf /", "--in=/a b"]);
+    }
+
+    #[test]
+    fn an_unknown_placeholder_names_the_provider() {
+        let err = Providers::parse("[providers.aider]\ncommand = [\"aider\", \"{model}\"]").unwrap_err();
+        assert_eq!(err.provider.as_deref(), Some("aider"));
+        assert!(err.message.contains("{model}"), "{err}");
+        assert!(err.to_string().contains("provider `aider`"), "{err}");
+        let err = Providers::parse("[providers.claude]\nresume = [\"claude\", \"-r\", \"{sesion_id}\"]").unwrap_err();
+        assert_eq!(err.provider.as_deref(), Some("claude"));
+    }
+
+    #[test]
+    fn braces_that_are_not_placeholders_are_literal() {
+        let p = Providers::parse("[providers.x]\ncommand = [\"sh\", \"-c\", \"echo ${HOME} {\\\"a\\\": 1}\"]");
+        assert!(p.is_ok(), "{p:?}");
+    }
+
+    #[test]
+    fn a_custom_provider_needs_a_command() {
+        let err = Providers::parse("[providers.aider]\nscreen_rules = \"generic\"").unwrap_err();
+        assert_eq!(err.provider.as_deref(), Some("aider"));
+        assert!(err.message.contains("command"));
+        let err = Providers::parse("[providers.aider]\ncommand = []").unwrap_err();
+        assert!(err.message.contains("program"), "{err}");
+    }
+
+    #[test]
+    fn bad_names_keys_and_fields_are_refused() {
+        assert!(Providers::parse("[providers.Aider]\ncommand = [\"a\"]").is_err());
+        assert!(Providers::parse("[providers.a]\ncommand = [\"a\"]\nenv = { \"A-B\" = \"1\" }").is_err());
+        let err = Providers::parse("[providers.a]\ncommand = [\"a\"]\ncomand = [\"b\"]").unwrap_err();
+        assert_eq!(err.provider, None);
+        assert!(err.message.contains("comand"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_file_means_the_built_ins() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Providers::load(dir.path()).unwrap(), Providers::builtin());
+        std::fs::write(dir.path().join("providers.toml"), "[providers.x]\ncommand = [\"{nope}\"]").unwrap();
+        let err = Providers::load(dir.path()).unwrap_err();
+        assert!(err.message.contains("providers.toml"), "{err}");
+    }
+}

@@ -1,0 +1,192 @@
+//! `POST /api/v1/agents/{name}/hooks` and the `switchyard hook` command that Claude Code's hooks
+//! run: the registry shows each state in order, and the agent's task follows.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::agents::{agent_token, create, engineer, events_of, get, post, project_at};
+use crate::binary::BIN;
+use crate::helpers::{assert_problem, eventually, spawn_app, TestApp};
+
+async fn hook(app: &TestApp, token: &str, name: &str, body: Value) -> reqwest::Response {
+    app.client
+        .post(app.url(&format!("/api/v1/agents/{name}/hooks")))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("request")
+}
+
+async fn task_status(app: &TestApp, task_id: &str) -> String {
+    let task: Value =
+        app.admin(Method::GET, &format!("/api/v1/tasks/{task_id}")).send().await.unwrap().json().await.unwrap();
+    task["status"].as_str().unwrap().to_owned()
+}
+
+/// An agent working on an `in_progress` wish group; returns the agent and the group's task id.
+async fn agent_on_a_started_group(app: &TestApp) -> (Value, String) {
+    let project = project_at(app, "/tmp/repo").await;
+    let wish =
+        json!({"slug": "login", "project": project, "title": "Login", "groups": [{"key": "api", "title": "API"}]});
+    assert_eq!(post(app, "/api/v1/wishes", wish).await.status(), 201);
+    for path in ["plan", "queue", "start", "groups/api/start"] {
+        let response = post(app, &format!("/api/v1/wishes/login/{path}"), json!({})).await;
+        assert!(response.status().is_success(), "{path}: {}", response.text().await.unwrap());
+    }
+    let agent = create(
+        app,
+        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude",
+            "wish": "login", "group": "api"}),
+    )
+    .await;
+    let task_id = agent["task_id"].as_str().unwrap().to_owned();
+    assert_eq!(task_status(app, &task_id).await, "in_progress");
+    (agent, task_id)
+}
+
+#[tokio::test]
+async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_asks() {
+    let app = spawn_app().await;
+    let (agent, task_id) = agent_on_a_started_group(&app).await;
+    let token = agent_token(&app, &agent).await;
+    let steps = [
+        (json!({"hook_event_name": "SessionStart", "source": "startup"}), "idle", "in_progress"),
+        (json!({"hook_event_name": "UserPromptSubmit", "prompt": "Build the API"}), "working", "in_progress"),
+        (json!({"hook_event_name": "PreToolUse", "tool_name": "Edit"}), "working", "in_progress"),
+        (json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash"}), "permission", "waiting_input"),
+        (json!({"hook_event_name": "PreToolUse", "tool_name": "Bash"}), "working", "in_progress"),
+        (
+            json!({"hook_event_name": "Notification", "notification_type": "elicitation_dialog", "message": "Which DB?"}),
+            "question",
+            "waiting_input",
+        ),
+        (json!({"hook_event_name": "UserPromptSubmit", "prompt": "Postgres"}), "working", "in_progress"),
+        (json!({"hook_event_name": "Stop"}), "idle", "in_progress"),
+        (json!({"hook_event_name": "SessionEnd", "reason": "prompt_input_exit"}), "done", "in_progress"),
+    ];
+    for (body, state, task) in steps {
+        let event = body["hook_event_name"].clone();
+        let response = hook(&app, &token, "fox", body).await;
+        assert_eq!(response.status(), 200, "{event}");
+        let outcome: Value = response.json().await.unwrap();
+        assert_eq!(outcome["state"], state, "{event}");
+        let agent = get(&app, "fox").await;
+        assert_eq!(agent["state"], state, "{event}");
+        assert_eq!(agent["last_hook_state"], state, "{event}");
+        assert!(agent["last_hook_at"].is_string());
+        assert_eq!(task_status(&app, &task_id).await, task, "{event}");
+    }
+    // One state_changed per change (the second PreToolUse changed nothing), from the hook.
+    assert_eq!(events_of(&app, "agent.state_changed", "fox").await, 8);
+    let sources: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT payload->>'source' FROM events WHERE type = 'agent.state_changed' AND subject = 'agent:fox'",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(sources, ["hook"]);
+    let question: Option<String> =
+        sqlx::query_scalar("SELECT payload->>'question' FROM events WHERE type = 'task.asked' ORDER BY id LIMIT 1")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(question.as_deref(), Some("permission to use Bash"));
+    // A late hook does not revive a finished agent.
+    let problem = assert_problem(hook(&app, &token, "fox", json!({"hook_event_name": "Stop"})).await, 409).await;
+    assert_eq!(problem["current_state"], "done");
+}
+
+#[tokio::test]
+async fn a_hook_body_must_be_an_object_naming_its_event() {
+    let app = spawn_app().await;
+    let project = project_at(&app, "/tmp/repo").await;
+    let agent = engineer(&app, &project, "owl").await;
+    let token = agent_token(&app, &agent).await;
+    for body in [json!([1, 2]), json!({"event": "Stop"}), json!({"hook_event_name": 3})] {
+        let problem = assert_problem(hook(&app, &token, "owl", body).await, 422).await;
+        assert_eq!(problem["errors"][0]["field"], "hook_event_name");
+    }
+    let huge = json!({"hook_event_name": "PreToolUse", "tool_input": {"content": "x".repeat(2 * 1024 * 1024)}});
+    assert_problem(hook(&app, &token, "owl", huge).await, 413).await;
+    // A hook that says nothing about the state is recorded and changes nothing.
+    let response = hook(&app, &token, "owl", json!({"hook_event_name": "PreCompact"})).await;
+    assert_eq!(response.status(), 200);
+    let agent = get(&app, "owl").await;
+    assert_eq!(agent["state"], "spawning");
+    assert!(agent["last_hook_at"].is_string());
+}
+
+/// Runs `switchyard hook` as Claude Code would, with `stdin` and the agent's environment.
+fn run_hook(env: &[(&str, &str)], stdin: &str) -> std::process::Output {
+    let mut command = Command::new(BIN);
+    command.arg("hook").env_remove("SWITCHYARD_URL").env_remove("SWITCHYARD_AGENT").env_remove("SWITCHYARD_TOKEN");
+    // Settings that would make the server refuse to start must not matter to a hook.
+    command.env("DATABASE_URL", "mysql://nonsense").env("SWITCHYARD_LISTEN", "not-an-address");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child =
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn hook");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().expect("hook output")
+}
+
+#[tokio::test]
+async fn the_hook_command_posts_its_stdin_as_the_agent_and_always_exits_0_quietly() {
+    let app = spawn_app().await;
+    let project = project_at(&app, "/tmp/repo").await;
+    let agent = engineer(&app, &project, "cat").await;
+    let token = agent_token(&app, &agent).await;
+    let env = [("SWITCHYARD_URL", app.address.as_str()), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", &token)];
+    let input = r#"{"session_id":"x","hook_event_name":"UserPromptSubmit","prompt":"go"}"#;
+    let output = tokio::task::spawn_blocking({
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move || {
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            run_hook(&env, input)
+        }
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success());
+    assert!(output.stdout.is_empty(), "Claude Code reads a hook's stdout");
+    assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    eventually("the agent is working", Duration::from_secs(5), || async {
+        get(&app, "cat").await["state"] == "working"
+    })
+    .await;
+
+    // Failures: no environment, a wrong token, a server that is not there, garbage on stdin.
+    let address = app.address.clone();
+    let failures = tokio::task::spawn_blocking(move || {
+        [
+            run_hook(&[], input),
+            run_hook(
+                &[("SWITCHYARD_URL", &address), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", "sy_wrong")],
+                input,
+            ),
+            run_hook(
+                &[("SWITCHYARD_URL", "http://127.0.0.1:9"), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", "t")],
+                input,
+            ),
+            run_hook(
+                &[("SWITCHYARD_URL", &address), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", "t")],
+                "not json",
+            ),
+        ]
+    })
+    .await
+    .unwrap();
+    for output in failures {
+        assert!(output.status.success());
+        assert!(output.stdout.is_empty());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.starts_with("switchyard hook: "), "{stderr}");
+        assert!(!stderr.contains(&token), "the token is never printed");
+    }
+}
