@@ -38,6 +38,21 @@ pub struct GlobalArgs {
     /// cluster; found with pg_config or under /usr/lib/postgresql when unset.
     #[arg(long, env = "SWITCHYARD_PG_BINDIR", global = true)]
     pub pg_bindir: Option<PathBuf>,
+    /// The tmux socket (`tmux -L`) the worker runs agents on.
+    #[arg(long, env = "SWITCHYARD_TMUX_SOCKET", default_value = "switchyard", global = true)]
+    pub tmux_socket: String,
+    /// The API address agents call back (`SWITCHYARD_URL` in their panes); default: the listen address.
+    #[arg(long, env = "SWITCHYARD_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
+    /// Milliseconds between the worker's reconcile passes.
+    #[arg(long, env = "SWITCHYARD_RECONCILE_MS", default_value_t = 10_000, global = true)]
+    pub reconcile_ms: u64,
+    /// Seconds an agent may stay quiet (working without output, or idle with work left) before a nudge.
+    #[arg(long, env = "SWITCHYARD_NUDGE_AFTER_S", default_value_t = 600, global = true)]
+    pub nudge_after_s: u64,
+    /// Nudges without progress before an `agent.stuck` event.
+    #[arg(long, env = "SWITCHYARD_MAX_NUDGES", default_value_t = 3, global = true)]
+    pub max_nudges: i32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,6 +101,29 @@ pub struct Settings {
     pub status_listen: SocketAddr,
     pub log_format: LogFormat,
     pub pg_bindir: Option<PathBuf>,
+    pub worker: WorkerConfig,
+}
+
+/// How the worker runs agents on this node.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub tmux_socket: String,
+    pub public_url: Option<String>,
+    pub reconcile_every: std::time::Duration,
+    pub nudge_after: std::time::Duration,
+    pub max_nudges: i32,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            tmux_socket: "switchyard".into(),
+            public_url: None,
+            reconcile_every: std::time::Duration::from_secs(10),
+            nudge_after: std::time::Duration::from_secs(600),
+            max_nudges: 3,
+        }
+    }
 }
 
 /// A setting that cannot be used, named as the user would write it.
@@ -145,6 +183,35 @@ impl GlobalArgs {
             status_listen: self.status_listen,
             log_format: self.log_format,
             pg_bindir: self.pg_bindir.clone(),
+            worker: self.worker()?,
+        })
+    }
+}
+
+impl GlobalArgs {
+    fn worker(&self) -> Result<WorkerConfig, ConfigError> {
+        if self.tmux_socket.is_empty() || self.tmux_socket.contains(['/', ':', '.']) {
+            let reason = "must be a plain name (no `/`, `:` or `.`)".into();
+            return Err(ConfigError { setting: "SWITCHYARD_TMUX_SOCKET", reason });
+        }
+        if let Some(url) = &self.public_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                let reason = "must start with http:// or https://".into();
+                return Err(ConfigError { setting: "SWITCHYARD_PUBLIC_URL", reason });
+            }
+        }
+        if self.reconcile_ms < 50 {
+            return Err(ConfigError { setting: "SWITCHYARD_RECONCILE_MS", reason: "must be at least 50".into() });
+        }
+        if self.max_nudges < 1 {
+            return Err(ConfigError { setting: "SWITCHYARD_MAX_NUDGES", reason: "must be at least 1".into() });
+        }
+        Ok(WorkerConfig {
+            tmux_socket: self.tmux_socket.clone(),
+            public_url: self.public_url.clone(),
+            reconcile_every: std::time::Duration::from_millis(self.reconcile_ms),
+            nudge_after: std::time::Duration::from_secs(self.nudge_after_s),
+            max_nudges: self.max_nudges,
         })
     }
 }

@@ -54,6 +54,7 @@ pub struct Application {
     role: Role,
     providers: std::sync::Arc<worker::providers::Providers>,
     data_dir_path: std::path::PathBuf,
+    worker: config::WorkerConfig,
     _data_dir: DataDir,
 }
 
@@ -79,6 +80,7 @@ impl Application {
             role,
             providers: std::sync::Arc::new(providers),
             data_dir_path: settings.data_dir.clone(),
+            worker: settings.worker.clone(),
             _data_dir: data_dir,
         })
     }
@@ -95,11 +97,50 @@ impl Application {
         &self.db.pool
     }
 
-    /// Serves until `shutdown` fires; then both servers drain, and the database closes last.
+    /// The API address agents are told to call back: the configured public URL, else the API's
+    /// own listen address (a wildcard address becomes loopback).
+    fn agent_api_url(&self) -> String {
+        if let Some(url) = &self.worker.public_url {
+            return url.trim_end_matches('/').to_owned();
+        }
+        match self.api_addr() {
+            Some(addr) if addr.ip().is_unspecified() => format!("http://127.0.0.1:{}", addr.port()),
+            Some(addr) => format!("http://{addr}"),
+            None => "http://127.0.0.1:8080".to_owned(),
+        }
+    }
+
+    /// Serves until `shutdown` fires; then both servers drain, the worker stops (its agents keep
+    /// running in tmux), and the database closes last.
     pub async fn run_until(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let Application { api, status, db, node, role, providers, data_dir_path, _data_dir } = self;
-        let status_app =
-            status::router(status::StatusState { db: db.pool.clone(), node: node.clone(), role: role.as_str() });
+        let api_url = self.agent_api_url();
+        let Application { api, status, db, node, role, providers, data_dir_path, worker, _data_dir } = self;
+        let health = worker::fleet::SharedHealth::default();
+        let fleet = worker::fleet::Fleet {
+            session: worker::fleet::session_name(&node),
+            db: db.pool.clone(),
+            tmux: tmux::Tmux::new(worker.tmux_socket.clone())?,
+            node: node.clone(),
+            role: role.as_str(),
+            providers: providers.clone(),
+            settings: worker::fleet::WorkerSettings {
+                socket: worker.tmux_socket.clone(),
+                api_url,
+                data_dir: data_dir_path.clone(),
+                reconcile_every: worker.reconcile_every,
+                nudge_after: worker.nudge_after,
+                max_nudges: worker.max_nudges,
+            },
+            health: health.clone(),
+        };
+        let panes = worker::panes::LocalPanes { tmux: fleet.tmux.clone(), node_id: node.node_id.clone() };
+        let worker_task = tokio::spawn(fleet.run(shutdown.clone()));
+        let status_app = status::router(status::StatusState {
+            db: db.pool.clone(),
+            node: node.clone(),
+            role: role.as_str(),
+            health,
+        });
         let status_server = axum::serve(status, status_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
         let api_server = async {
             match api {
@@ -109,6 +150,7 @@ impl Application {
                         node: node.clone(),
                         providers: providers.clone(),
                         data_dir: data_dir_path.clone(),
+                        panes: Some(panes),
                     });
                     axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
                 }
@@ -116,6 +158,9 @@ impl Application {
             }
         };
         let (api_result, status_result) = tokio::join!(api_server, std::future::IntoFuture::into_future(status_server));
+        if let Err(e) = worker_task.await {
+            tracing::error!(error = %e, "the worker ended abnormally");
+        }
         tracing::info!("servers drained; closing the database");
         db.close().await;
         api_result.context("API server")?;

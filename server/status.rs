@@ -16,6 +16,7 @@ pub struct StatusState {
     pub db: PgPool,
     pub node: NodeInfo,
     pub role: &'static str,
+    pub health: crate::worker::fleet::SharedHealth,
 }
 
 #[derive(Debug, Serialize)]
@@ -26,6 +27,10 @@ pub struct Status {
     pub started_at: DateTime<Utc>,
     pub uptime_s: u64,
     pub database: &'static str,
+    /// The worker: control-mode link, last reconcile and its duration, last error.
+    pub worker: crate::worker::fleet::Health,
+    /// This node's agents by state (`working`, `idle`, …).
+    pub agents: std::collections::BTreeMap<String, i64>,
 }
 
 pub fn router(state: StatusState) -> Router {
@@ -42,7 +47,20 @@ async fn status(State(state): State<StatusState>) -> (StatusCode, Json<Status>) 
         started_at: state.node.started_at,
         uptime_s: state.node.uptime_s(),
         database: if database_ok { "ok" } else { "error" },
+        worker: state.health.lock().map(|h| h.clone()).unwrap_or_default(),
+        agents: if database_ok { agents_by_state(&state).await } else { Default::default() },
     };
     let code = if database_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, Json(body))
+}
+
+async fn agents_by_state(state: &StatusState) -> std::collections::BTreeMap<String, i64> {
+    let counted = async {
+        let mut conn = state.db.acquire().await?;
+        crate::db::agents::count_by_state(&mut conn, &state.node.node_id).await
+    };
+    counted.await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "counting agents for /status");
+        Default::default()
+    })
 }

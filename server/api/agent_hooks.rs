@@ -15,7 +15,8 @@ use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::AppState;
 use crate::db::agents::{self, Applied, Cause};
-use crate::domain::agent::{Activity, AgentEvent, AgentState};
+use crate::detect::hooks::{signal, HookSignal};
+use crate::domain::agent::{AgentEvent, AgentState};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(post_hook)).layer(DefaultBodyLimit::max(HOOK_LIMIT))
@@ -24,39 +25,6 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The largest hook body kept: a `PreToolUse` for a big `Write` carries the whole file, which
 /// `switchyard hook` drops before sending; anything still larger is refused.
 pub const HOOK_LIMIT: usize = 1024 * 1024;
-
-/// What a hook says about the agent. The same shape as `detect::hooks::HookSignal`: this minimal
-/// mapping stands in until that module lands, and [`signal`] is the one place to swap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookSignal {
-    Activity(Activity),
-    /// Claude Code exited: the agent is finished.
-    SessionEnded,
-}
-
-/// The signal in one hook payload, or `None` when the hook says nothing about the state
-/// (`SubagentStop`, `PreCompact`, unknown events).
-pub fn signal(payload: &Value) -> Option<HookSignal> {
-    let field = |name: &str| payload.get(name).and_then(Value::as_str);
-    let activity = match field("hook_event_name")? {
-        "SessionStart" | "Stop" => Activity::Idle,
-        "UserPromptSubmit" | "PostToolUse" => Activity::Working,
-        "PreToolUse" if field("tool_name") == Some("AskUserQuestion") => Activity::Question,
-        "PreToolUse" => Activity::Working,
-        "PermissionRequest" => Activity::Permission,
-        "Notification" => match field("notification_type")? {
-            "permission_prompt" => Activity::Permission,
-            "elicitation_dialog" => Activity::Question,
-            "idle_prompt" => Activity::Idle,
-            _ => return None,
-        },
-        // `/clear` ends one session and starts the next in the same pane: not the end of the agent.
-        "SessionEnd" if field("reason") == Some("clear") => return None,
-        "SessionEnd" => return Some(HookSignal::SessionEnded),
-        _ => return None,
-    };
-    Some(HookSignal::Activity(activity))
-}
 
 /// The question or permission the hook is about, shown on the agent's task.
 fn detail(payload: &Value) -> Option<String> {
@@ -149,38 +117,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn hook(name: &str) -> Value {
-        json!({"session_id": "0b6c", "cwd": "/src", "hook_event_name": name})
-    }
-
-    #[test]
-    fn each_registered_hook_maps_to_a_state() {
-        let activity = |a| Some(HookSignal::Activity(a));
-        assert_eq!(signal(&hook("SessionStart")), activity(Activity::Idle));
-        assert_eq!(signal(&hook("UserPromptSubmit")), activity(Activity::Working));
-        assert_eq!(signal(&hook("PreToolUse")), activity(Activity::Working));
-        assert_eq!(signal(&hook("Stop")), activity(Activity::Idle));
-        assert_eq!(signal(&hook("PermissionRequest")), activity(Activity::Permission));
-        assert_eq!(signal(&hook("SessionEnd")), Some(HookSignal::SessionEnded));
-        let ask = json!({"hook_event_name": "PreToolUse", "tool_name": "AskUserQuestion"});
-        assert_eq!(signal(&ask), activity(Activity::Question));
-        let elicit = json!({"hook_event_name": "Notification", "notification_type": "elicitation_dialog"});
-        assert_eq!(signal(&elicit), activity(Activity::Question));
-    }
-
-    #[test]
-    fn hooks_that_say_nothing_about_the_state_map_to_none() {
-        assert_eq!(signal(&hook("SubagentStop")), None);
-        assert_eq!(signal(&hook("PreCompact")), None);
-        assert_eq!(signal(&json!({"hook_event_name": "SessionEnd", "reason": "clear"})), None);
-        assert_eq!(
-            signal(&json!({"hook_event_name": "SessionEnd", "reason": "logout"})),
-            Some(HookSignal::SessionEnded)
-        );
-        assert_eq!(signal(&json!({"hook_event_name": "Notification", "notification_type": "auth_success"})), None);
-        assert_eq!(signal(&json!({"no": "event"})), None);
-    }
 
     #[test]
     fn a_permission_request_names_its_tool_for_the_task() {

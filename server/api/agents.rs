@@ -17,7 +17,7 @@ use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::projects::project_id;
 use crate::api::query::{filter, ApiQuery};
 use crate::api::version::{etag, IfMatch};
-use crate::api::{agent_hooks, AppState};
+use crate::api::{agent_actions, agent_hooks, AppState};
 use crate::db::agents::{self, Agent, Edit, ListFilter, NewAgent};
 use crate::db::{projects, wishes};
 use crate::domain::agent::AgentState;
@@ -29,6 +29,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(create_agent, list_agents))
         .routes(routes!(get_agent, update_agent, delete_agent))
         .merge(agent_hooks::router())
+        .merge(agent_actions::router())
 }
 
 /// The response for one agent, with its version as the `ETag`.

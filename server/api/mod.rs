@@ -1,6 +1,7 @@
 //! The HTTP application: `router(state)` builds every route and layer, with no socket, so tests
 //! can drive it directly. One file per resource; each exposes `router() -> OpenApiRouter`.
 
+pub mod agent_actions;
 pub mod agent_hooks;
 pub mod agents;
 pub mod auth;
@@ -54,6 +55,9 @@ pub struct AppState {
     pub providers: std::sync::Arc<crate::worker::providers::Providers>,
     /// Where agents' clones live (`<data_dir>/clones`); nothing outside it is ever removed.
     pub data_dir: std::path::PathBuf,
+    /// This node's agent panes, for the routes that act on a pane (input, screen, …); `None`
+    /// where no worker runs beside the API.
+    pub panes: Option<crate::worker::panes::LocalPanes>,
 }
 
 pub const BODY_LIMIT: usize = 4 * 1024 * 1024;

@@ -12,7 +12,7 @@
 //! | `Stop` | idle |
 //! | `PermissionRequest` | permission |
 //! | `Notification` | by `notification_type`: `permission_prompt` → permission, `elicitation_dialog` → question, `idle_prompt` → idle; older payloads without it by `message` |
-//! | `SessionEnd` | session ended |
+//! | `SessionEnd` | session ended (not with `reason: clear`, which starts the next session in the same pane) |
 //! | `SubagentStop`, `PreCompact`, others | none: a subagent finishing says nothing about the main agent, which goes on with its turn |
 
 use serde_json::Value;
@@ -36,6 +36,8 @@ pub fn signal(payload: &Value) -> Option<HookSignal> {
         "PreToolUse" => Activity::Working,
         "PermissionRequest" => Activity::Permission,
         "Notification" => notification(field("notification_type"), field("message").unwrap_or_default())?,
+        // `/clear` ends one session and starts the next in the same pane: not the end of the agent.
+        "SessionEnd" if field("reason") == Some("clear") => return None,
         "SessionEnd" => return Some(HookSignal::SessionEnded),
         _ => return None,
     };
@@ -77,6 +79,8 @@ mod tests {
         assert_eq!(signal(&event("PostToolUse")), activity(Activity::Working));
         assert_eq!(signal(&event("Stop")), activity(Activity::Idle));
         assert_eq!(signal(&event("SessionEnd")), Some(HookSignal::SessionEnded));
+        let clear = serde_json::json!({"hook_event_name": "SessionEnd", "reason": "clear"});
+        assert_eq!(signal(&clear), None, "/clear starts the next session in the same pane");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use secrecy::SecretString;
 use sqlx::{Connection, PgConnection};
 use switchyard::auth::Scope;
-use switchyard::config::{LogFormat, Settings};
+use switchyard::config::{LogFormat, Settings, WorkerConfig};
 use switchyard::db::embedded::{Durability, EmbeddedPostgres};
 use switchyard::{Application, Role};
 use tokio::sync::OnceCell;
@@ -22,12 +22,19 @@ pub struct TestApp {
     pub database_url: String,
     pub database_name: String,
     pub shutdown: CancellationToken,
+    /// The app's private tmux socket (its worker's agents run there).
+    pub tmux_socket: String,
     pub _data_dir: tempfile::TempDir,
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        // The agents' panes outlive a worker on purpose; a test's tmux server must not.
+        let _ = std::process::Command::new("tmux")
+            .args(["-L", &self.tmux_socket, "kill-server"])
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 
@@ -118,6 +125,7 @@ pub async fn fresh_database() -> (String, String) {
 pub async fn spawn_app() -> TestApp {
     let (database_url, database_name) = fresh_database().await;
     let data_dir = tempfile::tempdir().expect("temp data dir");
+    let tmux_socket = format!("sy-test-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let settings = Settings {
         database_url: Some(SecretString::from(database_url.clone())),
         data_dir: data_dir.path().to_path_buf(),
@@ -125,6 +133,11 @@ pub async fn spawn_app() -> TestApp {
         status_listen: "127.0.0.1:0".parse().expect("addr"),
         log_format: LogFormat::Text,
         pg_bindir: None,
+        worker: WorkerConfig {
+            tmux_socket: tmux_socket.clone(),
+            reconcile_every: Duration::from_millis(300),
+            ..WorkerConfig::default()
+        },
     };
     let app = Application::build(&settings, Role::Serve).await.expect("build the application");
     let address = format!("http://{}", app.api_addr().expect("serve has an API"));
@@ -144,6 +157,7 @@ pub async fn spawn_app() -> TestApp {
         database_url,
         database_name,
         shutdown,
+        tmux_socket,
         _data_dir: data_dir,
     }
 }

@@ -268,3 +268,50 @@ pub async fn record_hook(conn: &mut PgConnection, id: Uuid, state: Option<AgentS
     .await?;
     Ok(())
 }
+
+/// Gives a claimed agent that never got a pane back to the queue (its node stopped), so another
+/// worker claims it. Only while it is still `spawning` on that node.
+#[tracing::instrument(skip_all, fields(agent = %id, node = %node_id), err)]
+pub async fn release_claim(conn: &mut PgConnection, id: Uuid, node_id: &str) -> Result<bool, sqlx::Error> {
+    let name = sqlx::query_scalar!(
+        "UPDATE agents SET node_id = NULL, version = version + 1, updated_at = now()
+         WHERE id = $1 AND node_id = $2 AND state = 'spawning' AND tmux_pane IS NULL RETURNING name",
+        id,
+        node_id
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(name) = name else { return Ok(false) };
+    events::record(conn, "agent.released", &subject(&name), json!({"node_id": node_id})).await?;
+    Ok(true)
+}
+
+/// Agents of `node_id` suspended by a usage limit whose reset time has come.
+pub async fn limits_reset(conn: &mut PgConnection, node_id: &str) -> Result<Vec<Agent>, sqlx::Error> {
+    let ids = sqlx::query_scalar!(
+        "SELECT id FROM agents WHERE node_id = $1 AND state = 'suspended' AND suspended_until <= now()
+         ORDER BY suspended_until, id",
+        node_id
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut due = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(agent) = get(conn, id).await? {
+            due.push(agent);
+        }
+    }
+    Ok(due)
+}
+
+/// How many agents `node_id` manages, by state.
+pub async fn count_by_state(
+    conn: &mut PgConnection,
+    node_id: &str,
+) -> Result<std::collections::BTreeMap<String, i64>, sqlx::Error> {
+    let rows =
+        sqlx::query!(r#"SELECT state, count(*) AS "count!" FROM agents WHERE node_id = $1 GROUP BY state"#, node_id)
+            .fetch_all(conn)
+            .await?;
+    Ok(rows.into_iter().map(|r| (r.state, r.count)).collect())
+}

@@ -1,0 +1,311 @@
+//! The worker's loop on one node: claim spawning agents and make their panes, watch every pane
+//! through one tmux control-mode client, turn what the detectors decide into state changes, and
+//! reconcile (at start, before anything else touches agents, then on a timer). Everything it
+//! does is recorded in PostgreSQL first; tmux is only ever asked to catch up.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::db::{agents, events, nodes};
+use crate::detect::screen::ScreenRules;
+use crate::node::NodeInfo;
+use crate::tmux::{Control, Key, Notification, Tmux};
+use crate::worker::providers::Providers;
+use crate::worker::reconciler;
+use crate::worker::spawner::Spawner;
+use crate::worker::watcher::{self, Watch, Watches};
+
+/// How the worker runs; from the settings.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// The tmux socket name (`tmux -L`); one server per node.
+    pub socket: String,
+    /// The API address given to agents (`SWITCHYARD_URL`).
+    pub api_url: String,
+    pub data_dir: PathBuf,
+    pub reconcile_every: Duration,
+    /// An agent quiet this long (working with no output, or idle with its task unfinished) is nudged.
+    pub nudge_after: Duration,
+    /// After this many nudges without progress an `agent.stuck` event is written.
+    pub max_nudges: i32,
+}
+
+/// The worker's health as the status endpoint shows it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Health {
+    pub control_link_up: bool,
+    pub last_reconcile_at: Option<DateTime<Utc>>,
+    pub last_reconcile_ms: Option<u64>,
+    pub last_error: Option<String>,
+}
+
+pub type SharedHealth = Arc<Mutex<Health>>;
+
+/// The text a quiet agent is nudged with.
+const NUDGE: &str = "Are you still working? If you are done, say so and stop; if you are stuck, say what you need.";
+
+pub struct Fleet {
+    /// The node's tmux session ([`session_name`]).
+    pub session: String,
+    pub db: PgPool,
+    pub tmux: Tmux,
+    pub node: NodeInfo,
+    pub role: &'static str,
+    pub providers: Arc<Providers>,
+    pub settings: WorkerSettings,
+    pub health: SharedHealth,
+}
+
+/// The node's tmux session: one per node, so control mode sees every agent's output.
+pub fn session_name(node: &NodeInfo) -> String {
+    format!("switchyard-{}", node.node_id)
+}
+
+impl Fleet {
+    /// Runs until `shutdown`. Agents' panes outlive the worker: a restart reconciles them.
+    pub async fn run(self, shutdown: CancellationToken) {
+        if let Err(e) = self.register().await {
+            tracing::error!(error = %e, "registering the worker node");
+        }
+        let mut watches = Watches::default();
+        let mut orphans = HashSet::new();
+        let mut control: Option<(Control, broadcast::Receiver<Notification>)> = None;
+        let mut next_reconcile = Instant::now();
+        loop {
+            if Instant::now() >= next_reconcile {
+                self.reconcile(&mut watches, &mut orphans).await;
+                next_reconcile = Instant::now() + self.settings.reconcile_every;
+            }
+            if control.as_ref().is_none_or(|(c, _)| !c.is_up()) {
+                control = self.attach().await;
+                if control.is_some() {
+                    self.refresh_watches(&mut watches).await;
+                }
+            }
+            self.set_health(|h| h.control_link_up = control.as_ref().is_some_and(|(c, _)| c.is_up()));
+            if self.claim_and_spawn().await {
+                // New panes: watch them now, not at the next reconcile.
+                self.refresh_watches(&mut watches).await;
+            }
+            if let Some((c, _)) = &control {
+                for pane in watches.due(Instant::now()) {
+                    match watches.read(c, &self.db, &pane).await {
+                        Ok(Some((agent, decision))) => self.decide(agent, &decision, &pane, &watches).await,
+                        Ok(None) => {}
+                        Err(e) => tracing::debug!(pane, error = %e, "reading a pane"),
+                    }
+                }
+            }
+            let wait = watches
+                .next_due()
+                .map(|at| at.saturating_duration_since(Instant::now()))
+                .unwrap_or(Duration::from_millis(250))
+                .min(Duration::from_millis(250));
+            let notification = async {
+                match control.as_mut() {
+                    Some((_, rx)) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(wait) => {}
+                received = notification => match received {
+                    Ok(Notification::Output { pane, .. }) => {
+                        if let Some((agent, decision)) = watches.on_output(&pane, Instant::now()) {
+                            self.decide(agent, &decision, &pane, &watches).await;
+                        }
+                    }
+                    Ok(Notification::PaneDied { .. } | Notification::WindowClose { .. }) => {
+                        next_reconcile = Instant::now();
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.refresh_watches(&mut watches).await,
+                    Err(broadcast::error::RecvError::Closed) => control = None,
+                }
+            }
+        }
+        tracing::info!("worker stopped; agents keep running in tmux");
+    }
+
+    async fn register(&self) -> anyhow::Result<()> {
+        let mut conn = self.db.acquire().await?;
+        let host = hostname();
+        nodes::register(&mut conn, &self.node.node_id, &host, self.role, self.node.started_at).await?;
+        Ok(())
+    }
+
+    /// Attaches the control client once the node's session exists.
+    async fn attach(&self) -> Option<(Control, broadcast::Receiver<Notification>)> {
+        let session = &self.session;
+        if !self.tmux.has_session(session).await.unwrap_or(false) {
+            return None;
+        }
+        match Control::attach(&self.tmux, session).await {
+            Ok(control) => {
+                let rx = control.subscribe();
+                Some((control, rx))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "attaching the tmux control client");
+                None
+            }
+        }
+    }
+
+    /// Watches every live agent of this node that has a pane, and forgets the others.
+    async fn refresh_watches(&self, watches: &mut Watches) {
+        let live = match self.db.acquire().await {
+            Ok(mut conn) => agents::list_live_on_node(&mut conn, &self.node.node_id).await,
+            Err(e) => Err(e),
+        };
+        let Ok(live) = live else { return };
+        let mut keep = Vec::new();
+        for agent in &live {
+            let Some(pane) = &agent.tmux_pane else { continue };
+            keep.push(pane.clone());
+            if !watches.contains(pane) {
+                let rules = self
+                    .providers
+                    .get(&agent.provider)
+                    .and_then(|p| p.screen_rules.parse::<ScreenRules>().ok())
+                    .unwrap_or(ScreenRules::Generic);
+                watches.insert(pane.clone(), Watch::new(agent, rules));
+            }
+        }
+        watches.retain(&keep);
+    }
+
+    /// Claims agents waiting for a pane and spawns them; true when any pane was made.
+    async fn claim_and_spawn(&self) -> bool {
+        let claimed = async {
+            let mut tx = self.db.begin().await?;
+            let claimed = agents::claim_spawning(&mut tx, &self.node.node_id, 8).await?;
+            tx.commit().await?;
+            anyhow::Ok(claimed)
+        };
+        let claimed = match claimed.await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming spawning agents");
+                return false;
+            }
+        };
+        let mut spawned = false;
+        for agent in &claimed {
+            spawned |= self.spawner().spawn(agent).await.is_ok();
+        }
+        spawned
+    }
+
+    fn spawner(&self) -> Spawner<'_> {
+        Spawner {
+            db: &self.db,
+            tmux: &self.tmux,
+            session: &self.session,
+            providers: &self.providers,
+            data_dir: &self.settings.data_dir,
+            api_url: &self.settings.api_url,
+        }
+    }
+
+    async fn decide(
+        &self,
+        agent: uuid::Uuid,
+        decision: &crate::detect::decision::Decision,
+        pane: &str,
+        watches: &Watches,
+    ) {
+        match watcher::apply(&self.db, agent, decision).await {
+            Ok(true) => {
+                // Suspended by a usage limit: the pane goes, the provider session stays.
+                if let Some(watch) = watches.get(pane) {
+                    tracing::info!(agent = %watch.name, "usage limit: suspended until the reset");
+                }
+                let _ = self.tmux.kill_window(pane).await;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(%agent, error = %e, "recording an agent's state"),
+        }
+    }
+
+    /// One reconcile pass, with the heartbeat, usage-limit resumes and nudges.
+    async fn reconcile(&self, watches: &mut Watches, orphans: &mut HashSet<String>) {
+        let started = Instant::now();
+        let providers = self.providers.clone();
+        let resumable = move |name: &str| providers.get(name).is_some_and(|p| p.resume.is_some());
+        let result = async {
+            let outcome =
+                reconciler::reconcile(&self.db, &self.tmux, &self.session, &self.node.node_id, resumable, orphans)
+                    .await?;
+            for agent in &outcome.to_spawn {
+                let _ = self.spawner().spawn(agent).await;
+            }
+            reconciler::heartbeat_and_settle(&self.db, &self.node.node_id, self.settings.reconcile_every * 3).await?;
+            reconciler::resume_after_limits(&self.db, &self.node.node_id).await?;
+            self.refresh_watches(watches).await;
+            self.nudge(watches).await?;
+            anyhow::Ok(())
+        };
+        let error = result.await.err().map(|e| format!("{e:#}"));
+        if let Some(e) = &error {
+            tracing::warn!(error = %e, "reconcile");
+        }
+        self.set_health(|h| {
+            h.last_reconcile_at = Some(Utc::now());
+            h.last_reconcile_ms = Some(started.elapsed().as_millis() as u64);
+            h.last_error = error;
+        });
+    }
+
+    /// Nudges agents quiet for too long: working with no output, or idle with their task
+    /// unfinished. After `max_nudges` an `agent.stuck` event tells the outside world.
+    async fn nudge(&self, watches: &Watches) -> anyhow::Result<()> {
+        let mut conn = self.db.acquire().await?;
+        let now = Utc::now();
+        let quiet = chrono::Duration::from_std(self.settings.nudge_after)?;
+        for agent in agents::list_live_on_node(&mut conn, &self.node.node_id).await? {
+            let Some(pane) = &agent.tmux_pane else { continue };
+            let Some(watch) = watches.get(pane) else { continue };
+            let silent = watch.last_output.elapsed() >= self.settings.nudge_after;
+            let unfinished = agent.task_id.is_some() || agent.task.is_some();
+            let wants_nudge = match agent.state {
+                crate::domain::agent::AgentState::Working => silent,
+                crate::domain::agent::AgentState::Idle => silent && unfinished,
+                _ => false,
+            };
+            let nudged_recently = agent.last_nudge.is_some_and(|at| now - at < quiet);
+            if !wants_nudge || nudged_recently || agent.nudge_count >= self.settings.max_nudges {
+                continue;
+            }
+            self.tmux.paste(pane, NUDGE).await?;
+            self.tmux.send_key(pane, Key::Enter).await?;
+            let mut tx = self.db.begin().await?;
+            let count = agents::record_nudge(&mut tx, agent.id).await?.unwrap_or(0);
+            if count >= self.settings.max_nudges {
+                let payload = serde_json::json!({"nudges": count, "state": agent.state});
+                events::record(&mut tx, "agent.stuck", &format!("agent:{}", agent.name), payload).await?;
+            }
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+
+    fn set_health(&self, change: impl FnOnce(&mut Health)) {
+        if let Ok(mut health) = self.health.lock() {
+            change(&mut health);
+        }
+    }
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "unknown".into())
+}

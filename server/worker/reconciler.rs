@@ -1,0 +1,169 @@
+//! Holding the registry against tmux, at start (before anything else touches agents) and on a
+//! timer: a live agent whose pane vanished or died is `suspended` (its provider can resume the
+//! session) or `error`, and its task goes to a person rather than being silently lost; a window
+//! of ours with no agent is reported as an orphan (never killed); a claimed agent with no pane
+//! yet is adopted if its window exists, else spawned — so a restart never duplicates an agent.
+//! The same pass nudges quiet agents, resumes agents whose usage limit has reset, heartbeats
+//! this node and settles the agents of nodes that stopped heartbeating.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use crate::db::agents::{self, Agent, Applied, Cause};
+use crate::db::tasks::{self, Edit};
+use crate::db::{events, nodes};
+use crate::domain::agent::{AgentEvent, AgentState};
+use crate::tmux::{PaneInfo, Tmux, HOME_WINDOW};
+
+/// What one pass found and did, for the status endpoint and tests.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    /// Agents whose pane was gone: (name, new state).
+    pub settled: Vec<(String, AgentState)>,
+    /// Claimed agents that still need a pane.
+    pub to_spawn: Vec<Agent>,
+    /// Windows of ours that no agent owns (reported once each).
+    pub orphans: Vec<String>,
+}
+
+/// Compares the live agents of `node_id` with the panes of `session`.
+pub async fn reconcile(
+    db: &PgPool,
+    tmux: &Tmux,
+    session: &str,
+    node_id: &str,
+    resumable: impl Fn(&str) -> bool,
+    reported_orphans: &mut HashSet<String>,
+) -> anyhow::Result<Outcome> {
+    let panes = match tmux.list_panes(session).await {
+        Ok(panes) => panes,
+        Err(e) if e.is_missing() => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let mut conn = db.acquire().await?;
+    let live = agents::list_live_on_node(&mut conn, node_id).await?;
+    let mut outcome = Outcome::default();
+    for agent in &live {
+        let Some(pane_id) = &agent.tmux_pane else {
+            // Claimed but no pane recorded: a crash between claim and record, or a fresh claim.
+            match panes.iter().find(|p| p.window_name == agent.name && !p.dead) {
+                Some(pane) => adopt(db, session, agent, pane).await?,
+                None => outcome.to_spawn.push(agent.clone()),
+            }
+            continue;
+        };
+        let pane = panes.iter().find(|p| &p.pane_id == pane_id);
+        if pane.is_some_and(|p| !p.dead) {
+            continue;
+        }
+        let reason = match pane {
+            Some(p) => format!("the pane exited ({})", exit_of(p)),
+            None => "the pane vanished".to_owned(),
+        };
+        let (event, state) = if resumable(&agent.provider) {
+            (AgentEvent::Suspend, AgentState::Suspended)
+        } else {
+            (AgentEvent::Fail, AgentState::Error)
+        };
+        let cause = Cause { detail: Some(reason.clone()), ..Cause::from("reconciler") };
+        if let Some(Applied::Changed { .. }) = agents::apply(&mut conn, agent.id, None, event, &cause).await? {
+            hand_task_to_a_person(&mut conn, agent, &reason).await?;
+            outcome.settled.push((agent.name.clone(), state));
+        }
+        if let Some(p) = pane {
+            // A dead pane stays (remain-on-exit) so its last screen could be read; now it goes.
+            let _ = tmux.kill_window(&p.window_id).await;
+        }
+    }
+    let ours: HashSet<&str> = live.iter().map(|a| a.name.as_str()).collect();
+    for pane in &panes {
+        if pane.window_name == HOME_WINDOW || ours.contains(pane.window_name.as_str()) {
+            continue;
+        }
+        if reported_orphans.insert(pane.window_id.clone()) {
+            let payload = serde_json::json!({"window": pane.window_id, "window_name": pane.window_name,
+                "pane": pane.pane_id, "node_id": node_id});
+            events::record(&mut conn, "agent.orphan_found", &format!("node:{node_id}"), payload).await?;
+            outcome.orphans.push(pane.window_name.clone());
+        }
+    }
+    Ok(outcome)
+}
+
+fn exit_of(pane: &PaneInfo) -> String {
+    match (pane.dead_status, pane.dead_signal) {
+        (Some(status), _) => format!("exit status {status}"),
+        (None, Some(signal)) => format!("signal {signal}"),
+        (None, None) => "reason unknown".to_owned(),
+    }
+}
+
+async fn adopt(db: &PgPool, session: &str, agent: &Agent, pane: &PaneInfo) -> anyhow::Result<()> {
+    let mut conn = db.acquire().await?;
+    let pid = i32::try_from(pane.pid).ok();
+    agents::record_pane(&mut conn, agent.id, session, &pane.window_id, &pane.pane_id, pid, None).await?;
+    tracing::info!(agent = %agent.name, pane = %pane.pane_id, "adopted the existing window of a claimed agent");
+    Ok(())
+}
+
+/// An agent that stopped mid-task leaves the task to a person (`assignee = human`, with its
+/// event), so the work shows up where people look instead of waiting on a pane that is gone.
+async fn hand_task_to_a_person(conn: &mut sqlx::PgConnection, agent: &Agent, reason: &str) -> anyhow::Result<()> {
+    let Some(task_id) = agent.task_id else { return Ok(()) };
+    let Some(task) = tasks::get(conn, task_id).await? else { return Ok(()) };
+    if task.status.is_terminal() {
+        return Ok(());
+    }
+    let edit = Edit { assignee: Some(Some("human".to_owned())), ..Edit::default() };
+    // No expected version: the edit cannot lose a race, so the inner result is always Ok.
+    let _edited = tasks::update_fields(conn, task_id, None, &edit).await?;
+    let payload = serde_json::json!({"assignee": "human", "previous": agent.name, "reason": reason});
+    events::record(conn, "task.assigned", &format!("task:{task_id}"), payload).await?;
+    Ok(())
+}
+
+/// This node's heartbeat, and the settling of nodes that stopped heartbeating: their live agents
+/// go to `error` (their panes are out of reach) and their unstarted claims back to the queue.
+pub async fn heartbeat_and_settle(db: &PgPool, node_id: &str, stale_after: Duration) -> anyhow::Result<usize> {
+    let mut conn = db.acquire().await?;
+    nodes::heartbeat(&mut conn, node_id).await?;
+    let mut settled = 0;
+    for node in nodes::stale_nodes(&mut conn, stale_after).await? {
+        for agent in agents::list_live_on_node(&mut conn, &node.id).await? {
+            let mut tx = db.begin().await?;
+            if agent.tmux_pane.is_none() {
+                agents::release_claim(&mut tx, agent.id, &node.id).await?;
+            } else {
+                let reason = format!("node {} stopped heartbeating", node.id);
+                let cause = Cause { detail: Some(reason.clone()), ..Cause::from("reconciler") };
+                if let Some(Applied::Changed { .. }) =
+                    agents::apply(&mut tx, agent.id, None, AgentEvent::Fail, &cause).await?
+                {
+                    hand_task_to_a_person(&mut tx, &agent, &reason).await?;
+                }
+            }
+            tx.commit().await?;
+            settled += 1;
+        }
+    }
+    Ok(settled)
+}
+
+/// Resumes suspended agents of this node whose usage limit has reset: they go back to
+/// `spawning` and are spawned again with the provider's resume command.
+pub async fn resume_after_limits(db: &PgPool, node_id: &str) -> anyhow::Result<Vec<String>> {
+    let mut conn = db.acquire().await?;
+    let due = agents::limits_reset(&mut conn, node_id).await?;
+    let mut resumed = Vec::new();
+    for agent in due {
+        let cause = Cause { detail: Some("usage limit reset".into()), ..Cause::from("worker") };
+        if let Some(Applied::Changed { .. }) =
+            agents::apply(&mut conn, agent.id, Some(AgentState::Suspended), AgentEvent::Resume, &cause).await?
+        {
+            resumed.push(agent.name);
+        }
+    }
+    Ok(resumed)
+}

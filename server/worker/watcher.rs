@@ -1,0 +1,168 @@
+//! Knowing what each agent is doing: one [`Detector`] per pane, fed by control-mode output (push,
+//! no polling), the pane's screen read through the control client only when output changed (or
+//! when the detector asks for a confirming second reading), and the agent's last Claude Code hook
+//! from its row. A decision becomes a conditional state change with its event.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::db::agents::{self, Agent, Applied, Cause};
+use crate::detect::decision::{Decision, Detector, DetectorConfig, Source};
+use crate::detect::screen::ScreenRules;
+use crate::domain::agent::{AgentEvent, AgentState};
+use crate::tmux::Control;
+
+/// Lines of history read above the visible screen: enough for the rules to see the last turn.
+const HISTORY: u32 = 20;
+
+/// One watched pane.
+pub struct Watch {
+    pub agent_id: Uuid,
+    pub name: String,
+    pub detector: Detector,
+    /// When control mode last reported output from the pane.
+    pub last_output: Instant,
+    /// The hook time already given to the detector, so each hook is told once.
+    hook_seen: Option<chrono::DateTime<Utc>>,
+    /// Output arrived since the last reading.
+    dirty: bool,
+}
+
+impl Watch {
+    pub fn new(agent: &Agent, rules: ScreenRules) -> Watch {
+        Watch {
+            agent_id: agent.id,
+            name: agent.name.clone(),
+            detector: Detector::new(rules, DetectorConfig::default()),
+            last_output: Instant::now(),
+            hook_seen: agent.last_hook_at,
+            dirty: true,
+        }
+    }
+}
+
+/// The panes being watched, by pane id (`%7`).
+#[derive(Default)]
+pub struct Watches {
+    panes: HashMap<String, Watch>,
+}
+
+impl Watches {
+    pub fn contains(&self, pane: &str) -> bool {
+        self.panes.contains_key(pane)
+    }
+
+    pub fn insert(&mut self, pane: String, watch: Watch) {
+        self.panes.insert(pane, watch);
+    }
+
+    /// Forgets panes no longer in `keep`.
+    pub fn retain(&mut self, keep: &[String]) {
+        self.panes.retain(|pane, _| keep.contains(pane));
+    }
+
+    pub fn get(&self, pane: &str) -> Option<&Watch> {
+        self.panes.get(pane)
+    }
+
+    /// Control mode saw output: the screen is worth reading again. For panes without screen
+    /// rules the output itself may decide (working).
+    pub fn on_output(&mut self, pane: &str, now: Instant) -> Option<(Uuid, Decision)> {
+        let watch = self.panes.get_mut(pane)?;
+        watch.last_output = now;
+        watch.dirty = true;
+        watch.detector.on_output(now).map(|d| (watch.agent_id, d))
+    }
+
+    /// Panes to read now: output arrived, or the detector wants its confirming reading.
+    pub fn due(&self, now: Instant) -> Vec<String> {
+        self.panes
+            .iter()
+            .filter(|(_, w)| w.dirty || w.detector.next_reading_at().is_some_and(|at| at <= now))
+            .map(|(pane, _)| pane.clone())
+            .collect()
+    }
+
+    /// The earliest time a detector asked to read its pane again.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.panes.values().filter_map(|w| w.detector.next_reading_at()).min()
+    }
+
+    /// Reads one pane's screen and decides; tells the detector about a newer hook first, so a
+    /// recent hook wins over the screen for its bounded time.
+    pub async fn read(
+        &mut self,
+        control: &Control,
+        db: &PgPool,
+        pane: &str,
+    ) -> anyhow::Result<Option<(Uuid, Decision)>> {
+        let Some(watch) = self.panes.get_mut(pane) else { return Ok(None) };
+        watch.dirty = false;
+        let text = control.capture(pane, HISTORY).await?;
+        let mut conn = db.acquire().await?;
+        if let Some(agent) = agents::get(&mut conn, watch.agent_id).await? {
+            if let (Some(at), Some(state)) = (agent.last_hook_at, agent.last_hook_state) {
+                if watch.hook_seen.is_none_or(|seen| at > seen) {
+                    watch.hook_seen = Some(at);
+                    let age = (Utc::now() - at).to_std().unwrap_or(Duration::ZERO);
+                    if let Some(activity) = activity_of(state) {
+                        let when = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+                        watch.detector.on_hook(when, activity);
+                    }
+                }
+            }
+        }
+        Ok(watch.detector.on_screen(Instant::now(), Utc::now(), &text).map(|d| (watch.agent_id, d)))
+    }
+}
+
+fn activity_of(state: AgentState) -> Option<crate::domain::agent::Activity> {
+    use crate::domain::agent::Activity;
+    match state {
+        AgentState::Working => Some(Activity::Working),
+        AgentState::Idle => Some(Activity::Idle),
+        AgentState::Permission => Some(Activity::Permission),
+        AgentState::Question => Some(Activity::Question),
+        _ => None,
+    }
+}
+
+/// Writes a decision: a usage limit suspends the agent until the reset; anything else is an
+/// observation, applied only if the agent is still live (a late reading never revives it).
+/// Returns true when the agent was suspended (its window should go).
+pub async fn apply(db: &PgPool, agent_id: Uuid, decision: &Decision) -> anyhow::Result<bool> {
+    let source = match decision.source {
+        Source::Hook => "hook",
+        Source::Screen => "screen",
+        Source::Output => "control",
+    };
+    if let Some(d) = &decision.disagreement {
+        tracing::warn!(agent = %agent_id, hook = ?d.hook, screen = ?d.screen, hook_age_ms = d.hook_age.as_millis() as u64,
+            "the screen disagrees with the last hook past its precedence; the screen wins");
+    }
+    let mut conn = db.acquire().await?;
+    if let Some(until) = decision.usage_limit_until {
+        let cause = Cause {
+            detail: Some(format!("usage limit; resumes at {until}")),
+            suspended_until: Some(until),
+            ..Cause::from(source)
+        };
+        let applied = agents::apply(&mut conn, agent_id, None, AgentEvent::Suspend, &cause).await?;
+        return Ok(matches!(applied, Some(Applied::Changed { .. })));
+    }
+    let cause = Cause { detail: decision.error.clone(), ..Cause::from(source) };
+    match agents::apply(&mut conn, agent_id, None, AgentEvent::Observed(decision.activity), &cause).await? {
+        Some(Applied::Refused { current, .. }) => {
+            tracing::debug!(agent = %agent_id, %current, "observation for an agent that is no longer live");
+        }
+        Some(Applied::Changed { agent, from }) => {
+            tracing::info!(agent = %agent.name, %from, to = %agent.state, source, "agent state changed");
+        }
+        _ => {}
+    }
+    Ok(false)
+}
