@@ -9,20 +9,24 @@ pub mod config;
 pub mod data_dir;
 pub mod db;
 pub mod domain;
+pub mod feed;
 pub mod node;
 pub mod status;
 pub mod telemetry;
+pub mod webhooks;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use config::Settings;
+use config::{Settings, WebhookSettings};
 use data_dir::DataDir;
 use db::Database;
+use feed::EventFeed;
 use node::NodeInfo;
 
 /// Which processes this instance runs.
@@ -49,6 +53,7 @@ pub struct Application {
     db: Database,
     node: NodeInfo,
     role: Role,
+    webhooks: Arc<WebhookSettings>,
     _data_dir: DataDir,
 }
 
@@ -65,7 +70,8 @@ impl Application {
         let node = NodeInfo::load(&settings.data_dir).context("reading the node id")?;
         let db = Database::open(settings).await?;
         db::migrate(&db.pool).await.context("applying migrations")?;
-        Ok(Application { api, status, db, node, role, _data_dir: data_dir })
+        let webhooks = Arc::new(settings.webhooks.clone());
+        Ok(Application { api, status, db, node, role, webhooks, _data_dir: data_dir })
     }
 
     pub fn api_addr(&self) -> Option<SocketAddr> {
@@ -80,22 +86,32 @@ impl Application {
         &self.db.pool
     }
 
-    /// Serves until `shutdown` fires; then both servers drain, and the database closes last.
+    /// Serves until `shutdown` fires; then both servers and the background loops (event
+    /// notifications, webhook delivery) drain, and the database closes last.
     pub async fn run_until(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let Application { api, status, db, node, role, _data_dir } = self;
+        let Application { api, status, db, node, role, webhooks, _data_dir } = self;
+        let feed = EventFeed::default();
+        let listener = feed.clone().listen(db.pool.clone(), shutdown.clone());
+        let sender = webhooks::Sender::new(db.pool.clone(), webhooks.clone()).run(feed.clone(), shutdown.clone());
         let status_app =
             status::router(status::StatusState { db: db.pool.clone(), node: node.clone(), role: role.as_str() });
         let status_server = axum::serve(status, status_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
         let api_server = async {
             match api {
                 Some(listener) => {
-                    let app = api::router(api::AppState { db: db.pool.clone(), node: node.clone() });
+                    let app = api::router(api::AppState {
+                        db: db.pool.clone(),
+                        node: node.clone(),
+                        feed: feed.clone(),
+                        webhooks: webhooks.clone(),
+                    });
                     axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
                 }
                 None => Ok(()),
             }
         };
-        let (api_result, status_result) = tokio::join!(api_server, std::future::IntoFuture::into_future(status_server));
+        let (api_result, status_result, (), ()) =
+            tokio::join!(api_server, std::future::IntoFuture::into_future(status_server), listener, sender);
         tracing::info!("servers drained; closing the database");
         db.close().await;
         api_result.context("API server")?;

@@ -10,6 +10,8 @@ pub mod events;
 pub mod projects;
 pub mod tasks;
 pub mod tokens;
+pub mod webhook_deliveries;
+pub mod webhooks;
 pub mod wishes;
 
 use std::time::Duration;

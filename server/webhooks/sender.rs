@@ -1,0 +1,188 @@
+//! The delivery loop. Each `tick` claims due deliveries with a lease, sends them concurrently,
+//! and records each result; a sender killed mid-flight leaves leases that expire, and another
+//! tick (on any replica) sends those deliveries again — at least once, never lost.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::WebhookSettings;
+use crate::db::webhook_deliveries::{self, AttemptResult, Claimed};
+use crate::db::webhooks;
+use crate::domain::webhook::{next_retry, parse_retry_after};
+use crate::feed::EventFeed;
+use crate::webhooks::{signature, ssrf};
+
+const BATCH: i64 = 64;
+/// Loops per process: a slow receiver holds up one of them, not all deliveries.
+const LOOPS: usize = 4;
+
+#[derive(Clone)]
+pub struct Sender {
+    pool: PgPool,
+    client: reqwest::Client,
+    settings: Arc<WebhookSettings>,
+    /// Outlasts an attempt (its timeout) so a live sender never loses its claim.
+    lease: Duration,
+}
+
+/// What one tick did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TickOutcome {
+    pub attempted: usize,
+    pub succeeded: usize,
+}
+
+impl Sender {
+    pub fn new(pool: PgPool, settings: Arc<WebhookSettings>) -> Sender {
+        let client = ssrf::client(Arc::new(settings.allowed_hosts.clone()), settings.timeout);
+        let lease = settings.timeout * 2 + Duration::from_secs(1);
+        Sender { pool, client, settings, lease }
+    }
+
+    /// Claims due deliveries and sends them; returns when every claimed one has a result.
+    pub async fn tick(&self) -> anyhow::Result<TickOutcome> {
+        let claimed = {
+            let mut conn = self.pool.acquire().await?;
+            webhook_deliveries::claim(&mut conn, BATCH, self.lease).await?
+        };
+        let results = futures_util::future::join_all(claimed.iter().map(|c| self.attempt(c))).await;
+        let mut outcome = TickOutcome { attempted: claimed.len(), succeeded: 0 };
+        for (claim, result) in claimed.iter().zip(results) {
+            match result {
+                Ok(true) => outcome.succeeded += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(delivery = %claim.id, error = %e, "recording a delivery result"),
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Runs `LOOPS` delivery loops until `shutdown`: tick while there is work, else wait for an
+    /// event notification or the poll interval (retries fall due without any notification).
+    pub async fn run(self, feed: EventFeed, shutdown: CancellationToken) {
+        let poll = self.settings.retry_schedule.iter().min().copied().unwrap_or(Duration::from_secs(1));
+        let poll = poll.clamp(Duration::from_millis(20), Duration::from_secs(1));
+        let loops = (0..LOOPS).map(|_| {
+            let sender = self.clone();
+            let mut wake = feed.subscribe();
+            let shutdown = shutdown.clone();
+            async move {
+                while !shutdown.is_cancelled() {
+                    wake.borrow_and_update();
+                    match sender.tick().await {
+                        Ok(outcome) if outcome.attempted > 0 => continue,
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "webhook delivery tick failed"),
+                    }
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {}
+                        _ = wake.changed() => {}
+                        _ = tokio::time::sleep(poll) => {}
+                    }
+                }
+            }
+        });
+        futures_util::future::join_all(loops).await;
+    }
+
+    /// One attempt; returns whether it succeeded.
+    async fn attempt(&self, claim: &Claimed) -> anyhow::Result<bool> {
+        let body = serde_json::to_vec(&claim.body)?;
+        let timestamp = chrono::Utc::now().timestamp();
+        let secrets = webhooks::signing_secrets(&claim.secret, claim.previous_secret.as_deref());
+        let signature = signature::signature_header(&secrets, &claim.message_id, timestamp, &body);
+        let started = Instant::now();
+        let sent = match self.settings.allowed_hosts.check_url(&claim.url) {
+            Err(why) => Err(format!("refused: {why}")),
+            Ok(url) => self
+                .client
+                .post(url)
+                .header("content-type", "application/json")
+                .header("webhook-id", &claim.message_id)
+                .header("webhook-timestamp", timestamp.to_string())
+                .header("webhook-signature", signature)
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| error_chain(&e)),
+        };
+        let duration_ms = started.elapsed().as_millis().min(i32::MAX as u128) as i32;
+        let mut tx = self.pool.begin().await?;
+        let succeeded = match sent {
+            Ok(response) if response.status().is_success() => {
+                let result =
+                    AttemptResult { status_code: Some(response.status().as_u16().into()), error: None, duration_ms };
+                webhook_deliveries::succeeded(&mut tx, claim, &result).await?;
+                true
+            }
+            Ok(response) => {
+                let code = response.status().as_u16();
+                let retry_after = response
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
+                let result = AttemptResult { status_code: Some(code.into()), error: None, duration_ms };
+                if code == 410 {
+                    webhook_deliveries::failed(&mut tx, claim, &result, None).await?;
+                    webhooks::disable(&mut tx, claim.subscription_id, "the endpoint answered 410 Gone").await?;
+                } else {
+                    self.record_failure(&mut tx, claim, &result, retry_after).await?;
+                }
+                false
+            }
+            Err(error) => {
+                let result = AttemptResult { status_code: None, error: Some(&error), duration_ms };
+                self.record_failure(&mut tx, claim, &result, None).await?;
+                false
+            }
+        };
+        tx.commit().await?;
+        Ok(succeeded)
+    }
+
+    async fn record_failure(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        claim: &Claimed,
+        result: &AttemptResult<'_>,
+        retry_after: Option<Duration>,
+    ) -> Result<(), sqlx::Error> {
+        let jitter = rand::thread_rng().gen::<f64>();
+        let retry_in = next_retry(&self.settings.retry_schedule, claim.attempts.max(0) as u32, jitter, retry_after);
+        webhook_deliveries::failed(tx, claim, result, retry_in).await?;
+        let failing_for = claim.failing_since.map(|since| chrono::Utc::now() - since);
+        let limit = chrono::Duration::from_std(self.settings.disable_after).unwrap_or(chrono::Duration::MAX);
+        if failing_for.is_some_and(|f| f > limit) {
+            let reason = format!("every delivery failed for over {}", humane(self.settings.disable_after));
+            webhooks::disable(tx, claim.subscription_id, &reason).await?;
+        }
+        Ok(())
+    }
+}
+
+/// An error with its causes, e.g. `error sending request: refused to connect to localhost: …`.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn humane(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        s if s >= 86400 && s % 86400 == 0 => format!("{} days", s / 86400),
+        s if s >= 3600 => format!("{} hours", s / 3600),
+        s if s >= 1 => format!("{s} seconds"),
+        _ => format!("{} ms", d.as_millis()),
+    }
+}
