@@ -116,31 +116,37 @@ pub struct AttemptResult<'a> {
     pub duration_ms: i32,
 }
 
-/// Records a success; false when the claim was lost (the lease ran out and another sender took it).
-pub async fn succeeded(
-    conn: &mut PgConnection,
-    claim: &Claimed,
-    result: &AttemptResult<'_>,
-) -> Result<bool, sqlx::Error> {
+/// Records successes (delivery, duration, status code) in one statement; a delivery whose claim
+/// was lost (its lease ran out and another sender took it) is left alone. Returns how many.
+pub async fn succeeded(conn: &mut PgConnection, delivered: &[(&Claimed, i32, u16)]) -> Result<usize, sqlx::Error> {
+    if delivered.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = delivered.iter().map(|d| d.0.id).collect();
+    let attempts: Vec<i32> = delivered.iter().map(|d| d.0.attempts).collect();
+    let durations: Vec<i32> = delivered.iter().map(|d| d.1).collect();
+    let codes: Vec<i32> = delivered.iter().map(|d| i32::from(d.2)).collect();
+    let subscriptions: Vec<Uuid> = delivered.iter().map(|d| d.0.subscription_id).collect();
     let done = sqlx::query!(
-        r#"UPDATE webhook_deliveries
-           SET status = 'succeeded', delivered_at = now(), leased_until = NULL, last_status_code = $3,
-               last_error = NULL, last_duration_ms = $4, updated_at = now()
-           WHERE id = $1 AND attempts = $2 AND status = 'pending'"#,
-        claim.id,
-        claim.attempts,
-        result.status_code,
-        result.duration_ms
+        r#"UPDATE webhook_deliveries d
+           SET status = 'succeeded', delivered_at = now(), leased_until = NULL, last_status_code = r.code,
+               last_error = NULL, last_duration_ms = r.duration, updated_at = now()
+           FROM UNNEST($1::uuid[], $2::int4[], $3::int4[], $4::int4[]) AS r(id, attempts, duration, code)
+           WHERE d.id = r.id AND d.attempts = r.attempts AND d.status = 'pending'"#,
+        &ids,
+        &attempts,
+        &durations,
+        &codes
     )
     .execute(&mut *conn)
     .await?;
     sqlx::query!(
-        "UPDATE webhook_subscriptions SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL",
-        claim.subscription_id
+        "UPDATE webhook_subscriptions SET failing_since = NULL WHERE id = ANY($1) AND failing_since IS NOT NULL",
+        &subscriptions
     )
     .execute(conn)
     .await?;
-    Ok(done.rows_affected() == 1)
+    Ok(done.rows_affected() as usize)
 }
 
 /// Records a failure: retry after `retry_in`, or fail for good when it is `None`.
