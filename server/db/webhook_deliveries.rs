@@ -227,3 +227,17 @@ pub async fn wake_senders(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query!("SELECT pg_notify('switchyard_events', '')").execute(conn).await?;
     Ok(())
 }
+
+/// How long until the earliest pending delivery of an enabled subscription can be claimed: it
+/// is due and not leased (zero if one can be claimed now).
+pub async fn next_due_in(conn: &mut PgConnection) -> Result<Option<Duration>, sqlx::Error> {
+    let seconds = sqlx::query_scalar!(
+        r#"SELECT EXTRACT(EPOCH FROM min(GREATEST(d.next_attempt_at, COALESCE(d.leased_until, d.next_attempt_at)))
+                                 - now())::float8 AS "seconds"
+           FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id AND s.enabled
+           WHERE d.status = 'pending'"#
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(seconds.map(|s| Duration::from_secs_f64(s.max(0.0))))
+}

@@ -82,10 +82,8 @@ impl Sender {
     }
 
     /// Runs `LOOPS` delivery loops until `shutdown`: tick while there is work, else wait for an
-    /// event notification or the poll interval (retries fall due without any notification).
+    /// event notification, the next retry falling due, or a poll (at most a second).
     pub async fn run(self, feed: EventFeed, shutdown: CancellationToken) {
-        let poll = self.settings.retry_schedule.iter().min().copied().unwrap_or(Duration::from_secs(1));
-        let poll = poll.clamp(Duration::from_millis(20), Duration::from_secs(1));
         let loops = (0..LOOPS).map(|_| {
             let sender = self.clone();
             let mut wake = feed.subscribe();
@@ -98,15 +96,26 @@ impl Sender {
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "webhook delivery tick failed"),
                     }
+                    let wait = sender.until_next_due().await;
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
                         _ = wake.changed() => {}
-                        _ = tokio::time::sleep(poll) => {}
+                        _ = tokio::time::sleep(wait) => {}
                     }
                 }
             }
         });
         futures_util::future::join_all(loops).await;
+    }
+
+    async fn until_next_due(&self) -> Duration {
+        const POLL: Duration = Duration::from_secs(1);
+        let due = match self.pool.acquire().await {
+            Ok(mut conn) => webhook_deliveries::next_due_in(&mut conn).await.ok().flatten(),
+            Err(_) => None,
+        };
+        // A due row that is leased by another sender would make this zero: poll gently then.
+        due.map_or(POLL, |d| d.clamp(Duration::from_millis(5), POLL))
     }
 
     /// One attempt over the network; nothing is written here.
