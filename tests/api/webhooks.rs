@@ -102,10 +102,18 @@ async fn a_410_disables_the_endpoint_with_an_event() {
     app.token("read").await;
     eventually("disabled", Duration::from_secs(10), || async { webhook(&app, &id).await["enabled"] == false }).await;
     assert!(webhook(&app, &id).await["disabled_reason"].as_str().is_some_and(|r| r.contains("410")));
-    let events: Value =
-        app.admin(Method::GET, "/api/v1/events?limit=1000").send().await.expect("request").json().await.expect("json");
-    let disabled = events["items"].as_array().expect("items").iter().any(|e| e["type"] == "webhook.disabled");
-    assert!(disabled, "{events}");
+    eventually("a webhook.disabled event", Duration::from_secs(10), || async {
+        let events: Value = app
+            .admin(Method::GET, "/api/v1/events?limit=1000")
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json");
+        events["items"].as_array().expect("items").iter().any(|e| e["type"] == "webhook.disabled")
+    })
+    .await;
     let logged = deliveries(&app, &id).await.len();
     app.token("write").await;
     assert_eq!(deliveries(&app, &id).await.len(), logged, "nothing more is queued for a gone endpoint");
