@@ -36,8 +36,7 @@ pub struct Delivery {
     pub updated_at: DateTime<Utc>,
 }
 
-/// A claimed delivery, with what the sender needs to send it.
-#[derive(Debug)]
+/// A claimed delivery, with what the sender needs to send it. Not `Debug`: it holds the secrets.
 pub struct Claimed {
     pub id: Uuid,
     pub subscription_id: Uuid,
