@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use secrecy::SecretString;
 use serde_json::{json, Value};
 use switchyard::auth::Scope;
-use switchyard::config::{LogFormat, Settings, WorkerConfig};
+use switchyard::config::{LogFormat, Settings, WebhookSettings, WorkerConfig};
 use switchyard::{Application, Role};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -66,7 +66,9 @@ async fn main() -> anyhow::Result<()> {
         status_listen: "127.0.0.1:0".parse()?,
         log_format: LogFormat::Text,
         pg_bindir: None,
-        worker: WorkerConfig::default(),
+        // A socket of its own: the bench must never touch the user's agents.
+        worker: WorkerConfig { tmux_socket: format!("sy-bench-{}", std::process::id()), ..WorkerConfig::default() },
+        webhooks: WebhookSettings::default(),
     };
     let app = Application::build(&settings, Role::Serve).await?;
     let api = format!("http://{}/api/v1", app.api_addr().expect("serve has an API"));

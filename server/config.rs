@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use secrecy::{ExposeSecret, SecretString};
 
+pub use crate::webhooks::ssrf::AllowList;
+
 #[derive(Debug, Parser)]
 #[command(name = "switchyard", version, about = "Control plane for fleets of AI coding agents in tmux")]
 pub struct Cli {
@@ -53,6 +55,37 @@ pub struct GlobalArgs {
     /// Nudges without progress before an `agent.stuck` event.
     #[arg(long, env = "SWITCHYARD_MAX_NUDGES", default_value_t = 3, global = true)]
     pub max_nudges: i32,
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
+}
+
+/// Outgoing and incoming webhooks.
+#[derive(Debug, Clone, Args)]
+pub struct WebhookArgs {
+    /// Destinations webhooks may reach although they are loopback, private, link-local or
+    /// metadata addresses: comma-separated `loopback`, `private`, `link-local`, CIDRs
+    /// (`10.0.0.0/8`), addresses or host names. Everything public is always allowed.
+    #[arg(long, env = "SWITCHYARD_WEBHOOK_ALLOWED_HOSTS", default_value = "", global = true)]
+    pub webhook_allowed_hosts: String,
+    /// Waits between delivery attempts after a failure, comma-separated (`5s,5m,30m,2h,5h,10h,10h`
+    /// by default; `ms`, `s`, `m`, `h` suffixes). A delivery fails for good when it is used up.
+    #[arg(long, env = "SWITCHYARD_WEBHOOK_RETRY_SCHEDULE", global = true)]
+    pub webhook_retry_schedule: Option<String>,
+    /// An endpoint whose deliveries have all failed for this long is disabled (default `5d`).
+    #[arg(long, env = "SWITCHYARD_WEBHOOK_DISABLE_AFTER", default_value = "5d", global = true)]
+    pub webhook_disable_after: String,
+    /// How long one delivery attempt may take (default `10s`). A claimed delivery is leased for
+    /// twice this plus a second: a sender that dies leaves it to another after the lease.
+    #[arg(long, env = "SWITCHYARD_WEBHOOK_TIMEOUT", default_value = "10s", global = true)]
+    pub webhook_timeout: String,
+    /// Secret of the GitHub webhook (`X-Hub-Signature-256`); `/api/v1/hooks/github` answers 404
+    /// while it is unset.
+    #[arg(long, env = "SWITCHYARD_GITHUB_WEBHOOK_SECRET", global = true, hide_env_values = true)]
+    pub github_webhook_secret: Option<SecretString>,
+    /// Inbound generic hooks, comma-separated `name=whsec_…`: each enables
+    /// `POST /api/v1/hooks/generic/{name}`, verified with that Standard Webhooks secret.
+    #[arg(long, env = "SWITCHYARD_INBOUND_HOOKS", global = true, hide_env_values = true)]
+    pub inbound_hooks: Option<SecretString>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -102,6 +135,32 @@ pub struct Settings {
     pub log_format: LogFormat,
     pub pg_bindir: Option<PathBuf>,
     pub worker: WorkerConfig,
+    pub webhooks: WebhookSettings,
+}
+
+/// Webhook settings, validated.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    pub allowed_hosts: AllowList,
+    pub retry_schedule: Vec<std::time::Duration>,
+    pub disable_after: std::time::Duration,
+    pub timeout: std::time::Duration,
+    pub github_secret: Option<SecretString>,
+    /// Inbound generic hook name → its `whsec_…` secret.
+    pub inbound: Vec<(String, SecretString)>,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> WebhookSettings {
+        WebhookSettings {
+            allowed_hosts: AllowList::default(),
+            retry_schedule: crate::domain::webhook::default_schedule(),
+            disable_after: std::time::Duration::from_secs(5 * 86400),
+            timeout: std::time::Duration::from_secs(10),
+            github_secret: None,
+            inbound: Vec::new(),
+        }
+    }
 }
 
 /// How the worker runs agents on this node.
@@ -184,6 +243,7 @@ impl GlobalArgs {
             log_format: self.log_format,
             pg_bindir: self.pg_bindir.clone(),
             worker: self.worker()?,
+            webhooks: self.webhooks.validate()?,
         })
     }
 }
@@ -213,6 +273,64 @@ impl GlobalArgs {
             nudge_after: std::time::Duration::from_secs(self.nudge_after_s),
             max_nudges: self.max_nudges,
         })
+    }
+}
+
+impl WebhookArgs {
+    pub fn validate(&self) -> Result<WebhookSettings, ConfigError> {
+        let allowed_hosts = AllowList::parse(&self.webhook_allowed_hosts)
+            .map_err(|reason| ConfigError { setting: "SWITCHYARD_WEBHOOK_ALLOWED_HOSTS", reason })?;
+        let retry_schedule = match &self.webhook_retry_schedule {
+            Some(list) => list
+                .split(',')
+                .map(|d| parse_duration(d.trim()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|reason| ConfigError { setting: "SWITCHYARD_WEBHOOK_RETRY_SCHEDULE", reason })?,
+            None => crate::domain::webhook::default_schedule(),
+        };
+        let disable_after = parse_duration(self.webhook_disable_after.trim())
+            .map_err(|reason| ConfigError { setting: "SWITCHYARD_WEBHOOK_DISABLE_AFTER", reason })?;
+        let timeout = parse_duration(self.webhook_timeout.trim()).ok().filter(|t| !t.is_zero()).ok_or_else(|| {
+            ConfigError { setting: "SWITCHYARD_WEBHOOK_TIMEOUT", reason: "must be a duration like 10s".into() }
+        })?;
+        let mut inbound = Vec::new();
+        if let Some(list) = &self.inbound_hooks {
+            for entry in list.expose_secret().split(',').filter(|e| !e.trim().is_empty()) {
+                let bad = |reason: &str| ConfigError { setting: "SWITCHYARD_INBOUND_HOOKS", reason: reason.to_owned() };
+                let (name, secret) = entry.trim().split_once('=').ok_or_else(|| bad("write each as name=whsec_…"))?;
+                if !crate::domain::project::is_valid_slug(name) {
+                    return Err(bad("a hook name must be lowercase letters, digits and '-'"));
+                }
+                if crate::webhooks::signature::decode_secret(secret).is_none() {
+                    return Err(bad("a secret must be whsec_ followed by base64"));
+                }
+                inbound.push((name.to_owned(), SecretString::from(secret.to_owned())));
+            }
+        }
+        Ok(WebhookSettings {
+            allowed_hosts,
+            retry_schedule,
+            disable_after,
+            timeout,
+            github_secret: self.github_webhook_secret.clone().filter(|s| !s.expose_secret().is_empty()),
+            inbound,
+        })
+    }
+}
+
+/// `250ms`, `5s`, `5m`, `2h`, `5d`.
+pub fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
+    use std::time::Duration;
+    let split = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("`{value}` is not a duration like 5s, 5m or 2h"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        "d" => Ok(Duration::from_secs(n * 86400)),
+        _ => Err(format!("`{value}` has no unit (ms, s, m, h, d)")),
     }
 }
 

@@ -10,22 +10,26 @@ pub mod data_dir;
 pub mod db;
 pub mod detect;
 pub mod domain;
+pub mod feed;
 pub mod node;
 pub mod status;
 pub mod telemetry;
 pub mod tmux;
+pub mod webhooks;
 pub mod worker;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use config::Settings;
+use config::{Settings, WebhookSettings};
 use data_dir::DataDir;
 use db::Database;
+use feed::EventFeed;
 use node::NodeInfo;
 
 /// Which processes this instance runs.
@@ -55,6 +59,7 @@ pub struct Application {
     providers: std::sync::Arc<worker::providers::Providers>,
     data_dir_path: std::path::PathBuf,
     worker: config::WorkerConfig,
+    webhooks: Arc<WebhookSettings>,
     _data_dir: DataDir,
 }
 
@@ -72,6 +77,7 @@ impl Application {
         let providers = worker::providers::Providers::load(&settings.data_dir)?;
         let db = Database::open(settings).await?;
         db::migrate(&db.pool).await.context("applying migrations")?;
+        let webhooks = Arc::new(settings.webhooks.clone());
         Ok(Application {
             api,
             status,
@@ -81,6 +87,7 @@ impl Application {
             providers: std::sync::Arc::new(providers),
             data_dir_path: settings.data_dir.clone(),
             worker: settings.worker.clone(),
+            webhooks,
             _data_dir: data_dir,
         })
     }
@@ -110,11 +117,15 @@ impl Application {
         }
     }
 
-    /// Serves until `shutdown` fires; then both servers drain, the worker stops (its agents keep
-    /// running in tmux), and the database closes last.
+    /// Serves until `shutdown` fires; then both servers, the worker (its agents keep running in
+    /// tmux) and the background loops (event notifications, webhook delivery) drain, and the
+    /// database closes last.
     pub async fn run_until(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let api_url = self.agent_api_url();
-        let Application { api, status, db, node, role, providers, data_dir_path, worker, _data_dir } = self;
+        let Application { api, status, db, node, role, providers, data_dir_path, worker, webhooks, _data_dir } = self;
+        let feed = EventFeed::default();
+        let listener = feed.clone().listen(db.pool.clone(), shutdown.clone());
+        let sender = webhooks::Sender::new(db.pool.clone(), webhooks.clone()).run(feed.clone(), shutdown.clone());
         let health = worker::fleet::SharedHealth::default();
         let fleet = worker::fleet::Fleet {
             session: worker::fleet::session_name(&node),
@@ -151,13 +162,16 @@ impl Application {
                         providers: providers.clone(),
                         data_dir: data_dir_path.clone(),
                         panes: Some(panes),
+                        feed: feed.clone(),
+                        webhooks: webhooks.clone(),
                     });
                     axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
                 }
                 None => Ok(()),
             }
         };
-        let (api_result, status_result) = tokio::join!(api_server, std::future::IntoFuture::into_future(status_server));
+        let (api_result, status_result, (), ()) =
+            tokio::join!(api_server, std::future::IntoFuture::into_future(status_server), listener, sender);
         if let Err(e) = worker_task.await {
             tracing::error!(error = %e, "the worker ended abnormally");
         }

@@ -9,9 +9,11 @@ pub mod board_columns;
 pub mod board_templates;
 pub mod boards;
 pub mod error;
+pub mod event_stream;
 pub mod events;
 pub mod extract;
 pub mod health;
+pub mod hooks;
 pub mod json;
 pub mod pagination;
 pub mod projects;
@@ -20,10 +22,13 @@ pub mod task_actions;
 pub mod tasks;
 pub mod tokens;
 pub mod version;
+pub mod webhook_deliveries;
+pub mod webhooks;
 pub mod wish_actions;
 pub mod wish_groups;
 pub mod wishes;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
@@ -43,6 +48,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::config::WebhookSettings;
+use crate::feed::EventFeed;
 use crate::node::NodeInfo;
 use error::{ApiError, InternalCause};
 
@@ -58,6 +65,9 @@ pub struct AppState {
     /// This node's agent panes, for the routes that act on a pane (input, screen, …); `None`
     /// where no worker runs beside the API.
     pub panes: Option<crate::worker::panes::LocalPanes>,
+    /// Wakes live event streams when an event is written on any replica.
+    pub feed: EventFeed,
+    pub webhooks: Arc<WebhookSettings>,
 }
 
 pub const BODY_LIMIT: usize = 4 * 1024 * 1024;
@@ -93,10 +103,17 @@ fn v1_routes() -> OpenApiRouter<AppState> {
         .merge(tokens::router())
         .merge(agents::router())
         .merge(events::router())
+        .merge(event_stream::router())
+        .merge(webhooks::router())
         .merge(projects::router())
         .merge(boards::router())
         .merge(tasks::router())
         .merge(wishes::router())
+}
+
+/// `/api/v1` routes that authenticate by signature instead of a bearer token (inbound hooks).
+fn signed_routes() -> OpenApiRouter<AppState> {
+    hooks::router()
 }
 
 /// The documented routes: `/api/v1` plus the health checks.
@@ -109,12 +126,12 @@ fn documented(v1: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document as served and as committed in `openapi/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    documented(v1_routes()).into_openapi()
+    documented(v1_routes().merge(signed_routes())).into_openapi()
 }
 
 pub fn router(state: AppState) -> Router {
     let authenticated = v1_routes().route_layer(middleware::from_fn_with_state(state.clone(), auth::require_token));
-    let (api, spec) = documented(authenticated).split_for_parts();
+    let (api, spec) = documented(authenticated.merge(signed_routes())).split_for_parts();
     let served = spec.clone();
     Router::new()
         .merge(api)

@@ -1,5 +1,7 @@
 //! The event log. Every state change writes its event here, in the caller's transaction, so
-//! the change and its record commit (or vanish) together.
+//! the change and its record commit (or vanish) together — and with it the webhook outbox rows
+//! for the subscriptions that want it. A trigger fills `project` (from `payload.project` or the
+//! subject) and sends the `NOTIFY` that wakes live streams on every replica.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -15,25 +17,31 @@ pub struct Event {
     pub event_type: String,
     /// What the event is about, e.g. `task:3f2a…` or `wish:login-page`.
     pub subject: String,
+    /// The project (slug) the event is about, when it is about one.
+    #[schema(example = "switchyard")]
+    pub project: Option<String>,
     pub payload: serde_json::Value,
     pub created_at: DateTime<Utc>,
 }
 
-/// Appends an event in the caller's transaction and returns its id.
+/// Appends an event in the caller's transaction, with a pending webhook delivery for each
+/// enabled subscription that wants it, and returns its id.
 pub async fn record(
     conn: &mut PgConnection,
     event_type: &str,
     subject: &str,
     payload: serde_json::Value,
 ) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!(
-        "INSERT INTO events (type, subject, payload) VALUES ($1, $2, $3) RETURNING id",
+    let row = sqlx::query!(
+        "INSERT INTO events (type, subject, payload) VALUES ($1, $2, $3) RETURNING id, project",
         event_type,
         subject,
         payload
     )
-    .fetch_one(conn)
-    .await
+    .fetch_one(&mut *conn)
+    .await?;
+    crate::db::webhooks::enqueue(conn, row.id, event_type, row.project.as_deref(), &payload).await?;
+    Ok(row.id)
 }
 
 /// Events after the cursor, in log order, up to the oldest transaction still running: an event
@@ -42,7 +50,7 @@ pub async fn record(
 pub async fn after(conn: &mut PgConnection, after: Option<i64>, limit: i64) -> Result<Vec<Event>, sqlx::Error> {
     sqlx::query_as!(
         Event,
-        r#"SELECT e.id, e.type AS event_type, e.subject, e.payload, e.created_at
+        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at
            FROM events e
            WHERE e.tx < pg_snapshot_xmin(pg_current_snapshot())
              AND ($1::bigint IS NULL OR (e.tx, e.id) > (SELECT c.tx, c.id FROM events c WHERE c.id = $1))

@@ -12,6 +12,8 @@ pub mod nodes;
 pub mod projects;
 pub mod tasks;
 pub mod tokens;
+pub mod webhook_deliveries;
+pub mod webhooks;
 pub mod wishes;
 
 use std::time::Duration;

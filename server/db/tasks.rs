@@ -253,6 +253,7 @@ pub async fn apply(
         let payload = json!({
             "from": current.status, "to": task.status, "wish_id": task.wish_id, "group_key": task.group_key,
             "result": change.result, "question": change.question, "answer": change.answer,
+            "assignee": task.assignee,
         });
         events::record(&mut *conn, event_type(&event), &subject(id), payload).await?;
         let released = if to == TaskStatus::Done { release_dependents(conn, id).await? } else { Vec::new() };

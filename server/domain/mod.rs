@@ -13,6 +13,7 @@
 //! - [`review`]: agentmux's review loop against an iteration cap.
 //! - [`project`]: the project slug rule and its typed settings (multiclaude's configs).
 //! - [`board`]: column gates and column blueprints, with their validation.
+//! - [`webhook`]: which events a subscription wants (types, patterns, hook names) and retry timing.
 
 pub mod agent;
 pub mod agent_kind;
@@ -22,6 +23,7 @@ pub mod progress;
 pub mod project;
 pub mod review;
 pub mod task;
+pub mod webhook;
 pub mod wish;
 
 /// A status string that names no known status, e.g. from an API request or a database row.

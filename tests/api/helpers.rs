@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use secrecy::SecretString;
 use sqlx::{Connection, PgConnection};
 use switchyard::auth::Scope;
-use switchyard::config::{LogFormat, Settings, WorkerConfig};
+use switchyard::config::{LogFormat, Settings, WebhookSettings, WorkerConfig};
 use switchyard::db::embedded::{Durability, EmbeddedPostgres};
 use switchyard::{Application, Role};
 use tokio::sync::OnceCell;
@@ -123,7 +123,17 @@ pub async fn fresh_database() -> (String, String) {
 }
 
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with(WebhookSettings::default()).await
+}
+
+/// The application with these webhook settings (allow-list, retry schedule, inbound secrets).
+pub async fn spawn_app_with(webhooks: WebhookSettings) -> TestApp {
     let (database_url, database_name) = fresh_database().await;
+    spawn_app_on(database_url, database_name, webhooks).await
+}
+
+/// Another instance on an existing database, as a second replica would be.
+pub async fn spawn_app_on(database_url: String, database_name: String, webhooks: WebhookSettings) -> TestApp {
     let data_dir = tempfile::tempdir().expect("temp data dir");
     let tmux_socket = format!("sy-test-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let settings = Settings {
@@ -138,13 +148,17 @@ pub async fn spawn_app() -> TestApp {
             reconcile_every: Duration::from_millis(300),
             ..WorkerConfig::default()
         },
+        webhooks,
     };
     let app = Application::build(&settings, Role::Serve).await.expect("build the application");
     let address = format!("http://{}", app.api_addr().expect("serve has an API"));
     let status_address = format!("http://{}", app.status_addr());
     let pool = app.pool().clone();
     let mut tx = pool.begin().await.expect("begin");
-    let (_, admin_token) = switchyard::db::tokens::create(&mut tx, "test-admin", Scope::Admin).await.expect("token");
+    let (_, admin_token) =
+        switchyard::db::tokens::create(&mut tx, &format!("test-admin-{}", uuid::Uuid::new_v4().simple()), Scope::Admin)
+            .await
+            .expect("token");
     tx.commit().await.expect("commit");
     let shutdown = CancellationToken::new();
     tokio::spawn(app.run_until(shutdown.clone()));

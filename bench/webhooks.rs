@@ -1,0 +1,165 @@
+//! Webhook benchmark: events/s fanned out to 10 subscriber endpoints on loopback, and the
+//! latency of an API write (`POST /api/v1/tasks`) with 10 subscriptions versus none.
+//!
+//! `cargo run --release --example webhook_bench [events] [writes]` — starts Switchyard on an
+//! embedded PostgreSQL in a temp dir (or on `DATABASE_URL`, which must be an empty database)
+//! and prints the figures.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use secrecy::SecretString;
+use serde_json::json;
+use switchyard::auth::Scope;
+use switchyard::config::{AllowList, LogFormat, Settings, WebhookSettings, WorkerConfig};
+use switchyard::{Application, Role};
+use tokio_util::sync::CancellationToken;
+
+const ENDPOINTS: usize = 10;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let events: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(2000);
+    let writes: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(300);
+    let data_dir = tempfile::tempdir()?;
+    let settings = Settings {
+        database_url: std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()).map(SecretString::from),
+        data_dir: data_dir.path().to_path_buf(),
+        listen: "127.0.0.1:0".parse()?,
+        status_listen: "127.0.0.1:0".parse()?,
+        log_format: LogFormat::Text,
+        pg_bindir: None,
+        // A socket of its own: the bench must never touch the user's agents.
+        worker: WorkerConfig { tmux_socket: format!("sy-bench-{}", std::process::id()), ..WorkerConfig::default() },
+        webhooks: WebhookSettings {
+            allowed_hosts: AllowList::parse("loopback").map_err(anyhow::Error::msg)?,
+            ..Default::default()
+        },
+    };
+    let app = Application::build(&settings, Role::Serve).await?;
+    let api = format!("http://{}", app.api_addr().expect("serve has an API"));
+    let pool = app.pool().clone();
+    let mut tx = pool.begin().await?;
+    let (_, token) = switchyard::db::tokens::create(&mut tx, "bench", Scope::Admin).await?;
+    sqlx::query("INSERT INTO projects (id, slug, name, repo_path) VALUES ($1, 'bench', 'bench', '/tmp/bench')")
+        .bind(uuid::Uuid::new_v4())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(app.run_until(shutdown.clone()));
+    let client = reqwest::Client::new();
+
+    let write = |n: usize| {
+        let client = client.clone();
+        let (api, token) = (api.clone(), token.clone());
+        async move {
+            let mut latencies = Vec::with_capacity(n);
+            for i in 0..n {
+                let started = Instant::now();
+                let response = client
+                    .post(format!("{api}/api/v1/tasks"))
+                    .bearer_auth(&token)
+                    .json(&json!({"project": "bench", "title": format!("task {i}")}))
+                    .send()
+                    .await?;
+                anyhow::ensure!(response.status() == 201, "write failed: {}", response.status());
+                latencies.push(started.elapsed());
+            }
+            anyhow::Ok(latencies)
+        }
+    };
+
+    write(30).await?; // warm-up
+    let without = write(writes).await?;
+
+    let received = Arc::new(AtomicUsize::new(0));
+    // The endpoints hold their first requests unanswered while the next writes are timed, so
+    // those measure the request path alone (outbox rows), not the sender competing for the CPU.
+    let hold = Arc::new(AtomicBool::new(true));
+    for _ in 0..ENDPOINTS {
+        let url = receiver(received.clone(), hold.clone()).await?;
+        let response = client
+            .post(format!("{api}/api/v1/webhooks"))
+            .bearer_auth(&token)
+            .json(&json!({"url": url, "events": ["task.*"]}))
+            .send()
+            .await?;
+        anyhow::ensure!(response.status() == 201, "subscribe failed: {}", response.status());
+    }
+    let with_held = write(writes).await?;
+    hold.store(false, Ordering::SeqCst);
+    let with = write(writes).await?;
+    wait_for(&received, 2 * writes * ENDPOINTS, Duration::from_secs(300)).await?;
+
+    // Fan-out: `events` task events committed at once, then timed until every endpoint has each.
+    received.store(0, Ordering::SeqCst);
+    let started = Instant::now();
+    let mut tx = pool.begin().await?;
+    for i in 0..events {
+        switchyard::db::events::record(&mut tx, "task.updated", "bench", json!({"project": "bench", "n": i})).await?;
+    }
+    tx.commit().await?;
+    let committed = started.elapsed();
+    wait_for(&received, events * ENDPOINTS, Duration::from_secs(600)).await?;
+    let elapsed = started.elapsed();
+
+    println!("webhook fan-out: {events} events x {ENDPOINTS} endpoints on loopback");
+    println!(
+        "  outbox write (record + {ENDPOINTS} delivery rows each): {:.0} events/s",
+        events as f64 / committed.as_secs_f64()
+    );
+    println!(
+        "  delivered: {:.0} events/s to all {ENDPOINTS} endpoints = {:.0} deliveries/s ({:.2} s total)",
+        events as f64 / elapsed.as_secs_f64(),
+        (events * ENDPOINTS) as f64 / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64()
+    );
+    println!("API write latency, POST /api/v1/tasks, {writes} sequential writes:");
+    println!("  no subscriptions:  {}", summary(without));
+    println!("  {ENDPOINTS} subscriptions, sender idle:  {}", summary(with_held));
+    println!("  {ENDPOINTS} subscriptions, deliveries flowing:  {}", summary(with));
+    shutdown.cancel();
+    server.await??;
+    Ok(())
+}
+
+/// A loopback endpoint answering 204 (once `hold` is off) and counting deliveries.
+async fn receiver(count: Arc<AtomicUsize>, hold: Arc<AtomicBool>) -> anyhow::Result<String> {
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            let (count, hold) = (count.clone(), hold.clone());
+            async move {
+                while hold.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                count.fetch_add(1, Ordering::Relaxed);
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/hook", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
+}
+
+async fn wait_for(count: &AtomicUsize, want: usize, limit: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    while count.load(Ordering::SeqCst) < want {
+        anyhow::ensure!(Instant::now() < deadline, "only {} of {want} delivered", count.load(Ordering::SeqCst));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
+}
+
+fn summary(mut latencies: Vec<Duration>) -> String {
+    latencies.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let mean = latencies.iter().map(|d| ms(*d)).sum::<f64>() / latencies.len() as f64;
+    let at = |q: f64| ms(latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)]);
+    format!("mean {mean:.2} ms, p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms", at(0.5), at(0.95), at(0.99))
+}

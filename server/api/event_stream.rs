@@ -1,0 +1,154 @@
+//! `GET /api/v1/events/stream`: the event log as Server-Sent Events. Replays from a cursor
+//! (`Last-Event-ID` or `after`), then follows; each SSE `id` is the event id, so a client that
+//! reconnects with the last id it saw misses nothing. Reads use `events::after`, whose horizon
+//! holds back events of still-running transactions, so a late commit is never skipped.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::IntoResponse;
+use futures_util::Stream;
+use serde::Deserialize;
+use sqlx::PgPool;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::query::ApiQuery;
+use crate::api::AppState;
+use crate::db::events::{self, Event};
+use crate::domain::webhook::EventFilter;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(stream_events))
+}
+
+/// Events per database read while replaying.
+const PAGE: i64 = 500;
+/// Followers re-read at least this often: an event held back by another transaction's horizon
+/// becomes visible without any notification of its own.
+const POLL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct StreamQuery {
+    /// Start after this event id (`Last-Event-ID` wins when both are sent); from the beginning
+    /// when neither is.
+    pub after: Option<i64>,
+    /// Comma-separated event types, `prefix.*` patterns or hook names (as for webhooks), e.g.
+    /// `task.*,on_agent_idle`; every event when omitted.
+    pub types: Option<String>,
+    /// Only events of this project (slug).
+    pub project: Option<String>,
+}
+
+/// Server-Sent Events of the event log: `id` is the event id, `event` its type, `data` the
+/// event as JSON (as in `GET /events`). Resume after a disconnect with `Last-Event-ID`.
+#[utoipa::path(get, path = "/events/stream", tag = "events", params(StreamQuery,
+        ("Last-Event-ID" = Option<i64>, Header, description = "The last event id received; replay continues after it")),
+    responses(
+        (status = 200, content_type = "text/event-stream", body = String,
+            description = "A stream of `id: 42\\nevent: task.completed\\ndata: {…event…}` messages, with keep-alive comments",
+            example = json!("id: 42\nevent: task.completed\ndata: {\"id\":42,\"type\":\"task.completed\",\"subject\":\"task:3f2a…\",\"project\":\"switchyard\",\"payload\":{},\"created_at\":\"2025-01-15T10:30:00Z\"}\n\n")),
+        (status = 422, body = Problem, description = "A bad cursor, type filter or parameter")))]
+#[tracing::instrument(skip_all, err)]
+pub async fn stream_events(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(query): ApiQuery<StreamQuery>,
+) -> ApiResult<impl IntoResponse> {
+    let after = match headers.get("last-event-id") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .ok_or_else(|| ApiError::validation("Last-Event-ID", "must be an event id"))?,
+        ),
+        None => query.after,
+    };
+    let filter = match &query.types {
+        Some(types) => {
+            let entries: Vec<&str> = types.split(',').map(str::trim).filter(|t| !t.is_empty()).collect();
+            Some(EventFilter::parse(&entries).map_err(|e| ApiError::validation("types", e.to_string()))?)
+        }
+        None => None,
+    };
+    if let Some(after) = after {
+        let mut conn = state.db.acquire().await?;
+        if !events::exists(&mut conn, after).await? {
+            return Err(ApiError::validation("after", format!("no event {after}: pass an id this API returned")));
+        }
+    }
+    let follower = Follower {
+        pool: state.db.clone(),
+        cursor: after,
+        filter,
+        project: query.project,
+        wake: state.feed.subscribe(),
+        closed: state.feed.closed(),
+        buffer: VecDeque::new(),
+    };
+    Ok(Sse::new(follower.into_stream()).keep_alive(KeepAlive::default()))
+}
+
+struct Follower {
+    pool: PgPool,
+    cursor: Option<i64>,
+    filter: Option<EventFilter>,
+    project: Option<String>,
+    wake: watch::Receiver<u64>,
+    closed: CancellationToken,
+    buffer: VecDeque<Event>,
+}
+
+impl Follower {
+    fn wants(&self, event: &Event) -> bool {
+        self.project.as_ref().is_none_or(|p| event.project.as_ref() == Some(p))
+            && self.filter.as_ref().is_none_or(|f| f.matches(&event.event_type, &event.payload))
+    }
+
+    /// The next wanted event, waiting for one; `None` ends the stream (shutdown, database gone).
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.buffer.pop_front() {
+                return Some(event);
+            }
+            self.wake.borrow_and_update();
+            let page = {
+                let mut conn = self.pool.acquire().await.ok()?;
+                events::after(&mut conn, self.cursor, PAGE).await.ok()?
+            };
+            if let Some(last) = page.last() {
+                self.cursor = Some(last.id);
+                let wanted: Vec<Event> = page.into_iter().filter(|e| self.wants(e)).collect();
+                self.buffer.extend(wanted);
+                continue;
+            }
+            tokio::select! {
+                _ = self.closed.cancelled() => return None,
+                changed = self.wake.changed() => if changed.is_err() { return None },
+                _ = tokio::time::sleep(POLL) => {}
+            }
+        }
+    }
+
+    fn into_stream(self) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+        futures_util::stream::unfold(self, |mut follower| async move {
+            let event = follower.next().await?;
+            let sse = SseEvent::default()
+                .id(event.id.to_string())
+                .event(event.event_type.clone())
+                .json_data(&event)
+                .unwrap_or_else(|_| SseEvent::default().comment("unserializable event"));
+            Some((Ok(sse), follower))
+        })
+    }
+}

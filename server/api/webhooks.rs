@@ -1,0 +1,273 @@
+//! `/api/v1/webhooks`: subscriptions that receive events as signed HTTP POSTs (Standard
+//! Webhooks). The secret is shown once, on creation and on rotation. Admin scope: a subscription
+//! sends the event log to a URL of the caller's choosing.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize, Serializer};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::api::auth::Authenticated;
+use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::extract::ApiPath;
+use crate::api::json::{nullable, ApiJson};
+use crate::api::pagination::{page, Page, PageQuery, Position};
+use crate::api::query::ApiQuery;
+use crate::api::{webhook_deliveries, AppState};
+use crate::auth::Scope;
+use crate::db::webhooks::{self, NewSubscription, Subscription, SubscriptionPatch};
+use crate::domain::project::is_valid_slug;
+use crate::domain::webhook::EventFilter;
+use crate::webhooks::signature;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_webhook, list_webhooks))
+        .routes(routes!(get_webhook, update_webhook, delete_webhook))
+        .routes(routes!(rotate_secret))
+        .merge(webhook_deliveries::router())
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"url": "https://ci.example.com/switchyard", "events": ["on_ci_failed", "task.*"],
+    "project": "switchyard", "description": "CI bridge"}))]
+pub struct CreateWebhook {
+    /// Where to POST; `http://` or `https://`. Loopback, private and link-local destinations are
+    /// refused unless `SWITCHYARD_WEBHOOK_ALLOWED_HOSTS` allows them (checked again on every connect).
+    pub url: String,
+    /// Event types (`task.completed`), patterns (`task.*`, `*`) and multiclaude hook names:
+    /// `on_event` = every event; `on_agent_started` = `agent.spawned`; `on_agent_idle` =
+    /// `agent.state_changed` with `to: idle`; `on_agent_stopped` = `agent.stopped`;
+    /// `on_worker_stuck` = `agent.stuck`; `on_message_sent` = `message.sent`; `on_merge_complete` =
+    /// `merge.completed` and `wish.merged`; `on_pr_created` = `pr.created`; `on_ci_failed` =
+    /// `ci.failed`; `on_task_assigned` = `task.assigned` and `task.started` with an assignee.
+    pub events: Vec<String>,
+    /// Only events of this project (slug). Events carry a project when their payload has one or
+    /// their subject is a project, task, wish or board.
+    pub project: Option<String>,
+    pub description: Option<String>,
+    /// A Standard Webhooks secret (`whsec_` + base64 of at least 16 bytes); generated when omitted.
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<SecretString>,
+    /// Default true.
+    pub enabled: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"enabled": true, "events": ["on_event"]}))]
+pub struct UpdateWebhook {
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    /// A slug, or null for every project.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>)]
+    pub project: Option<Option<String>>,
+    pub description: Option<String>,
+    /// Enabling a disabled subscription clears `disabled_reason`; its pending deliveries resume.
+    pub enabled: Option<bool>,
+}
+
+/// A subscription with its secret: only in the answer to creation and rotation.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WebhookWithSecret {
+    #[serde(flatten)]
+    pub subscription: Subscription,
+    /// Verify deliveries with it; it is not shown again.
+    #[serde(serialize_with = "expose")]
+    #[schema(value_type = String, example = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")]
+    pub secret: SecretString,
+}
+
+fn expose<S: Serializer>(secret: &SecretString, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(secret.expose_secret())
+}
+
+fn check_url(state: &AppState, url: &str) -> ApiResult<String> {
+    state.webhooks.allowed_hosts.check_url(url).map_err(|why| ApiError::validation("url", why))?;
+    Ok(url.to_owned())
+}
+
+fn check_events(events: &[String]) -> ApiResult<()> {
+    if events.is_empty() || events.len() > 100 {
+        return Err(ApiError::validation("events", "give 1 to 100 entries"));
+    }
+    EventFilter::parse(events)
+        .map(|_| ())
+        .map_err(|e| ApiError::validation(format!("events[{}]", e.index), e.to_string()))
+}
+
+fn check_project(project: &Option<String>) -> ApiResult<()> {
+    match project {
+        Some(p) if !is_valid_slug(p) => Err(ApiError::validation("project", "must be a project slug")),
+        _ => Ok(()),
+    }
+}
+
+fn check_description(description: &Option<String>) -> ApiResult<()> {
+    match description {
+        Some(d) if d.chars().count() > 500 => Err(ApiError::validation("description", "at most 500 characters")),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn no_webhook(id: Uuid) -> ApiError {
+    ApiError::NotFound(format!("no webhook {id}"))
+}
+
+/// Subscribes a URL to events. The answer holds the signing secret, shown only this once.
+#[utoipa::path(post, path = "/webhooks", tag = "webhooks", request_body = CreateWebhook,
+    responses(
+        (status = 201, body = WebhookWithSecret, description = "Created; keep the secret", headers(("Location" = String))),
+        (status = 403, body = Problem, description = "Needs an admin token"),
+        (status = 422, body = Problem, description = "A bad field, e.g. an unknown event name or a refused URL")))]
+#[tracing::instrument(skip_all, err)]
+pub async fn create_webhook(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    ApiJson(body): ApiJson<CreateWebhook>,
+) -> ApiResult<impl IntoResponse> {
+    caller.require(Scope::Admin)?;
+    let url = check_url(&state, &body.url)?;
+    check_events(&body.events)?;
+    check_project(&body.project)?;
+    check_description(&body.description)?;
+    let secret = match body.secret {
+        Some(s) if signature::decode_secret(s.expose_secret()).is_none() => {
+            return Err(ApiError::validation("secret", "must be whsec_ followed by base64 of at least 16 bytes"))
+        }
+        Some(s) => s,
+        None => SecretString::from(signature::generate_secret()),
+    };
+    let new = NewSubscription {
+        url,
+        events: body.events,
+        project: body.project,
+        description: body.description.unwrap_or_default(),
+        secret: secret.expose_secret().to_owned(),
+        enabled: body.enabled.unwrap_or(true),
+    };
+    let mut tx = state.db.begin().await?;
+    let subscription = webhooks::create(&mut tx, &new).await?;
+    tx.commit().await?;
+    let location = [(header::LOCATION, format!("/api/v1/webhooks/{}", subscription.id))];
+    Ok((StatusCode::CREATED, location, Json(WebhookWithSecret { subscription, secret })))
+}
+
+/// Subscriptions, oldest first, a page at a time.
+#[utoipa::path(get, path = "/webhooks", tag = "webhooks", params(PageQuery),
+    responses((status = 200, body = Page<Subscription>, description = "One page"),
+        (status = 403, body = Problem, description = "Needs an admin token"),
+        (status = 422, body = Problem, description = "Bad cursor or limit")))]
+#[tracing::instrument(skip_all, err)]
+pub async fn list_webhooks(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Page<Subscription>>> {
+    caller.require(Scope::Admin)?;
+    let (limit, after) = query.parse()?;
+    let mut conn = state.db.acquire().await?;
+    let rows = webhooks::list(&mut conn, after.map(|p| (p.created_at, p.id)), limit).await?;
+    Ok(Json(page(rows, limit, |s| Position { created_at: s.created_at, id: s.id })))
+}
+
+/// One subscription (never its secret).
+#[utoipa::path(get, path = "/webhooks/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
+    responses((status = 200, body = Subscription, description = "The subscription"),
+        (status = 403, body = Problem, description = "Needs an admin token"),
+        (status = 404, body = Problem, description = "Not found")))]
+#[tracing::instrument(skip_all, fields(id = %id), err)]
+pub async fn get_webhook(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ApiResult<Json<Subscription>> {
+    caller.require(Scope::Admin)?;
+    let mut conn = state.db.acquire().await?;
+    Ok(Json(webhooks::get(&mut conn, id).await?.ok_or_else(|| no_webhook(id))?))
+}
+
+/// Changes some fields; only those sent change.
+#[utoipa::path(patch, path = "/webhooks/{id}", tag = "webhooks", params(("id" = Uuid, Path)), request_body = UpdateWebhook,
+    responses((status = 200, body = Subscription, description = "The subscription"),
+        (status = 403, body = Problem, description = "Needs an admin token"),
+        (status = 404, body = Problem, description = "Not found"),
+        (status = 422, body = Problem, description = "A bad field")))]
+#[tracing::instrument(skip_all, fields(id = %id), err)]
+pub async fn update_webhook(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<UpdateWebhook>,
+) -> ApiResult<Json<Subscription>> {
+    caller.require(Scope::Admin)?;
+    let url = body.url.as_deref().map(|u| check_url(&state, u)).transpose()?;
+    if let Some(events) = &body.events {
+        check_events(events)?;
+    }
+    if let Some(project) = &body.project {
+        check_project(project)?;
+    }
+    check_description(&body.description)?;
+    let patch = SubscriptionPatch {
+        url,
+        events: body.events,
+        project: body.project,
+        description: body.description,
+        enabled: body.enabled,
+    };
+    let mut tx = state.db.begin().await?;
+    let subscription = webhooks::update(&mut tx, id, &patch).await?.ok_or_else(|| no_webhook(id))?;
+    tx.commit().await?;
+    Ok(Json(subscription))
+}
+
+/// Deletes a subscription and its delivery log; pending deliveries are dropped.
+#[utoipa::path(delete, path = "/webhooks/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
+    responses((status = 204, description = "Deleted"),
+        (status = 403, body = Problem, description = "Needs an admin token"),
+        (status = 404, body = Problem, description = "Not found")))]
+#[tracing::instrument(skip_all, fields(id = %id), err)]
+pub async fn delete_webhook(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ApiResult<StatusCode> {
+    caller.require(Scope::Admin)?;
+    let mut tx = state.db.begin().await?;
+    if !webhooks::delete(&mut tx, id).await? {
+        return Err(no_webhook(id));
+    }
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Replaces the signing secret. For the next 24 hours deliveries carry two signatures (new and
+/// old), so the receiver can switch without dropping messages. The new secret is shown once.
+#[utoipa::path(post, path = "/webhooks/{id}/rotate-secret", tag = "webhooks", params(("id" = Uuid, Path)),
+    responses((status = 200, body = WebhookWithSecret, description = "The new secret"),
+        (status = 403, body = Problem, description = "Needs an admin token"),
+        (status = 404, body = Problem, description = "Not found")))]
+#[tracing::instrument(skip_all, fields(id = %id), err)]
+pub async fn rotate_secret(
+    State(state): State<AppState>,
+    caller: Authenticated,
+    ApiPath(id): ApiPath<Uuid>,
+) -> ApiResult<Json<WebhookWithSecret>> {
+    caller.require(Scope::Admin)?;
+    let secret = SecretString::from(signature::generate_secret());
+    let mut tx = state.db.begin().await?;
+    if !webhooks::rotate_secret(&mut tx, id, secret.expose_secret()).await? {
+        return Err(no_webhook(id));
+    }
+    let subscription = webhooks::get(&mut tx, id).await?.ok_or_else(|| no_webhook(id))?;
+    tx.commit().await?;
+    Ok(Json(WebhookWithSecret { subscription, secret }))
+}

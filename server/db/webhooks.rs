@@ -1,0 +1,256 @@
+//! Webhook subscriptions in the database, and the outbox half of `events::record`: the delivery
+//! rows for every enabled subscription an event matches, written in the event's transaction.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::db::events;
+use crate::domain::webhook::EventFilter;
+
+/// How long a rotated-out secret keeps signing, so receivers can switch without losing messages.
+pub const ROTATION_GRACE_HOURS: i32 = 24;
+
+/// A subscription as the API shows it: never its secret.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": "6c1f0c9e-2b7a-4a52-9d55-3f6c2a1e0b7d", "url": "https://ci.example.com/switchyard",
+    "events": ["on_ci_failed", "task.*"], "project": "switchyard", "description": "CI bridge", "enabled": true,
+    "disabled_reason": null, "failing_since": null, "created_at": "2025-01-15T10:30:00Z", "updated_at": "2025-01-15T10:30:00Z"}))]
+pub struct Subscription {
+    pub id: Uuid,
+    pub url: String,
+    /// Event types, `prefix.*` patterns and hook names, as given.
+    pub events: Vec<String>,
+    /// Only events of this project (slug); all projects when null.
+    pub project: Option<String>,
+    pub description: String,
+    pub enabled: bool,
+    /// Why Switchyard disabled it (`410 Gone`, failing for days), if it did.
+    pub disabled_reason: Option<String>,
+    /// Since when every delivery has failed.
+    pub failing_since: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+pub struct NewSubscription {
+    pub url: String,
+    pub events: Vec<String>,
+    pub project: Option<String>,
+    pub description: String,
+    pub secret: String,
+    pub enabled: bool,
+}
+
+/// What a PATCH may change; `None` leaves a field alone.
+#[derive(Default)]
+pub struct SubscriptionPatch {
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    pub project: Option<Option<String>>,
+    pub description: Option<String>,
+    pub enabled: Option<bool>,
+}
+
+fn subject(id: Uuid) -> String {
+    format!("webhook:{id}")
+}
+
+fn summary(s: &Subscription) -> serde_json::Value {
+    serde_json::json!({"id": s.id, "url": s.url, "events": s.events, "project": s.project, "enabled": s.enabled})
+}
+
+#[tracing::instrument(skip_all, err)]
+pub async fn create(conn: &mut PgConnection, new: &NewSubscription) -> Result<Subscription, sqlx::Error> {
+    let sub = sqlx::query_as!(
+        Subscription,
+        r#"INSERT INTO webhook_subscriptions (id, url, events, project, description, secret, enabled)
+           VALUES ($1, $2, $3, $4, $5, $6, $7)
+           RETURNING id, url, events, project, description, enabled, disabled_reason, failing_since,
+                     created_at, updated_at"#,
+        Uuid::new_v4(),
+        new.url,
+        &new.events,
+        new.project,
+        new.description,
+        new.secret,
+        new.enabled
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    events::record(conn, "webhook.created", &subject(sub.id), summary(&sub)).await?;
+    Ok(sub)
+}
+
+#[tracing::instrument(skip_all, fields(id = %id), err)]
+pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, sqlx::Error> {
+    sqlx::query_as!(
+        Subscription,
+        r#"SELECT id, url, events, project, description, enabled, disabled_reason, failing_since, created_at, updated_at
+           FROM webhook_subscriptions WHERE id = $1"#,
+        id
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Oldest first, `limit + 1` rows after (`created_at`, `id`).
+#[tracing::instrument(skip_all, err)]
+pub async fn list(
+    conn: &mut PgConnection,
+    after: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> Result<Vec<Subscription>, sqlx::Error> {
+    let (at, id) = after.unzip();
+    sqlx::query_as!(
+        Subscription,
+        r#"SELECT id, url, events, project, description, enabled, disabled_reason, failing_since, created_at, updated_at
+           FROM webhook_subscriptions
+           WHERE $1::timestamptz IS NULL OR (created_at, id) > ($1, $2)
+           ORDER BY created_at, id LIMIT $3"#,
+        at,
+        id,
+        limit + 1
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Applies a patch; enabling clears `disabled_reason` and `failing_since`.
+#[tracing::instrument(skip_all, fields(id = %id), err)]
+pub async fn update(
+    conn: &mut PgConnection,
+    id: Uuid,
+    patch: &SubscriptionPatch,
+) -> Result<Option<Subscription>, sqlx::Error> {
+    let (set_project, project) = match &patch.project {
+        Some(p) => (true, p.clone()),
+        None => (false, None),
+    };
+    let sub = sqlx::query_as!(
+        Subscription,
+        r#"UPDATE webhook_subscriptions SET
+             url = COALESCE($2, url),
+             events = COALESCE($3, events),
+             project = CASE WHEN $4 THEN $5 ELSE project END,
+             description = COALESCE($6, description),
+             enabled = COALESCE($7, enabled),
+             disabled_reason = CASE WHEN $7 THEN NULL ELSE disabled_reason END,
+             failing_since = CASE WHEN $7 THEN NULL ELSE failing_since END,
+             updated_at = now()
+           WHERE id = $1
+           RETURNING id, url, events, project, description, enabled, disabled_reason, failing_since,
+                     created_at, updated_at"#,
+        id,
+        patch.url,
+        patch.events.as_deref(),
+        set_project,
+        project,
+        patch.description,
+        patch.enabled
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(sub) = &sub {
+        events::record(conn, "webhook.updated", &subject(sub.id), summary(sub)).await?;
+    }
+    Ok(sub)
+}
+
+#[tracing::instrument(skip_all, fields(id = %id), err)]
+pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
+    let deleted = sqlx::query_scalar!("DELETE FROM webhook_subscriptions WHERE id = $1 RETURNING url", id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    if let Some(url) = &deleted {
+        events::record(conn, "webhook.deleted", &subject(id), serde_json::json!({"id": id, "url": url})).await?;
+    }
+    Ok(deleted.is_some())
+}
+
+/// Installs a new secret; the old one keeps signing for [`ROTATION_GRACE_HOURS`].
+#[tracing::instrument(skip_all, fields(id = %id), err)]
+pub async fn rotate_secret(conn: &mut PgConnection, id: Uuid, secret: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query_scalar!(
+        r#"UPDATE webhook_subscriptions
+           SET previous_secret = secret, secret = $2,
+               previous_secret_expires_at = now() + make_interval(hours => $3), updated_at = now()
+           WHERE id = $1 RETURNING id"#,
+        id,
+        secret,
+        ROTATION_GRACE_HOURS
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if done.is_some() {
+        let payload = serde_json::json!({"id": id, "grace_hours": ROTATION_GRACE_HOURS});
+        events::record(conn, "webhook.secret_rotated", &subject(id), payload).await?;
+    }
+    Ok(done.is_some())
+}
+
+/// Disables a subscription that is still enabled, with an event saying why; false when it was
+/// already disabled (so only one sender reports it).
+#[tracing::instrument(skip_all, fields(id = %id), err)]
+pub async fn disable(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<bool, sqlx::Error> {
+    let url = sqlx::query_scalar!(
+        r#"UPDATE webhook_subscriptions SET enabled = false, disabled_reason = $2, updated_at = now()
+           WHERE id = $1 AND enabled RETURNING url"#,
+        id,
+        reason
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(url) = &url {
+        let payload = serde_json::json!({"id": id, "url": url, "reason": reason});
+        events::record(conn, "webhook.disabled", &subject(id), payload).await?;
+    }
+    Ok(url.is_some())
+}
+
+/// The outbox: a pending delivery for every enabled subscription that wants this event.
+pub async fn enqueue(
+    conn: &mut PgConnection,
+    event_id: i64,
+    event_type: &str,
+    project: Option<&str>,
+    payload: &serde_json::Value,
+) -> Result<(), sqlx::Error> {
+    let candidates = sqlx::query!(
+        r#"SELECT id, events FROM webhook_subscriptions
+           WHERE enabled AND (project IS NULL OR project = $1)"#,
+        project
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let wanted: Vec<Uuid> = candidates
+        .into_iter()
+        .filter(|c| EventFilter::parse(&c.events).is_ok_and(|f| f.matches(event_type, payload)))
+        .map(|c| c.id)
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = wanted.iter().map(|_| Uuid::new_v4()).collect();
+    let message_ids: Vec<String> = ids.iter().map(|id| format!("msg_{}", id.simple())).collect();
+    sqlx::query!(
+        r#"INSERT INTO webhook_deliveries (id, subscription_id, event_id, message_id, event_type)
+           SELECT d.id, d.sub, $3, d.msg, $4 FROM UNNEST($1::uuid[], $2::uuid[], $5::text[]) AS d(id, sub, msg)"#,
+        &ids,
+        &wanted,
+        event_id,
+        event_type,
+        &message_ids
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The secrets that sign a delivery now: the current one, and the previous one in its grace.
+pub fn signing_secrets<'a>(current: &'a str, previous: Option<&'a str>) -> Vec<&'a str> {
+    let mut secrets = vec![current];
+    secrets.extend(previous);
+    secrets
+}

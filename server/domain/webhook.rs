@@ -1,0 +1,220 @@
+//! Which events a webhook subscription (or a live stream) wants, and when a failed delivery is
+//! tried again. Pure rules: the database and the sender apply them.
+//!
+//! A subscription's `events` mixes three kinds of entry:
+//! - an event type, e.g. `task.completed`;
+//! - a pattern `prefix.*`, e.g. `task.*` (or `*` alone: everything);
+//! - a multiclaude hook name, mapped to Switchyard's events (see [`HOOKS`]).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// multiclaude's hook names and the events each stands for.
+pub const HOOKS: &[(&str, &str)] = &[
+    ("on_event", "every event"),
+    ("on_agent_started", "agent.spawned"),
+    ("on_agent_idle", "agent.state_changed with payload.to = idle"),
+    ("on_agent_stopped", "agent.stopped"),
+    ("on_worker_stuck", "agent.stuck"),
+    ("on_message_sent", "message.sent"),
+    ("on_merge_complete", "merge.completed and wish.merged"),
+    ("on_pr_created", "pr.created"),
+    ("on_ci_failed", "ci.failed"),
+    ("on_task_assigned", "task.assigned, and task.started with an assignee"),
+];
+
+/// Event type prefixes Switchyard writes; a name outside them is refused as a likely typo.
+const KNOWN_PREFIXES: &[&str] = &[
+    "task",
+    "wish",
+    "project",
+    "board",
+    "board_template",
+    "token",
+    "agent",
+    "message",
+    "merge",
+    "pr",
+    "ci",
+    "webhook",
+    "test",
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Matcher {
+    All,
+    Type(String),
+    Prefix(String),
+    AgentIdle,
+    MergeComplete,
+    TaskAssigned,
+}
+
+/// A parsed list of event entries; matches an event when any entry does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventFilter(Vec<Matcher>);
+
+/// An entry that is not an event type, a `prefix.*` pattern or a hook name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("events[{index}]: `{entry}` is not an event type, a `prefix.*` pattern or a hook name")]
+pub struct UnknownEntry {
+    pub index: usize,
+    pub entry: String,
+}
+
+impl EventFilter {
+    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<EventFilter, UnknownEntry> {
+        let mut matchers = Vec::with_capacity(entries.len());
+        for (index, entry) in entries.iter().enumerate() {
+            let entry = entry.as_ref();
+            let unknown = || UnknownEntry { index, entry: entry.to_owned() };
+            let matcher = match entry {
+                "*" | "on_event" => Matcher::All,
+                "on_agent_started" => Matcher::Type("agent.spawned".into()),
+                "on_agent_idle" => Matcher::AgentIdle,
+                "on_agent_stopped" => Matcher::Type("agent.stopped".into()),
+                "on_worker_stuck" => Matcher::Type("agent.stuck".into()),
+                "on_message_sent" => Matcher::Type("message.sent".into()),
+                "on_merge_complete" => Matcher::MergeComplete,
+                "on_pr_created" => Matcher::Type("pr.created".into()),
+                "on_ci_failed" => Matcher::Type("ci.failed".into()),
+                "on_task_assigned" => Matcher::TaskAssigned,
+                pattern if pattern.ends_with(".*") => {
+                    let prefix = &pattern[..pattern.len() - 2];
+                    if !KNOWN_PREFIXES.contains(&prefix) {
+                        return Err(unknown());
+                    }
+                    Matcher::Prefix(format!("{prefix}."))
+                }
+                name => {
+                    let valid = name.split_once('.').is_some_and(|(prefix, rest)| {
+                        KNOWN_PREFIXES.contains(&prefix)
+                            && !rest.is_empty()
+                            && rest.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                    });
+                    if !valid {
+                        return Err(unknown());
+                    }
+                    Matcher::Type(name.to_owned())
+                }
+            };
+            matchers.push(matcher);
+        }
+        Ok(EventFilter(matchers))
+    }
+
+    pub fn matches(&self, event_type: &str, payload: &Value) -> bool {
+        self.0.iter().any(|m| match m {
+            Matcher::All => true,
+            Matcher::Type(t) => t == event_type,
+            Matcher::Prefix(p) => event_type.starts_with(p.as_str()),
+            Matcher::AgentIdle => event_type == "agent.state_changed" && payload["to"] == "idle",
+            Matcher::MergeComplete => event_type == "merge.completed" || event_type == "wish.merged",
+            Matcher::TaskAssigned => {
+                event_type == "task.assigned"
+                    || (event_type == "task.started" && payload.get("assignee").is_some_and(|a| !a.is_null()))
+            }
+        })
+    }
+}
+
+/// Standard Webhooks' schedule after the first failure: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
+pub fn default_schedule() -> Vec<Duration> {
+    [5, 300, 1800, 7200, 18000, 36000, 36000].into_iter().map(Duration::from_secs).collect()
+}
+
+/// The wait before attempt `attempts + 1`, after `attempts` failures; `None` once the schedule
+/// is used up (the delivery has failed for good). `jitter` in [0, 1) spreads retries ±10% so
+/// many endpoints recovering at once are not hit in lock-step. A `Retry-After` from the receiver
+/// is honoured when it asks for longer.
+pub fn next_retry(
+    schedule: &[Duration],
+    attempts: u32,
+    jitter: f64,
+    retry_after: Option<Duration>,
+) -> Option<Duration> {
+    let base = *schedule.get((attempts as usize).checked_sub(1)?)?;
+    let spread = base.mul_f64(0.9 + 0.2 * jitter.clamp(0.0, 1.0));
+    Some(match retry_after {
+        Some(asked) => spread.max(asked.min(Duration::from_secs(24 * 3600))),
+        None => spread,
+    })
+}
+
+/// `Retry-After` as seconds or an HTTP date, relative to `now`.
+pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    (at.with_timezone(&chrono::Utc) - now).to_std().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn filter(entries: &[&str]) -> EventFilter {
+        EventFilter::parse(entries).expect("valid")
+    }
+
+    #[test]
+    fn hook_names_map_to_event_types() {
+        assert!(filter(&["on_event"]).matches("token.created", &json!({})));
+        assert!(filter(&["on_agent_idle"]).matches("agent.state_changed", &json!({"to": "idle"})));
+        assert!(!filter(&["on_agent_idle"]).matches("agent.state_changed", &json!({"to": "busy"})));
+        assert!(filter(&["on_merge_complete"]).matches("wish.merged", &json!({})));
+        assert!(filter(&["on_task_assigned"]).matches("task.started", &json!({"assignee": "w1"})));
+        assert!(!filter(&["on_task_assigned"]).matches("task.started", &json!({"assignee": null})));
+        assert!(filter(&["on_ci_failed"]).matches("ci.failed", &json!({})));
+    }
+
+    #[test]
+    fn types_and_patterns_match_only_their_events() {
+        let f = filter(&["task.*", "wish.merged"]);
+        assert!(f.matches("task.created", &json!({})));
+        assert!(f.matches("wish.merged", &json!({})));
+        assert!(!f.matches("wish.created", &json!({})));
+        assert!(!f.matches("taskx.created", &json!({})));
+    }
+
+    #[test]
+    fn an_unknown_entry_is_named_with_its_index() {
+        let err = EventFilter::parse(&["task.created", "on_agent_sleepy"]).unwrap_err();
+        assert_eq!(err, UnknownEntry { index: 1, entry: "on_agent_sleepy".into() });
+        assert!(EventFilter::parse(&["nope.*"]).is_err());
+        assert!(EventFilter::parse(&["task."]).is_err());
+    }
+
+    #[test]
+    fn retries_follow_the_schedule_with_bounded_jitter_then_stop() {
+        let schedule = default_schedule();
+        assert_eq!(next_retry(&schedule, 0, 0.5, None), None);
+        let first = next_retry(&schedule, 1, 0.0, None).expect("retry");
+        assert!(first >= Duration::from_millis(4500) && first <= Duration::from_millis(5500), "{first:?}");
+        let late = next_retry(&schedule, 1, 0.999, None).expect("retry");
+        assert!(late <= Duration::from_millis(5500));
+        assert!(next_retry(&schedule, 2, 0.5, None).expect("retry") >= Duration::from_secs(270));
+        assert_eq!(next_retry(&schedule, 8, 0.5, None), None);
+    }
+
+    #[test]
+    fn a_longer_retry_after_wins_and_is_capped() {
+        let schedule = [Duration::from_secs(5)];
+        assert_eq!(next_retry(&schedule, 1, 0.5, Some(Duration::from_secs(60))), Some(Duration::from_secs(60)));
+        assert_eq!(next_retry(&schedule, 1, 0.5, Some(Duration::from_secs(1))), Some(Duration::from_secs(5)));
+        let capped = next_retry(&schedule, 1, 0.5, Some(Duration::from_secs(10 * 86400))).expect("retry");
+        assert_eq!(capped, Duration::from_secs(86400));
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let now = chrono::DateTime::parse_from_rfc3339("2025-01-15T10:30:00Z").expect("date").to_utc();
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after("Wed, 15 Jan 2025 10:31:00 GMT", now), Some(Duration::from_secs(60)));
+        assert_eq!(parse_retry_after("soon", now), None);
+    }
+}

@@ -1,0 +1,226 @@
+//! The delivery loop. Each `tick` claims due deliveries with a lease, sends them concurrently,
+//! and records each result; a sender killed mid-flight leaves leases that expire, and another
+//! tick (on any replica) sends those deliveries again — at least once, never lost.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::WebhookSettings;
+use crate::db::webhook_deliveries::{self, AttemptResult, Claimed};
+use crate::db::webhooks;
+use crate::domain::webhook::{next_retry, parse_retry_after};
+use crate::feed::EventFeed;
+use crate::webhooks::{signature, ssrf};
+
+const BATCH: i64 = 64;
+/// Loops per process: a slow receiver holds up one of them, not all deliveries.
+const LOOPS: usize = 4;
+
+#[derive(Clone)]
+pub struct Sender {
+    pool: PgPool,
+    client: reqwest::Client,
+    settings: Arc<WebhookSettings>,
+    /// Outlasts an attempt (its timeout) so a live sender never loses its claim.
+    lease: Duration,
+}
+
+/// What one tick did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TickOutcome {
+    pub attempted: usize,
+    pub succeeded: usize,
+}
+
+impl Sender {
+    pub fn new(pool: PgPool, settings: Arc<WebhookSettings>) -> Sender {
+        let client = ssrf::client(Arc::new(settings.allowed_hosts.clone()), settings.timeout);
+        let lease = settings.timeout * 2 + Duration::from_secs(1);
+        Sender { pool, client, settings, lease }
+    }
+
+    /// Claims due deliveries, sends them concurrently, and records every result in one
+    /// transaction; returns when every claimed delivery has a result.
+    pub async fn tick(&self) -> anyhow::Result<TickOutcome> {
+        let claimed = {
+            let mut tx = self.pool.begin().await?;
+            relaxed_commit(&mut tx).await?;
+            let claimed = webhook_deliveries::claim(&mut tx, BATCH, self.lease).await?;
+            tx.commit().await?;
+            claimed
+        };
+        if claimed.is_empty() {
+            return Ok(TickOutcome::default());
+        }
+        let sent = futures_util::future::join_all(claimed.iter().map(|c| self.send(c))).await;
+        let mut tx = self.pool.begin().await?;
+        relaxed_commit(&mut tx).await?;
+        let mut outcome = TickOutcome { attempted: claimed.len(), succeeded: 0 };
+        let mut delivered = Vec::new();
+        for (claim, attempt) in claimed.iter().zip(sent) {
+            let result = AttemptResult {
+                status_code: attempt.status.map(i32::from),
+                error: attempt.error.as_deref(),
+                duration_ms: attempt.duration_ms,
+            };
+            match attempt.status {
+                Some(code) if (200..300).contains(&code) => delivered.push((claim, attempt.duration_ms, code)),
+                Some(410) => {
+                    webhook_deliveries::failed(&mut tx, claim, &result, None).await?;
+                    webhooks::disable(&mut tx, claim.subscription_id, "the endpoint answered 410 Gone").await?;
+                }
+                _ => self.record_failure(&mut tx, claim, &result, attempt.retry_after).await?,
+            }
+        }
+        outcome.succeeded = webhook_deliveries::succeeded(&mut tx, &delivered).await?;
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Runs `LOOPS` delivery loops until `shutdown`: tick while there is work, else wait for an
+    /// event notification, the next retry falling due, or a poll (at most a second).
+    pub async fn run(self, feed: EventFeed, shutdown: CancellationToken) {
+        let loops = (0..LOOPS).map(|_| {
+            let sender = self.clone();
+            let mut wake = feed.subscribe();
+            let shutdown = shutdown.clone();
+            async move {
+                while !shutdown.is_cancelled() {
+                    wake.borrow_and_update();
+                    match sender.tick().await {
+                        Ok(outcome) if outcome.attempted > 0 => continue,
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "webhook delivery tick failed"),
+                    }
+                    let wait = sender.until_next_due().await;
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {}
+                        _ = wake.changed() => {}
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        });
+        futures_util::future::join_all(loops).await;
+    }
+
+    async fn until_next_due(&self) -> Duration {
+        const POLL: Duration = Duration::from_secs(1);
+        let due = match self.pool.acquire().await {
+            Ok(mut conn) => webhook_deliveries::next_due_in(&mut conn).await.ok().flatten(),
+            Err(_) => None,
+        };
+        // A due row that is leased by another sender would make this zero: poll gently then.
+        due.map_or(POLL, |d| d.clamp(Duration::from_millis(5), POLL))
+    }
+
+    /// One attempt over the network; nothing is written here.
+    async fn send(&self, claim: &Claimed) -> Attempt {
+        let started = Instant::now();
+        let body = match serde_json::to_vec(&claim.body) {
+            Ok(body) => body,
+            Err(e) => return Attempt::error(format!("cannot serialize the body: {e}"), started),
+        };
+        let timestamp = chrono::Utc::now().timestamp();
+        let secrets = webhooks::signing_secrets(&claim.secret, claim.previous_secret.as_deref());
+        let signature = signature::signature_header(&secrets, &claim.message_id, timestamp, &body);
+        let url = match self.settings.allowed_hosts.check_url(&claim.url) {
+            Ok(url) => url,
+            Err(why) => return Attempt::error(format!("refused: {why}"), started),
+        };
+        let sent = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", &claim.message_id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature)
+            .body(body)
+            .send()
+            .await;
+        match sent {
+            Err(e) => Attempt::error(error_chain(&e), started),
+            Ok(response) => Attempt {
+                status: Some(response.status().as_u16()),
+                error: None,
+                retry_after: response
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| parse_retry_after(v, chrono::Utc::now())),
+                duration_ms: millis(started),
+            },
+        }
+    }
+
+    async fn record_failure(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        claim: &Claimed,
+        result: &AttemptResult<'_>,
+        retry_after: Option<Duration>,
+    ) -> Result<(), sqlx::Error> {
+        let jitter = rand::thread_rng().gen::<f64>();
+        let retry_in = next_retry(&self.settings.retry_schedule, claim.attempts.max(0) as u32, jitter, retry_after);
+        webhook_deliveries::failed(tx, claim, result, retry_in).await?;
+        let failing_for = claim.failing_since.map(|since| chrono::Utc::now() - since);
+        let limit = chrono::Duration::from_std(self.settings.disable_after).unwrap_or(chrono::Duration::MAX);
+        if failing_for.is_some_and(|f| f > limit) {
+            let reason = format!("every delivery failed for over {}", humane(self.settings.disable_after));
+            webhooks::disable(tx, claim.subscription_id, &reason).await?;
+        }
+        Ok(())
+    }
+}
+
+/// What one attempt got back.
+struct Attempt {
+    status: Option<u16>,
+    error: Option<String>,
+    retry_after: Option<Duration>,
+    duration_ms: i32,
+}
+
+impl Attempt {
+    fn error(error: String, started: Instant) -> Attempt {
+        Attempt { status: None, error: Some(error), retry_after: None, duration_ms: millis(started) }
+    }
+}
+
+fn millis(started: Instant) -> i32 {
+    started.elapsed().as_millis().min(i32::MAX as u128) as i32
+}
+
+/// The sender's own bookkeeping commits without waiting for the disk: if the database crashes
+/// before it is flushed, a claim or a result is lost and the delivery is simply sent again —
+/// at-least-once either way — while each commit stops costing an fsync.
+async fn relaxed_commit(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query!("SET LOCAL synchronous_commit = off").execute(tx).await?;
+    Ok(())
+}
+
+/// An error with its causes, e.g. `error sending request: refused to connect to localhost: …`.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn humane(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        s if s >= 86400 && s % 86400 == 0 => format!("{} days", s / 86400),
+        s if s >= 3600 => format!("{} hours", s / 3600),
+        s if s >= 1 => format!("{s} seconds"),
+        _ => format!("{} ms", d.as_millis()),
+    }
+}

@@ -1,0 +1,279 @@
+//! Outgoing webhooks as a receiver sees them: signed Standard Webhooks deliveries, retries with
+//! backoff and a stable `webhook-id`, disabling, the delivery log, redelivery and test events,
+//! secret rotation, and the SSRF guard.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+use switchyard::config::{AllowList, WebhookSettings};
+
+use crate::helpers::{assert_problem, eventually, spawn_app_with, TestApp};
+use crate::receiver::{signed_by, Receiver};
+
+/// Loopback allowed (the receiver is on 127.0.0.1) and retries in milliseconds.
+pub fn test_settings() -> WebhookSettings {
+    WebhookSettings {
+        allowed_hosts: AllowList::parse("loopback").expect("allow-list"),
+        retry_schedule: [100, 200, 400, 800].into_iter().map(Duration::from_millis).collect(),
+        timeout: Duration::from_secs(2),
+        ..WebhookSettings::default()
+    }
+}
+
+/// Subscribes `url` to `events`; returns the subscription's id and secret.
+pub async fn subscribe(app: &TestApp, url: &str, events: Value) -> (String, String) {
+    let response = app
+        .admin(Method::POST, "/api/v1/webhooks")
+        .json(&json!({"url": url, "events": events}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.expect("json");
+    (body["id"].as_str().expect("id").to_owned(), body["secret"].as_str().expect("secret").to_owned())
+}
+
+async fn deliveries(app: &TestApp, id: &str) -> Vec<Value> {
+    let response = app.admin(Method::GET, &format!("/api/v1/webhooks/{id}/deliveries")).send().await.expect("request");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("json");
+    body["items"].as_array().cloned().unwrap_or_default()
+}
+
+async fn webhook(app: &TestApp, id: &str) -> Value {
+    app.admin(Method::GET, &format!("/api/v1/webhooks/{id}")).send().await.expect("request").json().await.expect("json")
+}
+
+#[tokio::test]
+async fn a_subscriber_receives_events_signed_as_the_spec_says() {
+    let app = spawn_app_with(test_settings()).await;
+    let receiver = Receiver::start(&[], 200).await;
+    let (_, secret) = subscribe(&app, &receiver.url, json!(["token.*"])).await;
+    app.token("read").await;
+    eventually("the delivery arrives", Duration::from_secs(10), || async { receiver.count() >= 1 }).await;
+    let message = &receiver.received()[0];
+    assert!(signed_by(&secret, message), "signature verifies: {:?}", message.headers);
+    assert!(message.header("webhook-id").starts_with("msg_"));
+    let age = chrono::Utc::now().timestamp() - message.header("webhook-timestamp").parse::<i64>().expect("unix time");
+    assert!((0..60).contains(&age), "{age}");
+    let body = message.json();
+    assert_eq!(body["type"], "token.created");
+    assert_eq!(body["data"]["payload"]["scope"], "read");
+    assert!(!String::from_utf8_lossy(&message.body).contains("sy_"), "no token secret in the body");
+    let mut tampered = message.clone();
+    tampered.body.push(b' ');
+    assert!(!signed_by(&secret, &tampered));
+}
+
+#[tokio::test]
+async fn a_receiver_that_fails_three_times_gets_the_same_message_with_growing_gaps_until_it_recovers() {
+    let app = spawn_app_with(test_settings()).await;
+    let receiver = Receiver::start(&[500, 503, 500], 200).await;
+    let (id, secret) = subscribe(&app, &receiver.url, json!(["token.created"])).await;
+    app.token("read").await;
+    eventually("four attempts", Duration::from_secs(15), || async { receiver.count() >= 4 }).await;
+    let seen = receiver.received();
+    let ids: Vec<String> = seen.iter().map(|m| m.header("webhook-id")).collect();
+    assert!(ids.iter().all(|i| *i == ids[0]), "one webhook-id across retries: {ids:?}");
+    assert!(seen.iter().all(|m| signed_by(&secret, m)));
+    let gaps: Vec<Duration> = seen.windows(2).map(|w| w[1].at - w[0].at).collect();
+    assert!(gaps[0] >= Duration::from_millis(85), "{gaps:?}");
+    assert!(gaps[0] < gaps[1] && gaps[1] < gaps[2], "backoff grows: {gaps:?}");
+    eventually("the log says delivered", Duration::from_secs(5), || async {
+        deliveries(&app, &id).await.first().is_some_and(|d| d["status"] == "succeeded")
+    })
+    .await;
+    let logged = &deliveries(&app, &id).await[0];
+    assert_eq!(logged["attempts"], 4);
+    assert_eq!(logged["last_status_code"], 200);
+    assert_eq!(logged["message_id"], ids[0].as_str());
+    assert!(logged["last_duration_ms"].as_i64().is_some());
+    // Delivered once it recovered: no fifth attempt.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.count(), 4);
+}
+
+#[tokio::test]
+async fn a_410_disables_the_endpoint_with_an_event() {
+    let app = spawn_app_with(test_settings()).await;
+    let receiver = Receiver::start(&[], 410).await;
+    let (id, _) = subscribe(&app, &receiver.url, json!(["on_event"])).await;
+    app.token("read").await;
+    eventually("disabled", Duration::from_secs(10), || async { webhook(&app, &id).await["enabled"] == false }).await;
+    assert!(webhook(&app, &id).await["disabled_reason"].as_str().is_some_and(|r| r.contains("410")));
+    eventually("a webhook.disabled event", Duration::from_secs(10), || async {
+        let events: Value = app
+            .admin(Method::GET, "/api/v1/events?limit=1000")
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json");
+        events["items"].as_array().expect("items").iter().any(|e| e["type"] == "webhook.disabled")
+    })
+    .await;
+    let logged = deliveries(&app, &id).await.len();
+    app.token("write").await;
+    assert_eq!(deliveries(&app, &id).await.len(), logged, "nothing more is queued for a gone endpoint");
+}
+
+#[tokio::test]
+async fn an_endpoint_failing_longer_than_the_limit_is_disabled_with_an_event() {
+    let settings = WebhookSettings { disable_after: Duration::from_millis(1), ..test_settings() };
+    let app = spawn_app_with(settings).await;
+    let receiver = Receiver::start(&[], 500).await;
+    let (id, _) = subscribe(&app, &receiver.url, json!(["token.created"])).await;
+    app.token("read").await;
+    eventually("disabled", Duration::from_secs(10), || async { webhook(&app, &id).await["enabled"] == false }).await;
+    let reason = webhook(&app, &id).await["disabled_reason"].as_str().unwrap_or("").to_owned();
+    assert!(reason.contains("failed for over"), "{reason}");
+    // Enabling it again resumes the pending delivery.
+    let response = app
+        .admin(Method::PATCH, &format!("/api/v1/webhooks/{id}"))
+        .json(&json!({"enabled": true}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 200);
+    let before = receiver.count();
+    eventually("resumed", Duration::from_secs(10), || async { receiver.count() > before }).await;
+}
+
+#[tokio::test]
+async fn a_test_event_and_a_redelivery_reach_the_receiver_with_their_ids() {
+    let app = spawn_app_with(test_settings()).await;
+    let receiver = Receiver::start(&[], 200).await;
+    let (id, secret) = subscribe(&app, &receiver.url, json!(["on_ci_failed"])).await;
+    let response = app.admin(Method::POST, &format!("/api/v1/webhooks/{id}/test")).send().await.expect("request");
+    assert_eq!(response.status(), 202);
+    let queued: Value = response.json().await.expect("json");
+    eventually("the test event arrives", Duration::from_secs(10), || async { receiver.count() == 1 }).await;
+    let first = &receiver.received()[0];
+    assert_eq!(first.json()["type"], "webhook.test");
+    assert!(signed_by(&secret, first));
+    let path = format!("/api/v1/webhooks/{id}/deliveries/{}/redeliver", queued["id"].as_str().expect("id"));
+    let response = app.admin(Method::POST, &path).send().await.expect("request");
+    assert_eq!(response.status(), 202);
+    eventually("redelivered", Duration::from_secs(10), || async { receiver.count() == 2 }).await;
+    assert_eq!(receiver.received()[1].header("webhook-id"), first.header("webhook-id"));
+    let missing = format!("/api/v1/webhooks/{id}/deliveries/{}/redeliver", uuid::Uuid::new_v4());
+    assert_problem(app.admin(Method::POST, &missing).send().await.expect("request"), 404).await;
+}
+
+#[tokio::test]
+async fn after_a_rotation_deliveries_carry_both_signatures() {
+    let app = spawn_app_with(test_settings()).await;
+    let receiver = Receiver::start(&[], 200).await;
+    let (id, old) = subscribe(&app, &receiver.url, json!(["token.created"])).await;
+    let response =
+        app.admin(Method::POST, &format!("/api/v1/webhooks/{id}/rotate-secret")).send().await.expect("request");
+    assert_eq!(response.status(), 200);
+    let new = response.json::<Value>().await.expect("json")["secret"].as_str().expect("secret").to_owned();
+    assert_ne!(new, old);
+    let shown = webhook(&app, &id).await;
+    assert!(shown.get("secret").is_none(), "never shown again: {shown}");
+    app.token("read").await;
+    eventually("delivered", Duration::from_secs(10), || async { receiver.count() == 1 }).await;
+    let message = &receiver.received()[0];
+    assert_eq!(message.header("webhook-signature").split(' ').count(), 2);
+    assert!(signed_by(&new, message) && signed_by(&old, message));
+}
+
+#[tokio::test]
+async fn events_only_reach_subscriptions_that_want_them() {
+    let app = spawn_app_with(test_settings()).await;
+    let wants = Receiver::start(&[], 200).await;
+    let other = Receiver::start(&[], 200).await;
+    subscribe(&app, &wants.url, json!(["token.revoked", "token.created"])).await;
+    subscribe(&app, &other.url, json!(["on_agent_idle", "task.*"])).await;
+    app.token("read").await;
+    eventually("delivered", Duration::from_secs(10), || async { wants.count() == 1 }).await;
+    let response = app.admin(Method::POST, &format!("/api/v1/webhooks/{}/test", uuid::Uuid::new_v4())).send().await;
+    assert_problem(response.expect("request"), 404).await;
+    assert_eq!(other.count(), 0);
+}
+
+#[tokio::test]
+async fn unknown_event_names_and_bad_fields_are_422_naming_the_entry() {
+    let app = spawn_app_with(test_settings()).await;
+    for (body, field) in [
+        (json!({"url": "http://127.0.0.1:9/x", "events": ["task.created", "on_agent_sleepy"]}), "events[1]"),
+        (json!({"url": "http://127.0.0.1:9/x", "events": []}), "events"),
+        (json!({"url": "ftp://example.com/x", "events": ["on_event"]}), "url"),
+        (json!({"url": "http://127.0.0.1:9/x", "events": ["on_event"], "secret": "hunter2"}), "secret"),
+        (json!({"url": "http://127.0.0.1:9/x", "events": ["on_event"], "project": "Not A Slug"}), "project"),
+    ] {
+        let response = app.admin(Method::POST, "/api/v1/webhooks").json(&body).send().await.expect("request");
+        let problem = assert_problem(response, 422).await;
+        assert_eq!(problem["errors"][0]["field"], field, "{body}: {problem}");
+    }
+    let write = app.token("write").await;
+    let response = app
+        .client
+        .post(app.url("/api/v1/webhooks"))
+        .bearer_auth(write)
+        .json(&json!({"url": "https://example.com/x", "events": ["on_event"]}))
+        .send()
+        .await
+        .expect("request");
+    assert_problem(response, 403).await;
+}
+
+#[tokio::test]
+async fn private_destinations_are_refused_when_saved_and_when_connecting() {
+    let strict = crate::helpers::spawn_app().await;
+    let receiver = Receiver::start(&[], 200).await;
+    for url in ["http://127.0.0.1:9/x", "http://169.254.169.254/latest/meta-data", "http://[::1]/x", "http://10.0.0.1/"]
+    {
+        let response = strict
+            .admin(Method::POST, "/api/v1/webhooks")
+            .json(&json!({"url": url, "events": ["on_event"]}))
+            .send()
+            .await
+            .expect("request");
+        let problem = assert_problem(response, 422).await;
+        assert_eq!(problem["errors"][0]["field"], "url", "{url}");
+    }
+    // A name is checked where it resolves, when connecting: localhost is loopback.
+    let by_name = receiver.url.replace("127.0.0.1", "localhost");
+    let (id, _) = subscribe(&strict, &by_name, json!(["token.created"])).await;
+    strict.token("read").await;
+    eventually("the attempt is refused", Duration::from_secs(10), || async {
+        deliveries(&strict, &id)
+            .await
+            .first()
+            .is_some_and(|d| d["last_error"].as_str().is_some_and(|e| e.contains("loopback")))
+    })
+    .await;
+    assert_eq!(receiver.count(), 0, "nothing reached the loopback receiver");
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed() {
+    let app = spawn_app_with(WebhookSettings { retry_schedule: vec![], ..test_settings() }).await;
+    let target = Receiver::start(&[], 200).await;
+    let redirector = {
+        let location = target.url.clone();
+        let router = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move || {
+                let location = location.clone();
+                async move { (axum::http::StatusCode::TEMPORARY_REDIRECT, [("location", location)]) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        url
+    };
+    let (id, _) = subscribe(&app, &redirector, json!(["token.created"])).await;
+    app.token("read").await;
+    eventually("the attempt is logged", Duration::from_secs(10), || async {
+        deliveries(&app, &id).await.first().is_some_and(|d| d["status"] == "failed")
+    })
+    .await;
+    assert_eq!(deliveries(&app, &id).await[0]["last_status_code"], 307);
+    assert_eq!(target.count(), 0);
+}
