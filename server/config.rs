@@ -40,6 +40,9 @@ pub struct GlobalArgs {
     /// cluster; found with pg_config or under /usr/lib/postgresql when unset.
     #[arg(long, env = "SWITCHYARD_PG_BINDIR", global = true)]
     pub pg_bindir: Option<PathBuf>,
+    /// Run the worker beside the API (`serve`); `false` makes an API-only replica.
+    #[arg(long, env = "SWITCHYARD_WORKER", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub run_worker: bool,
     /// The tmux socket (`tmux -L`) the worker runs agents on.
     #[arg(long, env = "SWITCHYARD_TMUX_SOCKET", default_value = "switchyard", global = true)]
     pub tmux_socket: String,
@@ -166,6 +169,8 @@ impl Default for WebhookSettings {
 /// How the worker runs agents on this node.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
+    /// `serve` runs the worker unless this is false (an API-only replica).
+    pub enabled: bool,
     pub tmux_socket: String,
     pub public_url: Option<String>,
     pub reconcile_every: std::time::Duration,
@@ -176,6 +181,7 @@ pub struct WorkerConfig {
 impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
+            enabled: true,
             tmux_socket: "switchyard".into(),
             public_url: None,
             reconcile_every: std::time::Duration::from_secs(10),
@@ -267,6 +273,7 @@ impl GlobalArgs {
             return Err(ConfigError { setting: "SWITCHYARD_MAX_NUDGES", reason: "must be at least 1".into() });
         }
         Ok(WorkerConfig {
+            enabled: self.run_worker,
             tmux_socket: self.tmux_socket.clone(),
             public_url: self.public_url.clone(),
             reconcile_every: std::time::Duration::from_millis(self.reconcile_ms),

@@ -127,6 +127,7 @@ impl Application {
         let listener = feed.clone().listen(db.pool.clone(), shutdown.clone());
         let sender = webhooks::Sender::new(db.pool.clone(), webhooks.clone()).run(feed.clone(), shutdown.clone());
         let health = worker::fleet::SharedHealth::default();
+        let shutdown_for_worker = shutdown.clone();
         let fleet = worker::fleet::Fleet {
             session: worker::fleet::session_name(&node),
             db: db.pool.clone(),
@@ -145,7 +146,14 @@ impl Application {
             health: health.clone(),
         };
         let panes = worker::panes::LocalPanes { tmux: fleet.tmux.clone(), node_id: node.node_id.clone() };
-        let worker_task = tokio::spawn(fleet.run(shutdown.clone()));
+        // `serve` runs the worker beside the API unless told not to; `worker` always does.
+        let run_worker = worker.enabled || role == Role::Worker;
+        let panes = run_worker.then_some(panes);
+        let worker_task = tokio::spawn(async move {
+            if run_worker {
+                fleet.run(shutdown_for_worker).await;
+            }
+        });
         let status_app = status::router(status::StatusState {
             db: db.pool.clone(),
             node: node.clone(),
@@ -161,7 +169,7 @@ impl Application {
                         node: node.clone(),
                         providers: providers.clone(),
                         data_dir: data_dir_path.clone(),
-                        panes: Some(panes),
+                        panes,
                         feed: feed.clone(),
                         webhooks: webhooks.clone(),
                     });

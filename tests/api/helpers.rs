@@ -132,8 +132,18 @@ pub async fn spawn_app_with(webhooks: WebhookSettings) -> TestApp {
     spawn_app_on(database_url, database_name, webhooks).await
 }
 
+/// The application with its worker running agents in tmux on a private socket.
+pub async fn spawn_app_with_worker() -> TestApp {
+    let (database_url, database_name) = fresh_database().await;
+    launch(database_url, database_name, WebhookSettings::default(), true).await
+}
+
 /// Another instance on an existing database, as a second replica would be.
 pub async fn spawn_app_on(database_url: String, database_name: String, webhooks: WebhookSettings) -> TestApp {
+    launch(database_url, database_name, webhooks, false).await
+}
+
+async fn launch(database_url: String, database_name: String, webhooks: WebhookSettings, with_worker: bool) -> TestApp {
     let data_dir = tempfile::tempdir().expect("temp data dir");
     let tmux_socket = format!("sy-test-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let settings = Settings {
@@ -144,6 +154,9 @@ pub async fn spawn_app_on(database_url: String, database_name: String, webhooks:
         log_format: LogFormat::Text,
         pg_bindir: None,
         worker: WorkerConfig {
+            // Only the worker's own tests run it (`spawn_app_with_worker`): elsewhere agents stay
+            // where the test puts them.
+            enabled: with_worker,
             tmux_socket: tmux_socket.clone(),
             reconcile_every: Duration::from_millis(300),
             ..WorkerConfig::default()

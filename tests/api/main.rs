@@ -21,3 +21,4 @@ mod webhook_crash;
 mod webhooks;
 mod wish_dag;
 mod wishes;
+mod worker;
