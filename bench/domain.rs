@@ -51,6 +51,12 @@ struct Bench {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // `cargo test --all-targets` also runs harness-less benches, without `--bench`: figures from
+    // a debug build under the test suite's load would mislead, so only `cargo bench` measures.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("bench/domain.rs: run it with `cargo bench --bench domain`");
+        return Ok(());
+    }
     let filter = tracing_subscriber::filter::Targets::new().with_target("sqlx::query", tracing::Level::TRACE);
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(CountStatements.with_filter(filter)))?;
 
