@@ -7,7 +7,7 @@
 //!    select loop at the same concurrency, and their ratio;
 //! 2. completing one group in wishes of 10, 100 and 1,000 groups, and with 1, 10 and 100 direct
 //!    dependents: time and SQL statements per completion (statements counted from sqlx's own
-//!    `sqlx::query` trace events);
+//!    `sqlx::query` trace events inside the request's span);
 //! 3. group completions per second at 8 concurrent clients (each completion makes one dependent
 //!    ready), next to `pgbench` TPC-B at 8 clients on the same server, and their ratio.
 //!
@@ -32,9 +32,18 @@ static STATEMENTS: AtomicU64 = AtomicU64::new(0);
 
 struct CountStatements;
 
-impl<S: tracing::Subscriber> Layer<S> for CountStatements {
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        if event.metadata().target() == "sqlx::query" {
+/// Counts only statements sent while serving a request (inside the `http` span), so the
+/// background loops (webhook delivery, event feed) do not blur the per-request figures.
+impl<S> Layer<S> for CountStatements
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        if event.metadata().target() != "sqlx::query" {
+            return;
+        }
+        let in_request = ctx.event_scope(event).is_some_and(|mut scope| scope.any(|span| span.name() == "http"));
+        if in_request {
             STATEMENTS.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -57,7 +66,9 @@ async fn main() -> anyhow::Result<()> {
         println!("bench/domain.rs: run it with `cargo bench --bench domain`");
         return Ok(());
     }
-    let filter = tracing_subscriber::filter::Targets::new().with_target("sqlx::query", tracing::Level::TRACE);
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_target("sqlx::query", tracing::Level::TRACE)
+        .with_target("switchyard::api", tracing::Level::INFO);
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(CountStatements.with_filter(filter)))?;
 
     let server_url =
@@ -72,8 +83,12 @@ async fn main() -> anyhow::Result<()> {
         status_listen: "127.0.0.1:0".parse()?,
         log_format: LogFormat::Text,
         pg_bindir: None,
-        // A socket of its own: the bench must never touch the user's agents.
-        worker: WorkerConfig { tmux_socket: format!("sy-bench-{}", std::process::id()), ..WorkerConfig::default() },
+        // The API alone is measured; the (idle) worker and its socket stay out of the way.
+        worker: WorkerConfig {
+            enabled: false,
+            tmux_socket: format!("sy-bench-{}", std::process::id()),
+            ..WorkerConfig::default()
+        },
         webhooks: WebhookSettings::default(),
     };
     let app = Application::build(&settings, Role::Serve).await?;

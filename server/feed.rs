@@ -11,16 +11,24 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub const CHANNEL: &str = "switchyard_events";
+/// Sent (at commit) only by transactions that queued webhook deliveries, so delivery loops are
+/// not woken by every event.
+pub const DELIVERIES: &str = "switchyard_deliveries";
 
 #[derive(Clone)]
 pub struct EventFeed {
     wake: Arc<watch::Sender<u64>>,
+    deliveries: Arc<watch::Sender<u64>>,
     closed: CancellationToken,
 }
 
 impl Default for EventFeed {
     fn default() -> EventFeed {
-        EventFeed { wake: Arc::new(watch::channel(0).0), closed: CancellationToken::new() }
+        EventFeed {
+            wake: Arc::new(watch::channel(0).0),
+            deliveries: Arc::new(watch::channel(0).0),
+            closed: CancellationToken::new(),
+        }
     }
 }
 
@@ -30,8 +38,18 @@ impl EventFeed {
         self.wake.subscribe()
     }
 
+    /// A receiver that sees every wake-up for queued webhook deliveries after this call.
+    pub fn subscribe_deliveries(&self) -> watch::Receiver<u64> {
+        self.deliveries.subscribe()
+    }
+
     pub fn wake(&self) {
         self.wake.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn wake_all(&self) {
+        self.wake();
+        self.deliveries.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Fires when the process shuts down, so long-lived streams end and the server can drain.
@@ -47,18 +65,21 @@ impl EventFeed {
         while !shutdown.is_cancelled() {
             match PgListener::connect_with(&pool).await {
                 Ok(mut listener) => {
-                    if let Err(e) = listener.listen(CHANNEL).await {
+                    if let Err(e) = listener.listen_all([CHANNEL, DELIVERIES]).await {
                         tracing::warn!(error = %e, "LISTEN failed; retrying");
                     } else {
-                        self.wake();
+                        self.wake_all();
                         loop {
                             tokio::select! {
                                 _ = shutdown.cancelled() => return,
                                 received = listener.try_recv() => match received {
+                                    Ok(Some(n)) if n.channel() == DELIVERIES => {
+                                        self.deliveries.send_modify(|n| *n = n.wrapping_add(1));
+                                    }
                                     Ok(Some(_)) => self.wake(),
                                     Ok(None) => {
                                         tracing::warn!("event notifications interrupted; reconnected");
-                                        self.wake();
+                                        self.wake_all();
                                     }
                                     Err(e) => {
                                         tracing::warn!(error = %e, "event notifications failed; reconnecting");

@@ -172,6 +172,7 @@ impl Application {
                         panes,
                         feed: feed.clone(),
                         webhooks: webhooks.clone(),
+                        tokens: Default::default(),
                     });
                     axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
                 }

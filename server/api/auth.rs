@@ -20,9 +20,22 @@ pub async fn require_token(
     next: Next,
 ) -> Result<Response, ApiError> {
     let secret = bearer(&request).ok_or(ApiError::Unauthorized("send Authorization: Bearer <token>"))?;
-    let caller = tokens::find_caller(&state.db, secret)
-        .await?
-        .ok_or(ApiError::Unauthorized("the token is unknown or revoked"))?;
+    let hash = crate::auth::hash_token(secret);
+    let caller = match state.tokens.get(&hash) {
+        Some(caller) => caller,
+        None => {
+            let verified_at = std::time::Instant::now();
+            let caller = tokens::find_caller(&state.db, &hash)
+                .await?
+                .ok_or(ApiError::Unauthorized("the token is unknown or revoked"))?;
+            // An agent's token is replaced on every respawn: it must stop working at once, and
+            // hooks are too rare to need the cache.
+            if caller.scope != Scope::Agent {
+                state.tokens.put(hash.clone(), caller.clone(), verified_at);
+            }
+            caller
+        }
+    };
     let needed = if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         Scope::Read
     } else {
@@ -42,8 +55,13 @@ pub async fn require_token(
             needed.as_str()
         )));
     }
-    if let Err(e) = tokens::touch(&state.db, &caller).await {
-        tracing::warn!(error = %e, "recording token use");
+    match tokens::touch(&state.db, &caller).await {
+        Ok(true) if caller.scope != Scope::Agent => {
+            let used = Caller { last_used_at: Some(chrono::Utc::now()), ..caller.clone() };
+            state.tokens.put(hash, used, std::time::Instant::now());
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "recording token use"),
     }
     request.extensions_mut().insert(caller);
     Ok(next.run(request).await)

@@ -20,6 +20,7 @@ pub mod projects;
 pub mod query;
 pub mod task_actions;
 pub mod tasks;
+pub mod token_cache;
 pub mod tokens;
 pub mod version;
 pub mod webhook_deliveries;
@@ -68,6 +69,8 @@ pub struct AppState {
     /// Wakes live event streams when an event is written on any replica.
     pub feed: EventFeed,
     pub webhooks: Arc<WebhookSettings>,
+    /// Bearer tokens verified in the last second.
+    pub tokens: Arc<token_cache::TokenCache>,
 }
 
 pub const BODY_LIMIT: usize = 4 * 1024 * 1024;

@@ -216,8 +216,9 @@ pub fn blocked_reason(dependencies: &[DependencyRef]) -> String {
 pub async fn get_task(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let id = parse_id(&id)?;
     let mut conn = state.db.acquire().await?;
-    let task = tasks::get(&mut conn, id).await?.ok_or_else(|| ApiError::NotFound(format!("no task {id}")))?;
-    let dependencies = tasks::dependencies(&mut conn, id).await?;
+    let (task, dependencies) = tasks::get_with_dependencies(&mut conn, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no task {id}")))?;
     let blocked_reason = (task.status == TaskStatus::Blocked).then(|| blocked_reason(&dependencies));
     Ok(with_etag(task.version, TaskDetail { task, dependencies, blocked_reason }))
 }

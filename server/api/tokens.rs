@@ -83,6 +83,8 @@ pub async fn revoke_token(
     let revoked =
         tokens::revoke(&mut tx, &token).await?.ok_or_else(|| ApiError::NotFound(format!("no live token `{token}`")))?;
     tx.commit().await?;
+    // Not one more request with it here; other replicas drop it within a second.
+    state.tokens.clear();
     Ok(Json(revoked))
 }
 

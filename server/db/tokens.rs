@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::auth::{generate_token, hash_token, Scope};
+use crate::auth::{generate_token, Scope};
 use crate::db::events;
 
 /// A token as listed: everything but the secret.
@@ -120,13 +120,13 @@ pub async fn revoke(conn: &mut PgConnection, id_or_name: &str) -> Result<Option<
     Ok(Some(row.into()))
 }
 
-/// The live token with this secret, if any.
-pub async fn find_caller(pool: &PgPool, secret: &str) -> Result<Option<Caller>, sqlx::Error> {
+/// The live token with this hash (`auth::hash_token` of the secret), if any.
+pub async fn find_caller(pool: &PgPool, hash: &str) -> Result<Option<Caller>, sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT t.id, t.name, t.scope, t.last_used_at, a.name AS "agent?"
            FROM tokens t LEFT JOIN agents a ON a.id = t.agent_id
            WHERE t.hash = $1 AND t.revoked_at IS NULL"#,
-        hash_token(secret)
+        hash
     )
     .fetch_optional(pool)
     .await?;
@@ -172,11 +172,12 @@ pub async fn issue_agent_token(conn: &mut PgConnection, agent_id: Uuid) -> Resul
     Ok(new.secret)
 }
 
-/// Records use at most once a minute per token, so reads do not each cost a write.
-pub async fn touch(pool: &PgPool, caller: &Caller) -> Result<(), sqlx::Error> {
+/// Records use at most once a minute per token, so reads do not each cost a write; true when it
+/// wrote.
+pub async fn touch(pool: &PgPool, caller: &Caller) -> Result<bool, sqlx::Error> {
     let stale = caller.last_used_at.is_none_or(|t| Utc::now() - t > chrono::Duration::seconds(60));
     if stale {
         sqlx::query!("UPDATE tokens SET last_used_at = now() WHERE id = $1", caller.token_id).execute(pool).await?;
     }
-    Ok(())
+    Ok(stale)
 }

@@ -186,7 +186,7 @@ pub async fn redeliver(
     subscription: Uuid,
     delivery: Uuid,
 ) -> Result<Option<Delivery>, sqlx::Error> {
-    sqlx::query_as!(
+    let row = sqlx::query_as!(
         Delivery,
         r#"UPDATE webhook_deliveries
            SET status = 'pending', next_attempt_at = now(), leased_until = NULL, updated_at = now()
@@ -196,8 +196,10 @@ pub async fn redeliver(
         delivery,
         subscription
     )
-    .fetch_optional(conn)
-    .await
+    .fetch_optional(&mut *conn)
+    .await?;
+    crate::db::webhooks::wake_senders(conn).await?;
+    Ok(row)
 }
 
 /// A `webhook.test` delivery to one subscription, with no event behind it.
@@ -206,7 +208,7 @@ pub async fn insert_test(conn: &mut PgConnection, subscription: Uuid) -> Result<
     let id = Uuid::new_v4();
     let body = serde_json::json!({"type": "webhook.test", "timestamp": Utc::now(),
         "data": {"subscription": subscription, "message": "A test event from Switchyard"}});
-    sqlx::query_as!(
+    let row = sqlx::query_as!(
         Delivery,
         r#"INSERT INTO webhook_deliveries (id, subscription_id, message_id, event_type, body)
            VALUES ($1, $2, $3, 'webhook.test', $4)
@@ -217,8 +219,10 @@ pub async fn insert_test(conn: &mut PgConnection, subscription: Uuid) -> Result<
         format!("msg_{}", id.simple()),
         body
     )
-    .fetch_one(conn)
-    .await
+    .fetch_one(&mut *conn)
+    .await?;
+    crate::db::webhooks::wake_senders(conn).await?;
+    Ok(row)
 }
 
 /// Wakes the senders on every replica (at commit), for rows written without an event.

@@ -243,8 +243,15 @@ pub async fn enqueue(
         event_type,
         &message_ids
     )
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
+    wake_senders(conn).await
+}
+
+/// Wakes the delivery loops of every replica when the caller's transaction commits (one
+/// notification per transaction, however many deliveries it queued).
+pub async fn wake_senders(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT pg_notify('switchyard_deliveries', '')").execute(conn).await?;
     Ok(())
 }
 

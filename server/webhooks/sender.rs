@@ -81,12 +81,12 @@ impl Sender {
         Ok(outcome)
     }
 
-    /// Runs `LOOPS` delivery loops until `shutdown`: tick while there is work, else wait for an
-    /// event notification, the next retry falling due, or a poll (at most a second).
+    /// Runs `LOOPS` delivery loops until `shutdown`: tick while there is work, else wait for a
+    /// deliveries notification, the next retry falling due, or a poll (at most a second).
     pub async fn run(self, feed: EventFeed, shutdown: CancellationToken) {
         let loops = (0..LOOPS).map(|_| {
             let sender = self.clone();
-            let mut wake = feed.subscribe();
+            let mut wake = feed.subscribe_deliveries();
             let shutdown = shutdown.clone();
             async move {
                 while !shutdown.is_cancelled() {

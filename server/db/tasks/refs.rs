@@ -1,6 +1,6 @@
 //! Lookups of what a task refers to: its project, its dependencies and its wish.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -25,7 +25,7 @@ pub async fn wish_slug(conn: &mut PgConnection, wish_id: Uuid) -> Result<Option<
 }
 
 /// A dependency as shown to explain why a task is blocked.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[schema(example = json!({"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "title": "Schema", "group_key": null, "status": "failed"}))]
 pub struct DependencyRef {
     pub id: Uuid,
