@@ -14,8 +14,8 @@
 //! `BENCH_SECONDS` sets the length of each timed load phase (default 10); `BENCH_ONLY=reads`,
 //! `scaling` or `throughput` runs one part.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use secrecy::SecretString;
@@ -23,12 +23,17 @@ use serde_json::{json, Value};
 use switchyard::auth::Scope;
 use switchyard::config::{LogFormat, Settings, WebhookSettings, WorkerConfig};
 use switchyard::{Application, Role};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
 
 /// Statements the application sent, counted from sqlx's per-statement trace events.
 static STATEMENTS: AtomicU64 = AtomicU64::new(0);
+/// Tracing is on only while counting: a span per request and a log line per statement would
+/// otherwise slow the load phases down.
+static COUNTING: AtomicBool = AtomicBool::new(false);
 
 struct CountStatements;
 
@@ -53,6 +58,7 @@ struct Bench {
     api: String,
     token: String,
     client: reqwest::Client,
+    addr: SocketAddr,
     database_url: String,
     server_url: String,
     seconds: u64,
@@ -66,9 +72,10 @@ async fn main() -> anyhow::Result<()> {
         println!("bench/domain.rs: run it with `cargo bench --bench domain`");
         return Ok(());
     }
-    let filter = tracing_subscriber::filter::Targets::new()
-        .with_target("sqlx::query", tracing::Level::TRACE)
-        .with_target("switchyard::api", tracing::Level::INFO);
+    let filter = tracing_subscriber::filter::filter_fn(|meta| {
+        COUNTING.load(Ordering::Relaxed)
+            && (meta.target() == "sqlx::query" || meta.target().starts_with("switchyard::api"))
+    });
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(CountStatements.with_filter(filter)))?;
 
     let server_url =
@@ -92,14 +99,15 @@ async fn main() -> anyhow::Result<()> {
         webhooks: WebhookSettings::default(),
     };
     let app = Application::build(&settings, Role::Serve).await?;
-    let api = format!("http://{}/api/v1", app.api_addr().expect("serve has an API"));
+    let addr = app.api_addr().expect("serve has an API");
+    let api = format!("http://{addr}/api/v1");
     let mut tx = app.pool().begin().await?;
     let (_, token) = switchyard::db::tokens::create(&mut tx, "bench", Scope::Admin).await?;
     tx.commit().await?;
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(app.run_until(shutdown.clone()));
 
-    let bench = Bench { api, token, client: reqwest::Client::new(), database_url, server_url, seconds };
+    let bench = Bench { api, token, client: reqwest::Client::new(), addr, database_url, server_url, seconds };
     let repo = tempfile::tempdir()?;
     git(repo.path(), &["init", "-q", "-b", "main"])?;
     bench.post("/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
@@ -147,32 +155,33 @@ impl Bench {
         let duration = Duration::from_secs(self.seconds);
 
         let pool = sqlx::postgres::PgPoolOptions::new().max_connections(64).connect(&self.database_url).await?;
-        let raw = load(64, duration, |_| {
+        let deadline = Instant::now() + duration;
+        let started = Instant::now();
+        let workers = (0..64).map(|_| {
             let pool = pool.clone();
-            async move {
-                sqlx::query("SELECT * FROM tasks WHERE id = $1").bind(id).fetch_one(&pool).await?;
-                Ok(())
-            }
-        })
-        .await?;
+            tokio::spawn(async move {
+                // One connection per worker, as the HTTP side keeps one connection alive.
+                let mut conn = pool.acquire().await?;
+                let mut latencies = Vec::new();
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    sqlx::query("SELECT * FROM tasks WHERE id = $1").bind(id).fetch_one(&mut *conn).await?;
+                    latencies.push(t.elapsed());
+                }
+                anyhow::Ok(latencies)
+            })
+        });
+        let raw = gather(workers.collect(), started).await?;
         pool.close().await;
 
+        COUNTING.store(true, Ordering::Relaxed);
         let before = STATEMENTS.load(Ordering::Relaxed);
-        let url = format!("{}/tasks/{id}", self.api);
-        self.client.get(&url).bearer_auth(&self.token).send().await?.error_for_status()?;
+        let path = format!("/api/v1/tasks/{id}");
+        Http::connect(self.addr).await?.request("GET", &path, &self.token).await?;
         let per_get = STATEMENTS.load(Ordering::Relaxed) - before;
+        COUNTING.store(false, Ordering::Relaxed);
 
-        let clients: Arc<Vec<reqwest::Client>> = Arc::new((0..64).map(|_| reqwest::Client::new()).collect());
-        let http = load(64, duration, |worker| {
-            let (clients, url, token) = (clients.clone(), url.clone(), self.token.clone());
-            async move {
-                let response = clients[worker].get(&url).bearer_auth(&token).send().await?;
-                anyhow::ensure!(response.status() == 200, "GET task: {}", response.status());
-                response.bytes().await?;
-                Ok(())
-            }
-        })
-        .await?;
+        let http = http_load(self.addr, 64, duration, "GET", path, self.token.clone()).await?;
 
         println!("\n## GET /api/v1/tasks/{{id}}, 64 concurrent connections");
         println!("raw sqlx PK select : {}", raw.summary());
@@ -224,11 +233,13 @@ impl Bench {
         let (mut elapsed, mut statements) = (Duration::ZERO, 0);
         for key in keys {
             self.post(&format!("/wishes/{slug}/groups/{key}/start"), json!({})).await?;
+            COUNTING.store(true, Ordering::Relaxed);
             let before = STATEMENTS.load(Ordering::Relaxed);
             let started = Instant::now();
             self.post(&format!("/wishes/{slug}/groups/{key}/complete"), json!({})).await?;
             elapsed += started.elapsed();
             statements += STATEMENTS.load(Ordering::Relaxed) - before;
+            COUNTING.store(false, Ordering::Relaxed);
         }
         let n = keys.len() as f64;
         Ok((elapsed.as_secs_f64() * 1000.0 / n, statements as f64 / n))
@@ -258,7 +269,7 @@ impl Bench {
     }
 
     /// Wishes of `pairs` groups `a{i}` each with one dependent `b{i}`, every `a` started; returns
-    /// the completion URLs, spread over 8 clients.
+    /// the completion paths, spread over 8 clients.
     async fn prepared_pairs(&self, slugs: &[&str], pairs: usize) -> anyhow::Result<Vec<Vec<String>>> {
         let mut urls = Vec::new();
         for slug in slugs {
@@ -270,7 +281,7 @@ impl Bench {
             self.executing_wish(slug, groups).await?;
             for i in 0..pairs {
                 self.post(&format!("/wishes/{slug}/groups/a{i}/start"), json!({})).await?;
-                urls.push(format!("{}/wishes/{slug}/groups/a{i}/complete", self.api));
+                urls.push(format!("/api/v1/wishes/{slug}/groups/a{i}/complete"));
             }
         }
         let per_client = urls.len().div_ceil(8);
@@ -279,27 +290,21 @@ impl Bench {
 
     async fn complete_concurrently(&self, work: Vec<Vec<String>>) -> anyhow::Result<Stats> {
         let started = Instant::now();
-        let mut handles = Vec::new();
-        for urls in work {
-            let token = self.token.clone();
-            handles.push(tokio::spawn(async move {
-                let client = reqwest::Client::new();
-                let mut latencies = Vec::with_capacity(urls.len());
-                for url in urls {
+        let workers = work.into_iter().map(|paths| {
+            let (addr, token) = (self.addr, self.token.clone());
+            tokio::spawn(async move {
+                let mut http = Http::connect(addr).await?;
+                let mut latencies = Vec::with_capacity(paths.len());
+                for path in paths {
                     let t = Instant::now();
-                    let response = client.post(&url).bearer_auth(&token).send().await?;
-                    anyhow::ensure!(response.status() == 200, "complete: {}", response.status());
-                    response.bytes().await?;
+                    let status = http.request("POST", &path, &token).await?;
+                    anyhow::ensure!(status == 200, "complete {path}: {status}");
                     latencies.push(t.elapsed());
                 }
-                Ok(latencies)
-            }));
-        }
-        let mut latencies = Vec::new();
-        for handle in handles {
-            latencies.extend(handle.await??);
-        }
-        Ok(Stats::new(latencies, started.elapsed()))
+                anyhow::Ok(latencies)
+            })
+        });
+        gather(workers.collect(), started).await
     }
 
     /// pgbench's TPC-B at 8 clients on the same server, in a database of its own.
@@ -349,29 +354,87 @@ impl Stats {
     }
 }
 
-/// Runs `op` in a loop on `concurrency` workers for `duration`, timing each call.
-async fn load<F, Fut>(concurrency: usize, duration: Duration, op: F) -> anyhow::Result<Stats>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
-{
-    let deadline = Instant::now() + duration;
-    let op = &op;
-    let workers = (0..concurrency).map(|worker| async move {
-        let mut latencies = Vec::new();
-        while Instant::now() < deadline {
-            let t = Instant::now();
-            tokio::spawn(op(worker)).await??;
-            latencies.push(t.elapsed());
-        }
-        anyhow::Ok(latencies)
-    });
-    let started = Instant::now();
+/// Latencies from worker tasks, as one phase's figures.
+async fn gather(
+    workers: Vec<tokio::task::JoinHandle<anyhow::Result<Vec<Duration>>>>,
+    started: Instant,
+) -> anyhow::Result<Stats> {
     let mut latencies = Vec::new();
-    for worker in futures::future::join_all(workers).await {
-        latencies.extend(worker?);
+    for worker in workers {
+        latencies.extend(worker.await??);
     }
     Ok(Stats::new(latencies, started.elapsed()))
+}
+
+/// `concurrency` keep-alive connections sending `method path` until `duration` is up.
+async fn http_load(
+    addr: SocketAddr,
+    concurrency: usize,
+    duration: Duration,
+    method: &'static str,
+    path: String,
+    token: String,
+) -> anyhow::Result<Stats> {
+    let deadline = Instant::now() + duration;
+    let started = Instant::now();
+    let workers = (0..concurrency).map(|_| {
+        let (path, token) = (path.clone(), token.clone());
+        tokio::spawn(async move {
+            let mut http = Http::connect(addr).await?;
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                let status = http.request(method, &path, &token).await?;
+                anyhow::ensure!(status == 200, "{method} {path}: {status}");
+                latencies.push(t.elapsed());
+            }
+            anyhow::Ok(latencies)
+        })
+    });
+    gather(workers.collect(), started).await
+}
+
+/// A bare HTTP/1.1 keep-alive connection, about as light as `wrk`, so the figures are the
+/// server's rather than a client library's (client and server share the machine's cores).
+struct Http {
+    stream: BufReader<TcpStream>,
+}
+
+impl Http {
+    async fn connect(addr: SocketAddr) -> anyhow::Result<Http> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(Http { stream: BufReader::new(stream) })
+    }
+
+    /// Sends a request without a body and reads the whole response; returns its status.
+    async fn request(&mut self, method: &str, path: &str, token: &str) -> anyhow::Result<u16> {
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\n\r\n"
+        );
+        self.stream.get_mut().write_all(request.as_bytes()).await?;
+        let mut line = String::new();
+        self.stream.read_line(&mut line).await?;
+        let status = line.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+        let status = status.ok_or_else(|| anyhow::anyhow!("not an HTTP status line: {line:?}"))?;
+        let mut length = 0;
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line).await?;
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse()?;
+                }
+            }
+        }
+        let mut body = vec![0; length];
+        self.stream.read_exact(&mut body).await?;
+        Ok(status)
+    }
 }
 
 /// Drops and recreates database `name` on the server of `server_url`; returns its URL.

@@ -32,16 +32,26 @@ pub async fn record(
     subject: &str,
     payload: serde_json::Value,
 ) -> Result<i64, sqlx::Error> {
-    let row = sqlx::query!(
-        "INSERT INTO events (type, subject, payload) VALUES ($1, $2, $3) RETURNING id, project",
+    // One round trip writes the event and reads the subscriptions that might want it (rarely any);
+    // the outbox rows follow only when one does.
+    let rows = sqlx::query!(
+        r#"WITH e AS (INSERT INTO events (type, subject, payload) VALUES ($1, $2, $3) RETURNING id, project)
+           SELECT e.id AS "id!", s.id AS "subscription?", s.events AS "wants?"
+           FROM e LEFT JOIN webhook_subscriptions s
+             ON s.enabled AND (s.project IS NULL OR s.project = e.project)"#,
         event_type,
         subject,
         payload
     )
-    .fetch_one(&mut *conn)
+    .fetch_all(&mut *conn)
     .await?;
-    crate::db::webhooks::enqueue(conn, row.id, event_type, row.project.as_deref(), &payload).await?;
-    Ok(row.id)
+    let id = rows.first().map(|r| r.id).ok_or(sqlx::Error::RowNotFound)?;
+    let candidates: Vec<(uuid::Uuid, Vec<String>)> =
+        rows.into_iter().filter_map(|r| Some((r.subscription?, r.wants?))).collect();
+    if !candidates.is_empty() {
+        crate::db::webhooks::enqueue(conn, id, event_type, &payload, candidates).await?;
+    }
+    Ok(id)
 }
 
 /// Events after the cursor, in log order, up to the oldest transaction still running: an event

@@ -209,25 +209,19 @@ pub async fn disable(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<
     Ok(url.is_some())
 }
 
-/// The outbox: a pending delivery for every enabled subscription that wants this event.
+/// The outbox: a pending delivery for each of the `candidates` (enabled subscriptions of the
+/// event's project, with their `events` entries) that wants this event.
 pub async fn enqueue(
     conn: &mut PgConnection,
     event_id: i64,
     event_type: &str,
-    project: Option<&str>,
     payload: &serde_json::Value,
+    candidates: Vec<(Uuid, Vec<String>)>,
 ) -> Result<(), sqlx::Error> {
-    let candidates = sqlx::query!(
-        r#"SELECT id, events FROM webhook_subscriptions
-           WHERE enabled AND (project IS NULL OR project = $1)"#,
-        project
-    )
-    .fetch_all(&mut *conn)
-    .await?;
     let wanted: Vec<Uuid> = candidates
         .into_iter()
-        .filter(|c| EventFilter::parse(&c.events).is_ok_and(|f| f.matches(event_type, payload)))
-        .map(|c| c.id)
+        .filter(|(_, events)| EventFilter::parse(events).is_ok_and(|f| f.matches(event_type, payload)))
+        .map(|(id, _)| id)
         .collect();
     if wanted.is_empty() {
         return Ok(());
