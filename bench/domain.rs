@@ -15,7 +15,8 @@
 //! `scaling` or `throughput` runs one part.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use secrecy::SecretString;
@@ -31,9 +32,16 @@ use tracing_subscriber::Layer;
 
 /// Statements the application sent, counted from sqlx's per-statement trace events.
 static STATEMENTS: AtomicU64 = AtomicU64::new(0);
-/// Tracing is on only while counting: a span per request and a log line per statement would
-/// otherwise slow the load phases down.
-static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Turns counting on and off. Tracing is on only while counting: a span per request and a log
+/// line per statement would otherwise slow the load phases down. Reloading the filter rebuilds
+/// tracing's per-callsite cache, which a filter that merely reads a flag would not.
+static COUNTING: OnceLock<Box<dyn Fn(bool) + Send + Sync>> = OnceLock::new();
+
+fn counting(on: bool) {
+    if let Some(set) = COUNTING.get() {
+        set(on);
+    }
+}
 
 struct CountStatements;
 
@@ -72,11 +80,19 @@ async fn main() -> anyhow::Result<()> {
         println!("bench/domain.rs: run it with `cargo bench --bench domain`");
         return Ok(());
     }
-    let filter = tracing_subscriber::filter::filter_fn(|meta| {
-        COUNTING.load(Ordering::Relaxed)
-            && (meta.target() == "sqlx::query" || meta.target().starts_with("switchyard::api"))
-    });
+    let off = || tracing_subscriber::filter::Targets::new();
+    let (filter, reload) = tracing_subscriber::reload::Layer::new(off());
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(CountStatements.with_filter(filter)))?;
+    let _ = COUNTING.set(Box::new(move |on| {
+        let targets = if on {
+            off().with_target("sqlx::query", tracing::Level::TRACE).with_target("switchyard::api", tracing::Level::INFO)
+        } else {
+            off()
+        };
+        if let Err(e) = reload.reload(targets) {
+            eprintln!("cannot switch statement counting: {e}");
+        }
+    }));
 
     let server_url =
         std::env::var("BENCH_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
@@ -174,12 +190,12 @@ impl Bench {
         let raw = gather(workers.collect(), started).await?;
         pool.close().await;
 
-        COUNTING.store(true, Ordering::Relaxed);
+        counting(true);
         let before = STATEMENTS.load(Ordering::Relaxed);
         let path = format!("/api/v1/tasks/{id}");
         Http::connect(self.addr).await?.request("GET", &path, &self.token).await?;
         let per_get = STATEMENTS.load(Ordering::Relaxed) - before;
-        COUNTING.store(false, Ordering::Relaxed);
+        counting(false);
 
         let http = http_load(self.addr, 64, duration, "GET", path, self.token.clone()).await?;
 
@@ -233,13 +249,13 @@ impl Bench {
         let (mut elapsed, mut statements) = (Duration::ZERO, 0);
         for key in keys {
             self.post(&format!("/wishes/{slug}/groups/{key}/start"), json!({})).await?;
-            COUNTING.store(true, Ordering::Relaxed);
+            counting(true);
             let before = STATEMENTS.load(Ordering::Relaxed);
             let started = Instant::now();
             self.post(&format!("/wishes/{slug}/groups/{key}/complete"), json!({})).await?;
             elapsed += started.elapsed();
             statements += STATEMENTS.load(Ordering::Relaxed) - before;
-            COUNTING.store(false, Ordering::Relaxed);
+            counting(false);
         }
         let n = keys.len() as f64;
         Ok((elapsed.as_secs_f64() * 1000.0 / n, statements as f64 / n))

@@ -84,6 +84,7 @@ async fn group_action(
     let task_id = wishes::group_task(&mut tx, wish.id, key)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("wish `{slug}` has no group `{key}`")))?;
+    let mut group = None;
     let (task, released) = match tasks::apply(&mut tx, task_id, event, &change).await? {
         None => return Err(ApiError::NotFound(format!("wish `{slug}` has no group `{key}`"))),
         Some(Applied::Refused { current, message }) => {
@@ -92,7 +93,11 @@ async fn group_action(
         Some(Applied::Done(task, released)) => (task, released),
     };
     let wish = match event {
-        TaskEvent::Complete => complete_if_done(&mut tx, wish).await?,
+        // Last, so the wish's row lock is held only for the check and the commit.
+        TaskEvent::Complete => {
+            group = wishes::group(&mut tx, wish.id, key).await?;
+            complete_if_done(&mut tx, wish).await?
+        }
         TaskEvent::Fail if task.iterations < task.max_iterations => {
             // Iterations left: the group goes back to the queue instead of failing the wish.
             tasks::apply(&mut tx, task_id, TaskEvent::Retry { unmet_dependencies: 0 }, &Change::default()).await?;
@@ -108,10 +113,11 @@ async fn group_action(
         }
         _ => wish,
     };
-    let group = wishes::group(&mut tx, wish.id, key)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("wish `{slug}` has no group `{key}`")))?;
+    if group.is_none() {
+        group = wishes::group(&mut tx, wish.id, key).await?;
+    }
     tx.commit().await?;
+    let group = group.ok_or_else(|| ApiError::NotFound(format!("wish `{slug}` has no group `{key}`")))?;
     let now_ready = released.into_iter().filter_map(|r| r.group_key).collect();
     Ok(Json(GroupOutcome { wish, group, now_ready }))
 }
