@@ -3,8 +3,9 @@
 //!
 //! - `POST /hooks/github`: GitHub's `X-Hub-Signature-256` with `SWITCHYARD_GITHUB_WEBHOOK_SECRET`.
 //!   Failed check runs and workflow runs become `ci.failed`; pull requests opened, merged and
-//!   closed become `pr.created`, `pr.merged`, `pr.closed` — on the wish whose branch matches
-//!   (`wish:<slug>`), else on `branch:<name>`.
+//!   closed become `pr.created`, `pr.merged`, `pr.closed` — on the agent working on the branch
+//!   (`agent:<name>`), else the wish whose branch matches (`wish:<slug>`), else `branch:<name>`;
+//!   the payload names both the agent and the wish when they exist.
 //! - `POST /hooks/generic/{name}`: a Standard Webhooks signature with the secret configured for
 //!   `name` in `SWITCHYARD_INBOUND_HOOKS`; the body `{"task": {…}}` or `{"wish": {…}}` files work
 //!   exactly as `POST /tasks` or `POST /wishes` would.
@@ -85,11 +86,31 @@ pub async fn github(
         }
         None => None,
     };
+    // The agent working on the branch (its own, or `switchyard/<name>` by default).
+    let agent = match &branch {
+        Some(b) => sqlx::query!(
+            "SELECT a.name, p.slug AS project FROM agents a JOIN projects p ON p.id = a.project_id
+             WHERE a.branch = $1 OR (a.branch IS NULL AND 'switchyard/' || a.name = $1)
+             ORDER BY a.created_at DESC LIMIT 1",
+            b
+        )
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|r| (r.name, r.project)),
+        None => None,
+    };
     details["wish"] = json!(wish);
-    let subject = match (&wish, &branch) {
-        (Some(slug), _) => format!("wish:{slug}"),
-        (None, Some(b)) => format!("branch:{b}"),
-        (None, None) => "github".to_owned(),
+    details["agent"] = json!(agent.as_ref().map(|(name, _)| name));
+    if let Some((_, project)) = &agent {
+        // An agent's subject names no project; the payload does, for filters and subscriptions.
+        details["project"] = json!(project);
+    }
+    let agent = agent.map(|(name, _)| name);
+    let subject = match (&agent, &wish, &branch) {
+        (Some(name), _, _) => format!("agent:{name}"),
+        (None, Some(slug), _) => format!("wish:{slug}"),
+        (None, None, Some(b)) => format!("branch:{b}"),
+        (None, None, None) => "github".to_owned(),
     };
     events::record(&mut tx, event_type, &subject, details).await?;
     tx.commit().await?;

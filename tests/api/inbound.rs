@@ -93,6 +93,30 @@ async fn a_failed_github_check_run_becomes_ci_failed_on_the_wish_with_that_branc
 }
 
 #[tokio::test]
+async fn a_failed_check_run_on_an_agents_branch_is_ci_failed_on_that_agent() {
+    let app = app().await;
+    project(&app, "shop").await;
+    let created = app
+        .admin(Method::POST, "/api/v1/agents")
+        .json(&json!({"project": "shop", "name": "otter", "kind": "worker", "role": "engineer", "provider": "shell",
+            "branch": "feature/pay"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(created.status(), 201, "{:?}", created.text().await);
+    let body =
+        serde_json::to_vec(&json!({"action": "completed", "workflow_run": {"name": "ci", "conclusion": "failure",
+        "head_branch": "feature/pay", "head_sha": "def456", "html_url": "https://github.com/y"}}))
+        .expect("json");
+    assert_eq!(github(&app, "workflow_run", &body, &github_signature(&body)).await.status(), 202);
+    let failed = recorded(&app, "ci.failed").await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["subject"], "agent:otter");
+    assert_eq!(failed[0]["project"], "shop");
+    assert_eq!(failed[0]["payload"]["agent"], "otter");
+}
+
+#[tokio::test]
 async fn a_github_delivery_with_a_wrong_signature_is_refused_before_its_body_is_read() {
     let app = app().await;
     let body = br#"{"action": "completed"}"#;
