@@ -31,7 +31,8 @@ where
     }
 }
 
-/// `Option<ApiJson<T>>`: an empty body is `None` (for actions whose body is optional).
+/// `Option<ApiJson<T>>`: an empty (or all-whitespace) body is `None`, for actions whose body is
+/// optional; anything else must be JSON, with the same 415/400/422 answers as [`ApiJson`].
 impl<S, T> axum::extract::OptionalFromRequest<S> for ApiJson<T>
 where
     S: Send + Sync,
@@ -42,7 +43,7 @@ where
     async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
         let is_json = is_json(&req);
         let bytes = body_bytes(req, state).await?;
-        if bytes.is_empty() {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
         }
         if !is_json {

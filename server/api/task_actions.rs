@@ -5,18 +5,15 @@
 //! the task's `current_state`. A wish's groups are refused here: their status belongs to the
 //! wish, whose own routes drive them.
 
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Path, Request, State};
-use axum::http::header;
+use axum::extract::{Path, State};
 use axum::response::Response;
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::json::{self, ApiJson};
+use crate::api::json::ApiJson;
 use crate::api::tasks::{column_full, max_iterations, parse_id, with_etag};
 use crate::api::AppState;
 use crate::db::tasks::{self, refs, Applied, Change, Column, Task};
@@ -32,33 +29,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(cancel_task))
         .routes(routes!(retry_task))
         .routes(routes!(move_task))
-}
-
-/// A JSON body that may be left out: an empty body is `T::default()`; anything else must be
-/// JSON, with the same 415/400/422 answers as [`ApiJson`].
-pub struct OptionalJson<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJson<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let is_json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(OptionalJson(T::default()));
-        }
-        if !is_json {
-            return Err(ApiError::UnsupportedMediaType(
-                "send the body as JSON with Content-Type: application/json".into(),
-            ));
-        }
-        json::parse(&bytes).map(OptionalJson)
-    }
 }
 
 /// Applies one action to a standalone task and answers with the task as it is now.
@@ -164,8 +134,9 @@ pub async fn answer_task(
 pub async fn complete_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    OptionalJson(body): OptionalJson<OutcomeBody>,
+    body: Option<ApiJson<OutcomeBody>>,
 ) -> ApiResult<Response> {
+    let body = body.map(|ApiJson(b)| b).unwrap_or_default();
     act(&state, &id, TaskEvent::Complete, Change { result: body.result, ..Change::default() }).await
 }
 
@@ -178,8 +149,9 @@ pub async fn complete_task(
 pub async fn fail_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    OptionalJson(body): OptionalJson<OutcomeBody>,
+    body: Option<ApiJson<OutcomeBody>>,
 ) -> ApiResult<Response> {
+    let body = body.map(|ApiJson(b)| b).unwrap_or_default();
     act(&state, &id, TaskEvent::Fail, Change { result: body.result, ..Change::default() }).await
 }
 
@@ -191,8 +163,9 @@ pub async fn fail_task(
 pub async fn cancel_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    OptionalJson(body): OptionalJson<OutcomeBody>,
+    body: Option<ApiJson<OutcomeBody>>,
 ) -> ApiResult<Response> {
+    let body = body.map(|ApiJson(b)| b).unwrap_or_default();
     act(&state, &id, TaskEvent::Cancel, Change { result: body.result, ..Change::default() }).await
 }
 
@@ -223,10 +196,11 @@ impl RetryBody {
 pub async fn retry_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    OptionalJson(body): OptionalJson<RetryBody>,
+    body: Option<ApiJson<RetryBody>>,
 ) -> ApiResult<Response> {
     // The stored counter decides ready or blocked; apply() fills it in.
-    act(&state, &id, TaskEvent::Retry { unmet_dependencies: 0 }, body.change()?).await
+    act(&state, &id, TaskEvent::Retry { unmet_dependencies: 0 }, body.map(|ApiJson(b)| b).unwrap_or_default().change()?)
+        .await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
