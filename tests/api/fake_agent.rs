@@ -127,10 +127,8 @@ async fn play_to_idle(app: &TestApp, name: &str, task: &str) {
             go_on(app, name).await;
         }
         wait_for_state(app, name, state).await;
-        eventually(&format!("step {}: the task is {task_wants}", step + 1), Duration::from_secs(10), || async {
-            task_status(app, task).await == *task_wants
-        })
-        .await;
+        // The task moves in the same transaction as the state: no window where they disagree.
+        assert_eq!(task_status(app, task).await, *task_wants, "step {}: {state}", step + 1);
     }
 }
 
@@ -254,6 +252,7 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
     // The new worker watches the pane it kept: the next screen asks for permission.
     go_on(&app, "fox").await;
     wait_for_state(&app, "fox", "permission").await;
+    // The task follows in the same transaction as the state.
     assert_eq!(task_status(&app, &task).await, "waiting_input");
     assert_eq!(agent(&app, "fox").await["tmux_pane"], before["tmux_pane"]);
 }
