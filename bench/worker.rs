@@ -138,7 +138,7 @@ async fn main() -> anyhow::Result<()> {
     let worker_cpu = per_minute(self_after - self_before, seconds);
     let tmux_cpu = per_minute(tmux_after - tmux_before, seconds);
 
-    let events: Vec<(String, String, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(
+    let events: Vec<(String, String, Time)> = sqlx::query_as(
         "SELECT subject, payload->>'to', created_at FROM events
          WHERE type = 'agent.state_changed' AND created_at BETWEEN $1 AND $2 ORDER BY id",
     )
@@ -213,8 +213,12 @@ fn naive_poll(socket: &str, panes: &[String], seconds: u64) -> anyhow::Result<u6
     Ok(changes)
 }
 
+type Time = chrono::DateTime<chrono::Utc>;
+
 /// Per agent (`agent:<name>`), its switches: (time, state).
-fn read_logs(dir: &Path) -> anyhow::Result<HashMap<String, Vec<(chrono::DateTime<chrono::Utc>, String)>>> {
+type Switches = HashMap<String, Vec<(Time, String)>>;
+
+fn read_logs(dir: &Path) -> anyhow::Result<Switches> {
     let mut all = HashMap::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
@@ -233,11 +237,11 @@ fn read_logs(dir: &Path) -> anyhow::Result<HashMap<String, Vec<(chrono::DateTime
 /// For each switch to `state` inside the phase: the time until the first event recording that
 /// state for that agent, if one came before the agent's next switch.
 fn latencies(
-    switches: &HashMap<String, Vec<(chrono::DateTime<chrono::Utc>, String)>>,
-    events: &[(String, String, chrono::DateTime<chrono::Utc>)],
+    switches: &Switches,
+    events: &[(String, String, Time)],
     state: &str,
-    from: chrono::DateTime<chrono::Utc>,
-    to: chrono::DateTime<chrono::Utc>,
+    from: Time,
+    to: Time,
 ) -> (Vec<u64>, usize) {
     let mut latencies = Vec::new();
     let mut missed = 0;
