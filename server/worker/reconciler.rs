@@ -68,10 +68,13 @@ pub async fn reconcile(
             (AgentEvent::Fail, AgentState::Error)
         };
         let cause = Cause { detail: Some(reason.clone()), ..Cause::from("reconciler") };
-        if let Some(Applied::Changed { .. }) = agents::apply(&mut conn, agent.id, None, event, &cause).await? {
-            hand_task_to_a_person(&mut conn, agent, &reason).await?;
+        // The state, its events and the task handed on commit together.
+        let mut tx = db.begin().await?;
+        if let Some(Applied::Changed { .. }) = agents::apply(&mut tx, agent.id, None, event, &cause).await? {
+            hand_task_to_a_person(&mut tx, agent, &reason).await?;
             outcome.settled.push((agent.name.clone(), state));
         }
+        tx.commit().await?;
         if let Some(p) = pane {
             // A dead pane stays (remain-on-exit) so its last screen could be read; now it goes.
             let _ = tmux.kill_window(&p.window_id).await;
@@ -159,9 +162,10 @@ pub async fn resume_after_limits(db: &PgPool, node_id: &str) -> anyhow::Result<V
     let mut resumed = Vec::new();
     for agent in due {
         let cause = Cause { detail: Some("usage limit reset".into()), ..Cause::from("worker") };
-        if let Some(Applied::Changed { .. }) =
-            agents::apply(&mut conn, agent.id, Some(AgentState::Suspended), AgentEvent::Resume, &cause).await?
-        {
+        let mut tx = db.begin().await?;
+        let applied = agents::apply(&mut tx, agent.id, Some(AgentState::Suspended), AgentEvent::Resume, &cause).await?;
+        tx.commit().await?;
+        if let Some(Applied::Changed { .. }) = applied {
             resumed.push(agent.name);
         }
     }

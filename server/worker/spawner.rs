@@ -35,8 +35,9 @@ impl Spawner<'_> {
             Ok(pane) => Ok(pane),
             Err(e) => {
                 let cause = Cause { detail: Some(format!("spawning failed: {e:#}")), ..Cause::from("worker") };
-                let mut conn = self.db.acquire().await?;
-                agents::apply(&mut conn, agent.id, None, AgentEvent::Fail, &cause).await?;
+                let mut tx = self.db.begin().await?;
+                agents::apply(&mut tx, agent.id, None, AgentEvent::Fail, &cause).await?;
+                tx.commit().await?;
                 Err(e)
             }
         }

@@ -144,18 +144,22 @@ pub async fn apply(db: &PgPool, agent_id: Uuid, decision: &Decision) -> anyhow::
         tracing::warn!(agent = %agent_id, hook = ?d.hook, screen = ?d.screen, hook_age_ms = d.hook_age.as_millis() as u64,
             "the screen disagrees with the last hook past its precedence; the screen wins");
     }
-    let mut conn = db.acquire().await?;
+    // The state, its events and the task that follows it commit together.
+    let mut tx = db.begin().await?;
     if let Some(until) = decision.usage_limit_until {
         let cause = Cause {
             detail: Some(format!("usage limit; resumes at {until}")),
             suspended_until: Some(until),
             ..Cause::from(source)
         };
-        let applied = agents::apply(&mut conn, agent_id, None, AgentEvent::Suspend, &cause).await?;
+        let applied = agents::apply(&mut tx, agent_id, None, AgentEvent::Suspend, &cause).await?;
+        tx.commit().await?;
         return Ok(matches!(applied, Some(Applied::Changed { .. })));
     }
     let cause = Cause { detail: decision.error.clone(), ..Cause::from(source) };
-    match agents::apply(&mut conn, agent_id, None, AgentEvent::Observed(decision.activity), &cause).await? {
+    let applied = agents::apply(&mut tx, agent_id, None, AgentEvent::Observed(decision.activity), &cause).await?;
+    tx.commit().await?;
+    match applied {
         Some(Applied::Refused { current, .. }) => {
             tracing::debug!(agent = %agent_id, %current, "observation for an agent that is no longer live");
         }

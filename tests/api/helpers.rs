@@ -22,14 +22,19 @@ pub struct TestApp {
     pub database_url: String,
     pub database_name: String,
     pub shutdown: CancellationToken,
-    /// The app's private tmux socket (its worker's agents run there).
+    /// The app's private tmux socket (its worker's agents run there); empty once [`stop`] took it.
     pub tmux_socket: String,
     pub _data_dir: tempfile::TempDir,
+    /// The running application, to wait for it to stop.
+    pub running: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        if self.tmux_socket.is_empty() {
+            return; // taken by `stop`, for the next instance
+        }
         // The agents' panes outlive a worker on purpose; a test's tmux server must not.
         let _ = std::process::Command::new("tmux")
             .args(["-L", &self.tmux_socket, "kill-server"])
@@ -138,14 +143,79 @@ pub async fn spawn_app_with_worker() -> TestApp {
     launch(database_url, database_name, WebhookSettings::default(), true).await
 }
 
+/// The application with its worker, and `providers` written to `<data_dir>/providers.toml`
+/// before it starts (custom providers such as the fake Claude Code agent).
+pub async fn spawn_app_with_worker_and_providers(providers: &str) -> TestApp {
+    let (database_url, database_name) = fresh_database().await;
+    let data_dir = tempfile::tempdir().expect("temp data dir");
+    std::fs::write(data_dir.path().join("providers.toml"), providers).expect("write providers.toml");
+    launch_in(database_url, database_name, WebhookSettings::default(), true, data_dir, new_tmux_socket()).await
+}
+
+/// What is left of a stopped instance: its database, data directory (so its node id) and tmux
+/// server, whose agents' panes live on. Dropped without [`restart`], it kills the tmux server.
+pub struct Stopped {
+    pub database_url: String,
+    pub database_name: String,
+    pub data_dir: tempfile::TempDir,
+    pub tmux_socket: String,
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if !self.tmux_socket.is_empty() {
+            let _ = std::process::Command::new("tmux")
+                .args(["-L", &self.tmux_socket, "kill-server"])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// Stops `app` as stopping the process would, waiting until it has stopped; its agents' panes
+/// keep running in tmux.
+pub async fn stop(mut app: TestApp) -> Stopped {
+    app.shutdown.cancel();
+    if let Some(running) = app.running.take() {
+        let stopped = tokio::time::timeout(Duration::from_secs(15), running).await;
+        assert!(stopped.is_ok(), "the instance stops within 15 s");
+    }
+    let tmux_socket = std::mem::take(&mut app.tmux_socket);
+    let data_dir = std::mem::replace(&mut app._data_dir, tempfile::tempdir().expect("temp data dir"));
+    Stopped { database_url: app.database_url.clone(), database_name: app.database_name.clone(), data_dir, tmux_socket }
+}
+
+/// Starts the next instance with its worker on a stopped one's database, data directory and tmux
+/// server, as restarting the process would.
+pub async fn restart(mut stopped: Stopped) -> TestApp {
+    let data_dir = std::mem::replace(&mut stopped.data_dir, tempfile::tempdir().expect("temp data dir"));
+    let socket = std::mem::take(&mut stopped.tmux_socket);
+    let (url, name) = (stopped.database_url.clone(), stopped.database_name.clone());
+    launch_in(url, name, WebhookSettings::default(), true, data_dir, socket).await
+}
+
 /// Another instance on an existing database, as a second replica would be.
 pub async fn spawn_app_on(database_url: String, database_name: String, webhooks: WebhookSettings) -> TestApp {
     launch(database_url, database_name, webhooks, false).await
 }
 
+fn new_tmux_socket() -> String {
+    format!("sy-test-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
 async fn launch(database_url: String, database_name: String, webhooks: WebhookSettings, with_worker: bool) -> TestApp {
     let data_dir = tempfile::tempdir().expect("temp data dir");
-    let tmux_socket = format!("sy-test-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    launch_in(database_url, database_name, webhooks, with_worker, data_dir, new_tmux_socket()).await
+}
+
+async fn launch_in(
+    database_url: String,
+    database_name: String,
+    webhooks: WebhookSettings,
+    with_worker: bool,
+    data_dir: tempfile::TempDir,
+    tmux_socket: String,
+) -> TestApp {
     let settings = Settings {
         database_url: Some(SecretString::from(database_url.clone())),
         data_dir: data_dir.path().to_path_buf(),
@@ -174,7 +244,7 @@ async fn launch(database_url: String, database_name: String, webhooks: WebhookSe
             .expect("token");
     tx.commit().await.expect("commit");
     let shutdown = CancellationToken::new();
-    tokio::spawn(app.run_until(shutdown.clone()));
+    let running = tokio::spawn(app.run_until(shutdown.clone()));
     TestApp {
         address,
         status_address,
@@ -186,6 +256,7 @@ async fn launch(database_url: String, database_name: String, webhooks: WebhookSe
         shutdown,
         tmux_socket,
         _data_dir: data_dir,
+        running: Some(running),
     }
 }
 

@@ -7,6 +7,7 @@ mod boards;
 mod embedded;
 mod event_stream;
 mod events;
+mod fake_agent;
 mod health;
 mod helpers;
 mod inbound;

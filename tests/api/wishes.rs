@@ -46,7 +46,7 @@ async fn two_step_wish(app: &TestApp, slug: &str) -> Value {
     wish
 }
 
-async fn executing(app: &TestApp, slug: &str) {
+pub async fn executing(app: &TestApp, slug: &str) {
     for action in ["plan", "queue", "start"] {
         ok(app, &format!("/api/v1/wishes/{slug}/{action}"), json!({})).await;
     }
