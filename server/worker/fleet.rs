@@ -49,6 +49,9 @@ pub struct Health {
 
 pub type SharedHealth = Arc<Mutex<Health>>;
 
+/// How often the worker attaches (when it is not) and claims spawning agents.
+const POLL: Duration = Duration::from_millis(250);
+
 /// The text a quiet agent is nudged with.
 const NUDGE: &str = "Are you still working? If you are done, say so and stop; if you are stuck, say what you need.";
 
@@ -79,49 +82,60 @@ impl Fleet {
         let mut orphans = HashSet::new();
         let mut control: Option<(Control, broadcast::Receiver<Notification>)> = None;
         let mut next_reconcile = Instant::now();
+        let mut next_poll = Instant::now();
         loop {
             if Instant::now() >= next_reconcile {
                 self.reconcile(&mut watches, &mut orphans).await;
                 next_reconcile = Instant::now() + self.settings.reconcile_every;
             }
-            if control.as_ref().is_none_or(|(c, _)| !c.is_up()) {
-                control = self.attach().await;
-                if control.is_some() {
+            // Attaching and claiming poll on a timer, not on every burst of pane output.
+            if Instant::now() >= next_poll {
+                next_poll = Instant::now() + POLL;
+                if control.as_ref().is_none_or(|(c, _)| !c.is_up()) {
+                    control = self.attach().await;
+                    if control.is_some() {
+                        self.refresh_watches(&mut watches).await;
+                    }
+                }
+                self.set_health(|h| h.control_link_up = control.as_ref().is_some_and(|(c, _)| c.is_up()));
+                if self.claim_and_spawn().await {
+                    // New panes: watch them now, not at the next reconcile.
                     self.refresh_watches(&mut watches).await;
                 }
             }
-            self.set_health(|h| h.control_link_up = control.as_ref().is_some_and(|(c, _)| c.is_up()));
-            if self.claim_and_spawn().await {
-                // New panes: watch them now, not at the next reconcile.
-                self.refresh_watches(&mut watches).await;
-            }
             if let Some((c, _)) = &control {
-                for pane in watches.due(Instant::now()) {
-                    match watches.read(c, &self.db, &pane).await {
-                        Ok(Some((agent, decision))) => self.decide(agent, &decision, &pane, &watches).await,
-                        Ok(None) => {}
-                        Err(e) => tracing::debug!(pane, error = %e, "reading a pane"),
+                let due = watches.due(Instant::now());
+                if !due.is_empty() {
+                    match watches.read_all(c, &self.db, &due).await {
+                        Ok(decisions) => self.decide_all(decisions, &watches).await,
+                        Err(e) => tracing::debug!(error = %e, "reading panes"),
                     }
                 }
             }
             let wait = watches
                 .next_due()
                 .map(|at| at.saturating_duration_since(Instant::now()))
-                .unwrap_or(Duration::from_millis(250))
-                .min(Duration::from_millis(250));
+                .unwrap_or(POLL)
+                .min(next_poll.saturating_duration_since(Instant::now()));
             let notification = async {
                 match control.as_mut() {
                     Some((_, rx)) => rx.recv().await,
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
+            let received = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(wait) => {}
-                received = notification => match received {
+                _ = tokio::time::sleep(wait) => continue,
+                received = notification => received,
+            };
+            // Take everything already queued too, so a burst of output costs one reading per pane.
+            let mut received = Some(received);
+            let mut decisions = Vec::new();
+            while let Some(next) = received.take() {
+                match next {
                     Ok(Notification::Output { pane, .. }) => {
                         if let Some((agent, decision)) = watches.on_output(&pane, Instant::now()) {
-                            self.decide(agent, &decision, &pane, &watches).await;
+                            decisions.push((pane, agent, decision));
                         }
                     }
                     Ok(Notification::PaneDied { .. } | Notification::WindowClose { .. }) => {
@@ -131,7 +145,13 @@ impl Fleet {
                     Err(broadcast::error::RecvError::Lagged(_)) => self.refresh_watches(&mut watches).await,
                     Err(broadcast::error::RecvError::Closed) => control = None,
                 }
+                received = control.as_mut().and_then(|(_, rx)| match rx.try_recv() {
+                    Ok(n) => Some(Ok(n)),
+                    Err(broadcast::error::TryRecvError::Lagged(n)) => Some(Err(broadcast::error::RecvError::Lagged(n))),
+                    Err(_) => None,
+                });
             }
+            self.decide_all(decisions, &watches).await;
         }
         tracing::info!("worker stopped; agents keep running in tmux");
     }
@@ -215,6 +235,16 @@ impl Fleet {
             data_dir: &self.settings.data_dir,
             api_url: &self.settings.api_url,
         }
+    }
+
+    /// Writes decisions for different agents concurrently (each agent has at most one here).
+    async fn decide_all(
+        &self,
+        decisions: Vec<(String, uuid::Uuid, crate::detect::decision::Decision)>,
+        watches: &Watches,
+    ) {
+        let writes = decisions.iter().map(|(pane, agent, decision)| self.decide(*agent, decision, pane, watches));
+        futures_util::future::join_all(writes).await;
     }
 
     async fn decide(

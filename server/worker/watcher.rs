@@ -92,31 +92,47 @@ impl Watches {
         self.panes.values().filter_map(|w| w.detector.next_reading_at()).min()
     }
 
-    /// Reads one pane's screen and decides; tells the detector about a newer hook first, so a
-    /// recent hook wins over the screen for its bounded time.
-    pub async fn read(
+    /// Reads the screens of `panes` (captures pipelined through the control client) and decides
+    /// for each; tells each detector about a newer hook first (one query for all), so a recent
+    /// hook wins over the screen for its bounded time.
+    pub async fn read_all(
         &mut self,
         control: &Control,
         db: &PgPool,
-        pane: &str,
-    ) -> anyhow::Result<Option<(Uuid, Decision)>> {
-        let Some(watch) = self.panes.get_mut(pane) else { return Ok(None) };
-        watch.dirty = false;
-        let text = control.capture(pane, HISTORY).await?;
-        let mut conn = db.acquire().await?;
-        if let Some(agent) = agents::get(&mut conn, watch.agent_id).await? {
-            if let (Some(at), Some(state)) = (agent.last_hook_at, agent.last_hook_state) {
-                if watch.hook_seen.is_none_or(|seen| at > seen) {
-                    watch.hook_seen = Some(at);
-                    let age = (Utc::now() - at).to_std().unwrap_or(Duration::ZERO);
-                    if let Some(activity) = activity_of(state) {
+        panes: &[String],
+    ) -> anyhow::Result<Vec<(String, Uuid, Decision)>> {
+        let captures = futures_util::future::join_all(panes.iter().map(|pane| control.capture(pane, HISTORY))).await;
+        let ids: Vec<Uuid> = panes.iter().filter_map(|p| self.panes.get(p).map(|w| w.agent_id)).collect();
+        let hooks = {
+            let mut conn = db.acquire().await?;
+            agents::last_hooks(&mut conn, &ids).await?
+        };
+        let mut decisions = Vec::new();
+        for (pane, text) in panes.iter().zip(captures) {
+            let Some(watch) = self.panes.get_mut(pane) else { continue };
+            watch.dirty = false;
+            let text = match text {
+                Ok(text) => text,
+                Err(e) => {
+                    tracing::debug!(pane, error = %e, "reading a pane");
+                    continue;
+                }
+            };
+            if let Some((Some(at), Some(state))) = hooks.get(&watch.agent_id) {
+                if watch.hook_seen.is_none_or(|seen| *at > seen) {
+                    watch.hook_seen = Some(*at);
+                    let age = (Utc::now() - *at).to_std().unwrap_or(Duration::ZERO);
+                    if let Some(activity) = activity_of(*state) {
                         let when = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
                         watch.detector.on_hook(when, activity);
                     }
                 }
             }
+            if let Some(decision) = watch.detector.on_screen(Instant::now(), Utc::now(), &text) {
+                decisions.push((pane.clone(), watch.agent_id, decision));
+            }
         }
-        Ok(watch.detector.on_screen(Instant::now(), Utc::now(), &text).map(|d| (watch.agent_id, d)))
+        Ok(decisions)
     }
 }
 

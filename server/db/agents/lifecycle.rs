@@ -315,3 +315,14 @@ pub async fn count_by_state(
             .await?;
     Ok(rows.into_iter().map(|r| (r.state, r.count)).collect())
 }
+
+/// The last hook (time and the state it mapped to) of each of these agents.
+pub async fn last_hooks(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, (Option<DateTime<Utc>>, Option<AgentState>)>, sqlx::Error> {
+    let rows = sqlx::query!("SELECT id, last_hook_at, last_hook_state FROM agents WHERE id = ANY($1)", ids)
+        .fetch_all(conn)
+        .await?;
+    Ok(rows.into_iter().map(|r| (r.id, (r.last_hook_at, r.last_hook_state.and_then(|s| s.parse().ok())))).collect())
+}
