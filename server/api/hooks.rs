@@ -23,11 +23,11 @@ use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::extract::ApiPath;
-use crate::api::json::{parse, ApiJson};
-use crate::api::tasks::{create_task, CreateTask};
-use crate::api::wishes::{create_wish, CreateWish};
+use crate::api::json::parse;
+use crate::api::tasks::{insert_task, with_etag, CreateTask};
+use crate::api::wishes::{insert_wish, CreateWish};
 use crate::api::AppState;
-use crate::db::events;
+use crate::db::{self, events};
 use crate::webhooks::signature;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -183,6 +183,7 @@ pub struct GenericHook {
         ("webhook-id" = String, Header), ("webhook-timestamp" = String, Header, description = "Unix seconds"),
         ("webhook-signature" = String, Header, description = "`v1,<base64 HMAC-SHA256 of id.timestamp.body>`")),
     responses((status = 201, description = "The task or wish, as `POST /tasks` or `POST /wishes` answers"),
+        (status = 200, description = "This `webhook-id` was acted on before: nothing filed twice"),
         (status = 401, body = Problem, description = "Missing, stale or wrong signature"),
         (status = 404, body = Problem, description = "No hook of that name"),
         (status = 422, body = Problem, description = "Not exactly one of `task` and `wish`, or a bad field in it")))]
@@ -212,9 +213,23 @@ pub async fn generic(
         return Err(ApiError::Unauthorized("the Standard Webhooks signature is missing, stale or wrong"));
     }
     let hook: GenericHook = parse(&body)?;
-    match (hook.task, hook.wish) {
-        (Some(task), None) => create_task(State(state), ApiJson(task)).await,
-        (None, Some(wish)) => Ok(create_wish(State(state), ApiJson(wish)).await?.into_response()),
-        _ => Err(ApiError::validation("task", "send exactly one of `task` and `wish`")),
+    let message_id = header(&headers, "webhook-id").unwrap_or_default();
+    let mut tx = state.db.begin().await?;
+    // The work and the record that this `webhook-id` was acted on commit together: a retry after
+    // a failure files it, a replay after success does not.
+    if !db::webhooks::first_delivery(&mut tx, &name, message_id).await? {
+        return Ok((StatusCode::OK, Json(json!({"duplicate": true, "webhook_id": message_id}))).into_response());
     }
+    let response = match (hook.task, hook.wish) {
+        (Some(task), None) => {
+            let task = insert_task(&mut tx, task).await?;
+            let mut response = with_etag(task.version, task);
+            *response.status_mut() = StatusCode::CREATED;
+            response
+        }
+        (None, Some(wish)) => (StatusCode::CREATED, Json(json!(insert_wish(&mut tx, wish).await?))).into_response(),
+        _ => return Err(ApiError::validation("task", "send exactly one of `task` and `wish`")),
+    };
+    tx.commit().await?;
+    Ok(response)
 }

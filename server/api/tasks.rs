@@ -91,12 +91,21 @@ pub struct CreateTask {
         (status = 422, body = Problem, description = "A bad field, an unknown project or dependency")))]
 #[tracing::instrument(skip_all, fields(project = %body.project), err)]
 pub async fn create_task(State(state): State<AppState>, ApiJson(body): ApiJson<CreateTask>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let task = insert_task(&mut tx, body).await?;
+    tx.commit().await?;
+    let mut response = with_etag(task.version, task);
+    *response.status_mut() = StatusCode::CREATED;
+    Ok(response)
+}
+
+/// Validates and inserts a task in the caller's transaction (the API and inbound hooks).
+pub(crate) async fn insert_task(tx: &mut sqlx::PgConnection, body: CreateTask) -> ApiResult<Task> {
     let title = text("title", &body.title, 300)?;
     let assignee = body.assignee.as_deref().map(|a| text("assignee", a, 100)).transpose()?;
     let max_iterations = max_iterations(body.max_iterations)?;
-    let mut tx = state.db.begin().await?;
-    let project_id = project_id(&mut tx, &body.project, "project").await?;
-    let missing = refs::missing_in_project(&mut tx, project_id, &body.depends_on).await?;
+    let project_id = project_id(&mut *tx, &body.project, "project").await?;
+    let missing = refs::missing_in_project(&mut *tx, project_id, &body.depends_on).await?;
     if !missing.is_empty() {
         let ids: Vec<String> = missing.iter().map(Uuid::to_string).collect();
         return Err(ApiError::validation("depends_on", format!("no such task in this project: {}", ids.join(", "))));
@@ -105,7 +114,7 @@ pub async fn create_task(State(state): State<AppState>, ApiJson(body): ApiJson<C
         (None, None) => None,
         (board_id, column_id) => {
             let field = if column_id.is_some() { "column_id" } else { "board_id" };
-            let column = Column::lock(&mut tx, board_id, column_id, None)
+            let column = Column::lock(&mut *tx, board_id, column_id, None)
                 .await?
                 .ok_or_else(|| ApiError::validation(field, "no such column on this board (or the board has none)"))?;
             if column.project_id != project_id {
@@ -129,11 +138,7 @@ pub async fn create_task(State(state): State<AppState>, ApiJson(body): ApiJson<C
         depends_on: body.depends_on,
         ..NewTask::default()
     };
-    let task = tasks::insert(&mut tx, &new).await?;
-    tx.commit().await?;
-    let mut response = with_etag(task.version, task);
-    *response.status_mut() = StatusCode::CREATED;
-    Ok(response)
+    Ok(tasks::insert(tx, &new).await?)
 }
 
 /// Filters for listing tasks; they combine with AND.

@@ -96,6 +96,15 @@ pub async fn create_wish(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateWish>,
 ) -> ApiResult<(StatusCode, Json<WishDetail>)> {
+    let mut tx = state.db.begin().await?;
+    let detail = insert_wish(&mut tx, body).await?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(detail)))
+}
+
+/// Validates and inserts a wish with its plan in the caller's transaction (the API and inbound
+/// hooks).
+pub(crate) async fn insert_wish(tx: &mut sqlx::PgConnection, body: CreateWish) -> ApiResult<WishDetail> {
     if !plan::is_valid_key(&body.slug) {
         return Err(ApiError::validation("slug", "use lowercase letters, digits and '-' (at most 63)"));
     }
@@ -107,9 +116,8 @@ pub async fn create_wish(
     }
     let groups = to_groups(body.groups)?;
     let order = if groups.is_empty() { Vec::new() } else { validate_plan(&groups)? };
-    let mut tx = state.db.begin().await?;
-    let project_id = project_id(&mut tx, &body.project, "project").await?;
-    let blocked_by = blocker_ids(&mut tx, &body.blocked_by).await?;
+    let project_id = project_id(tx, &body.project, "project").await?;
+    let blocked_by = blocker_ids(tx, &body.blocked_by).await?;
     let new = NewWish {
         slug: body.slug,
         project_id,
@@ -119,16 +127,14 @@ pub async fn create_wish(
         review_cap: body.review_cap,
         blocked_by,
     };
-    let wish = wishes::insert(&mut tx, &new).await.map_err(|e| match e {
+    let wish = wishes::insert(tx, &new).await.map_err(|e| match e {
         sqlx::Error::Database(d) if d.is_unique_violation() => {
             ApiError::conflict(format!("a wish `{}` exists already", new.slug), None)
         }
         other => other.into(),
     })?;
-    wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
-    let detail = detail(&mut tx, wish).await?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, Json(detail)))
+    wishes::insert_groups(tx, &wish, &groups, &order).await?;
+    detail(tx, wish).await
 }
 
 /// Wishes in creation order, optionally of one project and state.

@@ -255,3 +255,20 @@ pub fn signing_secrets<'a>(current: &'a str, previous: Option<&'a str>) -> Vec<&
     secrets.extend(previous);
     secrets
 }
+
+/// Records that inbound hook `hook` received `message_id` (its `webhook-id`), in the caller's
+/// transaction; false when it had been received before. Entries older than a day are dropped on
+/// the way: a replay that old fails the signature's five-minute window anyway.
+pub async fn first_delivery(conn: &mut PgConnection, hook: &str, message_id: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query!("DELETE FROM inbound_deliveries WHERE received_at < now() - interval '1 day'")
+        .execute(&mut *conn)
+        .await?;
+    let inserted = sqlx::query!(
+        "INSERT INTO inbound_deliveries (hook, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        hook,
+        message_id
+    )
+    .execute(conn)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
+}

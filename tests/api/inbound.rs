@@ -138,7 +138,17 @@ async fn generic(
     timestamp: i64,
     signature: Option<String>,
 ) -> reqwest::Response {
-    let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+    generic_with_id(app, name, &format!("msg_{}", uuid::Uuid::new_v4().simple()), body, timestamp, signature).await
+}
+
+async fn generic_with_id(
+    app: &TestApp,
+    name: &str,
+    id: &str,
+    body: &[u8],
+    timestamp: i64,
+    signature: Option<String>,
+) -> reqwest::Response {
     let signature = signature.unwrap_or_else(|| sign(HOOK_SECRET, &id, timestamp, body));
     app.client
         .post(app.url(&format!("/api/v1/hooks/generic/{name}")))
@@ -196,4 +206,28 @@ async fn a_tampered_or_six_minute_old_generic_hook_is_refused() {
     assert_problem(generic(&app, "tracker", &body, now, Some("v1,AAAA".into())).await, 401).await;
     assert_problem(generic(&app, "nobody", &body, now, None).await, 404).await;
     assert!(events_of(&app, "task.created").await.is_empty(), "nothing was filed");
+}
+
+#[tokio::test]
+async fn a_replayed_generic_hook_files_its_work_once() {
+    let app = app().await;
+    project(&app, "shop").await;
+    let now = chrono::Utc::now().timestamp();
+    let body = serde_json::to_vec(&json!({"task": {"project": "shop", "title": "Once"}})).expect("json");
+    let first = generic_with_id(&app, "tracker", "msg_replayed", &body, now, None).await;
+    assert_eq!(first.status(), 201);
+    let again = generic_with_id(&app, "tracker", "msg_replayed", &body, now, None).await;
+    assert_eq!(again.status(), 200);
+    let again: Value = again.json().await.expect("json");
+    assert_eq!(again["duplicate"], true);
+    let filed: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE title = 'Once'")
+        .fetch_one(&app.pool)
+        .await
+        .expect("count");
+    assert_eq!(filed, 1);
+    // A delivery that failed (422) filed nothing and recorded nothing: its retry is acted on.
+    let bad = serde_json::to_vec(&json!({"task": {"project": "nowhere", "title": "Later"}})).expect("json");
+    assert_eq!(generic_with_id(&app, "tracker", "msg_retry", &bad, now, None).await.status(), 422);
+    let good = serde_json::to_vec(&json!({"task": {"project": "shop", "title": "Later"}})).expect("json");
+    assert_eq!(generic_with_id(&app, "tracker", "msg_retry", &good, now, None).await.status(), 201);
 }
