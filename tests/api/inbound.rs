@@ -149,7 +149,7 @@ async fn generic_with_id(
     timestamp: i64,
     signature: Option<String>,
 ) -> reqwest::Response {
-    let signature = signature.unwrap_or_else(|| sign(HOOK_SECRET, &id, timestamp, body));
+    let signature = signature.unwrap_or_else(|| sign(HOOK_SECRET, id, timestamp, body));
     app.client
         .post(app.url(&format!("/api/v1/hooks/generic/{name}")))
         .header("content-type", "application/json")
