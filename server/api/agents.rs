@@ -375,5 +375,12 @@ pub async fn delete_agent(
         clones::remove(path).await.map_err(|e| ApiError::Internal(e.into()))?;
     }
     tx.commit().await?;
+    // Its token went with the row; the file that held it goes too.
+    let token_file = crate::worker::spawner::token_file(&state.data_dir, &name);
+    if let Err(e) = std::fs::remove_file(&token_file) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(agent = %name, error = %e, "removing the agent's token file");
+        }
+    }
     Ok(Json(DeletedAgent { name, clone_path: agent.clone_path, clone_removed: own_clone.is_some(), discarded }))
 }

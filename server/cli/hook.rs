@@ -29,7 +29,15 @@ fn forward() -> Result<(), String> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let url = env("SWITCHYARD_URL").ok_or("SWITCHYARD_URL is not set; not reporting")?;
     let agent = env("SWITCHYARD_AGENT").ok_or("SWITCHYARD_AGENT is not set; not reporting")?;
-    let token = env("SWITCHYARD_TOKEN").ok_or("SWITCHYARD_TOKEN is not set; not reporting")?;
+    // The worker gives panes a file holding the token (never the token itself: see `pane_env`).
+    let token = match env("SWITCHYARD_TOKEN") {
+        Some(token) => token,
+        None => {
+            let file =
+                env("SWITCHYARD_TOKEN_FILE").ok_or("neither SWITCHYARD_TOKEN nor SWITCHYARD_TOKEN_FILE is set")?;
+            std::fs::read_to_string(&file).map_err(|e| format!("reading SWITCHYARD_TOKEN_FILE: {e}"))?.trim().to_owned()
+        }
+    };
     if !crate::domain::agent_kind::is_valid_name(&agent) {
         return Err(format!("SWITCHYARD_AGENT {agent:?} is not an agent name"));
     }

@@ -58,10 +58,12 @@ impl Provider {
     }
 
     /// The environment of an agent's pane: the provider's `env`, then what `switchyard hook`
-    /// needs (`SWITCHYARD_URL`, `SWITCHYARD_AGENT`, `SWITCHYARD_TOKEN`), which a config cannot
-    /// override. The token is a secret: never log this list.
-    pub fn pane_env(&self, api_url: &str, agent_name: &str, token: &str) -> Vec<(String, String)> {
-        let ours = [("SWITCHYARD_URL", api_url), ("SWITCHYARD_AGENT", agent_name), ("SWITCHYARD_TOKEN", token)];
+    /// needs (`SWITCHYARD_URL`, `SWITCHYARD_AGENT`, `SWITCHYARD_TOKEN_FILE`), which a config
+    /// cannot override. The token itself is never in the environment given to tmux: that travels
+    /// as command-line arguments, which any local user can read in /proc.
+    pub fn pane_env(&self, api_url: &str, agent_name: &str, token_file: &str) -> Vec<(String, String)> {
+        let ours =
+            [("SWITCHYARD_URL", api_url), ("SWITCHYARD_AGENT", agent_name), ("SWITCHYARD_TOKEN_FILE", token_file)];
         self.env
             .iter()
             .filter(|(key, _)| !ours.iter().any(|(k, _)| k == key))
@@ -345,9 +347,9 @@ mod tests {
     fn the_pane_gets_the_providers_env_and_switchyards_own_variables_last() {
         let p = Providers::parse("[providers.x]\ncommand = [\"x\"]\nenv = { A = \"1\", SWITCHYARD_AGENT = \"evil\" }")
             .unwrap();
-        let env = p.get("x").unwrap().pane_env("http://127.0.0.1:8080", "fox", "sy_secret");
+        let env = p.get("x").unwrap().pane_env("http://127.0.0.1:8080", "fox", "/data/agent-tokens/fox");
         let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["A", "SWITCHYARD_URL", "SWITCHYARD_AGENT", "SWITCHYARD_TOKEN"]);
+        assert_eq!(keys, ["A", "SWITCHYARD_URL", "SWITCHYARD_AGENT", "SWITCHYARD_TOKEN_FILE"]);
         assert_eq!(env[2].1, "fox");
     }
 

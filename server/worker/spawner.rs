@@ -55,6 +55,7 @@ impl Spawner<'_> {
         }
         let mut tx = self.db.begin().await?;
         let token = tokens::issue_agent_token(&mut tx, agent.id).await?;
+        let token_file = write_token(self.data_dir, &agent.name, &token)?;
         tx.commit().await?;
         let session_id = agent.provider_session_id.to_string();
         let clone = cwd.to_string_lossy();
@@ -67,7 +68,7 @@ impl Spawner<'_> {
             name: agent.name.clone(),
             cwd: cwd.clone(),
             command,
-            env: provider.pane_env(self.api_url, &agent.name, &token),
+            env: provider.pane_env(self.api_url, &agent.name, &token_file.to_string_lossy()),
         };
         self.tmux.ensure_session(self.session).await?;
         let pane = self.tmux.new_window(&spec).await?;
@@ -100,5 +101,41 @@ impl Spawner<'_> {
         };
         clones::make(Path::new(&agent.repo), &dest, &branch, &target).await?;
         Ok(dest)
+    }
+}
+
+/// Where an agent's token file lives (removed with the agent).
+pub fn token_file(data_dir: &Path, name: &str) -> PathBuf {
+    data_dir.join("agent-tokens").join(name)
+}
+
+/// Writes the agent's token to `<data_dir>/agent-tokens/<name>`, readable by this user only
+/// (the directory 0700, the file 0600, replaced atomically), and returns its path.
+fn write_token(data_dir: &Path, name: &str, token: &str) -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let path = token_file(data_dir, name);
+    let dir = path.parent().unwrap_or(data_dir).to_path_buf();
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    file.write_all(token.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_token_file_is_readable_by_its_owner_only() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = super::write_token(dir.path(), "fox", "sy_secret").expect("write");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "sy_secret");
+        assert_eq!(std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777, 0o600);
+        let dir_mode = std::fs::metadata(path.parent().expect("dir")).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(dir_mode, 0o700);
     }
 }
