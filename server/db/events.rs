@@ -76,3 +76,20 @@ pub async fn after(conn: &mut PgConnection, after: Option<i64>, limit: i64) -> R
 pub async fn exists(conn: &mut PgConnection, id: i64) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!("SELECT EXISTS (SELECT 1 FROM events WHERE id = $1) AS \"exists!\"", id).fetch_one(conn).await
 }
+
+/// The `(window, pane, window_name)` of every `agent.orphan_found` event about `subject` (a
+/// node): what its worker already reported.
+pub async fn orphans_reported(
+    conn: &mut PgConnection,
+    subject: &str,
+) -> Result<Vec<(String, String, String)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT payload->>'window' AS "window!", payload->>'pane' AS "pane!", payload->>'window_name' AS "name!"
+           FROM events WHERE type = 'agent.orphan_found' AND subject = $1
+             AND payload ? 'window' AND payload ? 'pane' AND payload ? 'window_name'"#,
+        subject
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.window, r.pane, r.name)).collect())
+}

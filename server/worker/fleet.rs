@@ -79,7 +79,10 @@ impl Fleet {
             tracing::error!(error = %e, "registering the worker node");
         }
         let mut watches = Watches::default();
-        let mut orphans = HashSet::new();
+        let mut orphans = reconciler::orphans_reported(&self.db, &self.node.node_id).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading the orphans reported before");
+            HashSet::new()
+        });
         let mut control: Option<(Control, broadcast::Receiver<Notification>)> = None;
         let mut next_reconcile = Instant::now();
         let mut next_poll = Instant::now();

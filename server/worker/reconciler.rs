@@ -85,7 +85,7 @@ pub async fn reconcile(
         if pane.window_name == HOME_WINDOW || ours.contains(pane.window_name.as_str()) {
             continue;
         }
-        if reported_orphans.insert(pane.window_id.clone()) {
+        if reported_orphans.insert(orphan_key(&pane.window_id, &pane.pane_id, &pane.window_name)) {
             let payload = serde_json::json!({"window": pane.window_id, "window_name": pane.window_name,
                 "pane": pane.pane_id, "node_id": node_id});
             events::record(&mut conn, "agent.orphan_found", &format!("node:{node_id}"), payload).await?;
@@ -93,6 +93,20 @@ pub async fn reconcile(
         }
     }
     Ok(outcome)
+}
+
+/// What identifies a reported orphan: tmux reuses window ids after its server restarts, so the
+/// pane and the name go with it.
+fn orphan_key(window: &str, pane: &str, name: &str) -> String {
+    format!("{window} {pane} {name}")
+}
+
+/// The orphans this node reported before (in an earlier run), so a restart does not report them
+/// again. Read once, at start.
+pub async fn orphans_reported(db: &PgPool, node_id: &str) -> anyhow::Result<HashSet<String>> {
+    let mut conn = db.acquire().await?;
+    let reported = events::orphans_reported(&mut conn, &format!("node:{node_id}")).await?;
+    Ok(reported.iter().map(|(window, pane, name)| orphan_key(window, pane, name)).collect())
 }
 
 fn exit_of(pane: &PaneInfo) -> String {

@@ -249,6 +249,24 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
     assert_eq!(agents, 1);
     assert_eq!(task_status(&app, &task).await, "in_progress");
 
+    // Another restart does not report the same stray window again.
+    let app = restart(stop(app).await).await;
+    let passes = std::sync::Mutex::new(Vec::new());
+    eventually("two reconcile passes after the second restart", Duration::from_secs(10), || async {
+        let at = status(&app).await["worker"]["last_reconcile_at"].clone();
+        let mut passes = passes.lock().expect("lock");
+        if !at.is_null() && !passes.contains(&at) {
+            passes.push(at);
+        }
+        passes.len() >= 2
+    })
+    .await;
+    let reported: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'agent.orphan_found'")
+        .fetch_one(&app.pool)
+        .await
+        .expect("events");
+    assert_eq!(reported, 1, "still reported once after another restart");
+
     // The new worker watches the pane it kept: the next screen asks for permission.
     go_on(&app, "fox").await;
     wait_for_state(&app, "fox", "permission").await;
