@@ -142,6 +142,20 @@ async fn state_changes(app: &TestApp, name: &str) -> Vec<String> {
     .expect("events")
 }
 
+/// Waits until the worker's status has shown `n` different reconcile times.
+async fn reconcile_passes(app: &TestApp, n: usize) {
+    let seen = std::sync::Mutex::new(Vec::new());
+    eventually(&format!("{n} reconcile passes"), Duration::from_secs(10), || async {
+        let at = status(app).await["worker"]["last_reconcile_at"].clone();
+        let mut seen = seen.lock().expect("lock");
+        if !at.is_null() && !seen.contains(&at) {
+            seen.push(at);
+        }
+        seen.len() >= n
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_fake_claude_code_goes_through_each_state_in_order_and_its_task_waits_while_it_asks() {
     let app = spawn_app_with_worker_and_providers(&providers_toml()).await;
@@ -229,16 +243,7 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
     };
     eventually("the stray window is reported", Duration::from_secs(10), || async { orphans().await == 1 }).await;
     // A few more reconcile passes must neither report it again nor touch the agent.
-    let seen = std::sync::Mutex::new(Vec::new());
-    eventually("three more reconcile passes", Duration::from_secs(10), || async {
-        let at = status(&app).await["worker"]["last_reconcile_at"].clone();
-        let mut seen = seen.lock().expect("lock");
-        if !at.is_null() && !seen.contains(&at) {
-            seen.push(at);
-        }
-        seen.len() >= 4
-    })
-    .await;
+    reconcile_passes(&app, 4).await;
     assert_eq!(orphans().await, 1, "reported once");
     let names: Vec<String> = windows(&app.tmux_socket).into_iter().map(|(name, _)| name).collect();
     assert_eq!(names.iter().filter(|n| *n == "stray").count(), 1, "never killed: {names:?}");
@@ -251,16 +256,7 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
 
     // Another restart does not report the same stray window again.
     let app = restart(stop(app).await).await;
-    let passes = std::sync::Mutex::new(Vec::new());
-    eventually("two reconcile passes after the second restart", Duration::from_secs(10), || async {
-        let at = status(&app).await["worker"]["last_reconcile_at"].clone();
-        let mut passes = passes.lock().expect("lock");
-        if !at.is_null() && !passes.contains(&at) {
-            passes.push(at);
-        }
-        passes.len() >= 2
-    })
-    .await;
+    reconcile_passes(&app, 2).await;
     let reported: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'agent.orphan_found'")
         .fetch_one(&app.pool)
         .await
