@@ -19,16 +19,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use secrecy::SecretString;
 use serde_json::{json, Value};
-use switchyard::auth::Scope;
-use switchyard::config::{LogFormat, Settings, WebhookSettings, WorkerConfig};
-use switchyard::{Application, Role};
+use switchyard::config::WorkerConfig;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
+
+#[path = "common/mod.rs"]
+mod common;
 
 /// Statements the application sent, counted from sqlx's per-statement trace events.
 static STATEMENTS: AtomicU64 = AtomicU64::new(0);
@@ -74,10 +73,7 @@ struct Bench {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // `cargo test --all-targets` also runs harness-less benches, without `--bench`: figures from
-    // a debug build under the test suite's load would mislead, so only `cargo bench` measures.
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("bench/domain.rs: run it with `cargo bench --bench domain`");
+    if !common::invoked_by_cargo_bench("domain") {
         return Ok(());
     }
     let off = || tracing_subscriber::filter::Targets::new();
@@ -94,38 +90,27 @@ async fn main() -> anyhow::Result<()> {
         }
     }));
 
-    let server_url =
-        std::env::var("BENCH_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let seconds = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
-    let database_url = fresh_database(&server_url, "switchyard_bench").await?;
+    let server_url = common::server_url();
+    let seconds = common::env_num("BENCH_SECONDS", 10);
+    let database_url = common::fresh_database(&server_url, "switchyard_bench").await?;
     let data_dir = tempfile::tempdir()?;
-    let settings = Settings {
-        database_url: Some(SecretString::from(database_url.clone())),
-        data_dir: data_dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse()?,
-        status_listen: "127.0.0.1:0".parse()?,
-        log_format: LogFormat::Text,
-        pg_bindir: None,
-        // The API alone is measured; the (idle) worker and its socket stay out of the way.
-        worker: WorkerConfig {
-            enabled: false,
-            tmux_socket: format!("sy-bench-{}", std::process::id()),
-            ..WorkerConfig::default()
-        },
-        webhooks: WebhookSettings::default(),
+    // The API alone is measured; the (idle) worker and its socket stay out of the way.
+    let worker = WorkerConfig {
+        enabled: false,
+        tmux_socket: format!("sy-bench-{}", std::process::id()),
+        ..WorkerConfig::default()
     };
-    let app = Application::build(&settings, Role::Serve).await?;
-    let addr = app.api_addr().expect("serve has an API");
-    let api = format!("http://{addr}/api/v1");
-    let mut tx = app.pool().begin().await?;
-    let (_, token) = switchyard::db::tokens::create(&mut tx, "bench", Scope::Admin).await?;
-    tx.commit().await?;
-    let shutdown = CancellationToken::new();
-    let server = tokio::spawn(app.run_until(shutdown.clone()));
-
-    let bench = Bench { api, token, client: reqwest::Client::new(), addr, database_url, server_url, seconds };
-    let repo = tempfile::tempdir()?;
-    git(repo.path(), &["init", "-q", "-b", "main"])?;
+    let app = common::start(&database_url, data_dir.path(), worker).await?;
+    let bench = Bench {
+        api: app.api(),
+        token: app.token.clone(),
+        client: reqwest::Client::new(),
+        addr: app.addr,
+        database_url,
+        server_url,
+        seconds,
+    };
+    let repo = common::git_repo()?;
     bench.post("/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
 
     println!("# Switchyard domain benchmark ({} s per load phase)", bench.seconds);
@@ -140,8 +125,7 @@ async fn main() -> anyhow::Result<()> {
         bench.completion_throughput().await?;
     }
 
-    shutdown.cancel();
-    server.await??;
+    app.stop().await?;
     Ok(())
 }
 
@@ -325,7 +309,7 @@ impl Bench {
 
     /// pgbench's TPC-B at 8 clients on the same server, in a database of its own.
     async fn pgbench_tpcb(&self) -> anyhow::Result<f64> {
-        let url = fresh_database(&self.server_url, "switchyard_bench_pgbench").await?;
+        let url = common::fresh_database(&self.server_url, "switchyard_bench_pgbench").await?;
         run("pgbench", &["-i", "-q", "-s", "8", &url])?;
         let out = run("pgbench", &["-n", "-c", "8", "-j", "2", "-T", &self.seconds.to_string(), &url])?;
         let tps = out
@@ -451,32 +435,6 @@ impl Http {
         self.stream.read_exact(&mut body).await?;
         Ok(status)
     }
-}
-
-/// Drops and recreates database `name` on the server of `server_url`; returns its URL.
-async fn fresh_database(server_url: &str, name: &str) -> anyhow::Result<String> {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect(server_url).await?;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await?;
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await?;
-    Ok(with_database(server_url, name))
-}
-
-/// `server_url` with its database path replaced by `name`, keeping any `?query`.
-fn with_database(server_url: &str, name: &str) -> String {
-    let (base, query) = server_url.split_once('?').map_or((server_url, None), |(b, q)| (b, Some(q)));
-    let authority_start = base.find("://").map_or(0, |i| i + 3);
-    let base = base[authority_start..].find('/').map_or(base, |slash| &base[..authority_start + slash]);
-    match query {
-        Some(q) => format!("{base}/{name}?{q}"),
-        None => format!("{base}/{name}"),
-    }
-}
-
-fn git(dir: &std::path::Path, args: &[&str]) -> anyhow::Result<()> {
-    let status = std::process::Command::new("git").args(args).current_dir(dir).status()?;
-    anyhow::ensure!(status.success(), "git {args:?} failed");
-    Ok(())
 }
 
 fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {

@@ -19,12 +19,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use secrecy::SecretString;
 use serde_json::{json, Value};
-use switchyard::auth::Scope;
-use switchyard::config::{LogFormat, Settings, WebhookSettings, WorkerConfig};
-use switchyard::{Application, Role};
-use tokio_util::sync::CancellationToken;
+use switchyard::config::WorkerConfig;
+
+#[path = "common/mod.rs"]
+mod common;
 
 /// The fake agent: Claude Code's working screen (busy marker) and idle screen in turn, logging
 /// `<ns since the epoch> <state>` just before each switch.
@@ -44,18 +43,12 @@ done
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // `cargo test --all-targets` also runs harness-less benches, without `--bench`.
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("bench/worker.rs: run it with `cargo bench --bench worker`");
+    if !common::invoked_by_cargo_bench("worker") {
         return Ok(());
     }
-    let env_num = |name: &str, default: u64| std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default);
-    let seconds = env_num("BENCH_SECONDS", 60);
-    let agents = env_num("BENCH_AGENTS", 100);
-    let server_url =
-        std::env::var("BENCH_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let database_url = fresh_database(&server_url, "switchyard_bench_worker").await?;
-
+    let seconds = common::env_num("BENCH_SECONDS", 60);
+    let agents = common::env_num("BENCH_AGENTS", 100);
+    let database_url = common::fresh_database(&common::server_url(), "switchyard_bench_worker").await?;
     let data_dir = tempfile::tempdir()?;
     let logs = tempfile::tempdir()?;
     let script = data_dir.path().join("fake-agent.sh");
@@ -72,27 +65,16 @@ async fn main() -> anyhow::Result<()> {
         ),
     )?;
     let socket = format!("sy-bench-worker-{}", std::process::id());
-    let settings = Settings {
-        database_url: Some(SecretString::from(database_url.clone())),
-        data_dir: data_dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse()?,
-        status_listen: "127.0.0.1:0".parse()?,
-        log_format: LogFormat::Text,
-        pg_bindir: None,
-        worker: WorkerConfig { tmux_socket: socket.clone(), ..WorkerConfig::default() },
-        webhooks: WebhookSettings::default(),
-    };
-    let app = Application::build(&settings, Role::Serve).await?;
-    let api = format!("http://{}/api/v1", app.api_addr().expect("serve has an API"));
-    let pool = app.pool().clone();
-    let mut tx = pool.begin().await?;
-    let (_, token) = switchyard::db::tokens::create(&mut tx, "bench", Scope::Admin).await?;
-    tx.commit().await?;
-    let shutdown = CancellationToken::new();
-    let server = tokio::spawn(app.run_until(shutdown.clone()));
+    let app = common::start(
+        &database_url,
+        data_dir.path(),
+        WorkerConfig { tmux_socket: socket.clone(), ..WorkerConfig::default() },
+    )
+    .await?;
+    let pool = app.pool.clone();
     let client = reqwest::Client::new();
     let post = |path: &str, body: Value| {
-        let request = client.post(format!("{api}{path}")).bearer_auth(&token).json(&body);
+        let request = client.post(format!("{}{path}", app.api())).bearer_auth(&app.token).json(&body);
         async move {
             let response = request.send().await?;
             let status = response.status();
@@ -101,9 +83,7 @@ async fn main() -> anyhow::Result<()> {
         }
     };
 
-    let repo = tempfile::tempdir()?;
-    let git = Command::new("git").args(["init", "-q", "-b", "main"]).current_dir(repo.path()).status()?;
-    anyhow::ensure!(git.success(), "git init");
+    let repo = common::git_repo()?;
     post("/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
     println!("# Switchyard worker benchmark: {agents} fake agents, {seconds} s per phase");
     let started = Instant::now();
@@ -165,9 +145,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // The naive approach, with the worker stopped and the agents still running.
-    shutdown.cancel();
-    server.await??;
-    pool.close().await;
+    app.stop().await?;
     let session_panes = tmux(&socket, &["list-panes", "-a", "-F", "#{window_name} #{pane_id}"])?;
     let panes: Vec<String> = session_panes
         .lines()
@@ -293,18 +271,4 @@ fn tmux(socket: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("tmux").arg("-L").arg(socket).args(args).output()?;
     anyhow::ensure!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-async fn fresh_database(server_url: &str, name: &str) -> anyhow::Result<String> {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect(server_url).await?;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await?;
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await?;
-    let (base, query) = server_url.split_once('?').map_or((server_url, None), |(b, q)| (b, Some(q)));
-    let authority_start = base.find("://").map_or(0, |i| i + 3);
-    let base = base[authority_start..].find('/').map_or(base, |slash| &base[..authority_start + slash]);
-    Ok(match query {
-        Some(q) => format!("{base}/{name}?{q}"),
-        None => format!("{base}/{name}"),
-    })
 }
