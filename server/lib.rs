@@ -135,14 +135,9 @@ impl Application {
             node: node.clone(),
             role: role.as_str(),
             providers: providers.clone(),
-            settings: worker::fleet::WorkerSettings {
-                socket: worker.tmux_socket.clone(),
-                api_url,
-                data_dir: data_dir_path.clone(),
-                reconcile_every: worker.reconcile_every,
-                nudge_after: worker.nudge_after,
-                max_nudges: worker.max_nudges,
-            },
+            settings: worker.clone(),
+            api_url,
+            data_dir: data_dir_path.clone(),
             health: health.clone(),
         };
         let panes = worker::panes::LocalPanes { tmux: fleet.tmux.clone(), node_id: node.node_id.clone() };

@@ -86,8 +86,14 @@ fn pane<'a>(state: &AppState, agent: &'a Agent) -> ApiResult<&'a str> {
     panes(state)?.pane(agent).map_err(|e| ApiError::conflict(e.to_string(), Some(agent.state.as_str())))
 }
 
+/// A pane that vanished between the lookup and the call is the agent's state, not a server
+/// fault: 409, and the reconciler settles the agent. Anything else from tmux is a 500.
 fn tmux_failed(e: crate::tmux::TmuxError) -> ApiError {
-    ApiError::Internal(anyhow::anyhow!(e))
+    if e.is_missing() {
+        ApiError::conflict("the agent's pane is gone; the worker will settle the agent", None)
+    } else {
+        ApiError::Internal(anyhow::anyhow!(e))
+    }
 }
 
 /// Types text into the agent's pane, literally, and (by default) presses Enter.

@@ -14,6 +14,7 @@ use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::WorkerConfig;
 use crate::db::{agents, events, nodes};
 use crate::detect::screen::ScreenRules;
 use crate::node::NodeInfo;
@@ -22,21 +23,6 @@ use crate::worker::providers::Providers;
 use crate::worker::reconciler;
 use crate::worker::spawner::Spawner;
 use crate::worker::watcher::{self, Watch, Watches};
-
-/// How the worker runs; from the settings.
-#[derive(Debug, Clone)]
-pub struct WorkerSettings {
-    /// The tmux socket name (`tmux -L`); one server per node.
-    pub socket: String,
-    /// The API address given to agents (`SWITCHYARD_URL`).
-    pub api_url: String,
-    pub data_dir: PathBuf,
-    pub reconcile_every: Duration,
-    /// An agent quiet this long (working with no output, or idle with its task unfinished) is nudged.
-    pub nudge_after: Duration,
-    /// After this many nudges without progress an `agent.stuck` event is written.
-    pub max_nudges: i32,
-}
 
 /// The worker's health as the status endpoint shows it.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -63,7 +49,11 @@ pub struct Fleet {
     pub node: NodeInfo,
     pub role: &'static str,
     pub providers: Arc<Providers>,
-    pub settings: WorkerSettings,
+    /// Reconcile interval, nudges (from `SWITCHYARD_*` settings).
+    pub settings: WorkerConfig,
+    /// The API address given to agents (`SWITCHYARD_URL`).
+    pub api_url: String,
+    pub data_dir: PathBuf,
     pub health: SharedHealth,
 }
 
@@ -235,8 +225,8 @@ impl Fleet {
             tmux: &self.tmux,
             session: &self.session,
             providers: &self.providers,
-            data_dir: &self.settings.data_dir,
-            api_url: &self.settings.api_url,
+            data_dir: &self.data_dir,
+            api_url: &self.api_url,
         }
     }
 

@@ -102,6 +102,14 @@ async fn a_pane_that_dies_is_settled_within_one_reconcile_and_never_duplicated()
         .status()
         .expect("tmux");
     assert!(killed.success());
+    // Input to a pane that is gone is the agent's state (409), never a server fault.
+    let gone = app
+        .admin(Method::POST, "/api/v1/agents/owl/input")
+        .json(&json!({"text": "hello"}))
+        .send()
+        .await
+        .expect("input");
+    assert_eq!(gone.status(), 409, "{:?}", gone.text().await);
     eventually("the vanished pane is settled", Duration::from_secs(10), || async {
         agent(&app, "owl").await["state"] == "error"
     })
