@@ -13,8 +13,9 @@ use sha2::{Digest, Sha256};
 #[serde(rename_all = "snake_case")]
 #[schema(example = "write")]
 pub enum Scope {
-    /// Held by one agent: it may only report on itself (hooks) and read itself. Issued by the
-    /// worker when it spawns the agent; never through the tokens API or CLI.
+    /// Held by one agent: it may only report on itself (hooks), read itself, use its mailbox and
+    /// its team's chat ([`agent_may`]). Issued by the worker when it spawns the agent; never
+    /// through the tokens API or CLI.
     #[value(skip)]
     Agent,
     /// GET only.
@@ -50,16 +51,25 @@ impl Scope {
     }
 }
 
-/// Whether an agent token of agent `own` may make this request: `GET /agents/{own}` and
-/// `POST /agents/{own}/hooks`, and nothing else. `path` is under `/api/v1` (with or without it).
+/// Whether an agent token of agent `own` may make this request: read itself and post its hooks;
+/// read its inbox, send messages and mark them read; read its team and use its chat. `path` is
+/// under `/api/v1` (with or without it). Routes that take another name or an id (a message, a
+/// team) check in their handler that it is the agent's own.
 pub fn agent_may(own: &str, method: &axum::http::Method, path: &str) -> bool {
-    let path = path.strip_prefix("/api/v1").unwrap_or(path);
-    let Some(rest) = path.strip_prefix("/agents/") else { return false };
-    let rest = rest.trim_end_matches('/');
-    match rest.split_once('/') {
-        None => *method == axum::http::Method::GET && rest == own,
-        Some((name, "hooks")) => *method == axum::http::Method::POST && name == own,
-        Some(_) => false,
+    use axum::http::Method;
+    let path = path.strip_prefix("/api/v1").unwrap_or(path).trim_end_matches('/');
+    let parts: Vec<&str> = path.split('/').skip(1).collect();
+    let (get, post) = (*method == Method::GET, *method == Method::POST);
+    match parts.as_slice() {
+        ["agents", name] => get && *name == own,
+        ["agents", name, "hooks"] => post && *name == own,
+        ["agents", name, "messages"] => get && *name == own,
+        ["messages"] => post,
+        ["messages", _] => get,
+        ["messages", _, "read"] => post,
+        ["teams", _] => get,
+        ["teams", _, "chat"] => get || post,
+        _ => false,
     }
 }
 
@@ -110,6 +120,20 @@ mod tests {
         assert!(!agent_may("fox", &Method::GET, "/api/v1/tasks"));
         assert!(!agent_may("fox", &Method::GET, "/api/v1/agents/fox/screen"));
         assert!(!Scope::Agent.allows(Scope::Read));
+    }
+
+    #[test]
+    fn an_agent_token_may_use_its_mailbox_and_its_teams_chat() {
+        use axum::http::Method;
+        assert!(agent_may("fox", &Method::GET, "/api/v1/agents/fox/messages"));
+        assert!(!agent_may("fox", &Method::GET, "/api/v1/agents/owl/messages"));
+        assert!(agent_may("fox", &Method::POST, "/api/v1/messages"));
+        assert!(!agent_may("fox", &Method::GET, "/api/v1/messages"));
+        assert!(agent_may("fox", &Method::POST, "/api/v1/messages/3f2a/read"));
+        assert!(agent_may("fox", &Method::GET, "/api/v1/teams/login/chat"));
+        assert!(agent_may("fox", &Method::POST, "/api/v1/teams/login/chat"));
+        assert!(!agent_may("fox", &Method::DELETE, "/api/v1/teams/login"));
+        assert!(!agent_may("fox", &Method::POST, "/api/v1/teams/login/members"));
     }
 
     #[test]

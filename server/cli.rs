@@ -1,6 +1,8 @@
 //! What each subcommand does. `main` parses the command line and hands over to `run`.
 
+pub mod client;
 pub mod hook;
+pub mod mail;
 
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +28,13 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
         Command::Hook => {
             tokio::task::spawn_blocking(hook::run).await?;
             Ok(())
+        }
+        // Clients of the API: `main` runs them before anything else, like `hook`.
+        Command::Msg(command) => {
+            tokio::task::spawn_blocking(move || mail::msg(command)).await?.map_err(anyhow::Error::msg)
+        }
+        Command::Chat(command) => {
+            tokio::task::spawn_blocking(move || mail::chat(command)).await?.map_err(anyhow::Error::msg)
         }
     }
 }

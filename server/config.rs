@@ -58,6 +58,14 @@ pub struct GlobalArgs {
     /// Nudges without progress before an `agent.stuck` event.
     #[arg(long, env = "SWITCHYARD_MAX_NUDGES", default_value_t = 3, global = true)]
     pub max_nudges: i32,
+    /// Milliseconds between pasting a message into an agent's input and pressing Enter (plus a
+    /// little per byte for large messages), so the TUI has taken the paste in.
+    #[arg(long, env = "SWITCHYARD_MESSAGE_SETTLE_MS", default_value_t = 300, global = true)]
+    pub message_settle_ms: u64,
+    /// Milliseconds to wait for an agent's hook to confirm a submitted message before reading its
+    /// screen instead.
+    #[arg(long, env = "SWITCHYARD_MESSAGE_CONFIRM_MS", default_value_t = 10_000, global = true)]
+    pub message_confirm_ms: u64,
     #[command(flatten)]
     pub webhooks: WebhookArgs,
 }
@@ -111,6 +119,61 @@ pub enum Command {
     /// Forward a Claude Code hook (its JSON on stdin) to Switchyard as the agent in
     /// SWITCHYARD_AGENT, with SWITCHYARD_URL and SWITCHYARD_TOKEN. Always exits 0.
     Hook,
+    /// Send and read messages: as the agent in SWITCHYARD_AGENT (its token file), or as the
+    /// operator with SWITCHYARD_TOKEN; the API at SWITCHYARD_URL.
+    #[command(subcommand)]
+    Msg(MsgCommand),
+    /// Post to and read a team's chat (an agent's own team by default).
+    #[command(subcommand)]
+    Chat(ChatCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MsgCommand {
+    /// Send a message (BODY, or standard input when BODY is `-` or absent); prints its id.
+    Send {
+        /// An agent's name, or `operator`.
+        #[arg(long)]
+        to: String,
+        body: Option<String>,
+    },
+    /// List messages to you (an agent's inbox, or the operator's), oldest first.
+    Inbox {
+        /// Only messages not yet marked read.
+        #[arg(long)]
+        unread: bool,
+        /// Mark the listed messages read.
+        #[arg(long)]
+        mark_read: bool,
+        /// Another agent's inbox (operator only).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Print the messages as JSON, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Mark a message read.
+    Read { id: uuid::Uuid },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChatCommand {
+    /// Post BODY (or standard input when BODY is `-` or absent) to the team's chat.
+    Post {
+        body: Option<String>,
+        /// The team; default: the agent's own team.
+        #[arg(long)]
+        team: Option<String>,
+    },
+    /// Print the team's chat, oldest first.
+    Read {
+        /// The team; default: the agent's own team.
+        #[arg(long)]
+        team: Option<String>,
+        /// Print the posts as JSON, one per line.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -176,6 +239,10 @@ pub struct WorkerConfig {
     pub reconcile_every: std::time::Duration,
     pub nudge_after: std::time::Duration,
     pub max_nudges: i32,
+    /// Between pasting a message and pressing Enter.
+    pub message_settle: std::time::Duration,
+    /// How long a hook may take to confirm a submitted message before the screen is read.
+    pub message_confirm: std::time::Duration,
 }
 
 impl Default for WorkerConfig {
@@ -187,6 +254,8 @@ impl Default for WorkerConfig {
             reconcile_every: std::time::Duration::from_secs(10),
             nudge_after: std::time::Duration::from_secs(600),
             max_nudges: 3,
+            message_settle: std::time::Duration::from_millis(300),
+            message_confirm: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -272,6 +341,9 @@ impl GlobalArgs {
         if self.max_nudges < 1 {
             return Err(ConfigError { setting: "SWITCHYARD_MAX_NUDGES", reason: "must be at least 1".into() });
         }
+        if self.message_confirm_ms < 50 {
+            return Err(ConfigError { setting: "SWITCHYARD_MESSAGE_CONFIRM_MS", reason: "must be at least 50".into() });
+        }
         Ok(WorkerConfig {
             enabled: self.run_worker,
             tmux_socket: self.tmux_socket.clone(),
@@ -279,6 +351,8 @@ impl GlobalArgs {
             reconcile_every: std::time::Duration::from_millis(self.reconcile_ms),
             nudge_after: std::time::Duration::from_secs(self.nudge_after_s),
             max_nudges: self.max_nudges,
+            message_settle: std::time::Duration::from_millis(self.message_settle_ms),
+            message_confirm: std::time::Duration::from_millis(self.message_confirm_ms),
         })
     }
 }

@@ -12,6 +12,7 @@ pub mod detect;
 pub mod domain;
 pub mod feed;
 pub mod node;
+pub mod outbox;
 pub mod status;
 pub mod telemetry;
 pub mod tmux;
@@ -139,6 +140,7 @@ impl Application {
             api_url,
             data_dir: data_dir_path.clone(),
             health: health.clone(),
+            feed: feed.clone(),
         };
         let panes = worker::panes::LocalPanes { tmux: fleet.tmux.clone(), node_id: node.node_id.clone() };
         // `serve` runs the worker beside the API unless told not to; `worker` always does.

@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use switchyard::config::Cli;
+use switchyard::config::{Cli, Command};
 
 fn main() -> ExitCode {
     // A hook must never fail Claude Code: run it before anything (settings, logging) that could.
@@ -10,6 +10,22 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();
+    // Clients of the API need no settings, logging or database: run them as they are.
+    let client = match cli.command {
+        Command::Msg(command) => switchyard::cli::mail::msg(command),
+        Command::Chat(command) => switchyard::cli::mail::chat(command),
+        command => return serve(Cli { command, ..cli }),
+    };
+    match client {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(cli: Cli) -> ExitCode {
     let settings = match cli.global.validate() {
         Ok(settings) => settings,
         Err(e) => {

@@ -31,6 +31,8 @@ pub struct Status {
     pub worker: crate::worker::fleet::Health,
     /// This node's agents by state (`working`, `idle`, …).
     pub agents: std::collections::BTreeMap<String, i64>,
+    /// Messages to this node's agents not yet confirmed as delivered.
+    pub pending_messages: i64,
 }
 
 pub fn router(state: StatusState) -> Router {
@@ -49,6 +51,7 @@ async fn status(State(state): State<StatusState>) -> (StatusCode, Json<Status>) 
         database: if database_ok { "ok" } else { "error" },
         worker: state.health.lock().map(|h| h.clone()).unwrap_or_default(),
         agents: if database_ok { agents_by_state(&state).await } else { Default::default() },
+        pending_messages: if database_ok { pending_messages(&state).await } else { 0 },
     };
     let code = if database_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, Json(body))
@@ -62,5 +65,16 @@ async fn agents_by_state(state: &StatusState) -> std::collections::BTreeMap<Stri
     counted.await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "counting agents for /status");
         Default::default()
+    })
+}
+
+async fn pending_messages(state: &StatusState) -> i64 {
+    let counted = async {
+        let mut conn = state.db.acquire().await?;
+        crate::db::messages::count_pending_on_node(&mut conn, &state.node.node_id).await
+    };
+    counted.await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "counting pending messages for /status");
+        0
     })
 }

@@ -2,7 +2,8 @@
 //! with the agent's own token. The hook is recorded on the agent (`last_hook_at`,
 //! `last_hook_state`, which the arbiter uses to let a recent hook win over the screen) and its
 //! state applied with a conditional update and its event; the agent's task follows
-//! (`db::agents::apply`).
+//! (`db::agents::apply`). A `UserPromptSubmit` whose `prompt` is the message being delivered to
+//! the agent confirms that message (`delivered_at`), in the same transaction.
 
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::Json;
@@ -38,7 +39,8 @@ fn detail(payload: &Value) -> Option<String> {
 
 /// What the hook did to the agent.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"agent": "clever-fox", "hook_event_name": "PermissionRequest", "state": "permission", "changed": true}))]
+#[schema(example = json!({"agent": "clever-fox", "hook_event_name": "PermissionRequest", "state": "permission", "changed": true,
+    "delivered": null}))]
 pub struct HookOutcome {
     pub agent: String,
     pub hook_event_name: String,
@@ -46,6 +48,8 @@ pub struct HookOutcome {
     pub state: AgentState,
     /// Whether the hook changed the state.
     pub changed: bool,
+    /// The message this hook confirmed as delivered (a `UserPromptSubmit` carrying its text).
+    pub delivered: Option<uuid::Uuid>,
 }
 
 /// Receives one Claude Code hook for the agent (any hook JSON object with `hook_event_name`).
@@ -87,6 +91,14 @@ pub async fn post_hook(
     let agent =
         agents::by_name(&mut tx, &name).await?.ok_or_else(|| ApiError::NotFound(format!("no agent `{name}`")))?;
     agents::record_hook(&mut tx, agent.id, mapped).await?;
+    // The prompt a turn started with: if it is the message being delivered, that is its
+    // confirmation, committed with the state it causes.
+    let delivered = match (event_name.as_str(), payload.get("prompt").and_then(Value::as_str)) {
+        ("UserPromptSubmit", Some(prompt)) => {
+            crate::db::messages::delivery::confirm_by_prompt(&mut tx, agent.id, prompt).await?.map(|m| m.id)
+        }
+        _ => None,
+    };
     let (state_now, changed) = match event {
         None => (agent.state, false),
         Some(event) => {
@@ -109,7 +121,7 @@ pub async fn post_hook(
         }
     };
     tx.commit().await?;
-    Ok(Json(HookOutcome { agent: name, hook_event_name: event_name, state: state_now, changed }))
+    Ok(Json(HookOutcome { agent: name, hook_event_name: event_name, state: state_now, changed, delivered }))
 }
 
 #[cfg(test)]

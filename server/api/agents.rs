@@ -19,9 +19,10 @@ use crate::api::query::{filter, ApiQuery};
 use crate::api::version::{etag, IfMatch};
 use crate::api::{agent_actions, agent_hooks, AppState};
 use crate::db::agents::{self, Agent, Edit, ListFilter, NewAgent};
-use crate::db::{projects, wishes};
+use crate::db::{projects, teams, wishes};
 use crate::domain::agent::AgentState;
 use crate::domain::agent_kind::{default_name, is_valid_branch, is_valid_name, AgentKind, AgentRole};
+use crate::domain::team::TeamStatus;
 use crate::worker::clones::{self, UnmergedWork};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -81,10 +82,13 @@ pub struct CreateAgent {
     pub wish: Option<String>,
     /// The key of one of the wish's execution groups.
     pub group: Option<String>,
-    /// `agent` (default): its own clone; `none`: the project's repository. Team clones: later.
+    /// `agent` (default): its own clone; `none`: the project's repository. With `team`, the
+    /// team's clone (leave `clone` and `branch` out).
     pub clone: Option<CloneMode>,
     /// The clone's branch; default `switchyard/<name>`.
     pub branch: Option<String>,
+    /// A team of the same project: the agent joins it and works in the team's clone, on its branch.
+    pub team: Option<String>,
 }
 
 /// Registers an agent in state `spawning`; a worker claims it, makes its clone and its tmux
@@ -108,6 +112,7 @@ pub async fn create_agent(State(state): State<AppState>, ApiJson(body): ApiJson<
         let known = state.providers.names().join(", ");
         return Err(ApiError::validation("provider", format!("unknown provider `{}`; known: {known}", body.provider)));
     }
+    let branch_given = body.branch.is_some();
     let clone_mode = body.clone.unwrap_or_default();
     let branch = match (clone_mode, body.branch) {
         (CloneMode::None, Some(_)) => {
@@ -120,11 +125,40 @@ pub async fn create_agent(State(state): State<AppState>, ApiJson(body): ApiJson<
         (CloneMode::Agent, Some(b)) => Some(b.trim().to_owned()),
         (CloneMode::Agent, None) => Some(clones::default_branch(&name)),
     };
+    let clone_mode = match clone_mode {
+        CloneMode::Agent => "agent",
+        CloneMode::None => "none",
+    };
     let task = text("task", body.task, 20_000)?;
     let mut tx = state.db.begin().await?;
     let project = projects::find(&mut tx, &body.project, false)
         .await?
         .ok_or_else(|| ApiError::validation("project", format!("no project `{}`", body.project)))?;
+    let team = match body.team.as_deref().map(str::trim) {
+        None => None,
+        Some(_) if body.clone.is_some() || branch_given => {
+            return Err(ApiError::validation(
+                "team",
+                "an agent in a team works in the team's clone: leave out `clone` and `branch`",
+            ))
+        }
+        Some(name) => {
+            let team = teams::lock(&mut tx, name)
+                .await?
+                .ok_or_else(|| ApiError::validation("team", format!("no team `{name}`")))?;
+            if team.project_id != project.id {
+                return Err(ApiError::validation("team", format!("team `{name}` works on another project")));
+            }
+            if team.status == TeamStatus::Done {
+                return Err(ApiError::conflict(format!("team `{name}` is done"), Some(team.status.as_str())));
+            }
+            Some(team)
+        }
+    };
+    let (clone_mode, branch) = match &team {
+        Some(team) => ("team", Some(team.branch.clone())),
+        None => (clone_mode, branch),
+    };
     let (wish_id, task_id) = match (body.wish, body.group) {
         (None, None) => (None, None),
         (None, Some(_)) => return Err(ApiError::validation("group", "needs `wish`: the wish the group belongs to")),
@@ -150,14 +184,10 @@ pub async fn create_agent(State(state): State<AppState>, ApiJson(body): ApiJson<
         kind: body.kind,
         role: body.role,
         provider: body.provider,
-        clone_mode: match clone_mode {
-            CloneMode::Agent => "agent",
-            CloneMode::None => "none",
-        }
-        .to_owned(),
+        clone_mode: clone_mode.to_owned(),
         branch,
         repo: project.repo_path,
-        team: None,
+        team: team.as_ref().map(|t| t.name.clone()),
         wish_id,
         task_id,
         task,
@@ -165,6 +195,10 @@ pub async fn create_agent(State(state): State<AppState>, ApiJson(body): ApiJson<
     let agent = agents::insert(&mut tx, &new)
         .await
         .map_err(ApiError::unique_as("agents_name_key", format!("an agent named `{name}` exists")))?;
+    if let Some(team) = &team {
+        teams::member_event(&mut tx, team, &agent.name, "team.member_added").await?;
+        crate::api::teams::started(&mut tx, team).await?;
+    }
     tx.commit().await?;
     let mut response = with_etag(agent);
     *response.status_mut() = StatusCode::CREATED;

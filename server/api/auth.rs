@@ -45,7 +45,7 @@ pub async fn require_token(
         let own = caller.agent.as_deref().unwrap_or("");
         if !crate::auth::agent_may(own, request.method(), request.uri().path()) {
             return Err(ApiError::Forbidden(format!(
-                "this is agent `{own}`'s token: it may only GET /agents/{own} and POST /agents/{own}/hooks"
+                "this is agent `{own}`'s token: it may only read itself, post its hooks, use its mailbox and its team's chat"
             )));
         }
     } else if !caller.scope.allows(needed) {

@@ -15,11 +15,14 @@ pub mod extract;
 pub mod health;
 pub mod hooks;
 pub mod json;
+pub mod messages;
 pub mod pagination;
 pub mod projects;
 pub mod query;
 pub mod task_actions;
 pub mod tasks;
+pub mod team_chat;
+pub mod teams;
 pub mod token_cache;
 pub mod tokens;
 pub mod version;
@@ -112,6 +115,8 @@ fn v1_routes() -> OpenApiRouter<AppState> {
         .merge(boards::router())
         .merge(tasks::router())
         .merge(wishes::router())
+        .merge(teams::router())
+        .merge(messages::router())
 }
 
 /// `/api/v1` routes that authenticate by signature instead of a bearer token (inbound hooks).

@@ -44,7 +44,7 @@ pub struct CreateWebhook {
     /// Event types (`task.completed`), patterns (`task.*`, `*`) and multiclaude hook names:
     /// `on_event` = every event; `on_agent_started` = `agent.spawned`; `on_agent_idle` =
     /// `agent.state_changed` with `to: idle`; `on_agent_stopped` = `agent.stopped`;
-    /// `on_worker_stuck` = `agent.stuck`; `on_message_sent` = `message.sent`; `on_merge_complete` =
+    /// `on_worker_stuck` = `agent.stuck`; `on_message_sent` = `message.delivered`; `on_merge_complete` =
     /// `merge.completed` and `wish.merged`; `on_pr_created` = `pr.created`; `on_ci_failed` =
     /// `ci.failed`; `on_task_assigned` = `task.assigned` and `task.started` with an assignee.
     pub events: Vec<String>,

@@ -1,6 +1,6 @@
 //! `switchyard hook`: what Claude Code's hooks run in an agent's pane. It reads the hook JSON on
-//! stdin and posts it to `POST {SWITCHYARD_URL}/api/v1/agents/{SWITCHYARD_AGENT}/hooks` with
-//! `SWITCHYARD_TOKEN` (the agent's own token).
+//! stdin and posts it to `POST {SWITCHYARD_URL}/api/v1/agents/{SWITCHYARD_AGENT}/hooks` with the
+//! agent's own token ([`super::client::Credentials`]).
 //!
 //! A hook must never break Claude Code: whatever happens, this exits 0 with nothing on stdout
 //! (Claude Code reads a hook's stdout), gives up after 2 seconds, and reports failures on stderr
@@ -26,21 +26,10 @@ pub fn run() {
 }
 
 fn forward() -> Result<(), String> {
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let url = env("SWITCHYARD_URL").ok_or("SWITCHYARD_URL is not set; not reporting")?;
-    let agent = env("SWITCHYARD_AGENT").ok_or("SWITCHYARD_AGENT is not set; not reporting")?;
-    // The worker gives panes a file holding the token (never the token itself: see `pane_env`).
-    let token = match env("SWITCHYARD_TOKEN") {
-        Some(token) => token,
-        None => {
-            let file =
-                env("SWITCHYARD_TOKEN_FILE").ok_or("neither SWITCHYARD_TOKEN nor SWITCHYARD_TOKEN_FILE is set")?;
-            std::fs::read_to_string(&file).map_err(|e| format!("reading SWITCHYARD_TOKEN_FILE: {e}"))?.trim().to_owned()
-        }
-    };
-    if !crate::domain::agent_kind::is_valid_name(&agent) {
-        return Err(format!("SWITCHYARD_AGENT {agent:?} is not an agent name"));
-    }
+    let credentials = super::client::Credentials::from_env()?;
+    let url = credentials.url.clone().ok_or("SWITCHYARD_URL is not set; not reporting")?;
+    let agent = credentials.agent.clone().ok_or("SWITCHYARD_AGENT is not set; not reporting")?;
+    let token = credentials.token;
     let mut input = Vec::new();
     std::io::stdin().take(STDIN_LIMIT).read_to_end(&mut input).map_err(|e| format!("reading stdin: {e}"))?;
     let body = trim(&input)?;

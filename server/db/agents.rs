@@ -274,6 +274,13 @@ pub async fn project_target_branch(conn: &mut PgConnection, project_id: Uuid) ->
     sqlx::query_scalar!("SELECT target_branch FROM projects WHERE id = $1", project_id).fetch_one(conn).await
 }
 
+/// The slug of the agent's project (events about the agent's messages and teams carry it).
+pub async fn project_slug(conn: &mut PgConnection, id: Uuid) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT p.slug FROM agents a JOIN projects p ON p.id = a.project_id WHERE a.id = $1", id)
+        .fetch_optional(conn)
+        .await
+}
+
 /// Removes an agent from the registry (its tokens go with it), with an `agent.deleted` event.
 #[tracing::instrument(skip_all, fields(agent = %agent.name), err)]
 pub async fn delete(conn: &mut PgConnection, agent: &Agent, clone_removed: bool) -> Result<(), sqlx::Error> {

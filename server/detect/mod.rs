@@ -15,10 +15,12 @@
 //! - [`reset`]: usage-limit reset times.
 //! - [`decision`]: the arbiter.
 //! - [`hooks`]: hook payloads to signals.
+//! - [`input_line`]: what is typed in a pane's input line (for message delivery).
 
 pub mod ansi;
 pub mod decision;
 pub mod hooks;
+pub mod input_line;
 pub mod reset;
 pub mod screen;
 

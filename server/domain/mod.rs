@@ -13,16 +13,20 @@
 //! - [`review`]: agentmux's review loop against an iteration cap.
 //! - [`project`]: the project slug rule and its typed settings (multiclaude's configs).
 //! - [`board`]: column gates and column blueprints, with their validation.
+//! - [`team`]: a team's lifecycle and its name rule.
+//! - [`message`]: the mailbox's rules: bodies, and how delivery goes on from where it stopped.
 //! - [`webhook`]: which events a subscription wants (types, patterns, hook names) and retry timing.
 
 pub mod agent;
 pub mod agent_kind;
 pub mod board;
+pub mod message;
 pub mod plan;
 pub mod progress;
 pub mod project;
 pub mod review;
 pub mod task;
+pub mod team;
 pub mod webhook;
 pub mod wish;
 

@@ -17,7 +17,7 @@ pub const HOOKS: &[(&str, &str)] = &[
     ("on_agent_idle", "agent.state_changed with payload.to = idle"),
     ("on_agent_stopped", "agent.stopped"),
     ("on_worker_stuck", "agent.stuck"),
-    ("on_message_sent", "message.sent"),
+    ("on_message_sent", "message.delivered"),
     ("on_merge_complete", "merge.completed and wish.merged"),
     ("on_pr_created", "pr.created"),
     ("on_ci_failed", "ci.failed"),
@@ -34,6 +34,8 @@ const KNOWN_PREFIXES: &[&str] = &[
     "token",
     "agent",
     "message",
+    "team",
+    "chat",
     "merge",
     "pr",
     "ci",
@@ -75,7 +77,7 @@ impl EventFilter {
                 "on_agent_idle" => Matcher::AgentIdle,
                 "on_agent_stopped" => Matcher::Type("agent.stopped".into()),
                 "on_worker_stuck" => Matcher::Type("agent.stuck".into()),
-                "on_message_sent" => Matcher::Type("message.sent".into()),
+                "on_message_sent" => Matcher::Type("message.delivered".into()),
                 "on_merge_complete" => Matcher::MergeComplete,
                 "on_pr_created" => Matcher::Type("pr.created".into()),
                 "on_ci_failed" => Matcher::Type("ci.failed".into()),
@@ -170,6 +172,10 @@ mod tests {
         assert!(filter(&["on_task_assigned"]).matches("task.started", &json!({"assignee": "w1"})));
         assert!(!filter(&["on_task_assigned"]).matches("task.started", &json!({"assignee": null})));
         assert!(filter(&["on_ci_failed"]).matches("ci.failed", &json!({})));
+        // Sent means confirmed in the agent's pane, not merely stored.
+        assert!(filter(&["on_message_sent"]).matches("message.delivered", &json!({})));
+        assert!(!filter(&["on_message_sent"]).matches("message.created", &json!({})));
+        assert!(filter(&["chat.*", "team.created"]).matches("chat.posted", &json!({})));
     }
 
     #[test]

@@ -332,6 +332,20 @@ impl Tmux {
         pasted.map(drop)
     }
 
+    /// The line the cursor is on, with SGR escapes (`capture-pane -e`): the input line of a
+    /// program waiting at its prompt. One tmux call reads the cursor's row and the screen, so
+    /// the two agree.
+    pub async fn cursor_line(&self, pane: &str) -> Result<String> {
+        let out = self
+            .run(&["display-message", "-p", "-t", pane, "#{cursor_y}", ";", "capture-pane", "-p", "-e", "-t", pane])
+            .await?;
+        let mut lines = out.lines();
+        let row = lines.next().and_then(|l| l.trim().parse::<usize>().ok());
+        let row =
+            row.ok_or_else(|| TmuxError::Unexpected { command: "display-message".into(), output: out.clone() })?;
+        Ok(lines.nth(row).unwrap_or_default().to_owned())
+    }
+
     /// Presses one named key in the pane.
     pub async fn send_key(&self, pane: &str, key: Key) -> Result<()> {
         self.run(&["send-keys", "-t", pane, key.tmux_name()]).await.map(drop)

@@ -78,6 +78,17 @@ pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -
     Ok(())
 }
 
+/// Whether `repo` has a local branch named `branch`.
+pub async fn branch_exists(repo: &Path, branch: &str) -> Result<bool, CloneError> {
+    let reference = format!("refs/heads/{branch}");
+    match git(repo, &["rev-parse", "--verify", "--quiet", &reference]).await {
+        Ok(_) => Ok(true),
+        // `--quiet` fails without a message when the ref is missing; anything else is a real error.
+        Err(CloneError::Git { stderr, .. }) if stderr.is_empty() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Work in a clone that removing it would lose.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct UnmergedWork {
@@ -230,5 +241,7 @@ mod tests {
         let dest = clone_dir(dir.path(), "cat");
         make(&repo, &dest, "team/a", "main").await.unwrap();
         assert!(dest.join("team.txt").is_file());
+        assert!(branch_exists(&repo, "team/a").await.unwrap());
+        assert!(!branch_exists(&repo, "team/b").await.unwrap());
     }
 }

@@ -1,6 +1,7 @@
 //! The worker's loop on one node: claim spawning agents and make their panes, watch every pane
 //! through one tmux control-mode client, turn what the detectors decide into state changes, and
-//! reconcile (at start, before anything else touches agents, then on a timer). Everything it
+//! reconcile (at start, before anything else touches agents, then on a timer). Beside it runs the
+//! node's [`Mailbox`], which delivers messages to its idle agents. Everything it
 //! does is recorded in PostgreSQL first; tmux is only ever asked to catch up.
 
 use std::collections::HashSet;
@@ -19,6 +20,8 @@ use crate::db::{agents, events, nodes};
 use crate::detect::screen::ScreenRules;
 use crate::node::NodeInfo;
 use crate::tmux::{Control, Key, Notification, Tmux};
+use crate::worker::delivery::Delivery;
+use crate::worker::mailbox::Mailbox;
 use crate::worker::providers::Providers;
 use crate::worker::reconciler;
 use crate::worker::spawner::Spawner;
@@ -55,6 +58,8 @@ pub struct Fleet {
     pub api_url: String,
     pub data_dir: PathBuf,
     pub health: SharedHealth,
+    /// Wakes the mailbox when anything happens (an agent went idle, a message arrived).
+    pub feed: crate::feed::EventFeed,
 }
 
 /// The node's tmux session: one per node, so control mode sees every agent's output.
@@ -68,6 +73,7 @@ impl Fleet {
         if let Err(e) = self.register().await {
             tracing::error!(error = %e, "registering the worker node");
         }
+        let mailbox = tokio::spawn(self.mailbox().run(shutdown.clone()));
         let mut watches = Watches::default();
         let mut orphans = reconciler::orphans_reported(&self.db, &self.node.node_id).await.unwrap_or_else(|e| {
             tracing::warn!(error = %e, "reading the orphans reported before");
@@ -146,7 +152,21 @@ impl Fleet {
             }
             self.decide_all(decisions, &watches).await;
         }
+        if let Err(e) = mailbox.await {
+            tracing::error!(error = %e, "the mailbox ended abnormally");
+        }
         tracing::info!("worker stopped; agents keep running in tmux");
+    }
+
+    fn mailbox(&self) -> Mailbox {
+        let delivery = Delivery {
+            db: self.db.clone(),
+            tmux: self.tmux.clone(),
+            feed: self.feed.clone(),
+            settle: self.settings.message_settle,
+            confirm: self.settings.message_confirm,
+        };
+        Mailbox { delivery, node_id: self.node.node_id.clone() }
     }
 
     async fn register(&self) -> anyhow::Result<()> {
@@ -307,6 +327,10 @@ impl Fleet {
             };
             let nudged_recently = agent.last_nudge.is_some_and(|at| now - at < quiet);
             if !wants_nudge || nudged_recently || agent.nudge_count >= self.settings.max_nudges {
+                continue;
+            }
+            // Mail waiting is the mailbox's to type; a nudge would only get in its way.
+            if crate::db::messages::has_pending(&mut conn, agent.id).await? {
                 continue;
             }
             self.tmux.paste(pane, NUDGE).await?;

@@ -74,7 +74,7 @@ impl Spawner<'_> {
         let pane = self.tmux.new_window(&spec).await?;
         let mut conn = self.db.acquire().await?;
         let pid = i32::try_from(pane.pid).ok();
-        let clone_path = (agent.clone_mode == "agent").then(|| cwd.to_string_lossy().into_owned());
+        let clone_path = (agent.clone_mode != "none").then(|| cwd.to_string_lossy().into_owned());
         agents::record_pane(
             &mut conn,
             agent.id,
@@ -90,8 +90,17 @@ impl Spawner<'_> {
 
     /// The directory the agent works in: its own clone on its branch, or the project's repository.
     async fn workspace(&self, agent: &Agent) -> anyhow::Result<PathBuf> {
-        if agent.clone_mode != "agent" {
-            return Ok(PathBuf::from(&agent.repo));
+        match agent.clone_mode.as_str() {
+            "agent" => {}
+            // A team's members share the clone the team was made with.
+            "team" => {
+                let team = agent.team.as_deref().ok_or_else(|| anyhow::anyhow!("the agent's team was disbanded"))?;
+                let mut conn = self.db.acquire().await?;
+                let clone = crate::db::teams::clone_of(&mut conn, team).await?;
+                let clone = clone.ok_or_else(|| anyhow::anyhow!("team `{team}` was disbanded"))?;
+                return Ok(PathBuf::from(clone));
+            }
+            _ => return Ok(PathBuf::from(&agent.repo)),
         }
         let dest = clones::clone_dir(self.data_dir, &agent.name);
         let branch = agent.branch.clone().unwrap_or_else(|| clones::default_branch(&agent.name));

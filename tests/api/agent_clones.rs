@@ -13,7 +13,7 @@ use crate::agents::{create, engineer, events_of, get, id, project_at};
 use crate::helpers::{assert_problem, spawn_app, TestApp};
 
 /// Runs git in `dir`, panicking on failure.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub fn git(dir: &Path, args: &[&str]) -> String {
     let output = std::process::Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -26,7 +26,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// A project repository with one commit on `main`.
-fn repo(dir: &Path) -> PathBuf {
+pub fn repo(dir: &Path) -> PathBuf {
     let repo = dir.join("project");
     std::fs::create_dir_all(&repo).unwrap();
     git(&repo, &["init", "--quiet", "--initial-branch=main"]);

@@ -146,10 +146,18 @@ pub async fn spawn_app_with_worker() -> TestApp {
 /// The application with its worker, and `providers` written to `<data_dir>/providers.toml`
 /// before it starts (custom providers such as the fake Claude Code agent).
 pub async fn spawn_app_with_worker_and_providers(providers: &str) -> TestApp {
+    spawn_app_with_worker_settings(providers, |_| {}).await
+}
+
+/// Like [`spawn_app_with_worker_and_providers`], with the worker's settings changed by `tweak`
+/// (shorter message settle and confirmation times, for instance).
+pub async fn spawn_app_with_worker_settings(providers: &str, tweak: impl FnOnce(&mut WorkerConfig)) -> TestApp {
     let (database_url, database_name) = fresh_database().await;
     let data_dir = tempfile::tempdir().expect("temp data dir");
     std::fs::write(data_dir.path().join("providers.toml"), providers).expect("write providers.toml");
-    launch_in(database_url, database_name, WebhookSettings::default(), true, data_dir, new_tmux_socket()).await
+    let mut worker = worker_config(true, new_tmux_socket());
+    tweak(&mut worker);
+    launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker).await
 }
 
 /// What is left of a stopped instance: its database, data directory (so its node id) and tmux
@@ -208,6 +216,18 @@ async fn launch(database_url: String, database_name: String, webhooks: WebhookSe
     launch_in(database_url, database_name, webhooks, with_worker, data_dir, new_tmux_socket()).await
 }
 
+/// The worker settings of a test instance.
+fn worker_config(with_worker: bool, tmux_socket: String) -> WorkerConfig {
+    WorkerConfig {
+        // Only the worker's own tests run it (`spawn_app_with_worker`): elsewhere agents stay
+        // where the test puts them.
+        enabled: with_worker,
+        tmux_socket,
+        reconcile_every: Duration::from_millis(300),
+        ..WorkerConfig::default()
+    }
+}
+
 async fn launch_in(
     database_url: String,
     database_name: String,
@@ -216,6 +236,17 @@ async fn launch_in(
     data_dir: tempfile::TempDir,
     tmux_socket: String,
 ) -> TestApp {
+    launch_with(database_url, database_name, webhooks, data_dir, worker_config(with_worker, tmux_socket)).await
+}
+
+async fn launch_with(
+    database_url: String,
+    database_name: String,
+    webhooks: WebhookSettings,
+    data_dir: tempfile::TempDir,
+    worker: WorkerConfig,
+) -> TestApp {
+    let tmux_socket = worker.tmux_socket.clone();
     let settings = Settings {
         database_url: Some(SecretString::from(database_url.clone())),
         data_dir: data_dir.path().to_path_buf(),
@@ -223,14 +254,7 @@ async fn launch_in(
         status_listen: "127.0.0.1:0".parse().expect("addr"),
         log_format: LogFormat::Text,
         pg_bindir: None,
-        worker: WorkerConfig {
-            // Only the worker's own tests run it (`spawn_app_with_worker`): elsewhere agents stay
-            // where the test puts them.
-            enabled: with_worker,
-            tmux_socket: tmux_socket.clone(),
-            reconcile_every: Duration::from_millis(300),
-            ..WorkerConfig::default()
-        },
+        worker,
         webhooks,
     };
     let app = Application::build(&settings, Role::Serve).await.expect("build the application");

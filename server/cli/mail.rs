@@ -1,0 +1,174 @@
+//! `switchyard msg send|inbox|read` and `switchyard chat post|read`: the mailbox and team chat
+//! from a shell, so an agent never needs curl. Inside an agent's pane they act as that agent
+//! with its own token; elsewhere as the operator with `SWITCHYARD_TOKEN`
+//! ([`super::client::Credentials`]).
+
+use std::io::Read;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::client::Credentials;
+use crate::config::{ChatCommand, MsgCommand};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A blocking-style client over one small runtime: each command makes a few calls.
+struct Api {
+    credentials: Credentials,
+    client: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Api {
+    fn new() -> Result<Api, String> {
+        let credentials = Credentials::from_env()?;
+        let client = reqwest::Client::builder().timeout(TIMEOUT).build().map_err(|e| e.to_string())?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("starting the runtime: {e}"))?;
+        Ok(Api { credentials, client, runtime })
+    }
+
+    fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, String> {
+        let url = format!("{}/api/v1{path}", self.credentials.base());
+        self.runtime.block_on(async {
+            let mut request = self.client.request(method, &url).bearer_auth(&self.credentials.token);
+            if let Some(body) = body {
+                request = request.json(&body);
+            }
+            let response = request.send().await.map_err(|e| format!("calling {url}: {e}"))?;
+            let status = response.status();
+            let text = response.text().await.map_err(|e| format!("reading the answer of {url}: {e}"))?;
+            let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            if status.is_success() {
+                return Ok(value);
+            }
+            let detail =
+                value.get("detail").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| value.to_string());
+            Err(format!("{detail} ({status})"))
+        })
+    }
+
+    fn get(&self, path: &str) -> Result<Value, String> {
+        self.call(reqwest::Method::GET, path, None)
+    }
+
+    fn post(&self, path: &str, body: Value) -> Result<Value, String> {
+        self.call(reqwest::Method::POST, path, Some(body))
+    }
+
+    /// Every item of a paginated list, following `next_cursor`.
+    fn all(&self, path: &str) -> Result<Vec<Value>, String> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let sep = if path.contains('?') { '&' } else { '?' };
+            let page = match &cursor {
+                Some(c) => self.get(&format!("{path}{sep}limit=200&cursor={c}"))?,
+                None => self.get(&format!("{path}{sep}limit=200"))?,
+            };
+            items.extend(page["items"].as_array().cloned().unwrap_or_default());
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// The team to use: the one named, else the agent's own.
+    fn team(&self, named: Option<String>) -> Result<String, String> {
+        if let Some(team) = named {
+            return Ok(team);
+        }
+        let agent = self.credentials.agent.as_deref().ok_or("pass --team (the operator is in no team)")?;
+        let me = self.get(&format!("/agents/{agent}"))?;
+        me["team"].as_str().map(str::to_owned).ok_or_else(|| format!("agent `{agent}` is in no team; pass --team"))
+    }
+}
+
+/// BODY as given, or standard input (byte for byte) when it is `-` or absent.
+fn body_or_stdin(body: Option<String>) -> Result<String, String> {
+    match body {
+        Some(body) if body != "-" => Ok(body),
+        _ => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).map_err(|e| format!("reading standard input: {e}"))?;
+            Ok(text)
+        }
+    }
+}
+
+pub fn msg(command: MsgCommand) -> Result<(), String> {
+    let api = Api::new()?;
+    match command {
+        MsgCommand::Send { to, body } => {
+            let body = body_or_stdin(body)?;
+            let sent = api.post("/messages", json!({"to": to, "body": body}))?;
+            println!("{} to {} ({})", sent["id"].as_str().unwrap_or(""), to, sent["state"].as_str().unwrap_or(""));
+        }
+        MsgCommand::Inbox { unread, mark_read, agent, json } => {
+            let base = match agent.or_else(|| api.credentials.agent.clone()) {
+                Some(agent) => format!("/agents/{agent}/messages"),
+                None => "/messages?to=operator".to_owned(),
+            };
+            let path =
+                if unread { format!("{base}{}unread=true", if base.contains('?') { '&' } else { '?' }) } else { base };
+            for message in api.all(&path)? {
+                if json {
+                    println!("{message}");
+                } else {
+                    print_message(&message);
+                }
+                if mark_read && message["read"] == false {
+                    api.post(&format!("/messages/{}/read", message["id"].as_str().unwrap_or("")), json!({}))?;
+                }
+            }
+        }
+        MsgCommand::Read { id } => {
+            api.post(&format!("/messages/{id}/read"), json!({}))?;
+            println!("{id} read");
+        }
+    }
+    Ok(())
+}
+
+fn print_message(m: &Value) {
+    let field = |name: &str| m[name].as_str().unwrap_or("").to_owned();
+    let read = if m["read"] == true { "read" } else { "unread" };
+    println!(
+        "── {} · from {} to {} · {} · {} · {}",
+        field("created_at"),
+        field("from"),
+        field("to"),
+        field("state"),
+        read,
+        field("id")
+    );
+    println!("{}", field("body"));
+}
+
+pub fn chat(command: ChatCommand) -> Result<(), String> {
+    let api = Api::new()?;
+    match command {
+        ChatCommand::Post { body, team } => {
+            let team = api.team(team)?;
+            let body = body_or_stdin(body)?;
+            let post = api.post(&format!("/teams/{team}/chat"), json!({"body": body}))?;
+            println!("posted to {team} ({})", post["id"].as_str().unwrap_or(""));
+        }
+        ChatCommand::Read { team, json } => {
+            let team = api.team(team)?;
+            for post in api.all(&format!("/teams/{team}/chat"))? {
+                if json {
+                    println!("{post}");
+                } else {
+                    let field = |name: &str| post[name].as_str().unwrap_or("").to_owned();
+                    println!("[{}] {}: {}", field("created_at"), field("from"), field("body"));
+                }
+            }
+        }
+    }
+    Ok(())
+}

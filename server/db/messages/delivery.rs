@@ -1,0 +1,177 @@
+//! Delivery's record: which messages are due, each step written before it is taken (the attempt
+//! in a pane with its input line, the finished paste, the Enter about to be pressed), and the
+//! confirmation that sets `delivered_at` with its `message.delivered` event. Every write is
+//! conditional on the message still being undelivered, so a late writer changes nothing.
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{get, recipient_project, subject, Message};
+use crate::db::events;
+use crate::domain::message::{prompt_matches, Confirmation};
+
+/// The oldest undelivered message of an idle agent of this node.
+#[derive(Debug, Clone)]
+pub struct Due {
+    pub message_id: Uuid,
+    pub agent_id: Uuid,
+    pub agent: String,
+    pub pane: String,
+}
+
+/// For each idle agent of `node_id` with a pane and mail waiting: its oldest message.
+pub async fn due_on_node(conn: &mut PgConnection, node_id: &str) -> Result<Vec<Due>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT DISTINCT ON (m.recipient_id) m.id, a.id AS agent_id, a.name, a.tmux_pane AS "pane!"
+           FROM messages m JOIN agents a ON a.id = m.recipient_id
+           WHERE m.delivered_at IS NULL AND a.node_id = $1 AND a.state = 'idle' AND a.tmux_pane IS NOT NULL
+           ORDER BY m.recipient_id, m.seq"#,
+        node_id
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| Due { message_id: r.id, agent_id: r.agent_id, agent: r.name, pane: r.pane }).collect())
+}
+
+/// An undelivered message and how far its delivery got.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    pub id: Uuid,
+    pub body: String,
+    pub attempt_pane: Option<String>,
+    pub input_before: Option<String>,
+    pub pasted_at: Option<DateTime<Utc>>,
+    pub submitted_at: Option<DateTime<Utc>>,
+    pub enter_presses: i32,
+}
+
+/// The message if it is still undelivered.
+pub async fn pending(conn: &mut PgConnection, id: Uuid) -> Result<Option<Pending>, sqlx::Error> {
+    sqlx::query_as!(
+        Pending,
+        "SELECT id, body, attempt_pane, input_before, pasted_at, submitted_at, enter_presses
+         FROM messages WHERE id = $1 AND delivered_at IS NULL",
+        id
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Records a new attempt in `pane`, before the paste, with the pane's input line as it is.
+pub async fn record_attempt(
+    conn: &mut PgConnection,
+    id: Uuid,
+    pane: &str,
+    input_before: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE messages SET attempts = attempts + 1, attempt_pane = $2, input_before = $3, pasted_at = NULL,
+             submitted_at = NULL, enter_presses = 0, last_error = NULL, updated_at = now()
+         WHERE id = $1 AND delivered_at IS NULL",
+        id,
+        pane,
+        input_before
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The paste into `pane` finished.
+pub async fn record_pasted(conn: &mut PgConnection, id: Uuid, pane: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE messages SET pasted_at = now(), updated_at = now()
+         WHERE id = $1 AND attempt_pane = $2 AND delivered_at IS NULL",
+        id,
+        pane
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Enter is about to be pressed in `pane`; returns when, as recorded.
+pub async fn record_enter(conn: &mut PgConnection, id: Uuid, pane: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"UPDATE messages SET submitted_at = clock_timestamp(), enter_presses = enter_presses + 1,
+               pasted_at = COALESCE(pasted_at, clock_timestamp()), updated_at = now()
+           WHERE id = $1 AND attempt_pane = $2 AND delivered_at IS NULL
+           RETURNING submitted_at AS "submitted_at!""#,
+        id,
+        pane
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Why the last attempt stopped (shown on the message; delivery tries again later).
+pub async fn record_error(conn: &mut PgConnection, id: Uuid, error: &str) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE messages SET last_error = $2, updated_at = now() WHERE id = $1 AND delivered_at IS NULL",
+        id,
+        error
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Sets `delivered_at` with a `message.delivered` event (`on_message_sent`); `None` when the
+/// message was already delivered (or does not exist), so a confirmation counts once.
+#[tracing::instrument(skip_all, fields(message = %id, by = confirmation.as_str()), err)]
+pub async fn mark_delivered(
+    conn: &mut PgConnection,
+    id: Uuid,
+    confirmation: Confirmation,
+) -> Result<Option<Message>, sqlx::Error> {
+    let row = sqlx::query!(
+        "UPDATE messages SET delivered_at = now(), confirmed_by = $2, last_error = NULL, updated_at = now()
+         WHERE id = $1 AND delivered_at IS NULL
+         RETURNING sender, recipient, attempts, length(body) AS bytes",
+        id,
+        confirmation.as_str()
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let project = recipient_project(conn, id).await?;
+    let payload = json!({"id": id, "from": row.sender, "to": row.recipient, "confirmed_by": confirmation,
+        "attempts": row.attempts, "project": project});
+    events::record(conn, "message.delivered", &subject(id), payload).await?;
+    get(conn, id).await
+}
+
+/// A `UserPromptSubmit` hook from the agent carried `prompt`: if its message in delivery (pasted
+/// into a pane, not yet confirmed) has that text, it is delivered, in the hook's transaction.
+pub async fn confirm_by_prompt(
+    conn: &mut PgConnection,
+    agent_id: Uuid,
+    prompt: &str,
+) -> Result<Option<Message>, sqlx::Error> {
+    let in_delivery = sqlx::query!(
+        "SELECT id, body FROM messages
+         WHERE recipient_id = $1 AND delivered_at IS NULL AND attempt_pane IS NOT NULL
+         ORDER BY seq LIMIT 1 FOR UPDATE",
+        agent_id
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    match in_delivery {
+        Some(m) if prompt_matches(&m.body, prompt) => mark_delivered(conn, m.id, Confirmation::Hook).await,
+        _ => Ok(None),
+    }
+}
+
+/// Whether the agent went `working` after `since` (a state change recorded after Enter).
+pub async fn worked_since(conn: &mut PgConnection, agent: &str, since: DateTime<Utc>) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM events WHERE subject = $1 AND type = 'agent.state_changed'
+               AND payload->>'to' = 'working' AND created_at > $2) AS "worked!""#,
+        crate::db::agents::subject(agent),
+        since
+    )
+    .fetch_one(conn)
+    .await
+}

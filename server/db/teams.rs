@@ -1,0 +1,248 @@
+//! Teams in the database: the team row (its clone, base branch, status and leader) and its
+//! members, the agents whose `team` names it. Every change writes its `team.*` event.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::db::events;
+use crate::domain::team::TeamStatus;
+
+/// A team as the API shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": "5c2e1f0a-9b8d-4c7e-a6f5-4e3d2c1b0a99", "name": "login-team", "project": "switchyard",
+    "project_id": "0b9f6a86-4c5e-4a43-9a59-7d5f6e1e8c11", "branch": "login-team", "base_branch": "main",
+    "status": "in_progress", "clone_path": "/var/lib/switchyard/teams/login-team", "leader": "clever-fox",
+    "members": ["clever-fox", "quiet-owl"], "version": 3, "created_at": "2025-01-15T10:30:00Z",
+    "updated_at": "2025-01-15T10:40:00Z"}))]
+pub struct Team {
+    pub id: Uuid,
+    /// Also the branch of its clone.
+    pub name: String,
+    /// The project's slug.
+    pub project: String,
+    pub project_id: Uuid,
+    /// The branch the team works on (its name).
+    pub branch: String,
+    /// The branch it was made from.
+    pub base_branch: String,
+    pub status: TeamStatus,
+    /// The team's `git clone --shared` of the project's repository.
+    pub clone_path: String,
+    pub leader: Option<String>,
+    /// Member agents' names, oldest first.
+    pub members: Vec<String>,
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+pub(crate) fn subject(name: &str) -> String {
+    format!("team:{name}")
+}
+
+/// A team to create; the caller made its clone and checked every field.
+#[derive(Debug, Clone)]
+pub struct NewTeam {
+    pub id: Uuid,
+    pub name: String,
+    pub project_id: Uuid,
+    pub base_branch: String,
+    pub clone_path: String,
+}
+
+#[tracing::instrument(skip_all, fields(team = %new.name), err)]
+pub async fn insert(conn: &mut PgConnection, new: &NewTeam) -> Result<Team, sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO teams (id, name, project_id, base_branch, clone_path) VALUES ($1, $2, $3, $4, $5)",
+        new.id,
+        new.name,
+        new.project_id,
+        new.base_branch,
+        new.clone_path
+    )
+    .execute(&mut *conn)
+    .await?;
+    let team = get(conn, &new.name).await?.ok_or(sqlx::Error::RowNotFound)?;
+    let payload = json!({"id": team.id, "project": team.project, "base_branch": team.base_branch,
+        "clone_path": team.clone_path});
+    events::record(conn, "team.created", &subject(&team.name), payload).await?;
+    Ok(team)
+}
+
+/// Filters for [`list`].
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub name: Option<String>,
+    pub project_id: Option<Uuid>,
+    pub status: Option<TeamStatus>,
+    pub after: Option<(DateTime<Utc>, Uuid)>,
+}
+
+/// Up to `limit` teams after the filter's position, oldest first, with their members.
+pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> Result<Vec<Team>, sqlx::Error> {
+    let (after_at, after_id) = filter.after.unzip();
+    let rows = sqlx::query!(
+        r#"SELECT t.id, t.name, p.slug AS project, t.project_id, t.base_branch, t.status, t.clone_path, t.leader,
+                  t.version, t.created_at, t.updated_at,
+                  ARRAY(SELECT a.name FROM agents a WHERE a.team = t.name ORDER BY a.created_at, a.id) AS "members!"
+           FROM teams t JOIN projects p ON p.id = t.project_id
+           WHERE ($1::text IS NULL OR t.name = $1)
+             AND ($2::uuid IS NULL OR t.project_id = $2)
+             AND ($3::text IS NULL OR t.status = $3)
+             AND ($4::timestamptz IS NULL OR (t.created_at, t.id) > ($4, $5::uuid))
+           ORDER BY t.created_at, t.id
+           LIMIT $6"#,
+        filter.name,
+        filter.project_id,
+        filter.status.map(|s| s.as_str()),
+        after_at,
+        after_id,
+        limit
+    )
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(Team {
+                status: r.status.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                id: r.id,
+                branch: r.name.clone(),
+                name: r.name,
+                project: r.project,
+                project_id: r.project_id,
+                base_branch: r.base_branch,
+                clone_path: r.clone_path,
+                leader: r.leader,
+                members: r.members,
+                version: r.version,
+                created_at: r.created_at,
+                updated_at: r.updated_at,
+            })
+        })
+        .collect()
+}
+
+pub async fn get(conn: &mut PgConnection, name: &str) -> Result<Option<Team>, sqlx::Error> {
+    Ok(list(conn, &ListFilter { name: Some(name.to_owned()), ..ListFilter::default() }, 1).await?.pop())
+}
+
+/// Locks the team's row for a change that must not race another (members, status, disband).
+pub async fn lock(conn: &mut PgConnection, name: &str) -> Result<Option<Team>, sqlx::Error> {
+    let found =
+        sqlx::query_scalar!("SELECT id FROM teams WHERE name = $1 FOR UPDATE", name).fetch_optional(&mut *conn).await?;
+    match found {
+        Some(_) => get(conn, name).await,
+        None => Ok(None),
+    }
+}
+
+/// Sets the team's status (the caller checked the transition on the locked row), with
+/// `team.status_changed`.
+pub async fn set_status(conn: &mut PgConnection, team: &Team, to: TeamStatus) -> Result<Team, sqlx::Error> {
+    if team.status == to {
+        return Ok(team.clone());
+    }
+    sqlx::query!(
+        "UPDATE teams SET status = $2, version = version + 1, updated_at = now() WHERE id = $1 AND status = $3",
+        team.id,
+        to.as_str(),
+        team.status.as_str()
+    )
+    .execute(&mut *conn)
+    .await?;
+    let payload = json!({"from": team.status, "to": to, "project": team.project});
+    events::record(conn, "team.status_changed", &subject(&team.name), payload).await?;
+    get(conn, &team.name).await?.ok_or(sqlx::Error::RowNotFound)
+}
+
+/// Sets (or clears) the leader, with `team.leader_changed`.
+pub async fn set_leader(conn: &mut PgConnection, team: &Team, leader: Option<&str>) -> Result<Team, sqlx::Error> {
+    if team.leader.as_deref() == leader {
+        return Ok(team.clone());
+    }
+    sqlx::query!(
+        "UPDATE teams SET leader = $2, version = version + 1, updated_at = now() WHERE id = $1",
+        team.id,
+        leader
+    )
+    .execute(&mut *conn)
+    .await?;
+    let payload = json!({"from": team.leader, "to": leader, "project": team.project});
+    events::record(conn, "team.leader_changed", &subject(&team.name), payload).await?;
+    get(conn, &team.name).await?.ok_or(sqlx::Error::RowNotFound)
+}
+
+/// Makes `agent` a member (`team.member_added`); false when it already was one.
+pub async fn add_member(conn: &mut PgConnection, team: &Team, agent: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE agents SET team = $2, version = version + 1, updated_at = now()
+         WHERE name = $1 AND team IS DISTINCT FROM $2",
+        agent,
+        team.name
+    )
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    member_event(conn, team, agent, "team.member_added").await?;
+    Ok(true)
+}
+
+/// Records that an agent registered into the team joined it (its row already names the team).
+pub async fn member_event(conn: &mut PgConnection, team: &Team, agent: &str, kind: &str) -> Result<(), sqlx::Error> {
+    let payload = json!({"agent": agent, "project": team.project});
+    events::record(conn, kind, &subject(&team.name), payload).await?;
+    Ok(())
+}
+
+/// Takes `agent` out of the team (and off its lead), with `team.member_removed`; false when it
+/// was not a member.
+pub async fn remove_member(conn: &mut PgConnection, team: &Team, agent: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE agents SET team = NULL, version = version + 1, updated_at = now() WHERE name = $1 AND team = $2",
+        agent,
+        team.name
+    )
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    if team.leader.as_deref() == Some(agent) {
+        set_leader(conn, team, None).await?;
+    }
+    member_event(conn, team, agent, "team.member_removed").await?;
+    Ok(true)
+}
+
+/// Deletes the team (its chat with it; its members stay, no longer in a team), with
+/// `team.disbanded`.
+#[tracing::instrument(skip_all, fields(team = %team.name), err)]
+pub async fn delete(conn: &mut PgConnection, team: &Team, clone_removed: bool) -> Result<(), sqlx::Error> {
+    sqlx::query!("DELETE FROM teams WHERE id = $1", team.id).execute(&mut *conn).await?;
+    let payload = json!({"id": team.id, "project": team.project, "members": team.members,
+        "clone_path": team.clone_path, "clone_removed": clone_removed});
+    events::record(conn, "team.disbanded", &subject(&team.name), payload).await?;
+    Ok(())
+}
+
+/// Members of the team that run in its clone and are live (they would lose their directory).
+pub async fn live_in_clone(conn: &mut PgConnection, team: &str) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT name FROM agents WHERE team = $1 AND clone_mode = 'team'
+           AND state IN ('spawning', 'working', 'idle', 'permission', 'question')
+         ORDER BY created_at, id",
+        team
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The clone of the team an agent was spawned into.
+pub async fn clone_of(conn: &mut PgConnection, team: &str) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT clone_path FROM teams WHERE name = $1", team).fetch_optional(conn).await
+}

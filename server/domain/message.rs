@@ -1,0 +1,222 @@
+//! The mailbox's rules: what a message may hold, and how delivery into a pane goes on from where
+//! it stopped, so that a message is submitted exactly once whatever dies in between.
+//!
+//! Delivery records each step in the database *before* taking it: the pane it pastes into and
+//! that pane's input line as it was (`input_before`), then that the paste finished, then that
+//! Enter is about to be pressed. [`next_step`] reads that record beside what the pane shows now
+//! and says what to do next:
+//!
+//! | recorded | input line now | next |
+//! | --- | --- | --- |
+//! | nothing in this pane (never tried, or its pane died) | — | paste |
+//! | pasted (or about to), Enter never pressed | differs from before: the text is there | press Enter (never paste again) |
+//! | pasted (or about to), Enter never pressed | as before: the text never arrived | paste |
+//! | Enter pressed | the agent started a turn since | delivered (`state`) |
+//! | Enter pressed | as before: the text left the line | delivered (`screen`) |
+//! | Enter pressed | still holds the text | press Enter again, at most [`MAX_ENTER_PRESSES`] times |
+//!
+//! The strongest confirmation does not need the table: Claude Code's `UserPromptSubmit` hook
+//! carries the submitted prompt, and a prompt equal to the message ([`prompt_matches`]) confirms
+//! it (`hook`) the moment it arrives.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The sender or recipient that is the person running Switchyard, not an agent.
+pub const OPERATOR: &str = "operator";
+
+/// The largest message body accepted.
+pub const BODY_LIMIT: usize = 256 * 1024;
+
+/// Enter presses into one pane before delivery stops trying there (the text stays in the line).
+pub const MAX_ENTER_PRESSES: i32 = 3;
+
+/// Why a body is refused, as a sentence for the `body` field.
+pub fn check_body(body: &str) -> Result<(), String> {
+    if body.is_empty() || body.len() > BODY_LIMIT {
+        return Err(format!("must be 1 to {BODY_LIMIT} bytes"));
+    }
+    if body.contains('\0') {
+        return Err("must not contain NUL characters".into());
+    }
+    Ok(())
+}
+
+/// How a delivery was confirmed (`confirmed_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Confirmation {
+    /// The agent's `UserPromptSubmit` hook carried the message's text.
+    Hook,
+    /// The text left the pane's input line after Enter.
+    Screen,
+    /// The agent started a turn after Enter (for agents without hooks).
+    State,
+    /// To the operator: stored is delivered.
+    Operator,
+}
+
+impl Confirmation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confirmation::Hook => "hook",
+            Confirmation::Screen => "screen",
+            Confirmation::State => "state",
+            Confirmation::Operator => "operator",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Confirmation> {
+        [Confirmation::Hook, Confirmation::Screen, Confirmation::State, Confirmation::Operator]
+            .into_iter()
+            .find(|c| c.as_str() == value)
+    }
+}
+
+/// How far delivery of one message got, as recorded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Attempt<'a> {
+    /// The pane the last attempt pasted into (recorded before the paste).
+    pub pane: Option<&'a str>,
+    /// That pane's input line before the paste.
+    pub input_before: Option<&'a str>,
+    /// Enter was (about to be) pressed in that pane.
+    pub submitted: bool,
+    pub enter_presses: i32,
+}
+
+/// What the agent's pane shows now.
+#[derive(Debug, Clone, Copy)]
+pub struct PaneNow<'a> {
+    pub pane: &'a str,
+    /// Its input line (the cursor's line), as [`crate::detect::input_line::typed`] reads it.
+    pub input: &'a str,
+    /// The agent went `working` after Enter was recorded.
+    pub worked_since_enter: bool,
+}
+
+/// What delivery does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Paste the text: it is not in this pane's input line.
+    Paste,
+    /// The text is in the input line: submit it, never type it again.
+    PressEnter,
+    /// It was submitted.
+    Delivered(Confirmation),
+    /// The text stays in the line whatever Enter does: stop trying in this pane.
+    GiveUp,
+}
+
+/// The next step of a delivery; see the module's table.
+pub fn next_step(attempt: &Attempt, now: &PaneNow) -> Step {
+    if attempt.pane != Some(now.pane) {
+        return Step::Paste;
+    }
+    let text_in_line = attempt.input_before.is_none_or(|before| before != now.input);
+    if !attempt.submitted {
+        return if text_in_line { Step::PressEnter } else { Step::Paste };
+    }
+    if now.worked_since_enter {
+        Step::Delivered(Confirmation::State)
+    } else if !text_in_line {
+        Step::Delivered(Confirmation::Screen)
+    } else if attempt.enter_presses >= MAX_ENTER_PRESSES {
+        Step::GiveUp
+    } else {
+        Step::PressEnter
+    }
+}
+
+/// Whether a submitted prompt (a `UserPromptSubmit` hook's `prompt`) is this message: the same
+/// text, allowing for what a TUI does to a submission (CRLF read as LF, surrounding blanks
+/// trimmed).
+pub fn prompt_matches(body: &str, prompt: &str) -> bool {
+    let normal = |s: &str| s.replace("\r\n", "\n").trim().to_owned();
+    normal(body) == normal(prompt)
+}
+
+/// How long to let a TUI take a paste in before pressing Enter: the configured settle, plus a
+/// little per byte for large pastes (a 100 KB paste gets half a second more).
+pub fn settle_for(settle: Duration, bytes: usize) -> Duration {
+    settle + Duration::from_micros(bytes as u64 * 5)
+}
+
+/// A short, single-line preview of a body for events and logs (never the whole of a large one).
+pub fn preview(body: &str) -> String {
+    const CHARS: usize = 200;
+    let flat: String = body.chars().take(CHARS).map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if body.chars().nth(CHARS).is_some() {
+        format!("{flat}…")
+    } else {
+        flat
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEFORE: &str = ">";
+
+    fn now(input: &str) -> PaneNow<'_> {
+        PaneNow { pane: "%1", input, worked_since_enter: false }
+    }
+
+    fn in_pane(submitted: bool, presses: i32) -> Attempt<'static> {
+        Attempt { pane: Some("%1"), input_before: Some(BEFORE), submitted, enter_presses: presses }
+    }
+
+    #[test]
+    fn a_message_never_tried_in_this_pane_is_pasted() {
+        assert_eq!(next_step(&Attempt::default(), &now(BEFORE)), Step::Paste);
+        // Its old pane died with the text in it: the new pane never saw it.
+        let old = Attempt { pane: Some("%0"), submitted: true, ..in_pane(true, 1) };
+        assert_eq!(next_step(&old, &now(BEFORE)), Step::Paste);
+    }
+
+    #[test]
+    fn text_waiting_in_the_line_is_submitted_not_typed_again() {
+        assert_eq!(next_step(&in_pane(false, 0), &now("> hello")), Step::PressEnter);
+        // The paste never arrived (a crash between recording it and making it): paste.
+        assert_eq!(next_step(&in_pane(false, 0), &now(BEFORE)), Step::Paste);
+        // Nothing recorded about the line before: assume the text may be there.
+        let unknown = Attempt { input_before: None, ..in_pane(false, 0) };
+        assert_eq!(next_step(&unknown, &now(BEFORE)), Step::PressEnter);
+    }
+
+    #[test]
+    fn after_enter_an_emptied_line_or_a_turn_confirms_and_a_full_line_gets_enter_again() {
+        assert_eq!(next_step(&in_pane(true, 1), &now(BEFORE)), Step::Delivered(Confirmation::Screen));
+        let worked = PaneNow { worked_since_enter: true, ..now("> hello") };
+        assert_eq!(next_step(&in_pane(true, 1), &worked), Step::Delivered(Confirmation::State));
+        assert_eq!(next_step(&in_pane(true, 1), &now("> hello")), Step::PressEnter);
+        assert_eq!(next_step(&in_pane(true, MAX_ENTER_PRESSES), &now("> hello")), Step::GiveUp);
+    }
+
+    #[test]
+    fn bodies_are_checked_for_size_and_nul() {
+        assert!(check_body("hi; C-c").is_ok());
+        assert!(check_body("").is_err());
+        assert!(check_body("a\0b").is_err());
+        assert!(check_body(&"x".repeat(BODY_LIMIT)).is_ok());
+        assert!(check_body(&"x".repeat(BODY_LIMIT + 1)).is_err());
+    }
+
+    #[test]
+    fn a_prompt_matches_its_message_despite_line_endings_and_blanks() {
+        assert!(prompt_matches("fix it;\n", "fix it;"));
+        assert!(prompt_matches("a\r\nb", "a\nb"));
+        assert!(!prompt_matches("fix it", "fix it now"));
+    }
+
+    #[test]
+    fn large_pastes_settle_longer_and_previews_stay_short() {
+        let settle = Duration::from_millis(100);
+        assert_eq!(settle_for(settle, 0), settle);
+        assert_eq!(settle_for(settle, 100_000), Duration::from_millis(600));
+        assert_eq!(preview("a\nb"), "a b");
+        assert_eq!(preview(&"x".repeat(300)).chars().count(), 201);
+    }
+}

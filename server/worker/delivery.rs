@@ -1,0 +1,233 @@
+//! Delivering one message into one agent's pane, exactly once: paste, settle, Enter, confirm.
+//!
+//! Each step is recorded before it is taken (`db::messages::delivery`), and where it stopped
+//! decides how it goes on ([`next_step`]): a crash or a dead pane at any point leaves either a
+//! message never pasted into this pane (paste it), text waiting in the input line (press Enter,
+//! never paste again), or an Enter whose effect the pane shows (the line emptied, or the agent
+//! started a turn). A `UserPromptSubmit` hook carrying the text confirms it directly
+//! (`api::agent_hooks`); for agents without hooks, or when their hook does not come, the pane
+//! confirms it.
+
+use std::time::{Duration, Instant};
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::db::agents;
+use crate::db::messages::delivery::{self as record, Due, Pending};
+use crate::detect::input_line;
+use crate::domain::agent::AgentState;
+use crate::domain::message::{next_step, settle_for, Attempt, Confirmation, PaneNow, Step, MAX_ENTER_PRESSES};
+use crate::feed::EventFeed;
+use crate::tmux::{Key, Tmux};
+
+/// How often the pane is read while waiting for a confirmation that is not pushed.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What one delivery run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered(Confirmation),
+    /// The agent is no longer idle at that pane (it started a turn, asked something, or its pane
+    /// went): delivery goes on when it is idle again.
+    NotNow(String),
+    /// The text stays in the input line whatever Enter does.
+    Stuck(String),
+}
+
+#[derive(Clone)]
+pub struct Delivery {
+    pub db: PgPool,
+    pub tmux: Tmux,
+    pub feed: EventFeed,
+    pub settle: Duration,
+    pub confirm: Duration,
+}
+
+impl Delivery {
+    /// Delivers the due message, going on from wherever an earlier run stopped.
+    #[tracing::instrument(skip_all, fields(agent = %due.agent, message = %due.message_id), err)]
+    pub async fn deliver(&self, due: &Due) -> anyhow::Result<Outcome> {
+        let pane = due.pane.as_str();
+        // Each round presses Enter at most once; the record caps the presses per attempt.
+        for _ in 0..=MAX_ENTER_PRESSES + 1 {
+            let Some(message) = self.pending(due.message_id).await? else {
+                return Ok(Outcome::Delivered(self.confirmed_by(due.message_id).await?));
+            };
+            let agent = match self.agent_at(due, pane).await? {
+                Ok(state) => state,
+                Err(why) => return Ok(Outcome::NotNow(why)),
+            };
+            let input = match self.input(pane).await {
+                Ok(input) => input,
+                Err(e) => return Ok(Outcome::NotNow(format!("reading the pane: {e}"))),
+            };
+            let worked = match message.submitted_at {
+                Some(at) => {
+                    let mut conn = self.db.acquire().await?;
+                    record::worked_since(&mut conn, &due.agent, at).await?
+                }
+                None => false,
+            };
+            let attempt = Attempt {
+                pane: message.attempt_pane.as_deref(),
+                input_before: message.input_before.as_deref(),
+                submitted: message.submitted_at.is_some(),
+                enter_presses: message.enter_presses,
+            };
+            let mut step = next_step(&attempt, &PaneNow { pane, input: &input, worked_since_enter: worked });
+            let mut input_before = message.input_before.clone();
+            let mut agent = agent;
+            if step == Step::Paste {
+                if agent != AgentState::Idle {
+                    return Ok(Outcome::NotNow(format!("the agent is {agent}")));
+                }
+                if let Err(why) = self.paste(&message, pane, &input).await? {
+                    return Ok(Outcome::NotNow(why));
+                }
+                input_before = Some(input.clone());
+                // Just pasted: the text is in the line, even if the TUI has not drawn it yet.
+                step = Step::PressEnter;
+                // The pane may have died, or the agent started something, while it settled.
+                agent = match self.agent_at(due, pane).await? {
+                    Ok(state) => state,
+                    Err(why) => return Ok(Outcome::NotNow(why)),
+                };
+            }
+            match step {
+                Step::Paste | Step::PressEnter => {
+                    if agent.needs_person() {
+                        return Ok(Outcome::NotNow(format!("the agent is {agent}")));
+                    }
+                    if let Some(confirmed) = self.press_enter(due, input_before.as_deref()).await? {
+                        return Ok(Outcome::Delivered(confirmed));
+                    }
+                }
+                Step::Delivered(by) => {
+                    self.mark_delivered(due.message_id, by).await?;
+                    return Ok(Outcome::Delivered(by));
+                }
+                Step::GiveUp => {
+                    let why = format!("the text stays in the input line after {MAX_ENTER_PRESSES} Enters");
+                    let mut conn = self.db.acquire().await?;
+                    record::record_error(&mut conn, due.message_id, &why).await?;
+                    return Ok(Outcome::Stuck(why));
+                }
+            }
+        }
+        Ok(Outcome::NotNow("not confirmed yet".into()))
+    }
+
+    async fn pending(&self, id: Uuid) -> anyhow::Result<Option<Pending>> {
+        let mut conn = self.db.acquire().await?;
+        Ok(record::pending(&mut conn, id).await?)
+    }
+
+    async fn confirmed_by(&self, id: Uuid) -> anyhow::Result<Confirmation> {
+        let mut conn = self.db.acquire().await?;
+        let message = crate::db::messages::get(&mut conn, id).await?;
+        Ok(message.and_then(|m| m.confirmed_by).unwrap_or(Confirmation::Hook))
+    }
+
+    /// The agent's state, while it is still live at `pane`; else why delivery stops here.
+    async fn agent_at(&self, due: &Due, pane: &str) -> anyhow::Result<Result<AgentState, String>> {
+        let mut conn = self.db.acquire().await?;
+        let Some(agent) = agents::get(&mut conn, due.agent_id).await? else {
+            return Ok(Err("the agent is gone".into()));
+        };
+        if !agent.state.is_live() || agent.tmux_pane.as_deref() != Some(pane) {
+            return Ok(Err(format!("the agent is {} in another pane", agent.state)));
+        }
+        Ok(Ok(agent.state))
+    }
+
+    /// What is typed in the pane's input line now.
+    async fn input(&self, pane: &str) -> Result<String, crate::tmux::TmuxError> {
+        Ok(input_line::typed(&self.tmux.cursor_line(pane).await?))
+    }
+
+    /// Records the attempt (with the input line as it is), pastes, records the paste, settles.
+    async fn paste(&self, message: &Pending, pane: &str, input: &str) -> anyhow::Result<Result<(), String>> {
+        {
+            let mut conn = self.db.acquire().await?;
+            if !record::record_attempt(&mut conn, message.id, pane, input).await? {
+                return Ok(Err("delivered meanwhile".into()));
+            }
+        }
+        if let Err(e) = self.tmux.paste(pane, &message.body).await {
+            let why = format!("pasting failed: {e}");
+            let mut conn = self.db.acquire().await?;
+            record::record_error(&mut conn, message.id, &why).await?;
+            return Ok(Err(why));
+        }
+        {
+            let mut conn = self.db.acquire().await?;
+            record::record_pasted(&mut conn, message.id, pane).await?;
+        }
+        tokio::time::sleep(settle_for(self.settle, message.body.len())).await;
+        Ok(Ok(()))
+    }
+
+    /// Records the Enter, presses it and waits for a confirmation; `None`: not confirmed in time
+    /// (the next round reads the pane).
+    async fn press_enter(&self, due: &Due, input_before: Option<&str>) -> anyhow::Result<Option<Confirmation>> {
+        let pane = due.pane.as_str();
+        let (submitted_at, hooks) = {
+            let mut conn = self.db.acquire().await?;
+            let Some(at) = record::record_enter(&mut conn, due.message_id, pane).await? else {
+                return Ok(Some(self.confirmed_by(due.message_id).await?));
+            };
+            let hooks = agents::get(&mut conn, due.agent_id).await?.is_some_and(|a| a.last_hook_at.is_some());
+            (at, hooks)
+        };
+        if let Err(e) = self.tmux.send_key(pane, Key::Enter).await {
+            let why = format!("pressing Enter failed: {e}");
+            let mut conn = self.db.acquire().await?;
+            record::record_error(&mut conn, due.message_id, &why).await?;
+            return Ok(None);
+        }
+        let deadline = Instant::now() + self.confirm;
+        let mut wake = self.feed.subscribe();
+        loop {
+            if self.pending(due.message_id).await?.is_none() {
+                return Ok(Some(self.confirmed_by(due.message_id).await?));
+            }
+            // Without hooks nothing is pushed: the pane says whether the text went.
+            if !hooks {
+                let worked = {
+                    let mut conn = self.db.acquire().await?;
+                    record::worked_since(&mut conn, &due.agent, submitted_at).await?
+                };
+                let emptied = match (input_before, self.input(pane).await) {
+                    (Some(before), Ok(now)) => before == now,
+                    _ => false,
+                };
+                let by = if worked {
+                    Some(Confirmation::State)
+                } else if emptied {
+                    Some(Confirmation::Screen)
+                } else {
+                    None
+                };
+                if let Some(by) = by {
+                    self.mark_delivered(due.message_id, by).await?;
+                    return Ok(Some(by));
+                }
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::select! {
+                _ = wake.changed() => {}
+                _ = tokio::time::sleep(POLL) => {}
+            }
+        }
+    }
+
+    async fn mark_delivered(&self, id: Uuid, by: Confirmation) -> anyhow::Result<()> {
+        let mut tx = self.db.begin().await?;
+        record::mark_delivered(&mut tx, id, by).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
