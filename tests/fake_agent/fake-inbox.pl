@@ -8,7 +8,7 @@
 # Environment: SWITCHYARD_BIN (the switchyard binary), FAKE_LOG (a directory: prompts go to
 # FAKE_LOG/<agent>.log, one hex-encoded prompt a line), FAKE_TURN_MS (a turn's length, default
 # 20; a prompt `work <N>ms` works N ms), FAKE_SUBMIT_DELAY_MS (a pause between Enter and taking
-# the prompt, default 0), plus SWITCHYARD_URL/AGENT/TOKEN_FILE, which the worker gives every pane.
+# the prompt, default 0; with it, Enter touches FAKE_LOG/<agent>.log.enter first), plus SWITCHYARD_URL/AGENT/TOKEN_FILE, which the worker gives every pane.
 use strict;
 use warnings;
 
@@ -60,7 +60,13 @@ sub submit {
     my $prompt = $input;
     $input = '';
     return if $prompt eq '';
-    select(undef, undef, undef, $submit_delay_ms / 1000) if $submit_delay_ms;
+    if ($submit_delay_ms) {
+        # Tell the test Enter arrived (FAKE_LOG/<agent>.enter), then take a while to take it.
+        if (open(my $mark, '>>', "$log.enter")) {
+            close $mark;
+        }
+        select(undef, undef, undef, $submit_delay_ms / 1000);
+    }
     open(my $out, '>>', $log) or die "cannot open $log: $!\n";
     binmode $out;
     syswrite($out, unpack('H*', $prompt) . "\n");

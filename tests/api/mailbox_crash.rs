@@ -1,0 +1,183 @@
+//! `switchyard serve` killed with SIGKILL in the middle of typing a message into an agent's pane
+//! (the fake agent of `fake_inbox`, which logs every prompt submitted): after a restart on the
+//! same database, data directory and tmux server, the message is submitted exactly once — never
+//! lost, never typed again into the line that already holds it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+use switchyard::auth::Scope;
+use uuid::Uuid;
+
+use crate::binary::{switchyard, Served};
+use crate::fake_inbox::{idle_agent, prompts, providers_toml, send, wait_delivered};
+use crate::helpers::{eventually, fresh_database};
+
+/// One switchyard installation that is started, killed and started again.
+struct Installation {
+    data: tempfile::TempDir,
+    logs: tempfile::TempDir,
+    _repo: tempfile::TempDir,
+    repo: std::path::PathBuf,
+    database_url: String,
+    /// The API's port, the same across restarts: agents' hooks call it.
+    port: u16,
+    socket: String,
+    served: Option<Served>,
+    client: reqwest::Client,
+}
+
+impl Drop for Installation {
+    fn drop(&mut self) {
+        if let Some(served) = self.served.take() {
+            served.crash();
+        }
+        let _ = std::process::Command::new("tmux").args(["-L", &self.socket, "kill-server"]).status();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+impl Installation {
+    /// A fresh database and data directory; the fake agent pauses `submit_delay_ms` between
+    /// Enter and taking the prompt.
+    async fn new(submit_delay_ms: u64) -> Installation {
+        let data = tempfile::tempdir().expect("data dir");
+        let logs = tempfile::tempdir().expect("logs");
+        let repo_dir = tempfile::tempdir().expect("repo");
+        let repo = crate::agent_clones::repo(repo_dir.path());
+        let delay = submit_delay_ms.to_string();
+        let providers = providers_toml(logs.path(), &[("FAKE_SUBMIT_DELAY_MS", &delay)]);
+        std::fs::write(data.path().join("providers.toml"), providers).expect("providers.toml");
+        let (database_url, _) = fresh_database().await;
+        Installation {
+            data,
+            logs,
+            _repo: repo_dir,
+            repo,
+            database_url,
+            port: free_port(),
+            socket: format!("sy-crash-{}", &Uuid::new_v4().simple().to_string()[..10]),
+            served: None,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    fn api(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn start(&mut self, settle_ms: u64, confirm_ms: u64) {
+        let mut cmd = switchyard(self.data.path());
+        cmd.env("DATABASE_URL", &self.database_url)
+            .env("SWITCHYARD_LISTEN", format!("127.0.0.1:{}", self.port))
+            .env("SWITCHYARD_TMUX_SOCKET", &self.socket)
+            .env("SWITCHYARD_RECONCILE_MS", "300")
+            .env("SWITCHYARD_MESSAGE_SETTLE_MS", settle_ms.to_string())
+            .env("SWITCHYARD_MESSAGE_CONFIRM_MS", confirm_ms.to_string());
+        self.served = Some(Served::start(cmd));
+    }
+
+    fn crash(&mut self) {
+        self.served.take().expect("running").crash();
+    }
+
+    async fn pool(&self) -> sqlx::PgPool {
+        sqlx::PgPool::connect(&self.database_url).await.expect("connect")
+    }
+
+    /// An admin token, made in the database the server migrated.
+    async fn token(&self) -> String {
+        let pool = self.pool().await;
+        let mut tx = pool.begin().await.expect("begin");
+        let (_, secret) = switchyard::db::tokens::create(&mut tx, "crash-test", Scope::Admin).await.expect("token");
+        tx.commit().await.expect("commit");
+        secret
+    }
+
+    /// A project and an idle fake agent `fox` in it.
+    async fn fox(&self, token: &str) {
+        let created = self
+            .client
+            .post(format!("{}/api/v1/projects", self.api()))
+            .bearer_auth(token)
+            .json(&json!({"slug": "alpha", "name": "Alpha", "repo_path": self.repo}))
+            .send()
+            .await
+            .expect("project");
+        assert_eq!(created.status(), 201, "{:?}", created.text().await);
+        idle_agent(&self.client, &self.api(), token, "alpha", "fox").await;
+    }
+
+    /// Whether delivery recorded the paste and the Enter of the message.
+    async fn steps(&self, id: Uuid) -> (bool, bool) {
+        let pool = self.pool().await;
+        let (pasted, submitted): (bool, bool) =
+            sqlx::query_as("SELECT pasted_at IS NOT NULL, submitted_at IS NOT NULL FROM messages WHERE id = $1")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .expect("row");
+        pool.close().await;
+        (pasted, submitted)
+    }
+
+    fn logs(&self) -> &Path {
+        self.logs.path()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_killed_between_the_paste_and_enter_submits_the_message_once_after_a_restart() {
+    let mut installation = Installation::new(0).await;
+    // A long settle: the server dies while the pasted text waits in the input line.
+    installation.start(4000, 3000);
+    let token = installation.token().await;
+    installation.fox(&token).await;
+    let (client, api) = (installation.client.clone(), installation.api());
+    let first = send(&client, &api, &token, "fox", "typed before the crash; submitted after").await;
+    let second = send(&client, &api, &token, "fox", "the next one").await;
+    eventually("the first message is pasted, Enter not pressed", Duration::from_secs(15), || async {
+        installation.steps(first).await == (true, false)
+    })
+    .await;
+    installation.crash();
+    assert!(prompts(installation.logs(), "fox").is_empty(), "nothing submitted before the crash");
+
+    installation.start(200, 3000);
+    let delivered = wait_delivered(&client, &api, &token, first, Duration::from_secs(30)).await;
+    assert_eq!(delivered["attempts"], 1, "not pasted again, only Enter pressed: {delivered}");
+    wait_delivered(&client, &api, &token, second, Duration::from_secs(30)).await;
+    assert_eq!(prompts(installation.logs(), "fox"), ["typed before the crash; submitted after", "the next one"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_killed_after_enter_before_the_confirmation_neither_loses_nor_repeats_the_message() {
+    // The agent takes the prompt 1.5 s after Enter: the server is dead by then, so its hook is lost.
+    let mut installation = Installation::new(1500).await;
+    installation.start(50, 10_000);
+    let token = installation.token().await;
+    installation.fox(&token).await;
+    let (client, api) = (installation.client.clone(), installation.api());
+    let first = send(&client, &api, &token, "fox", "submitted while the server was down").await;
+    let second = send(&client, &api, &token, "fox", "after the restart").await;
+    let enter = installation.logs().join("fox.log.enter");
+    eventually("Enter reached the agent for the first message", Duration::from_secs(15), || async { enter.exists() })
+        .await;
+    assert_eq!(installation.steps(first).await, (true, true), "Enter is recorded before it is pressed");
+    installation.crash();
+    eventually("the agent took the first message", Duration::from_secs(10), || async {
+        prompts(installation.logs(), "fox").len() == 1
+    })
+    .await;
+
+    installation.start(50, 5000);
+    let delivered = wait_delivered(&client, &api, &token, first, Duration::from_secs(30)).await;
+    assert_eq!(delivered["attempts"], 1, "{delivered}");
+    assert_eq!(delivered["confirmed_by"], "screen", "its hook was lost; the emptied input line confirmed it");
+    wait_delivered(&client, &api, &token, second, Duration::from_secs(30)).await;
+    assert_eq!(prompts(installation.logs(), "fox"), ["submitted while the server was down", "after the restart"]);
+}
