@@ -52,7 +52,7 @@ impl Delivery {
         // Each round presses Enter at most once; the record caps the presses per attempt.
         for _ in 0..=MAX_ENTER_PRESSES + 1 {
             let Some(message) = self.pending(due.message_id).await? else {
-                return Ok(Outcome::Delivered(self.confirmed_by(due.message_id).await?));
+                return self.settled(due.message_id).await;
             };
             let agent = match self.agent_at(due, pane).await? {
                 Ok(state) => state,
@@ -99,8 +99,8 @@ impl Delivery {
                     if agent.needs_person() {
                         return Ok(Outcome::NotNow(format!("the agent is {agent}")));
                     }
-                    if let Some(confirmed) = self.press_enter(due, input_before.as_deref()).await? {
-                        return Ok(Outcome::Delivered(confirmed));
+                    if let Some(outcome) = self.press_enter(due, input_before.as_deref()).await? {
+                        return Ok(outcome);
                     }
                 }
                 Step::Delivered(by) => {
@@ -123,10 +123,15 @@ impl Delivery {
         Ok(record::pending(&mut conn, id).await?)
     }
 
-    async fn confirmed_by(&self, id: Uuid) -> anyhow::Result<Confirmation> {
+    /// What became of a message that is no longer pending: delivered (by a hook, mostly), or gone
+    /// with its agent.
+    async fn settled(&self, id: Uuid) -> anyhow::Result<Outcome> {
         let mut conn = self.db.acquire().await?;
         let message = crate::db::messages::get(&mut conn, id).await?;
-        Ok(message.and_then(|m| m.confirmed_by).unwrap_or(Confirmation::Hook))
+        Ok(match message.and_then(|m| m.confirmed_by) {
+            Some(by) => Outcome::Delivered(by),
+            None => Outcome::NotNow("the message is gone with its agent".into()),
+        })
     }
 
     /// The agent's state, while it is still live at `pane`; else why delivery stops here.
@@ -170,12 +175,12 @@ impl Delivery {
 
     /// Records the Enter, presses it and waits for a confirmation; `None`: not confirmed in time
     /// (the next round reads the pane).
-    async fn press_enter(&self, due: &Due, input_before: Option<&str>) -> anyhow::Result<Option<Confirmation>> {
+    async fn press_enter(&self, due: &Due, input_before: Option<&str>) -> anyhow::Result<Option<Outcome>> {
         let pane = due.pane.as_str();
         let (submitted_at, hooks) = {
             let mut conn = self.db.acquire().await?;
             let Some(at) = record::record_enter(&mut conn, due.message_id, pane).await? else {
-                return Ok(Some(self.confirmed_by(due.message_id).await?));
+                return Ok(Some(self.settled(due.message_id).await?));
             };
             let hooks = agents::get(&mut conn, due.agent_id).await?.is_some_and(|a| a.last_hook_at.is_some());
             (at, hooks)
@@ -190,7 +195,7 @@ impl Delivery {
         let mut wake = self.feed.subscribe();
         loop {
             if self.pending(due.message_id).await?.is_none() {
-                return Ok(Some(self.confirmed_by(due.message_id).await?));
+                return Ok(Some(self.settled(due.message_id).await?));
             }
             // Without hooks nothing is pushed: the pane says whether the text went.
             if !hooks {
@@ -211,7 +216,7 @@ impl Delivery {
                 };
                 if let Some(by) = by {
                     self.mark_delivered(due.message_id, by).await?;
-                    return Ok(Some(by));
+                    return Ok(Some(Outcome::Delivered(by)));
                 }
             }
             if Instant::now() >= deadline {

@@ -36,13 +36,15 @@ async fn steps(app: &TestApp, id: Uuid) -> (Option<DateTime<Utc>>, Option<DateTi
         .expect("message row")
 }
 
-/// When the agent's state last became `to`.
-async fn last_became(app: &TestApp, name: &str, to: &str) -> DateTime<Utc> {
+/// When the agent's state first became `to` after `since`.
+async fn became_after(app: &TestApp, name: &str, to: &str, since: DateTime<Utc>) -> DateTime<Utc> {
     sqlx::query_scalar(
-        "SELECT max(created_at) FROM events WHERE type = 'agent.state_changed' AND subject = $1 AND payload->>'to' = $2",
+        "SELECT min(created_at) FROM events
+         WHERE type = 'agent.state_changed' AND subject = $1 AND payload->>'to' = $2 AND created_at > $3",
     )
     .bind(format!("agent:{name}"))
     .bind(to)
+    .bind(since)
     .fetch_one(&app.pool)
     .await
     .expect("events")
@@ -69,7 +71,8 @@ async fn a_message_to_a_working_agent_waits_and_is_delivered_once_as_soon_as_it_
 
     // The first message starts a long turn.
     let first = app.send_message("fox", "work 1500ms").await;
-    app.delivered(first, Duration::from_secs(10)).await;
+    let first = app.delivered(first, Duration::from_secs(10)).await;
+    let working_from: DateTime<Utc> = first["delivered_at"].as_str().expect("delivered_at").parse().expect("time");
     eventually("fox is working", Duration::from_secs(5), || async { state(&app, "fox").await == "working" }).await;
     let second = app.send_message("fox", "hello after work").await;
     // While it works, the second message is only stored.
@@ -80,7 +83,8 @@ async fn a_message_to_a_working_agent_waits_and_is_delivered_once_as_soon_as_it_
     let delivered = app.delivered(second, Duration::from_secs(15)).await;
     assert_eq!(delivered["attempts"], 1, "typed once: {delivered}");
     assert_eq!(delivered["confirmed_by"], "hook", "the UserPromptSubmit hook carried its text: {delivered}");
-    let idle_at = last_became(&app, "fox", "idle").await;
+    // The end of the long turn.
+    let idle_at = became_after(&app, "fox", "idle", working_from).await;
     let (pasted, _) = steps(&app, second).await;
     let pasted = pasted.expect("pasted");
     assert!(pasted >= idle_at - chrono::Duration::milliseconds(5), "pasted only once idle: {pasted} vs {idle_at}");
@@ -193,6 +197,7 @@ async fn a_pane_that_dies_mid_delivery_loses_nothing_and_types_nothing_twice() {
     eventually("fox is suspended", Duration::from_secs(10), || async { state(&app, "fox").await == "suspended" }).await;
     let waiting = app.message(id).await;
     assert_eq!(waiting["state"], "pending", "kept while the agent is down: {waiting}");
+    assert_eq!(app.status_json().await["pending_messages"], 1, "the worker reports what it still has to deliver");
     // Nothing was submitted in the dead pane.
     assert!(prompts(logs.path(), "fox").is_empty());
 

@@ -77,3 +77,28 @@ async fn pasting_into_a_missing_pane_fails_and_leaves_no_buffer() {
     assert!(err.is_missing(), "{err}");
     assert_eq!(server.tmux.run(&["list-buffers"]).await.unwrap(), "");
 }
+
+/// Waits (with a deadline) until the pane's cursor line, as delivery reads it, is `want`.
+async fn cursor_line_becomes(server: &TmuxServer, pane: &str, want: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let line = switchyard::detect::input_line::typed(&server.tmux.cursor_line(pane).await.expect("cursor line"));
+        if line == want {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the cursor line is {line:?}, not {want:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_cursor_line_shows_a_paste_waiting_in_the_input_and_empties_when_it_is_submitted() {
+    let server = TmuxServer::start().await;
+    // A cooked terminal echoes what arrives after its prompt, as a program's input line does.
+    let pane = server.window("prompt", &["sh", "-c", "printf 'transcript\\n> '; exec cat > /dev/null"]).await;
+    cursor_line_becomes(&server, &pane.pane_id, ">").await;
+    server.tmux.paste(&pane.pane_id, "hello; C-c").await.expect("paste");
+    cursor_line_becomes(&server, &pane.pane_id, "> hello; C-c").await;
+    server.tmux.send_key(&pane.pane_id, Key::Enter).await.expect("enter");
+    cursor_line_becomes(&server, &pane.pane_id, "").await;
+}
