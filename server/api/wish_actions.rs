@@ -72,7 +72,7 @@ pub async fn plan_wish(
 ) -> ApiResult<Json<WishDetail>> {
     let body = body.map(|ApiJson(b)| b).unwrap_or_default();
     let mut tx = state.db.begin().await?;
-    let wish = find(&mut tx, &slug).await?;
+    let mut wish = find(&mut tx, &slug).await?;
     if let Some(groups) = body.groups {
         if wish.status != WishStatus::Draft {
             return Err(ApiError::conflict("only a draft's plan can be replaced", Some(wish.status.as_str())));
@@ -80,7 +80,7 @@ pub async fn plan_wish(
         let groups = to_groups(groups)?;
         let order = validate_plan(&groups)?;
         wishes::delete_groups(&mut tx, wish.id).await?;
-        wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
+        wish = wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
     }
     let wish = act(&mut tx, &wish, WishEvent::Plan, None).await?;
     let detail = detail(&mut tx, wish).await?;

@@ -13,7 +13,6 @@ use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::task_actions::RetryBody;
 use crate::api::wish_actions::act;
-use crate::api::wishes::find;
 use crate::api::AppState;
 use crate::db::tasks::{self, Applied, Change};
 use crate::db::wishes::{self, Group, Wish};
@@ -54,11 +53,17 @@ pub struct GroupOutcome {
     pub now_ready: Vec<String>,
 }
 
-/// Completes the wish when none of its groups is unfinished. Takes the wish's row lock first, so
-/// of two concurrent last completions exactly one sees every group done.
+/// Completes the wish when none of its groups is unfinished (after a release: completions check
+/// through [`wishes::group_done`]). Takes the wish's row lock first, so this cannot race the
+/// last group's completion.
 pub async fn complete_if_done(conn: &mut PgConnection, wish: Wish) -> ApiResult<Wish> {
     let Some(locked) = wishes::lock(conn, wish.id).await? else { return Ok(wish) };
-    if locked.status != WishStatus::Executing || locked.held || !wishes::all_groups_done(conn, locked.id).await? {
+    complete_if_last(conn, locked).await
+}
+
+/// Applies `all_groups_done` to a wish read under its row lock whose groups are all done.
+async fn complete_if_last(conn: &mut PgConnection, locked: Wish) -> ApiResult<Wish> {
+    if locked.status != WishStatus::Executing || locked.held || locked.groups_open > 0 {
         return Ok(locked);
     }
     act(conn, &locked, WishEvent::AllGroupsDone, None).await
@@ -72,7 +77,8 @@ async fn group_action(
     change: Change,
 ) -> ApiResult<Json<GroupOutcome>> {
     let mut tx = state.db.begin().await?;
-    let wish = find(&mut tx, slug).await?;
+    let (wish, group) =
+        wishes::for_group(&mut tx, slug, key).await?.ok_or_else(|| ApiError::NotFound(format!("no wish `{slug}`")))?;
     if wish.status != WishStatus::Executing {
         let detail = format!("the wish is {}; its groups move only while it is executing", wish.status);
         return Err(ApiError::conflict(detail, Some(wish.status.as_str())));
@@ -81,12 +87,10 @@ async fn group_action(
     if starts_work && wish.held {
         return Err(ApiError::conflict("the wish is on hold; release it first", Some(wish.status.as_str())));
     }
-    let task_id = wishes::group_task(&mut tx, wish.id, key)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("wish `{slug}` has no group `{key}`")))?;
-    let mut group = None;
-    let (task, released) = match tasks::apply(&mut tx, task_id, event, &change).await? {
-        None => return Err(ApiError::NotFound(format!("wish `{slug}` has no group `{key}`"))),
+    let no_group = || ApiError::NotFound(format!("wish `{slug}` has no group `{key}`"));
+    let (current, depends_on) = group.ok_or_else(no_group)?;
+    let (mut task, released) = match tasks::apply_to(&mut tx, current, event, &change).await? {
+        None => return Err(no_group()),
         Some(Applied::Refused { current, message }) => {
             return Err(ApiError::conflict(message, Some(current.as_str())));
         }
@@ -94,13 +98,18 @@ async fn group_action(
     };
     let wish = match event {
         // Last, so the wish's row lock is held only for the check and the commit.
-        TaskEvent::Complete => {
-            group = wishes::group(&mut tx, wish.id, key).await?;
-            complete_if_done(&mut tx, wish).await?
-        }
+        TaskEvent::Complete => match wishes::group_done(&mut tx, wish.id).await? {
+            Some(locked) => complete_if_last(&mut tx, locked).await?,
+            None => wish,
+        },
         TaskEvent::Fail if task.iterations < task.max_iterations => {
             // Iterations left: the group goes back to the queue instead of failing the wish.
-            tasks::apply(&mut tx, task_id, TaskEvent::Retry { unmet_dependencies: 0 }, &Change::default()).await?;
+            let retry = TaskEvent::Retry { unmet_dependencies: 0 };
+            if let Some(Applied::Done(retried, _)) =
+                tasks::apply_to(&mut tx, task.clone(), retry, &Change::default()).await?
+            {
+                task = retried;
+            }
             wish
         }
         TaskEvent::Fail => {
@@ -113,11 +122,8 @@ async fn group_action(
         }
         _ => wish,
     };
-    if group.is_none() {
-        group = wishes::group(&mut tx, wish.id, key).await?;
-    }
     tx.commit().await?;
-    let group = group.ok_or_else(|| ApiError::NotFound(format!("wish `{slug}` has no group `{key}`")))?;
+    let group = Group::of(&task, depends_on);
     let now_ready = released.into_iter().filter_map(|r| r.group_key).collect();
     Ok(Json(GroupOutcome { wish, group, now_ready }))
 }

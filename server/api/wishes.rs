@@ -133,7 +133,7 @@ pub(crate) async fn insert_wish(tx: &mut sqlx::PgConnection, body: CreateWish) -
         }
         other => other.into(),
     })?;
-    wishes::insert_groups(tx, &wish, &groups, &order).await?;
+    let wish = wishes::insert_groups(tx, &wish, &groups, &order).await?;
     detail(tx, wish).await
 }
 

@@ -24,6 +24,13 @@ pub struct Event {
     pub created_at: DateTime<Utc>,
 }
 
+/// An event to append: its type, subject and payload.
+pub struct NewEvent<'a> {
+    pub event_type: &'a str,
+    pub subject: String,
+    pub payload: serde_json::Value,
+}
+
 /// Appends an event in the caller's transaction, with a pending webhook delivery for each
 /// enabled subscription that wants it, and returns its id.
 pub async fn record(
@@ -32,26 +39,51 @@ pub async fn record(
     subject: &str,
     payload: serde_json::Value,
 ) -> Result<i64, sqlx::Error> {
-    // One round trip writes the event and reads the subscriptions that might want it (rarely any);
-    // the outbox rows follow only when one does.
+    let ids = record_all(conn, vec![NewEvent { event_type, subject: subject.to_owned(), payload }]).await?;
+    ids.first().copied().ok_or(sqlx::Error::RowNotFound)
+}
+
+/// Appends events in the given order (ids ascending), as [`record`] does each, in one round
+/// trip however many there are: a completion and the dependents it released cost one statement.
+pub async fn record_all(conn: &mut PgConnection, events: Vec<NewEvent<'_>>) -> Result<Vec<i64>, sqlx::Error> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let types: Vec<&str> = events.iter().map(|e| e.event_type).collect();
+    let subjects: Vec<&str> = events.iter().map(|e| e.subject.as_str()).collect();
+    let payloads: Vec<serde_json::Value> = events.iter().map(|e| e.payload.clone()).collect();
+    // The same statement reads the subscriptions that might want them (rarely any); the outbox
+    // rows follow only when one does. Rows are inserted in input order, so ids ascend with it.
     let rows = sqlx::query!(
-        r#"WITH e AS (INSERT INTO events (type, subject, payload) VALUES ($1, $2, $3) RETURNING id, project)
+        r#"WITH e AS (
+               INSERT INTO events (type, subject, payload)
+               SELECT n.type, n.subject, n.payload
+               FROM UNNEST($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS n(type, subject, payload, i)
+               ORDER BY n.i
+               RETURNING id, project)
            SELECT e.id AS "id!", s.id AS "subscription?", s.events AS "wants?"
            FROM e LEFT JOIN webhook_subscriptions s
-             ON s.enabled AND (s.project IS NULL OR s.project = e.project)"#,
-        event_type,
-        subject,
-        payload
+             ON s.enabled AND (s.project IS NULL OR s.project = e.project)
+           ORDER BY e.id"#,
+        &types as &[&str],
+        &subjects as &[&str],
+        &payloads
     )
     .fetch_all(&mut *conn)
     .await?;
-    let id = rows.first().map(|r| r.id).ok_or(sqlx::Error::RowNotFound)?;
-    let candidates: Vec<(uuid::Uuid, Vec<String>)> =
-        rows.into_iter().filter_map(|r| Some((r.subscription?, r.wants?))).collect();
-    if !candidates.is_empty() {
-        crate::db::webhooks::enqueue(conn, id, event_type, &payload, candidates).await?;
+    let mut ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    ids.dedup();
+    if ids.len() != events.len() {
+        return Err(sqlx::Error::RowNotFound);
     }
-    Ok(id)
+    for (event, id) in events.iter().zip(&ids) {
+        let candidates: Vec<(uuid::Uuid, Vec<String>)> =
+            rows.iter().filter(|r| r.id == *id).filter_map(|r| Some((r.subscription?, r.wants.clone()?))).collect();
+        if !candidates.is_empty() {
+            crate::db::webhooks::enqueue(conn, *id, event.event_type, &event.payload, candidates).await?;
+        }
+    }
+    Ok(ids)
 }
 
 /// Events after the cursor, in log order, up to the oldest transaction still running: an event

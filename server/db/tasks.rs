@@ -15,7 +15,7 @@ mod row;
 
 pub use edits::{list, move_to_column, update_fields, Column, Edit, ListFilter};
 pub use refs::{dependencies, DependencyRef};
-use row::TaskRow;
+pub(crate) use row::TaskRow;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -23,7 +23,7 @@ use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::db::events;
+use crate::db::events::{self, NewEvent};
 use crate::domain::task::{initial_status, transition, TaskEvent, TaskStatus};
 
 /// A task as stored and as the API shows it.
@@ -108,8 +108,20 @@ pub enum Applied {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Released {
     pub id: Uuid,
+    pub wish_id: Option<Uuid>,
     /// Its key when it is a wish's execution group.
     pub group_key: Option<String>,
+}
+
+impl Released {
+    /// Its `task.ready` event, released by the completion of `by`.
+    fn event(&self, by: Uuid) -> NewEvent<'static> {
+        let payload = json!({
+            "from": TaskStatus::Blocked, "to": TaskStatus::Ready, "wish_id": self.wish_id,
+            "group_key": self.group_key, "released_by": by,
+        });
+        NewEvent { event_type: event_type(&TaskEvent::DependenciesMet), subject: subject(self.id), payload }
+    }
 }
 
 /// The event type written when `event` is applied, e.g. `task.completed`.
@@ -255,24 +267,40 @@ const ATTEMPTS: usize = 16;
 /// (usually the event is now illegal and is refused with the fresh status). For `retry` the
 /// stored `unmet_dependencies` decides between `ready` and `blocked`, and the update is also
 /// conditional on that counter so a dependency completing meanwhile cannot be missed.
-#[tracing::instrument(skip_all, fields(task = %id, event = event.name()), err)]
 pub async fn apply(
     conn: &mut PgConnection,
     id: Uuid,
     event: TaskEvent,
     change: &Change,
 ) -> Result<Option<Applied>, sqlx::Error> {
+    let Some(current) = get(conn, id).await? else { return Ok(None) };
+    apply_to(conn, current, event, change).await
+}
+
+/// [`apply`] to a task the caller has just read (saving the first read); `None` when the task
+/// has gone meanwhile.
+#[tracing::instrument(skip_all, fields(task = %read.id, event = event.name()), err)]
+pub async fn apply_to(
+    conn: &mut PgConnection,
+    read: Task,
+    event: TaskEvent,
+    change: &Change,
+) -> Result<Option<Applied>, sqlx::Error> {
+    let id = read.id;
     if event == TaskEvent::DependenciesMet {
         // Only a completion may release a dependent, through the stored counter.
-        let current = match get(conn, id).await? {
-            Some(task) => task.status,
-            None => return Ok(None),
-        };
         let message = "a task becomes ready only when its last dependency is completed".to_owned();
-        return Ok(Some(Applied::Refused { current, message }));
+        return Ok(Some(Applied::Refused { current: read.status, message }));
     }
+    let mut read = Some(read);
     for _ in 0..ATTEMPTS {
-        let Some(current) = get(conn, id).await? else { return Ok(None) };
+        let current = match read.take() {
+            Some(task) => task,
+            None => match get(conn, id).await? {
+                Some(task) => task,
+                None => return Ok(None),
+            },
+        };
         let event = match event {
             TaskEvent::Retry { .. } => {
                 TaskEvent::Retry { unmet_dependencies: usize::try_from(current.unmet_dependencies).unwrap_or(0) }
@@ -301,8 +329,10 @@ pub async fn apply(
             "result": change.result, "question": change.question, "answer": change.answer,
             "assignee": task.assignee,
         });
-        events::record(&mut *conn, event_type(&event), &subject(id), payload).await?;
+        let mut written = vec![NewEvent { event_type: event_type(&event), subject: subject(id), payload }];
         let released = if to == TaskStatus::Done { release_dependents(conn, id).await? } else { Vec::new() };
+        written.extend(released.iter().map(|r| r.event(id)));
+        events::record_all(&mut *conn, written).await?;
         return Ok(Some(Applied::Done(task, released)));
     }
     let Some(current) = get(conn, id).await? else { return Ok(None) };
@@ -355,8 +385,8 @@ async fn conditional_update(
 }
 
 /// Counts one more dependency met on each direct dependent of `id`, and makes `ready` those
-/// whose last dependency it was (the SQL form of `transition(Blocked, DependenciesMet)`), each
-/// with its `task.ready` event. Returns those that became ready.
+/// whose last dependency it was (the SQL form of `transition(Blocked, DependenciesMet)`).
+/// Returns those that became ready; the caller writes their `task.ready` events.
 async fn release_dependents(conn: &mut PgConnection, id: Uuid) -> Result<Vec<Released>, sqlx::Error> {
     // Locks are taken in id order so two completions sharing dependents cannot deadlock; the
     // locked row's status is the latest committed one, which is what the update then changes.
@@ -377,14 +407,9 @@ async fn release_dependents(conn: &mut PgConnection, id: Uuid) -> Result<Vec<Rel
     )
     .fetch_all(&mut *conn)
     .await?;
-    let mut released = Vec::new();
-    for row in rows.into_iter().filter(|r| r.became_ready) {
-        let payload = json!({
-            "from": TaskStatus::Blocked, "to": TaskStatus::Ready, "wish_id": row.wish_id,
-            "group_key": row.group_key, "released_by": id,
-        });
-        events::record(&mut *conn, event_type(&TaskEvent::DependenciesMet), &subject(row.id), payload).await?;
-        released.push(Released { id: row.id, group_key: row.group_key });
-    }
-    Ok(released)
+    Ok(rows
+        .into_iter()
+        .filter(|r| r.became_ready)
+        .map(|r| Released { id: r.id, wish_id: r.wish_id, group_key: r.group_key })
+        .collect())
 }

@@ -39,11 +39,16 @@ pub struct Wish {
     pub started_at: Option<DateTime<Utc>>,
     pub completed_at: Option<DateTime<Utc>>,
     pub merged_at: Option<DateTime<Utc>>,
+    /// Groups not done yet; the wish completes when this reaches 0 while it executes.
+    #[schema(example = 2)]
+    pub groups_open: i32,
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
 
+/// A row as read; it also reads from `to_jsonb(wishes)` inside another row.
+#[derive(Debug, serde::Deserialize)]
 struct WishRow {
     id: Uuid,
     slug: String,
@@ -63,6 +68,7 @@ struct WishRow {
     started_at: Option<DateTime<Utc>>,
     completed_at: Option<DateTime<Utc>>,
     merged_at: Option<DateTime<Utc>>,
+    groups_open: i32,
     version: i32,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -91,6 +97,7 @@ impl TryFrom<WishRow> for Wish {
             started_at: r.started_at,
             completed_at: r.completed_at,
             merged_at: r.merged_at,
+            groups_open: r.groups_open,
             version: r.version,
             created_at: r.created_at,
             updated_at: r.updated_at,
@@ -150,13 +157,14 @@ pub async fn insert(conn: &mut PgConnection, new: &NewWish) -> Result<Wish, sqlx
     Ok(wish)
 }
 
-/// Stores a plan's groups as tasks, in topological `order`, each depending on its groups' tasks.
+/// Stores a plan's groups as tasks, in topological `order`, each depending on its groups' tasks;
+/// returns the wish counting them open.
 pub async fn insert_groups(
     conn: &mut PgConnection,
     wish: &Wish,
     groups: &[NewGroup],
     order: &[usize],
-) -> Result<(), sqlx::Error> {
+) -> Result<Wish, sqlx::Error> {
     let mut ids = std::collections::HashMap::new();
     for &i in order {
         let group = &groups[i];
@@ -177,12 +185,59 @@ pub async fn insert_groups(
         .await?;
         ids.insert(group.key.as_str(), task.id);
     }
-    Ok(())
+    let added = i32::try_from(groups.len()).unwrap_or(i32::MAX);
+    let row = sqlx::query_as!(
+        WishRow,
+        "UPDATE wishes SET groups_open = groups_open + $2 WHERE id = $1 RETURNING *",
+        wish.id,
+        added
+    )
+    .fetch_one(conn)
+    .await?;
+    Wish::try_from(row)
 }
 
 /// Replaces a draft's plan.
 pub async fn delete_groups(conn: &mut PgConnection, wish_id: Uuid) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query!("DELETE FROM tasks WHERE wish_id = $1", wish_id).execute(conn).await?.rows_affected())
+    let deleted = sqlx::query!("DELETE FROM tasks WHERE wish_id = $1", wish_id).execute(&mut *conn).await?;
+    sqlx::query!("UPDATE wishes SET groups_open = 0 WHERE id = $1", wish_id).execute(conn).await?;
+    Ok(deleted.rows_affected())
+}
+
+/// What a group action starts from, in one statement: the wish, and its group `key` (when it
+/// has one) with the keys that group depends on.
+pub async fn for_group(
+    conn: &mut PgConnection,
+    slug: &str,
+    key: &str,
+) -> Result<Option<(Wish, Option<(tasks::Task, Vec<String>)>)>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT to_jsonb(w) AS "wish!: sqlx::types::Json<WishRow>",
+                  to_jsonb(t) AS "task: sqlx::types::Json<tasks::TaskRow>",
+                  ARRAY(SELECT d.group_key FROM task_dependencies td JOIN tasks d ON d.id = td.depends_on
+                        WHERE td.task_id = t.id ORDER BY d.group_key) AS "depends_on!: Vec<String>"
+           FROM wishes w LEFT JOIN tasks t ON t.wish_id = w.id AND t.group_key = $2
+           WHERE w.slug = $1"#,
+        slug,
+        key
+    )
+    .fetch_optional(conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let wish = Wish::try_from(row.wish.0)?;
+    let group = row.task.map(|t| tasks::Task::try_from(t.0)).transpose()?.map(|task| (task, row.depends_on));
+    Ok(Some((wish, group)))
+}
+
+/// Counts one more of the wish's groups done and returns the wish as it is now. The update
+/// waits for any other completion of the same wish to commit, so of two concurrent last
+/// completions exactly one reads `groups_open == 0`.
+pub async fn group_done(conn: &mut PgConnection, wish_id: Uuid) -> Result<Option<Wish>, sqlx::Error> {
+    let row =
+        sqlx::query_as!(WishRow, "UPDATE wishes SET groups_open = groups_open - 1 WHERE id = $1 RETURNING *", wish_id)
+            .fetch_optional(conn)
+            .await?;
+    row.map(Wish::try_from).transpose()
 }
 
 pub async fn get(conn: &mut PgConnection, slug: &str) -> Result<Option<Wish>, sqlx::Error> {
@@ -351,22 +406,12 @@ pub async fn record_review(
     Ok(Some(updated))
 }
 
-/// Serialises the "was that the last group?" decision: every group completion of a wish takes
-/// this lock after its own update, so of two last completions exactly one sees all done.
+/// The wish, locked until the transaction ends, so a decision on its `groups_open` and status
+/// cannot race a group completion.
 pub async fn lock(conn: &mut PgConnection, wish_id: Uuid) -> Result<Option<Wish>, sqlx::Error> {
     let row =
         sqlx::query_as!(WishRow, "SELECT * FROM wishes WHERE id = $1 FOR UPDATE", wish_id).fetch_optional(conn).await?;
     row.map(Wish::try_from).transpose()
-}
-
-/// True when no group of the wish is unfinished (an index lookup, whatever the wish's size).
-pub async fn all_groups_done(conn: &mut PgConnection, wish_id: Uuid) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT NOT EXISTS (SELECT 1 FROM tasks WHERE wish_id = $1 AND status <> 'done') AS "done!""#,
-        wish_id
-    )
-    .fetch_one(conn)
-    .await
 }
 
 /// Queued wishes that were waiting for this one, to re-check when it merges.
@@ -394,6 +439,24 @@ pub struct Group {
     pub result: Option<String>,
     pub iterations: i32,
     pub max_iterations: i32,
+}
+
+impl Group {
+    /// The group that `task` is, depending on the groups `depends_on`.
+    pub fn of(task: &tasks::Task, depends_on: Vec<String>) -> Group {
+        Group {
+            key: task.group_key.clone().unwrap_or_default(),
+            task_id: task.id,
+            title: task.title.clone(),
+            goal: task.goal.clone(),
+            status: task.status,
+            depends_on,
+            assignee: task.assignee.clone(),
+            result: task.result.clone(),
+            iterations: task.iterations,
+            max_iterations: task.max_iterations,
+        }
+    }
 }
 
 /// The wish's groups with their dependencies' keys, in creation order.

@@ -83,6 +83,13 @@ async fn run_plan(app: &TestApp, case: usize, deps: &[Vec<usize>], mut seed: u64
         if got != expected {
             return Err(format!("completing g{pick} readied {got:?}, expected {expected:?}"));
         }
+        let open = deps.len() - done.len();
+        if last["groups_open"] != open {
+            return Err(format!(
+                "after completing g{pick} the wish says {} groups open, not {open}",
+                last["groups_open"]
+            ));
+        }
     }
     if last["status"] != "completed" {
         return Err(format!("the wish ended {}", last["status"]));

@@ -273,3 +273,30 @@ async fn fifty_concurrent_completions_of_one_group_have_exactly_one_winner() {
         .expect("count");
     assert_eq!(readied, 1, "the dependent became ready exactly once");
 }
+
+#[tokio::test]
+async fn twenty_groups_completed_at_once_complete_their_wish_exactly_once() {
+    let app = spawn_app().await;
+    let project = project(&app).await;
+    let groups: Vec<Value> = (0..20).map(|i| json!({"key": format!("g{i}"), "title": "part"})).collect();
+    let wish =
+        ok(&app, "/api/v1/wishes", json!({"slug": "wide", "project": project, "title": "Wide", "groups": groups}))
+            .await;
+    assert_eq!(wish["groups_open"], 20);
+    executing(&app, "wide").await;
+    for i in 0..20 {
+        ok(&app, &format!("/api/v1/wishes/wide/groups/g{i}/start"), json!({})).await;
+    }
+    let paths: Vec<String> = (0..20).map(|i| format!("/api/v1/wishes/wide/groups/g{i}/complete")).collect();
+    let calls = paths.iter().map(|path| post(&app, path, json!({})));
+    let answers = futures::future::join_all(calls).await;
+    assert!(answers.iter().all(|r| r.status() == 200), "every completion succeeds");
+    let wish: Value = app.admin(Method::GET, "/api/v1/wishes/wide").send().await.expect("r").json().await.expect("j");
+    assert_eq!((wish["status"].as_str(), wish["groups_open"].as_i64()), (Some("completed"), Some(0)));
+    let completed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'wish.completed' AND subject = 'wish:wide'")
+            .fetch_one(&app.pool)
+            .await
+            .expect("count");
+    assert_eq!(completed, 1, "the last of the concurrent completions, and only it, completed the wish");
+}

@@ -6,8 +6,10 @@ use uuid::Uuid;
 use super::Task;
 use crate::domain::task::TaskStatus;
 
-/// A row as read; `status` is text until checked against [`TaskStatus`].
-pub(super) struct TaskRow {
+/// A row as read; `status` is text until checked against [`TaskStatus`]. It also reads from
+/// `to_jsonb(tasks)` where a task comes inside another row (columns it does not know are skipped).
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct TaskRow {
     pub(super) id: Uuid,
     pub(super) project_id: Uuid,
     pub(super) wish_id: Option<Uuid>,
