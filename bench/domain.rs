@@ -11,7 +11,8 @@
 //! 3. group completions per second at 8 concurrent clients (each completion makes one dependent
 //!    ready), next to `pgbench` TPC-B at 8 clients on the same server, and their ratio.
 //!
-//! `BENCH_SECONDS` sets the length of each timed load phase (default 10); `BENCH_ONLY=reads`,
+//! `BENCH_SECONDS` sets the length of each timed load phase (default 10), `BENCH_PAIRS` the completions
+//! per client in part 3 (default 400); `BENCH_ONLY=reads`,
 //! `scaling` or `throughput` runs one part.
 
 use std::net::SocketAddr;
@@ -249,7 +250,8 @@ impl Bench {
     /// in one shared wish and in one wish per client; then pgbench TPC-B on the same server.
     async fn completion_throughput(&self) -> anyhow::Result<()> {
         println!("\n## Group completions per second, 8 concurrent clients");
-        let per_client = 150;
+        // Enough for a few seconds of load at ~1,000/s; preparing them takes longer than that.
+        let per_client = common::env_num("BENCH_PAIRS", 400) as usize;
         let shared = self.prepared_pairs(&["shared"], 8 * per_client).await?;
         let one_wish = self.complete_concurrently(shared).await?;
         let slugs: Vec<String> = (0..8).map(|c| format!("own-{c}")).collect();

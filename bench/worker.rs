@@ -9,7 +9,9 @@
 //!    it (the row's `created_at`, the start of its transaction): to `working` (the busy marker
 //!    appeared) and to `idle` (which waits the detector's settle time on purpose);
 //! 2. CPU seconds per minute of the worker's process and the tmux server while it watches them;
-//! 3. with the worker stopped (the agents keep running), the naive approach — every pane captured
+//! 3. with the worker stopped (the agents keep running), the tmux server alone: what taking in
+//!    the agents' output costs whoever watches, so the cost of watching can be told apart;
+//! 4. still with the worker stopped, the naive approach — every pane captured
 //!    by a forked `tmux capture-pane` and hashed every 500 ms — and its CPU (the poller with its
 //!    children, and the tmux server) over the same length; then the ratio.
 
@@ -153,6 +155,13 @@ async fn main() -> anyhow::Result<()> {
         .filter(|(name, _)| name.starts_with('a'))
         .map(|(_, pane)| pane.to_owned())
         .collect();
+    // What tmux costs with nobody watching: taking in the agents' output, which every approach
+    // pays; the rest of each figure is the cost of watching.
+    let idle_before = cpu_ticks(&tmux_pid.to_string(), false)?;
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let unwatched = per_minute(cpu_ticks(&tmux_pid.to_string(), false)? - idle_before, seconds);
+    println!("unwatched (the agents alone): {unwatched:.2} CPU s/min (tmux server)");
+
     let (self_before, tmux_before) = (cpu_ticks("self", true)?, cpu_ticks(&tmux_pid.to_string(), false)?);
     let socket_for_poller = socket.clone();
     let changes = tokio::task::spawn_blocking(move || naive_poll(&socket_for_poller, &panes, seconds)).await??;
@@ -164,7 +173,14 @@ async fn main() -> anyhow::Result<()> {
          {naive_tmux:.2} (tmux server) = {:.2} CPU s/min ({changes} changed screens seen)",
         naive_cpu + naive_tmux
     );
-    println!("ratio naive / worker: {:.1}", (naive_cpu + naive_tmux) / (worker_cpu + tmux_cpu).max(0.001));
+    let (ours, naive) = (worker_cpu + tmux_cpu, naive_cpu + naive_tmux);
+    println!("ratio naive / worker: {:.1}", naive / ours.max(0.001));
+    println!(
+        "cost of watching (minus the unwatched tmux server): worker {:.2}, naive {:.2} CPU s/min; ratio {:.1}",
+        ours - unwatched,
+        naive - unwatched,
+        (naive - unwatched) / (ours - unwatched).max(0.001)
+    );
     let _ = tmux(&socket, &["kill-server"]);
     Ok(())
 }

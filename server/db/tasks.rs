@@ -217,9 +217,7 @@ pub async fn get_with_dependencies(
     id: Uuid,
 ) -> Result<Option<(Task, Vec<DependencyRef>)>, sqlx::Error> {
     let row = sqlx::query!(
-        r#"SELECT id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
-                iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
-                version, created_at, updated_at,
+        r#"SELECT to_jsonb(t) AS "task!: sqlx::types::Json<TaskRow>",
                 COALESCE((SELECT json_agg(json_build_object('id', d.id, 'title', d.title, 'group_key', d.group_key,
                                                             'status', d.status) ORDER BY d.created_at, d.id)
                           FROM task_dependencies td JOIN tasks d ON d.id = td.depends_on
@@ -230,30 +228,7 @@ pub async fn get_with_dependencies(
     .fetch_optional(conn)
     .await?;
     let Some(r) = row else { return Ok(None) };
-    let task = Task::try_from(TaskRow {
-        id: r.id,
-        project_id: r.project_id,
-        wish_id: r.wish_id,
-        group_key: r.group_key,
-        title: r.title,
-        goal: r.goal,
-        status: r.status,
-        assignee: r.assignee,
-        provider: r.provider,
-        result: r.result,
-        question: r.question,
-        iterations: r.iterations,
-        max_iterations: r.max_iterations,
-        board_id: r.board_id,
-        column_id: r.column_id,
-        unmet_dependencies: r.unmet_dependencies,
-        started_at: r.started_at,
-        completed_at: r.completed_at,
-        version: r.version,
-        created_at: r.created_at,
-        updated_at: r.updated_at,
-    })?;
-    Ok(Some((task, r.dependencies.0)))
+    Ok(Some((Task::try_from(r.task.0)?, r.dependencies.0)))
 }
 
 /// A losing writer re-reads and tries again; each failed attempt means someone else changed the
