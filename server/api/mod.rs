@@ -141,6 +141,8 @@ pub fn router(state: AppState) -> Router {
         // The description of the API is public; the data behind it is not.
         .route("/api/v1/openapi.json", get(move || async move { Json(served) }))
         .merge(SwaggerUi::new("/api/docs").url("/api/docs/openapi.json", spec))
+        // The dashboard: pages for people, on the same functions as the API.
+        .merge(crate::pages::router(state.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

@@ -10,6 +10,7 @@ pub mod embedded;
 pub mod events;
 pub mod nodes;
 pub mod projects;
+pub mod sessions;
 pub mod tasks;
 pub mod tokens;
 pub mod webhook_deliveries;

@@ -19,6 +19,7 @@
 pub mod ansi;
 pub mod decision;
 pub mod hooks;
+pub mod prompt;
 pub mod reset;
 pub mod screen;
 

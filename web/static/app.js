@@ -1,0 +1,58 @@
+// Switchyard dashboard: drag and drop for board cards. Everything else is htmx attributes; a
+// card can also be moved without this script, with its ← → buttons.
+(function () {
+  "use strict";
+
+  function csrf() {
+    try {
+      return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["x-csrf-token"] || "";
+    } catch (e) {
+      return "";
+    }
+  }
+
+  document.addEventListener("dragstart", function (event) {
+    var card = event.target.closest && event.target.closest("[data-task]");
+    if (!card) return;
+    event.dataTransfer.setData("text/plain", card.getAttribute("data-task"));
+    event.dataTransfer.effectAllowed = "move";
+    card.classList.add("dragging");
+  });
+
+  document.addEventListener("dragend", function (event) {
+    var card = event.target.closest && event.target.closest("[data-task]");
+    if (card) card.classList.remove("dragging");
+    document.querySelectorAll(".drop-target").forEach(function (c) { c.classList.remove("drop-target"); });
+  });
+
+  document.addEventListener("dragover", function (event) {
+    var column = event.target.closest && event.target.closest("[data-column]");
+    if (!column) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "move";
+    column.classList.add("drop-target");
+  });
+
+  document.addEventListener("dragleave", function (event) {
+    var column = event.target.closest && event.target.closest("[data-column]");
+    if (column && !column.contains(event.relatedTarget)) column.classList.remove("drop-target");
+  });
+
+  document.addEventListener("drop", function (event) {
+    var column = event.target.closest && event.target.closest("[data-column]");
+    var board = column && column.closest("[data-board]");
+    if (!column || !board) return;
+    event.preventDefault();
+    column.classList.remove("drop-target");
+    var task = event.dataTransfer.getData("text/plain");
+    if (!task || column.querySelector("#card-" + CSS.escape(task))) return;
+    htmx.ajax("POST", "/boards/" + board.getAttribute("data-board") + "/move", {
+      source: column,
+      target: "#board",
+      select: "#board",
+      swap: "outerHTML",
+      values: { task: task, column_id: column.getAttribute("data-column") },
+      headers: { "x-csrf-token": csrf() }
+    });
+  });
+})();
