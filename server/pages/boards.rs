@@ -117,7 +117,7 @@ struct ColumnView {
     name: String,
     gate: &'static str,
     action_skill: Option<String>,
-    /// `3 / 5`, or just `3` without a limit.
+    /// `WIP 3 / 5`, or how many tasks when there is no limit.
     load: String,
     full: bool,
     cards: Vec<Card>,
@@ -173,8 +173,9 @@ async fn board(
             gate: c.gate.as_str(),
             action_skill: c.action_skill.clone(),
             load: match c.wip_limit {
-                Some(limit) => format!("{} / {limit}", c.task_count),
-                None => c.task_count.to_string(),
+                Some(limit) => format!("WIP {} / {limit}", c.task_count),
+                None if c.task_count == 1 => "1 task, no WIP limit".to_owned(),
+                None => format!("{} tasks, no WIP limit", c.task_count),
             },
             full: c.wip_limit.is_some_and(|l| c.task_count >= i64::from(l)),
             cards: Vec::new(),

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use crate::db::wishes::Group;
+use crate::domain::task::TaskStatus;
 use crate::pages::view::{truncate, words};
 
 const WIDTH: i32 = 184;
@@ -39,41 +40,48 @@ pub struct Dag {
 }
 
 /// Columns by depth (a group sits one column right of its deepest dependency), groups within a
-/// column in their plan order.
+/// column by key. `nodes` come in that order: column by column, top to bottom.
 pub fn layout(groups: &[Group]) -> Dag {
     let index: HashMap<&str, usize> = groups.iter().enumerate().map(|(i, g)| (g.key.as_str(), i)).collect();
     let mut depth: Vec<Option<usize>> = vec![None; groups.len()];
     for i in 0..groups.len() {
         depth_of(i, groups, &index, &mut depth, &mut vec![false; groups.len()]);
     }
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    order.sort_by(|&a, &b| (depth[a], &groups[a].key).cmp(&(depth[b], &groups[b].key)));
     let mut rows_in_column: HashMap<usize, i32> = HashMap::new();
+    let mut position = vec![(0, 0); groups.len()];
     let mut nodes = Vec::with_capacity(groups.len());
-    for (i, group) in groups.iter().enumerate() {
+    for &i in &order {
+        let group = &groups[i];
         let column = depth[i].unwrap_or(0);
         let row = rows_in_column.entry(column).or_insert(0);
+        let (x, y) = (PAD + column as i32 * (WIDTH + GAP_X), PAD + *row * (HEIGHT + GAP_Y));
+        position[i] = (x, y);
+        let done = group.status == TaskStatus::Done;
         nodes.push(Node {
             key: group.key.clone(),
             title: truncate(&group.title, 26),
             status: group.status.as_str(),
-            status_label: words(group.status.as_str()),
-            x: PAD + column as i32 * (WIDTH + GAP_X),
-            y: PAD + *row * (HEIGHT + GAP_Y),
+            status_label: format!("{}{}", if done { "✓ " } else { "" }, words(group.status.as_str())),
+            x,
+            y,
             width: WIDTH,
             height: HEIGHT,
         });
         *row += 1;
     }
     let mut edges = Vec::new();
-    for (i, group) in groups.iter().enumerate() {
-        for dependency in &group.depends_on {
+    for &i in &order {
+        for dependency in &groups[i].depends_on {
             let Some(&d) = index.get(dependency.as_str()) else { continue };
-            let (from, to) = (&nodes[d], &nodes[i]);
-            let (x1, y1) = (from.x + WIDTH, from.y + HEIGHT / 2);
-            let (x2, y2) = (to.x - 4, to.y + HEIGHT / 2);
+            let ((fx, fy), (tx, ty)) = (position[d], position[i]);
+            let (x1, y1) = (fx + WIDTH, fy + HEIGHT / 2);
+            let (x2, y2) = (tx - 4, ty + HEIGHT / 2);
             let bend = GAP_X / 2;
             edges.push(Edge {
                 path: format!("M{x1} {y1} C{} {y1} {} {y2} {x2} {y2}", x1 + bend, x2 - bend),
-                met: groups[d].status == crate::domain::task::TaskStatus::Done,
+                met: groups[d].status == TaskStatus::Done,
             });
         }
     }
@@ -113,7 +121,6 @@ fn depth_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::task::TaskStatus;
 
     fn group(key: &str, depends_on: &[&str], status: TaskStatus) -> Group {
         Group {
@@ -139,14 +146,17 @@ mod tests {
             group("e2e", &["ui", "db"], TaskStatus::Blocked),
         ];
         let dag = layout(&groups);
+        let keys: Vec<&str> = dag.nodes.iter().map(|n| n.key.as_str()).collect();
+        assert_eq!(keys, ["api", "db", "ui", "e2e"], "column by column, by key within one");
         let x: Vec<i32> = dag.nodes.iter().map(|n| n.x).collect();
         assert_eq!(x[0], x[1], "api and db have no dependencies");
         assert!(x[2] > x[0] && x[3] > x[2], "ui after api, e2e after ui: {x:?}");
         assert_ne!(dag.nodes[0].y, dag.nodes[1].y, "two groups of one column do not overlap");
         assert_eq!(dag.edges.len(), 3);
-        assert!(dag.edges[0].met, "api is done");
+        assert!(dag.edges[0].met, "ui's dependency api is done");
         assert!(!dag.edges[1].met && !dag.edges[2].met);
         assert!(dag.width >= x[3] + WIDTH && dag.height >= HEIGHT * 2);
+        assert_eq!(dag.nodes[0].status_label, "✓ done");
         assert_eq!(dag.nodes[1].status_label, "in progress");
     }
 

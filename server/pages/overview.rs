@@ -85,7 +85,7 @@ async fn overview(State(state): State<AppState>, session: Session, Query(query):
         name: t.title.clone(),
         link: t.board_id.map(|b| format!("/boards/{b}")).unwrap_or_else(|| "/boards".to_owned()),
         detail: "handed to a human".to_owned(),
-        state: t.status.as_str(),
+        state: "human",
         since: ago(t.updated_at, now),
     }));
     let conflicts = wishes::in_states(&mut conn, &[WishStatus::Conflict.as_str()], SHOWN).await?;

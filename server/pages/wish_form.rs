@@ -216,20 +216,18 @@ mod tests {
     #[test]
     fn group_rows_are_read_in_order_and_blank_ones_dropped() {
         let fields = WishFields::from_pairs(&pairs(&[
-            ("slug", "login"),
-            ("groups[0].key", "api"),
-            ("groups[0].title", "API"),
-            ("groups[1].key", ""),
-            ("groups[2].key", "ui"),
-            ("groups[2].title", "UI"),
-            ("groups[2].depends_on", "api, db"),
+            ("groups[3].depends_on", "schema web"),
+            ("groups[3].key", "e2e"),
+            ("groups[0].key", "schema"),
+            ("groups[1].title", ""),
             ("_csrf", "x"),
+            ("slug", "billing"),
         ]));
-        assert_eq!(fields.slug, "login");
+        assert_eq!(fields.slug, "billing");
         let keys: Vec<&str> = fields.groups.iter().map(|g| g.key.as_str()).collect();
-        assert_eq!(keys, ["api", "ui"]);
+        assert_eq!(keys, ["schema", "e2e"]);
         let request = fields.to_request().expect("a request");
-        assert_eq!(request.groups[1].depends_on, ["api", "db"]);
+        assert_eq!(request.groups[1].depends_on, ["schema", "web"]);
         assert!(request.branch.is_none());
     }
 

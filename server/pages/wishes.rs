@@ -221,9 +221,12 @@ async fn detail(
         .collect();
     let full = wish_detail(&mut conn, wish).await?;
     let executing = full.wish.status == WishStatus::Executing;
-    let groups = full
-        .groups
-        .iter()
+    let dag = dag::layout(&full.groups);
+    // The table lists the groups in the drawing's order.
+    let mut listed: Vec<&wishes::Group> = full.groups.iter().collect();
+    listed.sort_by_key(|g| dag.nodes.iter().position(|n| n.key == g.key));
+    let groups = listed
+        .into_iter()
         .map(|g| GroupRow {
             key: g.key.clone(),
             title: g.title.clone(),
@@ -246,7 +249,7 @@ async fn detail(
         ),
         blockers: full.blocked_by,
         actions,
-        dag: dag::layout(&full.groups),
+        dag,
         groups,
         reviews,
         wish: full.wish,

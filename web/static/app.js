@@ -1,7 +1,25 @@
-// Switchyard dashboard: drag and drop for board cards. Everything else is htmx attributes; a
-// card can also be moved without this script, with its ← → buttons.
+// Switchyard dashboard: drag and drop for board cards, and closing the page's live stream when
+// the page is left. Everything else is htmx attributes; a card can also be moved without this
+// script, with its ← → buttons.
 (function () {
   "use strict";
+
+  // A browser keeps at most six connections to one site: a page kept in the back/forward cache
+  // with its event stream still open would hold one of them. Close the streams when the page is
+  // left, and reload a page brought back from that cache (its stream, and what it shows, are old).
+  var sources = [];
+  htmx.createEventSource = function (url) {
+    var source = new EventSource(url, { withCredentials: true });
+    sources.push(source);
+    return source;
+  };
+  window.addEventListener("pagehide", function () {
+    sources.forEach(function (source) { source.close(); });
+    sources = [];
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) window.location.reload();
+  });
 
   function csrf() {
     try {
