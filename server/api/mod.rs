@@ -159,7 +159,12 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn not_found(request: Request) -> Response {
-    ApiError::NotFound(format!("no route for {} {}", request.method(), request.uri().path())).into_response()
+    let error = ApiError::NotFound(format!("no route for {} {}", request.method(), request.uri().path()));
+    // A person who follows a wrong link gets a page; a script gets problem+json.
+    if crate::pages::wants_a_page(&request) {
+        return crate::pages::error_page(error);
+    }
+    error.into_response()
 }
 
 /// The span of one request, named by its matched route (not the raw path, which would hold ids).

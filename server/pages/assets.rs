@@ -61,3 +61,43 @@ async fn asset(Path(name): Path<String>) -> Response {
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// WCAG relative luminance of `#rrggbb`.
+    fn luminance(hex: &str) -> f64 {
+        let channel = |i: usize| {
+            let c = f64::from(u8::from_str_radix(&hex[1 + 2 * i..3 + 2 * i], 16).expect("hex")) / 255.0;
+            if c <= 0.03928 {
+                c / 12.92
+            } else {
+                ((c + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        0.2126 * channel(0) + 0.7152 * channel(1) + 0.0722 * channel(2)
+    }
+
+    fn contrast(a: &str, b: &str) -> f64 {
+        let (x, y) = (luminance(a), luminance(b));
+        (x.max(y) + 0.05) / (x.min(y) + 0.05)
+    }
+
+    #[test]
+    fn every_text_colour_on_its_background_meets_wcag_aa() {
+        let css = std::str::from_utf8(CSS).expect("utf-8");
+        let pair = regex::Regex::new(r"background: (#[0-9a-f]{6}); color: (#[0-9a-f]{6})").expect("pattern");
+        let mut checked = 0;
+        for caps in pair.captures_iter(css) {
+            let ratio = contrast(&caps[1], &caps[2]);
+            assert!(ratio >= 4.5, "{} on {} is {ratio:.2}:1", &caps[2], &caps[1]);
+            checked += 1;
+        }
+        assert!(checked >= 7, "the state colours were found ({checked})");
+        // The page's own text, muted text and links on the page and panel backgrounds.
+        for (text, background) in [("#1b1f24", "#f6f7f9"), ("#545d68", "#eef1f5"), ("#1d4ed8", "#f6f7f9")] {
+            assert!(contrast(text, background) >= 4.5, "{text} on {background}");
+        }
+    }
+}

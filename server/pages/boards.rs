@@ -111,7 +111,7 @@ struct Card {
     movable: bool,
 }
 
-/// A column with its cards and its neighbours (where ← and → send a card).
+/// A column with its cards and its neighbours' names (where ← and → send a card).
 struct ColumnView {
     id: Uuid,
     name: String,
@@ -121,8 +121,8 @@ struct ColumnView {
     load: String,
     full: bool,
     cards: Vec<Card>,
-    prev: Option<(Uuid, String)>,
-    next: Option<(Uuid, String)>,
+    prev: Option<String>,
+    next: Option<String>,
 }
 
 #[derive(Template)]
@@ -184,8 +184,8 @@ async fn board(
         })
         .collect();
     for i in 0..columns.len() {
-        columns[i].prev = i.checked_sub(1).map(|p| (columns[p].id, columns[p].name.clone()));
-        columns[i].next = columns.get(i + 1).map(|n| (n.id, n.name.clone()));
+        columns[i].prev = i.checked_sub(1).map(|p| columns[p].name.clone());
+        columns[i].next = columns.get(i + 1).map(|n| n.name.clone());
     }
     for task in &task_list {
         let Some(column) = columns.iter_mut().find(|c| Some(c.id) == task.column_id) else { continue };
@@ -253,26 +253,31 @@ async fn create_task(
     Ok(see_other(&format!("/boards/{id}")))
 }
 
-/// `move=<task id>:<column id>` (a ← → button), or `task` and `column_id` (a drop).
-#[derive(Debug, Deserialize)]
+/// `left=<task id>` or `right=<task id>` (a ← → button: the neighbouring column), or `task` and
+/// `column_id` (a drop).
+#[derive(Debug, Default, Deserialize)]
 struct MoveForm {
-    #[serde(rename = "move")]
-    pair: Option<String>,
+    left: Option<Uuid>,
+    right: Option<Uuid>,
     task: Option<Uuid>,
     column_id: Option<Uuid>,
 }
 
+/// Where a move goes: a column, or one step left or right of where the card is.
+#[derive(Debug, PartialEq)]
+enum Target {
+    Column(Uuid),
+    Step(isize),
+}
+
 impl MoveForm {
-    fn target(&self) -> Result<(Uuid, Uuid), ApiError> {
-        if let (Some(task), Some(column)) = (self.task, self.column_id) {
-            return Ok((task, column));
+    fn target(&self) -> Result<(Uuid, Target), ApiError> {
+        match (self.left, self.right, self.task, self.column_id) {
+            (Some(task), None, None, None) => Ok((task, Target::Step(-1))),
+            (None, Some(task), None, None) => Ok((task, Target::Step(1))),
+            (None, None, Some(task), Some(column)) => Ok((task, Target::Column(column))),
+            _ => Err(ApiError::validation("task", "send `left` or `right` with a task id, or `task` and `column_id`")),
         }
-        let parsed = self
-            .pair
-            .as_deref()
-            .and_then(|p| p.split_once(':'))
-            .and_then(|(task, column)| Some((Uuid::parse_str(task).ok()?, Uuid::parse_str(column).ok()?)));
-        parsed.ok_or_else(|| ApiError::validation("move", "must be `<task id>:<column id>`"))
     }
 }
 
@@ -282,8 +287,20 @@ async fn move_card(
     Path(id): Path<Uuid>,
     PageForm(form): PageForm<MoveForm>,
 ) -> PageResult {
-    let (task, column) = form.target()?;
+    let (task, target) = form.target()?;
     let mut tx = state.db.begin().await?;
+    let column = match target {
+        Target::Column(column) => column,
+        Target::Step(step) => {
+            let columns = boards::columns_of(&mut tx, &[id]).await?;
+            let current = tasks::get(&mut tx, task).await?.and_then(|t| t.column_id);
+            let here = columns.iter().position(|c| Some(c.id) == current);
+            here.and_then(|i| i.checked_add_signed(step))
+                .and_then(|i| columns.get(i))
+                .map(|c| c.id)
+                .ok_or_else(|| ApiError::validation("task", "the card has no column on that side on this board"))?
+        }
+    };
     move_to(&mut tx, task, column).await?;
     tx.commit().await?;
     Ok(see_other(&format!("/boards/{id}")))
@@ -302,13 +319,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_move_names_its_task_and_column_either_way() {
+    fn a_move_is_a_step_left_or_right_or_a_drop_on_a_column() {
         let (t, c) = (Uuid::new_v4(), Uuid::new_v4());
-        let button = MoveForm { pair: Some(format!("{t}:{c}")), task: None, column_id: None };
-        assert_eq!(button.target().expect("parsed"), (t, c));
-        let drop = MoveForm { pair: None, task: Some(t), column_id: Some(c) };
-        assert_eq!(drop.target().expect("parsed"), (t, c));
-        let bad = MoveForm { pair: Some("nonsense".into()), task: None, column_id: None };
-        assert!(bad.target().is_err());
+        let left = MoveForm { left: Some(t), ..MoveForm::default() };
+        assert_eq!(left.target().expect("parsed"), (t, Target::Step(-1)));
+        let right = MoveForm { right: Some(t), ..MoveForm::default() };
+        assert_eq!(right.target().expect("parsed"), (t, Target::Step(1)));
+        let drop = MoveForm { task: Some(t), column_id: Some(c), ..MoveForm::default() };
+        assert_eq!(drop.target().expect("parsed"), (t, Target::Column(c)));
+        assert!(MoveForm { left: Some(t), right: Some(t), ..MoveForm::default() }.target().is_err());
+        assert!(MoveForm::default().target().is_err());
     }
 }

@@ -29,6 +29,21 @@ use crate::api::AppState;
 
 pub use session::{CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE};
 
+/// A browser asking for something outside the API: it wants HTML.
+pub fn wants_a_page(request: &axum::extract::Request) -> bool {
+    let html = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"));
+    html && !request.uri().path().starts_with("/api/")
+}
+
+/// An API error shown as the dashboard's error page.
+pub fn error_page(error: crate::api::error::ApiError) -> axum::response::Response {
+    axum::response::IntoResponse::into_response(view::PageError(error))
+}
+
 /// Scripts and styles come from this server only; nothing is evaluated from strings.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
     img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'self'";

@@ -135,6 +135,8 @@ impl IntoResponse for PageError {
         // htmx shows it in the page's flash area instead of replacing the page.
         response.headers_mut().insert("hx-retarget", HeaderValue::from_static("#flash"));
         response.headers_mut().insert("hx-reswap", HeaderValue::from_static("innerHTML ignoreTitle:true"));
+        // Whatever part of a page the request was after, the message is the part to show.
+        response.headers_mut().insert("hx-reselect", HeaderValue::from_static(".flash"));
         if let Some(cause) = problem.extensions().get::<InternalCause>() {
             response.extensions_mut().insert(cause.clone());
         }

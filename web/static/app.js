@@ -21,6 +21,12 @@
     if (event.persisted) window.location.reload();
   });
 
+  // A message from a refused change stays until the next change is tried.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var flash = document.getElementById("flash");
+    if (flash && event.detail.requestConfig && event.detail.requestConfig.verb !== "get") flash.innerHTML = "";
+  });
+
   function csrf() {
     try {
       return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["x-csrf-token"] || "";
@@ -29,16 +35,21 @@
     }
   }
 
+  // A movable card is `<li draggable="true" id="t-<task id>">`.
+  function cardOf(target) {
+    return target.closest ? target.closest("li[draggable='true']") : null;
+  }
+
   document.addEventListener("dragstart", function (event) {
-    var card = event.target.closest && event.target.closest("[data-task]");
+    var card = cardOf(event.target);
     if (!card) return;
-    event.dataTransfer.setData("text/plain", card.getAttribute("data-task"));
+    event.dataTransfer.setData("text/plain", card.id.slice(2));
     event.dataTransfer.effectAllowed = "move";
     card.classList.add("dragging");
   });
 
   document.addEventListener("dragend", function (event) {
-    var card = event.target.closest && event.target.closest("[data-task]");
+    var card = cardOf(event.target);
     if (card) card.classList.remove("dragging");
     document.querySelectorAll(".drop-target").forEach(function (c) { c.classList.remove("drop-target"); });
   });
@@ -63,7 +74,7 @@
     event.preventDefault();
     column.classList.remove("drop-target");
     var task = event.dataTransfer.getData("text/plain");
-    if (!task || column.querySelector("#card-" + CSS.escape(task))) return;
+    if (!task || column.querySelector("#t-" + CSS.escape(task))) return;
     htmx.ajax("POST", "/boards/" + board.getAttribute("data-board") + "/move", {
       source: column,
       target: "#board",

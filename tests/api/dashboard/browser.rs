@@ -131,7 +131,7 @@ async fn card_lands_in(app: &TestApp, client: &Client, task_id: &str, column: &s
         get(app, &format!("/api/v1/tasks/{task_id}")).await["column_id"] == column
     })
     .await;
-    let shown = format!("form[data-column='{column}'] #card-{task_id}");
+    let shown = format!("form[data-column='{column}'] #t-{task_id}");
     client.wait().for_element(Locator::Css(&shown)).await.expect("the card shown in its new column");
 }
 
@@ -214,7 +214,7 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
     };
     screenshot(&client, "board").await;
     // From the keyboard: focus the card's → button and press Enter.
-    let right = client.find(Locator::Css(&format!("#mv-{task_id}-r"))).await.expect("move button");
+    let right = client.find(Locator::Css(&format!("#r-{task_id}"))).await.expect("move button");
     right.send_keys("\u{E007}").await.expect("Enter");
     card_lands_in(&app, &client, &task_id, &column("In progress")).await;
     // By drag and drop (the browser's own drag events, dispatched as a mouse drag would).
@@ -225,8 +225,27 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
         for (const [target, type] of [[card, 'dragstart'], [column, 'dragover'], [column, 'drop'], [card, 'dragend']]) {
             target.dispatchEvent(new DragEvent(type, {bubbles: true, cancelable: true, dataTransfer: data}));
         }";
-    client.execute(drag, vec![json!(format!("card-{task_id}")), json!(done)]).await.expect("drag");
+    client.execute(drag, vec![json!(format!("t-{task_id}")), json!(done)]).await.expect("drag");
     card_lands_in(&app, &client, &task_id, &done).await;
+    // A task added through the API appears by itself; a full column refuses it, and the page
+    // says so in its flash area.
+    let limit = app
+        .admin(Method::PATCH, &format!("/api/v1/boards/{board_id}/columns/{done}"))
+        .json(&json!({"wip_limit": 1}))
+        .send()
+        .await
+        .expect("limit");
+    assert_eq!(limit.status(), 200, "{:?}", limit.text().await);
+    let second = api(&app, "/api/v1/tasks", json!({"project": "alpha", "title": "Second task", "board_id": board_id}))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    until_text(&client, "#board", "Second task").await;
+    until_text(&client, &format!("form[data-column='{done}'] .wip"), "WIP 1 / 1 (full)").await;
+    client.execute(drag, vec![json!(format!("t-{second}")), json!(done)]).await.expect("drag");
+    until_text(&client, "#flash", "column `Done` is full").await;
+    screenshot(&client, "board-full").await;
 
     // The fake agent asks for permission, then asks a question: both answered from its page.
     wait_for_state(&app, "fox", "idle").await;
@@ -252,6 +271,7 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
     let hook = json!({"url": "https://hooks.example.com/switchyard", "events": ["on_pr_created"],
         "description": "Release notes"});
     let webhook = api(&app, "/api/v1/webhooks", hook).await["id"].as_str().expect("id").to_owned();
+    api(&app, &format!("/api/v1/webhooks/{webhook}/test"), json!({})).await;
     for width in [1366, 390] {
         if width == 390 {
             client.set_window_size(390, 844).await.expect("phone size");

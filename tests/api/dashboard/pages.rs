@@ -146,7 +146,7 @@ async fn a_board_shows_gates_and_limits_and_moves_cards_within_them() {
     assert!(html.contains("draggable=\"true\""), "and drag and drop");
 
     // → moves a card to the next column; the WIP limit then refuses a second one there.
-    let moved = dashboard.post_form(&format!("{path}/move"), &[("move", &format!("{docs}:{}", columns[1]))]).await;
+    let moved = dashboard.post_form(&format!("{path}/move"), &[("right", &docs)]).await;
     assert_eq!(redirected(moved).await, path);
     let task = get(&app, &format!("/api/v1/tasks/{docs}")).await;
     assert_eq!(task["column_id"], columns[1].as_str());
@@ -156,6 +156,8 @@ async fn a_board_shows_gates_and_limits_and_moves_cards_within_them() {
     assert_eq!(full.status(), 409);
     assert_eq!(full.headers()["hx-retarget"], "#flash");
     assert!(full.text().await.expect("body").contains("column `Review` is full"));
+    let nowhere = dashboard.post_form(&format!("{path}/move"), &[("left", &bug)]).await;
+    assert_eq!(nowhere.status(), 422, "the first column has nothing on its left");
 
     // Reconcile puts a card that lost its column back on the board.
     sqlx::query("UPDATE tasks SET column_id = NULL WHERE id = $1::uuid")
@@ -333,4 +335,17 @@ async fn the_events_page_filters_by_type_and_pages_back() {
         older.contains(&format!(">{first}<")) && !older.contains("hx-trigger=\"sse:events"),
         "an old page stays put"
     );
+}
+
+#[tokio::test]
+async fn a_wrong_link_shows_a_page_to_a_browser_and_problem_json_to_a_script() {
+    let app = spawn_app().await;
+    let page = app.client.get(app.url("/no/such/page")).header("accept", "text/html").send().await.expect("get");
+    assert_eq!(page.status(), 404);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    assert!(page.text().await.expect("body").contains("Back to the dashboard"));
+    let script = app.client.get(app.url("/no/such/page")).send().await.expect("get");
+    crate::helpers::assert_problem(script, 404).await;
+    let api = app.client.get(app.url("/api/v1/nothing")).header("accept", "text/html").send().await.expect("get");
+    crate::helpers::assert_problem(api, 404).await;
 }
