@@ -80,9 +80,15 @@ pub struct NewToken {
 }
 
 pub fn generate_token() -> NewToken {
+    generate_secret("sy_")
+}
+
+/// 32 random bytes, base64url, after `prefix` (which says what the secret is for: `sy_` a token,
+/// `syl_` a one-time dashboard login code, `sys_` a dashboard session cookie), with its hash.
+pub fn generate_secret(prefix: &str) -> NewToken {
     let mut bytes = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
-    let secret = format!("sy_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes));
+    let secret = format!("{prefix}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes));
     let hash = hash_token(&secret);
     NewToken { secret, hash }
 }

@@ -43,10 +43,15 @@ async fn serve(settings: Settings, role: Role) -> anyhow::Result<()> {
     let app = Application::build(&settings, role).await?;
     if let Some(addr) = app.api_addr() {
         tracing::info!(%addr, "API and dashboard listening");
-        if let Some(secret) = tokens::create_first_admin(app.pool()).await? {
-            // Printed, never logged: the terminal is the one place this secret appears.
+        if let Some(first) = tokens::create_first_admin(app.pool()).await? {
+            // Printed, never logged: the terminal is the one place these secrets appear.
+            let secret = first.secret;
             println!("\nFirst start: an admin token was created. It is shown only this once:\n\n    {secret}\n");
-            println!("Dashboard login: http://{addr}/login?token={secret}\n");
+            println!(
+                "Dashboard login (a one-time link, valid {} h; afterwards paste the token above into the login form):\n\n    http://{addr}/login?code={}\n",
+                crate::db::sessions::LOGIN_CODE_HOURS,
+                first.login_code
+            );
         }
     }
     tracing::info!(addr = %app.status_addr(), "status endpoint listening");

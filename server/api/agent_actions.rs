@@ -108,24 +108,25 @@ pub async fn send_input(
     Path(name): Path<String>,
     ApiJson(input): ApiJson<Input>,
 ) -> ApiResult<Json<Delivered>> {
-    if input.text.is_empty() || input.text.len() > INPUT_LIMIT {
+    Ok(Json(deliver_input(&state, &name, &input.text, input.submit).await?))
+}
+
+/// Types `text` into the agent's pane, literally, and presses Enter when `submit` (the API's
+/// input and the dashboard's answers).
+pub(crate) async fn deliver_input(state: &AppState, name: &str, text: &str, submit: bool) -> ApiResult<Delivered> {
+    if text.is_empty() || text.len() > INPUT_LIMIT {
         return Err(ApiError::validation("text", format!("must be 1 to {INPUT_LIMIT} bytes")));
     }
-    let agent = agent(&state, &name).await?;
-    let pane = pane(&state, &agent)?;
-    let tmux = &panes(&state)?.tmux;
-    tmux.paste(pane, &input.text).await.map_err(tmux_failed)?;
-    if input.submit {
+    let agent = agent(state, name).await?;
+    let pane = pane(state, &agent)?;
+    let tmux = &panes(state)?.tmux;
+    tmux.paste(pane, text).await.map_err(tmux_failed)?;
+    if submit {
         // Let the TUI take the paste in before Enter, or Enter may land inside the paste.
         tokio::time::sleep(std::time::Duration::from_millis(150)).await;
         tmux.send_key(pane, Key::Enter).await.map_err(tmux_failed)?;
     }
-    Ok(Json(Delivered {
-        agent: agent.name.clone(),
-        pane: pane.to_owned(),
-        bytes: input.text.len(),
-        submitted: input.submit,
-    }))
+    Ok(Delivered { agent: agent.name.clone(), pane: pane.to_owned(), bytes: text.len(), submitted: submit })
 }
 
 /// Interrupts the agent's turn (Escape for Claude Code, Codex and Gemini; Ctrl-C otherwise).
@@ -133,14 +134,18 @@ pub async fn send_input(
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[tracing::instrument(skip_all, fields(agent = %name), err)]
 pub async fn interrupt_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
-    let agent = agent(&state, &name).await?;
-    let pane = pane(&state, &agent)?;
-    panes(&state)?.tmux.send_key(pane, interrupt_key(&agent.provider)).await.map_err(tmux_failed)?;
-    Ok(Json(agent))
+    Ok(Json(interrupt(&state, &name).await?))
+}
+
+pub(crate) async fn interrupt(state: &AppState, name: &str) -> ApiResult<Agent> {
+    let agent = agent(state, name).await?;
+    let pane = pane(state, &agent)?;
+    panes(state)?.tmux.send_key(pane, interrupt_key(&agent.provider)).await.map_err(tmux_failed)?;
+    Ok(agent)
 }
 
 /// Applies a state change first, then closes the window: the record never lags what tmux did.
-async fn stop(state: &AppState, name: &str, event: AgentEvent, reason: &str) -> ApiResult<Json<Agent>> {
+pub(crate) async fn stop(state: &AppState, name: &str, event: AgentEvent, reason: &str) -> ApiResult<Agent> {
     let agent = agent(state, name).await?;
     let window = agent.tmux_window.clone();
     let local = panes(state).ok().and_then(|p| p.pane(&agent).ok().map(|_| p.clone()));
@@ -162,7 +167,7 @@ async fn stop(state: &AppState, name: &str, event: AgentEvent, reason: &str) -> 
             }
         }
     }
-    Ok(Json(agent))
+    Ok(agent)
 }
 
 /// Suspends the agent: its pane is closed, its provider session kept for `resume`.
@@ -170,7 +175,7 @@ async fn stop(state: &AppState, name: &str, event: AgentEvent, reason: &str) -> 
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[tracing::instrument(skip_all, fields(agent = %name), err)]
 pub async fn suspend_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
-    stop(&state, &name, AgentEvent::Suspend, "suspended through the API").await
+    Ok(Json(stop(&state, &name, AgentEvent::Suspend, "suspended through the API").await?))
 }
 
 /// Stops the agent now: it becomes `error` ("killed through the API") and its window closes; it
@@ -179,7 +184,7 @@ pub async fn suspend_agent(State(state): State<AppState>, Path(name): Path<Strin
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[tracing::instrument(skip_all, fields(agent = %name), err)]
 pub async fn kill_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
-    stop(&state, &name, AgentEvent::Fail, "killed through the API").await
+    Ok(Json(stop(&state, &name, AgentEvent::Fail, "killed through the API").await?))
 }
 
 /// Resumes a suspended or failed agent: back to `spawning`, and a worker starts its provider's
@@ -188,7 +193,7 @@ pub async fn kill_agent(State(state): State<AppState>, Path(name): Path<String>)
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[tracing::instrument(skip_all, fields(agent = %name), err)]
 pub async fn resume_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
-    stop(&state, &name, AgentEvent::Resume, "resumed through the API").await
+    Ok(Json(stop(&state, &name, AgentEvent::Resume, "resumed through the API").await?))
 }
 
 /// The last lines of the agent's pane.
@@ -201,12 +206,16 @@ pub async fn agent_screen(
     Path(name): Path<String>,
     ApiQuery(query): ApiQuery<ScreenQuery>,
 ) -> ApiResult<Json<Screen>> {
-    let lines = query.lines.unwrap_or(0);
+    Ok(Json(screen(&state, &name, query.lines.unwrap_or(0)).await?))
+}
+
+/// The agent's pane text (colour codes removed) with `lines` of history above the screen.
+pub(crate) async fn screen(state: &AppState, name: &str, lines: u32) -> ApiResult<Screen> {
     if lines > 2000 {
         return Err(ApiError::validation("lines", "must be at most 2000"));
     }
-    let agent = agent(&state, &name).await?;
-    let pane = pane(&state, &agent)?;
-    let text = panes(&state)?.tmux.capture(pane, lines).await.map_err(tmux_failed)?;
-    Ok(Json(Screen { agent: agent.name.clone(), pane: pane.to_owned(), text }))
+    let agent = agent(state, name).await?;
+    let pane = pane(state, &agent)?;
+    let text = panes(state)?.tmux.capture(pane, lines).await.map_err(tmux_failed)?;
+    Ok(Screen { agent: agent.name.clone(), pane: pane.to_owned(), text })
 }

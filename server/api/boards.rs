@@ -82,9 +82,18 @@ pub async fn create_board(
     ApiPath(slug): ApiPath<String>,
     ApiJson(body): ApiJson<CreateBoard>,
 ) -> ApiResult<impl IntoResponse> {
-    let name = board_name(&body.name)?;
     let mut tx = state.db.begin().await?;
-    let project = projects::find(&mut tx, &slug, false)
+    let board = create(&mut tx, &slug, body).await?;
+    tx.commit().await?;
+    let location = [(header::LOCATION, format!("/api/v1/boards/{}", board.id))];
+    Ok((StatusCode::CREATED, etag(board.version), location, Json(board)))
+}
+
+/// Validates and creates a board in project `slug`, in the caller's transaction (the API and the
+/// dashboard).
+pub(crate) async fn create(tx: &mut sqlx::PgConnection, slug: &str, body: CreateBoard) -> ApiResult<Board> {
+    let name = board_name(&body.name)?;
+    let project = projects::find(&mut *tx, slug, false)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no project `{slug}`")))?;
     let columns = match (body.columns, &body.template) {
@@ -93,20 +102,16 @@ pub async fn create_board(
         }
         (Some(columns), None) => validate_columns("columns", &columns)?,
         (None, Some(template)) => {
-            templates_db::find_by_name(&mut tx, template)
+            templates_db::find_by_name(&mut *tx, template)
                 .await?
                 .ok_or_else(|| ApiError::validation("template", format!("no board template named `{template}`")))?
                 .columns
         }
         (None, None) => default_columns(),
     };
-    let board =
-        boards::create(&mut tx, project.id, &project.slug, &name, &columns, body.template.as_deref()).await.map_err(
-            ApiError::unique_as("boards_project_id_name_key", format!("project `{slug}` has a board named `{name}`")),
-        )?;
-    tx.commit().await?;
-    let location = [(header::LOCATION, format!("/api/v1/boards/{}", board.id))];
-    Ok((StatusCode::CREATED, etag(board.version), location, Json(board)))
+    boards::create(tx, project.id, &project.slug, &name, &columns, body.template.as_deref()).await.map_err(
+        ApiError::unique_as("boards_project_id_name_key", format!("project `{slug}` has a board named `{name}`")),
+    )
 }
 
 /// Lists a project's boards with their columns, oldest first, a page at a time.
@@ -185,10 +190,17 @@ pub async fn delete_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uu
 #[tracing::instrument(skip_all, fields(board = %id), err)]
 pub async fn reconcile_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>) -> ApiResult<Json<Reconciled>> {
     let mut tx = state.db.begin().await?;
-    boards::find(&mut tx, id, true).await?.ok_or_else(|| no_board(id))?;
-    let first = boards::columns_of(&mut tx, &[id]).await?.first().map(|c| c.id);
+    let reconciled = reconcile(&mut tx, id).await?;
+    tx.commit().await?;
+    Ok(Json(reconciled))
+}
+
+/// Puts the board's stray cards into its first column, in the caller's transaction.
+pub(crate) async fn reconcile(tx: &mut sqlx::PgConnection, id: Uuid) -> ApiResult<Reconciled> {
+    boards::find(&mut *tx, id, true).await?.ok_or_else(|| no_board(id))?;
+    let first = boards::columns_of(&mut *tx, &[id]).await?.first().map(|c| c.id);
     if first.is_none() {
-        let strays = columns_db::strays(&mut tx, id).await?;
+        let strays = columns_db::strays(&mut *tx, id).await?;
         if strays.total() > 0 {
             return Err(ApiError::conflict(
                 format!(
@@ -199,9 +211,8 @@ pub async fn reconcile_board(State(state): State<AppState>, ApiPath(id): ApiPath
             ));
         }
     }
-    let Moved { tasks, wishes } = columns_db::reconcile(&mut tx, id, first).await?;
-    tx.commit().await?;
-    Ok(Json(Reconciled { moved: tasks + wishes, tasks, wishes, column_id: first }))
+    let Moved { tasks, wishes } = columns_db::reconcile(tx, id, first).await?;
+    Ok(Reconciled { moved: tasks + wishes, tasks, wishes, column_id: first })
 }
 
 pub(crate) fn no_board(id: Uuid) -> ApiError {

@@ -3,9 +3,7 @@
 //! reconnects with the last id it saw misses nothing. Reads use `events::after`, whose horizon
 //! holds back events of still-running transactions, so a late commit is never skipped.
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -13,27 +11,19 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use futures_util::Stream;
 use serde::Deserialize;
-use sqlx::PgPool;
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::query::ApiQuery;
 use crate::api::AppState;
-use crate::db::events::{self, Event};
+use crate::db::events;
 use crate::domain::webhook::EventFilter;
+use crate::feed::Follower;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(stream_events))
 }
-
-/// Events per database read while replaying.
-const PAGE: i64 = 500;
-/// Followers re-read at least this often: an event held back by another transaction's horizon
-/// becomes visible without any notification of its own.
-const POLL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -87,68 +77,19 @@ pub async fn stream_events(
             return Err(ApiError::validation("after", format!("no event {after}: pass an id this API returned")));
         }
     }
-    let follower = Follower {
-        pool: state.db.clone(),
-        cursor: after,
-        filter,
-        project: query.project,
-        wake: state.feed.subscribe(),
-        closed: state.feed.closed(),
-        buffer: VecDeque::new(),
-    };
-    Ok(Sse::new(follower.into_stream()).keep_alive(KeepAlive::default()))
+    let follower = Follower::new(state.db.clone(), &state.feed, after, filter, query.project);
+    Ok(Sse::new(into_stream(follower)).keep_alive(KeepAlive::default()))
 }
 
-struct Follower {
-    pool: PgPool,
-    cursor: Option<i64>,
-    filter: Option<EventFilter>,
-    project: Option<String>,
-    wake: watch::Receiver<u64>,
-    closed: CancellationToken,
-    buffer: VecDeque<Event>,
-}
-
-impl Follower {
-    fn wants(&self, event: &Event) -> bool {
-        self.project.as_ref().is_none_or(|p| event.project.as_ref() == Some(p))
-            && self.filter.as_ref().is_none_or(|f| f.matches(&event.event_type, &event.payload))
-    }
-
-    /// The next wanted event, waiting for one; `None` ends the stream (shutdown, database gone).
-    async fn next(&mut self) -> Option<Event> {
-        loop {
-            if let Some(event) = self.buffer.pop_front() {
-                return Some(event);
-            }
-            self.wake.borrow_and_update();
-            let page = {
-                let mut conn = self.pool.acquire().await.ok()?;
-                events::after(&mut conn, self.cursor, PAGE).await.ok()?
-            };
-            if let Some(last) = page.last() {
-                self.cursor = Some(last.id);
-                let wanted: Vec<Event> = page.into_iter().filter(|e| self.wants(e)).collect();
-                self.buffer.extend(wanted);
-                continue;
-            }
-            tokio::select! {
-                _ = self.closed.cancelled() => return None,
-                changed = self.wake.changed() => if changed.is_err() { return None },
-                _ = tokio::time::sleep(POLL) => {}
-            }
-        }
-    }
-
-    fn into_stream(self) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-        futures_util::stream::unfold(self, |mut follower| async move {
-            let event = follower.next().await?;
-            let sse = SseEvent::default()
-                .id(event.id.to_string())
-                .event(event.event_type.clone())
-                .json_data(&event)
-                .unwrap_or_else(|_| SseEvent::default().comment("unserializable event"));
-            Some((Ok(sse), follower))
-        })
-    }
+/// The API's stream: one SSE message per wanted event.
+fn into_stream(follower: Follower) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures_util::stream::unfold(follower, |mut follower| async move {
+        let event = follower.next().await?;
+        let sse = SseEvent::default()
+            .id(event.id.to_string())
+            .event(event.event_type.clone())
+            .json_data(&event)
+            .unwrap_or_else(|_| SseEvent::default().comment("unserializable event"));
+        Some((Ok(sse), follower))
+    })
 }

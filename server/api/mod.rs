@@ -146,6 +146,8 @@ pub fn router(state: AppState) -> Router {
         // The description of the API is public; the data behind it is not.
         .route("/api/v1/openapi.json", get(move || async move { Json(served) }))
         .merge(SwaggerUi::new("/api/docs").url("/api/docs/openapi.json", spec))
+        // The dashboard: pages for people, on the same functions as the API.
+        .merge(crate::pages::router(state.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -162,7 +164,12 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn not_found(request: Request) -> Response {
-    ApiError::NotFound(format!("no route for {} {}", request.method(), request.uri().path())).into_response()
+    let error = ApiError::NotFound(format!("no route for {} {}", request.method(), request.uri().path()));
+    // A person who follows a wrong link gets a page; a script gets problem+json.
+    if crate::pages::wants_a_page(&request) {
+        return crate::pages::error_page(error);
+    }
+    error.into_response()
 }
 
 /// The span of one request, named by its matched route (not the raw path, which would hold ids).

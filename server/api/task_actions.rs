@@ -224,17 +224,23 @@ pub async fn move_task(
     ApiJson(body): ApiJson<MoveBody>,
 ) -> ApiResult<Response> {
     let id = parse_id(&id)?;
-    let not_found = || ApiError::NotFound(format!("no task {id}"));
     let mut tx = state.db.begin().await?;
-    let task = tasks::get(&mut tx, id).await?.ok_or_else(not_found)?;
-    let column = Column::lock(&mut tx, None, Some(body.column_id), Some(id))
+    let task = move_to(&mut tx, id, body.column_id).await?;
+    tx.commit().await?;
+    Ok(with_etag(task.version, task))
+}
+
+/// Moves task `id` to a column of a board of its project, under the column's WIP limit, in the
+/// caller's transaction (the API and the dashboard's board).
+pub(crate) async fn move_to(tx: &mut sqlx::PgConnection, id: Uuid, column_id: Uuid) -> ApiResult<Task> {
+    let not_found = || ApiError::NotFound(format!("no task {id}"));
+    let task = tasks::get(&mut *tx, id).await?.ok_or_else(not_found)?;
+    let column = Column::lock(&mut *tx, None, Some(column_id), Some(id))
         .await?
         .filter(|c| c.project_id == task.project_id)
         .ok_or_else(|| ApiError::validation("column_id", "no such column on a board of this task's project"))?;
     if column.is_full() {
         return Err(column_full(&column));
     }
-    let task = tasks::move_to_column(&mut tx, id, &column).await?.ok_or_else(not_found)?;
-    tx.commit().await?;
-    Ok(with_etag(task.version, task))
+    tasks::move_to_column(tx, id, &column).await?.ok_or_else(not_found)
 }

@@ -183,6 +183,7 @@ pub async fn list_tasks(
         column_id,
         assignee: filters.assignee,
         after: position.map(|p| (p.created_at, p.id)),
+        ..ListFilter::default()
     };
     let rows = tasks::list(&mut conn, &filter, limit + 1).await?;
     Ok(Json(page(rows, limit, |t| Position { created_at: t.created_at, id: t.id })))

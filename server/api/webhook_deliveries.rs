@@ -57,12 +57,18 @@ pub async fn redeliver(
 ) -> ApiResult<(StatusCode, Json<Delivery>)> {
     caller.require(Scope::Admin)?;
     let mut tx = state.db.begin().await?;
-    let queued = webhook_deliveries::redeliver(&mut tx, id, delivery)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no delivery {delivery} for webhook {id}")))?;
-    webhook_deliveries::wake_senders(&mut tx).await?;
+    let queued = redeliver_now(&mut tx, id, delivery).await?;
     tx.commit().await?;
     Ok((StatusCode::ACCEPTED, Json(queued)))
+}
+
+/// Queues one delivery to be sent again now and wakes the senders (the API and the dashboard).
+pub(crate) async fn redeliver_now(tx: &mut sqlx::PgConnection, id: Uuid, delivery: Uuid) -> ApiResult<Delivery> {
+    let queued = webhook_deliveries::redeliver(&mut *tx, id, delivery)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no delivery {delivery} for webhook {id}")))?;
+    webhook_deliveries::wake_senders(tx).await?;
+    Ok(queued)
 }
 
 /// Queues a `webhook.test` delivery to this subscription, signed like any other; like every
@@ -79,9 +85,15 @@ pub async fn send_test_event(
 ) -> ApiResult<(StatusCode, Json<Delivery>)> {
     caller.require(Scope::Admin)?;
     let mut tx = state.db.begin().await?;
-    webhooks::get(&mut tx, id).await?.ok_or_else(|| no_webhook(id))?;
-    let queued = webhook_deliveries::insert_test(&mut tx, id).await?;
-    webhook_deliveries::wake_senders(&mut tx).await?;
+    let queued = queue_test(&mut tx, id).await?;
     tx.commit().await?;
     Ok((StatusCode::ACCEPTED, Json(queued)))
+}
+
+/// Queues a `webhook.test` delivery to the subscription and wakes the senders.
+pub(crate) async fn queue_test(tx: &mut sqlx::PgConnection, id: Uuid) -> ApiResult<Delivery> {
+    webhooks::get(&mut *tx, id).await?.ok_or_else(|| no_webhook(id))?;
+    let queued = webhook_deliveries::insert_test(&mut *tx, id).await?;
+    webhook_deliveries::wake_senders(tx).await?;
+    Ok(queued)
 }

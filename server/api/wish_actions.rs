@@ -41,7 +41,14 @@ pub async fn act(conn: &mut PgConnection, wish: &Wish, event: WishEvent, reason:
     }
 }
 
-async fn simple(state: &AppState, slug: &str, event: WishEvent, reason: Option<&str>) -> ApiResult<Json<WishDetail>> {
+/// One lifecycle event that needs nothing but the wish: plan (keeping its plan), queue, start,
+/// hold, release, cancel, interrupt, resume, submit.
+pub(crate) async fn lifecycle(
+    state: &AppState,
+    slug: &str,
+    event: WishEvent,
+    reason: Option<&str>,
+) -> ApiResult<WishDetail> {
     let mut tx = state.db.begin().await?;
     let wish = find(&mut tx, slug).await?;
     let mut wish = act(&mut tx, &wish, event, reason).await?;
@@ -50,7 +57,7 @@ async fn simple(state: &AppState, slug: &str, event: WishEvent, reason: Option<&
     }
     let detail = detail(&mut tx, wish).await?;
     tx.commit().await?;
-    Ok(Json(detail))
+    Ok(detail)
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -95,7 +102,7 @@ macro_rules! lifecycle_action {
             responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
         #[tracing::instrument(skip_all, fields(slug = %slug), err)]
         pub async fn $name(State(state): State<AppState>, Path(slug): Path<String>) -> ApiResult<Json<WishDetail>> {
-            simple(&state, &slug, $event, None).await
+            Ok(Json(lifecycle(&state, &slug, $event, None).await?))
         }
     };
 }
@@ -143,7 +150,7 @@ pub async fn resume_wish(
     body: Option<ApiJson<ResumeBody>>,
 ) -> ApiResult<Json<WishDetail>> {
     let to = body.and_then(|ApiJson(b)| b.to);
-    simple(&state, &slug, WishEvent::Resume { to }, None).await
+    Ok(Json(lifecycle(&state, &slug, WishEvent::Resume { to }, None).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

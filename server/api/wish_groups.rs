@@ -69,13 +69,15 @@ async fn complete_if_last(conn: &mut PgConnection, locked: Wish) -> ApiResult<Wi
     act(conn, &locked, WishEvent::AllGroupsDone, None).await
 }
 
-async fn group_action(
+/// One action on one group, in one transaction with what it causes (the wish completing or
+/// failing, dependents becoming ready).
+pub(crate) async fn group_action(
     state: &AppState,
     slug: &str,
     key: &str,
     event: TaskEvent,
     change: Change,
-) -> ApiResult<Json<GroupOutcome>> {
+) -> ApiResult<GroupOutcome> {
     let mut tx = state.db.begin().await?;
     let (wish, group) =
         wishes::for_group(&mut tx, slug, key).await?.ok_or_else(|| ApiError::NotFound(format!("no wish `{slug}`")))?;
@@ -125,7 +127,7 @@ async fn group_action(
     tx.commit().await?;
     let group = Group::of(&task, depends_on);
     let now_ready = released.into_iter().filter_map(|r| r.group_key).collect();
-    Ok(Json(GroupOutcome { wish, group, now_ready }))
+    Ok(GroupOutcome { wish, group, now_ready })
 }
 
 /// `ready → in_progress` (counts an iteration).
@@ -137,7 +139,7 @@ pub async fn start_group(
     State(state): State<AppState>,
     Path((slug, key)): Path<(String, String)>,
 ) -> ApiResult<Json<GroupOutcome>> {
-    group_action(&state, &slug, &key, TaskEvent::Start, Change::default()).await
+    Ok(Json(group_action(&state, &slug, &key, TaskEvent::Start, Change::default()).await?))
 }
 
 /// `in_progress → done`; dependents whose last dependency this was become `ready`, and the wish
@@ -152,7 +154,7 @@ pub async fn complete_group(
     body: Option<ApiJson<GroupResult>>,
 ) -> ApiResult<Json<GroupOutcome>> {
     let result = body.and_then(|ApiJson(b)| b.result);
-    group_action(&state, &slug, &key, TaskEvent::Complete, Change { result, ..Change::default() }).await
+    Ok(Json(group_action(&state, &slug, &key, TaskEvent::Complete, Change { result, ..Change::default() }).await?))
 }
 
 /// `in_progress → failed`; back to `ready` while iterations are left, else the wish fails.
@@ -166,7 +168,7 @@ pub async fn fail_group(
     body: Option<ApiJson<GroupResult>>,
 ) -> ApiResult<Json<GroupOutcome>> {
     let result = body.and_then(|ApiJson(b)| b.result);
-    group_action(&state, &slug, &key, TaskEvent::Fail, Change { result, ..Change::default() }).await
+    Ok(Json(group_action(&state, &slug, &key, TaskEvent::Fail, Change { result, ..Change::default() }).await?))
 }
 
 /// `failed|cancelled → ready` (or `blocked` while dependencies are unmet), after the wish was
@@ -183,12 +185,6 @@ pub async fn retry_group(
     Path((slug, key)): Path<(String, String)>,
     body: Option<ApiJson<RetryBody>>,
 ) -> ApiResult<Json<GroupOutcome>> {
-    group_action(
-        &state,
-        &slug,
-        &key,
-        TaskEvent::Retry { unmet_dependencies: 0 },
-        body.map(|ApiJson(b)| b).unwrap_or_default().change()?,
-    )
-    .await
+    let change = body.map(|ApiJson(b)| b).unwrap_or_default().change()?;
+    Ok(Json(group_action(&state, &slug, &key, TaskEvent::Retry { unmet_dependencies: 0 }, change).await?))
 }

@@ -290,3 +290,9 @@ pub async fn delete(conn: &mut PgConnection, agent: &Agent, clone_removed: bool)
     events::record(conn, "agent.deleted", &subject(&agent.name), payload).await?;
     Ok(())
 }
+
+/// How many agents there are in each state, over every node.
+pub async fn count_all_by_state(conn: &mut PgConnection) -> Result<Vec<(AgentState, i64)>, sqlx::Error> {
+    let rows = sqlx::query!(r#"SELECT state, count(*) AS "count!" FROM agents GROUP BY state"#).fetch_all(conn).await?;
+    Ok(rows.into_iter().filter_map(|r| Some((r.state.parse().ok()?, r.count))).collect())
+}

@@ -125,3 +125,60 @@ pub async fn orphans_reported(
     .await?;
     Ok(rows.into_iter().map(|r| (r.window, r.pane, r.name)).collect())
 }
+
+/// The last event a follower could have read now (the newest below the horizon): where a page
+/// rendered now starts following, so nothing between the render and the live stream is missed.
+pub async fn head(conn: &mut PgConnection) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT id FROM events WHERE tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx DESC, id DESC LIMIT 1"
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The newest events first, before event `before` when given, optionally only those whose type
+/// starts with `type_prefix` or of one project: the dashboard's feed.
+pub async fn newest(
+    conn: &mut PgConnection,
+    before: Option<i64>,
+    type_prefix: Option<&str>,
+    project: Option<&str>,
+    limit: i64,
+) -> Result<Vec<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at
+           FROM events e
+           WHERE ($1::bigint IS NULL OR e.id < $1)
+             AND ($2::text IS NULL OR starts_with(e.type, $2))
+             AND ($3::text IS NULL OR e.project = $3)
+           ORDER BY e.id DESC
+           LIMIT $4"#,
+        before,
+        type_prefix,
+        project,
+        limit
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The events about one subject of one type, oldest first (a wish's reviews, say).
+pub async fn about(
+    conn: &mut PgConnection,
+    subject: &str,
+    event_type: &str,
+    limit: i64,
+) -> Result<Vec<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at
+           FROM events e WHERE e.subject = $1 AND e.type = $2
+           ORDER BY e.id LIMIT $3"#,
+        subject,
+        event_type,
+        limit
+    )
+    .fetch_all(conn)
+    .await
+}

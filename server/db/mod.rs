@@ -11,6 +11,7 @@ pub mod events;
 pub mod messages;
 pub mod nodes;
 pub mod projects;
+pub mod sessions;
 pub mod tasks;
 pub mod team_chat;
 pub mod teams;

@@ -78,18 +78,27 @@ pub async fn create(conn: &mut PgConnection, name: &str, scope: Scope) -> Result
     Ok((row.into(), new.secret))
 }
 
-/// On the very first start there is no token at all: make one admin token, once. The advisory
-/// lock makes two servers starting together agree on a single bootstrap token.
-pub async fn create_first_admin(pool: &PgPool) -> Result<Option<String>, sqlx::Error> {
+/// What the very first start makes: the admin token's secret and a one-time dashboard login code
+/// for it (both shown once, on the terminal).
+pub struct FirstAdmin {
+    pub secret: String,
+    pub login_code: String,
+}
+
+/// On the very first start there is no token at all: make one admin token, once, and a login code
+/// for the dashboard. The advisory lock makes two servers starting together agree on a single
+/// bootstrap token.
+pub async fn create_first_admin(pool: &PgPool) -> Result<Option<FirstAdmin>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('switchyard.bootstrap_token'))").execute(&mut *tx).await?;
     let any = sqlx::query_scalar!("SELECT EXISTS (SELECT 1 FROM tokens) AS \"any!\"").fetch_one(&mut *tx).await?;
     if any {
         return Ok(None);
     }
-    let (_, secret) = create(&mut tx, "bootstrap-admin", Scope::Admin).await?;
+    let (token, secret) = create(&mut tx, "bootstrap-admin", Scope::Admin).await?;
+    let login_code = crate::db::sessions::create_login_code(&mut tx, token.id).await?;
     tx.commit().await?;
-    Ok(Some(secret))
+    Ok(Some(FirstAdmin { secret, login_code }))
 }
 
 pub async fn list(conn: &mut PgConnection) -> Result<Vec<Token>, sqlx::Error> {

@@ -1,6 +1,10 @@
 //! Wishes in the database: rows, blockers, their execution groups (tasks with `wish_id`), and
 //! applying a lifecycle event as one conditional update plus its event row.
 
+mod listing;
+
+pub use listing::{in_states, on_board, progress};
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;

@@ -21,6 +21,7 @@ pub mod ansi;
 pub mod decision;
 pub mod hooks;
 pub mod input_line;
+pub mod prompt;
 pub mod reset;
 pub mod screen;
 

@@ -29,10 +29,11 @@ pub fn default_branch(agent_name: &str) -> String {
     format!("switchyard/{agent_name}")
 }
 
-/// Runs git in `dir` and returns its standard output. The variables git hooks set are removed so
-/// git answers about `dir`, not about whatever repository called us.
-async fn git(dir: &Path, args: &[&str]) -> Result<String, CloneError> {
-    let output = tokio::process::Command::new("git")
+/// git in `dir`, as an argument list. The variables git hooks set are removed so git answers
+/// about `dir`, not about whatever repository called us; it never prompts.
+pub(crate) fn git_command(dir: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new("git");
+    command
         .arg("-C")
         .arg(dir)
         .args(args)
@@ -41,9 +42,13 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String, CloneError> {
         .env_remove("GIT_INDEX_FILE")
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await?;
+        .kill_on_drop(true);
+    command
+}
+
+/// Runs git in `dir` and returns its standard output.
+async fn git(dir: &Path, args: &[&str]) -> Result<String, CloneError> {
+    let output = git_command(dir, args).output().await?;
     if !output.status.success() {
         return Err(CloneError::Git {
             args: args.join(" "),

@@ -63,7 +63,8 @@ fn lifecycle(mut cmd_for: impl FnMut() -> Command, data_dir: &Path) {
     let first = Served::start(cmd_for());
     wait_ready(&first);
     let token = bootstrap_token(&first.stdout());
-    assert!(first.stdout().contains(&format!("/login?token={token}")), "login URL printed");
+    assert!(first.stdout().contains("/login?code=syl_"), "a one-time login URL printed");
+    assert!(!first.stdout().contains(&format!("login?token={token}")), "the token never travels in a URL");
     assert_eq!(get(&format!("{}/api/v1/me", first.api), Some(&token)), 200);
     assert_eq!(get(&format!("{}/status", first.status), None), 200);
     assert!(postmaster_pid(data_dir).is_some_and(alive));

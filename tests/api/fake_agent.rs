@@ -15,7 +15,7 @@ use crate::projects::create_project;
 use crate::wishes::executing;
 
 /// The fake agent as a provider; its resume command passes `resumed`.
-fn providers_toml() -> String {
+pub(crate) fn providers_toml() -> String {
     let root = env!("CARGO_MANIFEST_DIR");
     let script = format!("{root}/tests/fake_agent/fake-claude.sh");
     format!(
@@ -59,7 +59,7 @@ fn windows(socket: &str) -> Vec<(String, String)> {
 }
 
 /// Tells the fake agent to go on to its next screen, by typing a line into its pane.
-async fn go_on(app: &TestApp, name: &str) {
+pub(crate) async fn go_on(app: &TestApp, name: &str) {
     let sent = app
         .admin(Method::POST, &format!("/api/v1/agents/{name}/input"))
         .json(&json!({"text": "go on"}))
@@ -69,7 +69,7 @@ async fn go_on(app: &TestApp, name: &str) {
     assert_eq!(sent.status(), 200, "{:?}", sent.text().await);
 }
 
-async fn wait_for_state(app: &TestApp, name: &str, state: &str) {
+pub(crate) async fn wait_for_state(app: &TestApp, name: &str, state: &str) {
     eventually(&format!("{name} is {state}"), Duration::from_secs(15), || async {
         agent(app, name).await["state"] == state
     })
@@ -78,7 +78,7 @@ async fn wait_for_state(app: &TestApp, name: &str, state: &str) {
 
 /// A project with a one-group wish, and a fake Claude Code agent on that group's started task;
 /// returns the task id once the agent has a pane.
-async fn fake_agent_on_a_task(app: &TestApp, name: &str) -> String {
+pub(crate) async fn fake_agent_on_a_task(app: &TestApp, name: &str) -> String {
     let (project, _repo) = create_project(app, "alpha").await;
     let project = project["slug"].as_str().expect("slug").to_owned();
     let wish = app

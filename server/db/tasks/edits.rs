@@ -17,6 +17,8 @@ pub struct ListFilter {
     pub status: Option<TaskStatus>,
     pub column_id: Option<Uuid>,
     pub assignee: Option<String>,
+    /// Only tasks on this board.
+    pub board_id: Option<Uuid>,
     /// Continue after this `(created_at, id)` position.
     pub after: Option<(DateTime<Utc>, Uuid)>,
 }
@@ -35,6 +37,7 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
            AND ($3::uuid IS NULL OR column_id = $3)
            AND ($4::text IS NULL OR assignee = $4)
            AND ($5::timestamptz IS NULL OR (created_at, id) > ($5, $6::uuid))
+           AND ($8::uuid IS NULL OR board_id = $8)
          ORDER BY created_at, id
          LIMIT $7",
         filter.project_id,
@@ -43,7 +46,8 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
         filter.assignee,
         after_at,
         after_id,
-        limit
+        limit,
+        filter.board_id
     )
     .fetch_all(conn)
     .await?;

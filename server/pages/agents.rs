@@ -1,0 +1,216 @@
+//! `/agents`: every agent with its state, provider, task and last activity (those waiting for a
+//! person first); `/agents/{name}`: one agent with a live view of its pane, its prompt's choices
+//! as buttons, a box to type into it, and suspend / resume / kill / interrupt.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::routing::{get, post};
+use axum::Router;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+
+use crate::api::agent_actions;
+use crate::api::error::ApiError;
+use crate::api::AppState;
+use crate::db::agents::{self, Agent, ListFilter};
+use crate::db::sessions::Session;
+use crate::detect::prompt::{self, PromptOption};
+use crate::domain::agent::{AgentEvent, AgentState};
+use crate::pages::live::topic;
+use crate::pages::view::{
+    ago, iso, no_block, render, see_other, truncate, words, BlockQuery, Chrome, PageForm, PageResult,
+};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/agents", get(list))
+        .route("/agents/{name}", get(detail))
+        .route("/agents/{name}/input", post(input))
+        .route("/agents/{name}/answer", post(answer))
+        .route("/agents/{name}/{action}", post(act))
+}
+
+/// An agent as a row of a table.
+pub struct AgentRow {
+    pub name: String,
+    pub state: &'static str,
+    pub state_label: String,
+    pub needs_person: bool,
+    pub provider: String,
+    pub task: String,
+    pub last_activity: Option<DateTime<Utc>>,
+    pub activity_ago: String,
+    pub activity_iso: Option<String>,
+}
+
+impl AgentRow {
+    pub fn new(agent: &Agent, now: DateTime<Utc>) -> AgentRow {
+        AgentRow {
+            name: agent.name.clone(),
+            state: agent.state.as_str(),
+            state_label: words(agent.state.as_str()),
+            needs_person: agent.state.needs_person(),
+            provider: agent.provider.clone(),
+            task: agent.task.as_deref().map(|t| truncate(t, 80)).unwrap_or_default(),
+            last_activity: agent.last_activity,
+            activity_ago: agent.last_activity.map(|t| ago(t, now)).unwrap_or_default(),
+            activity_iso: agent.last_activity.map(iso),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "agents/list.html", blocks = ["agents"])]
+struct ListPage {
+    chrome: Chrome,
+    agents: Vec<AgentRow>,
+    filter: Option<String>,
+    states: Vec<(&'static str, String)>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ListQuery {
+    block: Option<String>,
+    state: Option<String>,
+}
+
+#[tracing::instrument(skip_all, err(Debug))]
+async fn list(State(state): State<AppState>, session: Session, Query(query): Query<ListQuery>) -> PageResult {
+    let filter = crate::api::query::filter::<AgentState>("state", query.state.as_deref().filter(|s| !s.is_empty()))?;
+    let mut conn = state.db.acquire().await?;
+    let chrome = Chrome::new(&mut conn, &session, "agents", "Agents").await?;
+    let now = Utc::now();
+    let all = agents::list(&mut conn, &ListFilter { state: filter, ..ListFilter::default() }, 2000).await?;
+    let mut rows: Vec<AgentRow> = all.iter().map(|a| AgentRow::new(a, now)).collect();
+    rows.sort_by_key(|a| (!a.needs_person, std::cmp::Reverse(a.last_activity)));
+    let states = AgentState::ALL.iter().map(|s| (s.as_str(), words(s.as_str()))).collect();
+    let page = ListPage { chrome, agents: rows, filter: filter.map(|s| s.as_str().to_owned()), states };
+    match query.block.as_deref() {
+        None => Ok(render(&page)),
+        Some("agents") => Ok(render(&page.as_agents())),
+        Some(other) => Err(no_block(other)),
+    }
+}
+
+/// What the pane shows, or why it cannot be shown.
+struct PaneView {
+    text: Option<String>,
+    unavailable: Option<String>,
+    options: Vec<PromptOption>,
+}
+
+#[derive(Template)]
+#[template(path = "agents/detail.html", blocks = ["summary", "prompt", "pane"])]
+struct DetailPage {
+    chrome: Chrome,
+    agent: Agent,
+    row: AgentRow,
+    topic: String,
+    created: String,
+    pane: PaneView,
+    asking: bool,
+    live: bool,
+    resumable: bool,
+}
+
+/// Lines of history above the visible screen shown in the pane view.
+const PANE_HISTORY: u32 = 40;
+
+#[tracing::instrument(skip_all, fields(agent = %name), err(Debug))]
+async fn detail(
+    State(state): State<AppState>,
+    session: Session,
+    Path(name): Path<String>,
+    Query(query): Query<BlockQuery>,
+) -> PageResult {
+    let mut conn = state.db.acquire().await?;
+    let chrome = Chrome::new(&mut conn, &session, "agents", format!("Agent {name}")).await?;
+    let agent =
+        agents::by_name(&mut conn, &name).await?.ok_or_else(|| ApiError::NotFound(format!("no agent `{name}`")))?;
+    drop(conn);
+    let now = Utc::now();
+    let pane = match agent_actions::screen(&state, &name, PANE_HISTORY).await {
+        Ok(screen) => {
+            let options = if agent.state.needs_person() { prompt::options(&screen.text) } else { Vec::new() };
+            PaneView { text: Some(screen.text.trim_end().to_owned()), unavailable: None, options }
+        }
+        Err(ApiError::Conflict { detail, .. }) => PaneView { text: None, unavailable: Some(detail), options: vec![] },
+        Err(other) => return Err(other.into()),
+    };
+    let page = DetailPage {
+        chrome,
+        row: AgentRow::new(&agent, now),
+        topic: topic("agent", &agent.name),
+        created: ago(agent.created_at, now),
+        asking: agent.state.needs_person(),
+        live: agent.state.is_live(),
+        resumable: matches!(agent.state, AgentState::Suspended | AgentState::Error),
+        pane,
+        agent,
+    };
+    match query.block.as_deref() {
+        None => Ok(render(&page)),
+        Some("summary") => Ok(render(&page.as_summary())),
+        Some("prompt") => Ok(render(&page.as_prompt())),
+        Some("pane") => Ok(render(&page.as_pane())),
+        Some(other) => Err(no_block(other)),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct InputForm {
+    text: String,
+    /// A checkbox: present when ticked.
+    submit: Option<String>,
+}
+
+#[tracing::instrument(skip_all, fields(agent = %name), err(Debug))]
+async fn input(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    PageForm(form): PageForm<InputForm>,
+) -> PageResult {
+    agent_actions::deliver_input(&state, &name, &form.text, form.submit.is_some()).await?;
+    Ok(see_other(&format!("/agents/{name}")))
+}
+
+#[derive(Debug, Deserialize)]
+struct AnswerForm {
+    /// The number of the chosen option, or free text.
+    answer: String,
+}
+
+/// Answers a permission or question prompt: the option's number (or the typed answer), then Enter.
+#[tracing::instrument(skip_all, fields(agent = %name), err(Debug))]
+async fn answer(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    PageForm(form): PageForm<AnswerForm>,
+) -> PageResult {
+    let answer = form.answer.trim();
+    if answer.is_empty() {
+        return Err(ApiError::validation("answer", "choose an option or type an answer").into());
+    }
+    agent_actions::deliver_input(&state, &name, answer, true).await?;
+    Ok(see_other(&format!("/agents/{name}")))
+}
+
+#[tracing::instrument(skip_all, fields(agent = %name, action = %action), err(Debug))]
+async fn act(State(state): State<AppState>, Path((name, action)): Path<(String, String)>) -> PageResult {
+    match action.as_str() {
+        "interrupt" => {
+            agent_actions::interrupt(&state, &name).await?;
+        }
+        "suspend" => {
+            agent_actions::stop(&state, &name, AgentEvent::Suspend, "suspended from the dashboard").await?;
+        }
+        "resume" => {
+            agent_actions::stop(&state, &name, AgentEvent::Resume, "resumed from the dashboard").await?;
+        }
+        "kill" => {
+            agent_actions::stop(&state, &name, AgentEvent::Fail, "killed from the dashboard").await?;
+        }
+        other => return Err(ApiError::NotFound(format!("no agent action `{other}`")).into()),
+    }
+    Ok(see_other(&format!("/agents/{name}")))
+}

@@ -1,0 +1,143 @@
+//! `GET /live`: a page's one live connection (Server-Sent Events, htmx's `sse` extension). It
+//! follows the event log from where the page was rendered (`after`, or `Last-Event-ID` when the
+//! browser reconnects) and, for each burst of events, names the topics they touched: `wishes`,
+//! `wish-login`, `agent-fox`, `board-<id>`, … A page part listens to the topics it shows
+//! (`hx-trigger="sse:wish-login"`) and fetches itself again: only the parts that changed are
+//! swapped, and a burst of a hundred events costs each part one refresh. Each such part also has
+//! `hx-sync="this:replace"`: a topic named while the part's previous fetch is in flight aborts
+//! that fetch and starts a new one. (htmx's default queues it on the element, which the older
+//! fetch then swaps out of the page, so the newer change would never show.)
+
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use futures_util::{Stream, StreamExt};
+use serde::Deserialize;
+
+use crate::api::AppState;
+use crate::db::events::{self, Event};
+use crate::feed::Follower;
+use crate::pages::view::PageResult;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/live", get(live))
+}
+
+#[derive(Debug, Deserialize)]
+struct LiveQuery {
+    after: Option<i64>,
+}
+
+#[tracing::instrument(skip_all, err(Debug))]
+async fn live(State(state): State<AppState>, headers: HeaderMap, Query(query): Query<LiveQuery>) -> PageResult {
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let mut after = resume.or(query.after);
+    let mut conn = state.db.acquire().await?;
+    if let Some(id) = after {
+        // An unknown cursor would match nothing ever again: follow from now instead.
+        if !events::exists(&mut conn, id).await? {
+            after = events::head(&mut conn).await?;
+        }
+    }
+    drop(conn);
+    let follower = Follower::new(state.db.clone(), &state.feed, after, None, None);
+    Ok(Sse::new(topic_stream(follower)).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// One SSE message per topic a batch of events touched; each carries the batch's last event id,
+/// so a reconnecting browser resumes after it.
+fn topic_stream(follower: Follower) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures_util::stream::unfold(follower, |mut follower| async move {
+        let batch = follower.next_batch().await?;
+        let last = batch.last().map(|e| e.id.to_string()).unwrap_or_default();
+        let topics: BTreeSet<String> = batch.iter().flat_map(topics).collect();
+        let messages: Vec<Result<SseEvent, Infallible>> =
+            topics.into_iter().map(|topic| Ok(SseEvent::default().event(topic).id(last.clone()).data(&last))).collect();
+        Some((futures_util::stream::iter(messages), follower))
+    })
+    .flatten()
+}
+
+/// The topics an event touches: `events` always; its kind (`tasks`, `wishes`, `agents`,
+/// `boards`, `webhooks`, `projects`); and the one thing it is about (`wish-<slug>`,
+/// `agent-<name>`, `board-<id>`, and `wish-<id>` for a wish's groups, whose events name the
+/// wish by id).
+pub fn topics(event: &Event) -> Vec<String> {
+    let mut topics = vec!["events".to_owned()];
+    let kind = event.event_type.split('.').next().unwrap_or("");
+    let plural = match kind {
+        "task" => Some("tasks"),
+        "wish" => Some("wishes"),
+        "agent" => Some("agents"),
+        "board" | "board_template" => Some("boards"),
+        "webhook" => Some("webhooks"),
+        "project" => Some("projects"),
+        _ => None,
+    };
+    topics.extend(plural.map(str::to_owned));
+    if let Some((what, id)) = event.subject.split_once(':') {
+        if matches!(what, "wish" | "agent" | "board" | "webhook") {
+            topics.push(topic(what, id));
+        }
+    }
+    for (field, what) in [("wish_id", "wish"), ("board_id", "board")] {
+        if let Some(id) = event.payload.get(field).and_then(|v| v.as_str()) {
+            topics.push(topic(what, id));
+        }
+    }
+    topics
+}
+
+/// `what-id`, with anything but lowercase letters, digits and dashes replaced: an SSE event name
+/// and an htmx trigger name must stay plain.
+pub fn topic(what: &str, id: &str) -> String {
+    let id: String =
+        id.chars().map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' { c } else { '_' }).collect();
+    format!("{what}-{id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(event_type: &str, subject: &str, payload: serde_json::Value) -> Event {
+        Event {
+            id: 1,
+            event_type: event_type.to_owned(),
+            subject: subject.to_owned(),
+            project: None,
+            payload,
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_group_completion_reaches_the_wish_and_task_listeners() {
+        let wish = "6f1c2d9e-8a4b-4c3d-9e2f-1a2b3c4d5e6f";
+        let e = event("task.completed", "task:abc", serde_json::json!({"wish_id": wish, "group_key": "api"}));
+        assert_eq!(topics(&e), ["events", "tasks", &format!("wish-{wish}")]);
+    }
+
+    #[test]
+    fn a_subject_names_its_own_topic_and_a_move_its_board() {
+        let e = event("agent.state_changed", "agent:fox", serde_json::json!({"to": "idle"}));
+        assert_eq!(topics(&e), ["events", "agents", "agent-fox"]);
+        let e = event("task.moved", "task:abc", serde_json::json!({"board_id": "b1"}));
+        assert_eq!(topics(&e), ["events", "tasks", "board-b1"]);
+        let e = event("wish.queued", "wish:login", serde_json::json!({}));
+        assert_eq!(topics(&e), ["events", "wishes", "wish-login"]);
+        let e = event("token.created", "token:x", serde_json::json!({}));
+        assert_eq!(topics(&e), ["events"]);
+    }
+
+    #[test]
+    fn topic_names_stay_plain() {
+        assert_eq!(topic("agent", "Fox;<x>"), "agent-_ox__x_");
+    }
+}

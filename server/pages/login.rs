@@ -1,0 +1,176 @@
+//! Logging in and out. Two ways in, both ending in a session cookie:
+//! - the one-time link `serve` prints at first start (`/login?code=syl_…`): the code opens one
+//!   session and is then used up, so the link in a browser's history or a terminal log opens
+//!   nothing later; it expires after a day unused;
+//! - an admin token pasted into the form: works every time, for as long as the token lives.
+//!
+//! Revoking the token ends every session opened with it (or with its link).
+
+use askama::Template;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Deserialize;
+
+use crate::api::error::ApiError;
+use crate::api::AppState;
+use crate::db::sessions::{self, Session};
+use crate::pages::assets;
+use crate::pages::session::{cookie, session_cookie, SESSION_COOKIE};
+use crate::pages::view::{html_response, PageError, PageForm, PageResult};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/login", get(login_page).post(log_in))
+}
+
+/// Logging out changes state: it sits behind the session check and its CSRF token.
+pub fn logout_router() -> Router<AppState> {
+    Router::new().route("/logout", post(log_out))
+}
+
+#[derive(Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    next: String,
+    message: Option<String>,
+    css: &'static str,
+}
+
+fn login_page_with(status: StatusCode, next: &str, message: Option<String>) -> PageResult {
+    let page = LoginPage { next: next.to_owned(), message, css: assets::css_url() };
+    let html = page.render().map_err(|e| ApiError::Internal(anyhow::anyhow!("rendering the login page: {e}")))?;
+    Ok(html_response(status, html))
+}
+
+#[derive(Debug, Deserialize)]
+struct LoginQuery {
+    code: Option<String>,
+    next: Option<String>,
+}
+
+/// Only a path on this site: never `//elsewhere` or a full URL (an open redirect).
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") => n.to_owned(),
+        _ => "/".to_owned(),
+    }
+}
+
+/// Where a new session goes, with its cookie.
+fn logged_in(headers: &HeaderMap, opened: sessions::Opened, next: &str) -> Response {
+    let mut response = axum::response::Redirect::to(next).into_response();
+    response.headers_mut().insert(header::SET_COOKIE, session_cookie(headers, Some(&opened.secret)));
+    response
+}
+
+#[tracing::instrument(skip_all, err(Debug))]
+async fn login_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    axum::extract::Query(query): axum::extract::Query<LoginQuery>,
+) -> PageResult {
+    let next = safe_next(query.next.as_deref());
+    let Some(code) = query.code else {
+        // Already logged in: nothing to do here.
+        if let Some(secret) = cookie(&headers, SESSION_COOKIE) {
+            if sessions::find(&state.db, secret).await?.is_some() {
+                return Ok(axum::response::Redirect::to(&next).into_response());
+            }
+        }
+        return login_page_with(StatusCode::OK, &next, None);
+    };
+    let mut tx = state.db.begin().await?;
+    let Some(token_id) = sessions::redeem_login_code(&mut tx, code.trim()).await? else {
+        let message = "This login link was used already, has expired, or its token was revoked. \
+                       Paste an admin token instead.";
+        return login_page_with(StatusCode::UNAUTHORIZED, &next, Some(message.to_owned()));
+    };
+    let opened = sessions::open(&mut tx, token_id, "login link").await?;
+    tx.commit().await?;
+    Ok(logged_in(&headers, opened, &next))
+}
+
+#[derive(Debug, Deserialize)]
+struct LoginForm {
+    token: String,
+    next: Option<String>,
+}
+
+#[tracing::instrument(skip_all, err(Debug))]
+async fn log_in(State(state): State<AppState>, headers: HeaderMap, PageForm(form): PageForm<LoginForm>) -> PageResult {
+    let next = safe_next(form.next.as_deref());
+    // No session yet, so no CSRF token: a cross-site form could only log the browser in as
+    // whoever's token it holds. Refuse any request another site's page sent.
+    if !same_origin(&headers) {
+        return Err(PageError(ApiError::Forbidden("a login must come from this site's own login form".into())));
+    }
+    let mut tx = state.db.begin().await?;
+    let (token_id, scope) = match sessions::token_for_login(&mut tx, form.token.trim()).await? {
+        Some(found) => found,
+        None => {
+            let message = "That token is unknown or revoked.".to_owned();
+            return login_page_with(StatusCode::UNAUTHORIZED, &next, Some(message));
+        }
+    };
+    if scope != "admin" {
+        let message = format!(
+            "That is a `{scope}` token; the dashboard needs an admin token \
+             (`switchyard token create --name me --scope admin`)."
+        );
+        return login_page_with(StatusCode::FORBIDDEN, &next, Some(message));
+    }
+    let opened = sessions::open(&mut tx, token_id, "token").await?;
+    tx.commit().await?;
+    Ok(logged_in(&headers, opened, &next))
+}
+
+/// The browser names the page a form came from in `Origin` (and `Sec-Fetch-Site`); without
+/// either (an old client, a script) the request is let through.
+fn same_origin(headers: &HeaderMap) -> bool {
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        return matches!(site, "same-origin" | "none");
+    }
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    origin.split_once("://").is_some_and(|(_, rest)| rest == host)
+}
+
+#[tracing::instrument(skip_all, err(Debug))]
+async fn log_out(State(state): State<AppState>, headers: HeaderMap, session: Session) -> PageResult {
+    let mut tx = state.db.begin().await?;
+    sessions::end(&mut tx, session.id).await?;
+    tx.commit().await?;
+    let mut response = axum::response::Redirect::to("/login").into_response();
+    response.headers_mut().insert(header::SET_COOKIE, session_cookie(&headers, None));
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn next_is_only_ever_a_path_on_this_site() {
+        assert_eq!(safe_next(Some("/wishes/login")), "/wishes/login");
+        assert_eq!(safe_next(Some("//evil.example")), "/");
+        assert_eq!(safe_next(Some("https://evil.example")), "/");
+        assert_eq!(safe_next(Some("/\\evil.example")), "/");
+        assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn a_login_posted_from_another_site_is_recognised() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
+        assert!(same_origin(&headers), "no Origin: a script");
+        headers.insert(header::ORIGIN, HeaderValue::from_static("http://127.0.0.1:8080"));
+        assert!(same_origin(&headers));
+        headers.insert(header::ORIGIN, HeaderValue::from_static("https://evil.example"));
+        assert!(!same_origin(&headers));
+        headers.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
+        assert!(!same_origin(&headers));
+    }
+}

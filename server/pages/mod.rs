@@ -1,0 +1,75 @@
+//! The dashboard: server-rendered pages (askama templates in `web/templates`) made live with htmx
+//! and one Server-Sent Events stream per page. One module per page group; every page calls the
+//! same db and domain functions as the API (and the API's shared actions), never a copy of them.
+//!
+//! A page's parts that change are askama blocks: the full page renders them in place, and
+//! `?block=<name>` renders one alone, which is what htmx fetches when the live stream says
+//! something about that part changed (see [`live`]).
+
+mod agents;
+mod assets;
+mod boards;
+mod dag;
+mod events;
+mod live;
+mod login;
+mod overview;
+mod session;
+mod view;
+mod webhooks;
+mod wish_form;
+mod wishes;
+
+use axum::http::{header, HeaderValue};
+use axum::middleware;
+use axum::Router;
+use tower_http::set_header::SetResponseHeaderLayer;
+
+use crate::api::AppState;
+
+pub use session::{CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE};
+
+/// A browser asking for something outside the API: it wants HTML.
+pub fn wants_a_page(request: &axum::extract::Request) -> bool {
+    let html = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"));
+    html && !request.uri().path().starts_with("/api/")
+}
+
+/// An API error shown as the dashboard's error page.
+pub fn error_page(error: crate::api::error::ApiError) -> axum::response::Response {
+    axum::response::IntoResponse::into_response(view::PageError(error))
+}
+
+/// Scripts and styles come from this server only; nothing is evaluated from strings.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
+    img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'self'";
+
+/// Every dashboard route: the login pages and static files are public, the rest needs a session
+/// (and, to change anything, its CSRF token).
+pub fn router(state: AppState) -> Router<AppState> {
+    let pages = Router::new()
+        .merge(overview::router())
+        .merge(boards::router())
+        .merge(wishes::router())
+        .merge(wish_form::router())
+        .merge(agents::router())
+        .merge(webhooks::router())
+        .merge(events::router())
+        .merge(live::router())
+        .merge(login::logout_router())
+        .route_layer(middleware::from_fn_with_state(state, session::require_session));
+    Router::new()
+        .merge(pages)
+        .merge(login::router())
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")))
+        .layer(SetResponseHeaderLayer::if_not_present(header::REFERRER_POLICY, HeaderValue::from_static("same-origin")))
+        .merge(assets::router())
+}

@@ -1,0 +1,129 @@
+//! `/`: what needs a person first (an agent asking permission or a question, a task handed to a
+//! human, a wish in merge conflict), then agents by state, wishes in flight, the merge queue
+//! (wishes pending merge) and the latest events.
+
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use chrono::Utc;
+
+use crate::api::AppState;
+use crate::db::agents::{self, ListFilter};
+use crate::db::sessions::Session;
+use crate::db::tasks;
+use crate::db::{events, wishes};
+use crate::domain::agent::AgentState;
+use crate::domain::wish::WishStatus;
+use crate::pages::agents::AgentRow;
+use crate::pages::events::EventRow;
+use crate::pages::view::{ago, no_block, render, BlockQuery, Chrome, PageResult};
+use crate::pages::wishes::WishRow;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/", get(overview))
+}
+
+/// One thing waiting for a person.
+pub struct Need {
+    pub what: &'static str,
+    pub name: String,
+    pub link: String,
+    pub detail: String,
+    pub state: &'static str,
+    pub since: String,
+}
+
+#[derive(Template)]
+#[template(path = "overview.html", blocks = ["needs", "agents", "wishes", "merge_queue", "recent"])]
+struct OverviewPage {
+    chrome: Chrome,
+    needs: Vec<Need>,
+    counts: Vec<(&'static str, String, i64)>,
+    agents: Vec<AgentRow>,
+    in_flight: Vec<WishRow>,
+    merge_queue: Vec<WishRow>,
+    events: Vec<EventRow>,
+}
+
+const IN_FLIGHT: [&str; 4] = ["planned", "queued", "executing", "completed"];
+const SHOWN: i64 = 50;
+
+#[tracing::instrument(skip_all, err(Debug))]
+async fn overview(State(state): State<AppState>, session: Session, Query(query): Query<BlockQuery>) -> PageResult {
+    let mut conn = state.db.acquire().await?;
+    let chrome = Chrome::new(&mut conn, &session, "overview", "Overview").await?;
+    let now = Utc::now();
+
+    let live = agents::list(&mut conn, &ListFilter { live_only: true, ..ListFilter::default() }, 1000).await?;
+    let mut agent_rows: Vec<AgentRow> = live.iter().map(|a| AgentRow::new(a, now)).collect();
+    // Those blocked on a person first, then the most recently active.
+    agent_rows.sort_by_key(|a| (!a.needs_person, std::cmp::Reverse(a.last_activity)));
+    agent_rows.truncate(SHOWN as usize);
+
+    let mut needs: Vec<Need> = live
+        .iter()
+        .filter(|a| a.state.needs_person())
+        .map(|a| Need {
+            what: "agent",
+            name: a.name.clone(),
+            link: format!("/agents/{}", a.name),
+            detail: if a.state == AgentState::Permission { "asks permission" } else { "asks a question" }.to_owned(),
+            state: a.state.as_str(),
+            since: ago(a.last_activity.unwrap_or(a.updated_at), now),
+        })
+        .collect();
+    let human = tasks::list(
+        &mut conn,
+        &tasks::ListFilter { assignee: Some("human".to_owned()), ..tasks::ListFilter::default() },
+        500,
+    )
+    .await?;
+    needs.extend(human.iter().filter(|t| !t.status.is_terminal()).take(SHOWN as usize).map(|t| Need {
+        what: "task",
+        name: t.title.clone(),
+        link: t.board_id.map(|b| format!("/boards/{b}")).unwrap_or_else(|| "/boards".to_owned()),
+        detail: "handed to a human".to_owned(),
+        state: "human",
+        since: ago(t.updated_at, now),
+    }));
+    let conflicts = wishes::in_states(&mut conn, &[WishStatus::Conflict.as_str()], SHOWN).await?;
+    needs.extend(conflicts.iter().map(|w| Need {
+        what: "wish",
+        name: w.slug.clone(),
+        link: format!("/wishes/{}", w.slug),
+        detail: "merge conflict".to_owned(),
+        state: w.status.as_str(),
+        since: ago(w.updated_at, now),
+    }));
+
+    let counts = agents::count_all_by_state(&mut conn).await?;
+    let counts = AgentState::ALL
+        .iter()
+        .map(|s| {
+            let n = counts.iter().find(|(state, _)| state == s).map_or(0, |(_, n)| *n);
+            (s.as_str(), crate::pages::view::words(s.as_str()), n)
+        })
+        .collect();
+
+    let flying = wishes::in_states(&mut conn, &IN_FLIGHT, SHOWN).await?;
+    let in_flight = WishRow::load(&mut conn, flying, now).await?;
+    let pending = wishes::in_states(&mut conn, &[WishStatus::PendingMerge.as_str()], SHOWN).await?;
+    let mut merge_queue = WishRow::load(&mut conn, pending, now).await?;
+    // First in, first merged: the queue reads oldest first.
+    merge_queue.reverse();
+    let events = events::newest(&mut conn, None, None, None, 15).await?.iter().map(|e| EventRow::new(e, now)).collect();
+
+    let page = OverviewPage { chrome, needs, counts, agents: agent_rows, in_flight, merge_queue, events };
+    let response: Response = match query.block.as_deref() {
+        None => render(&page),
+        Some("needs") => render(&page.as_needs()),
+        Some("agents") => render(&page.as_agents()),
+        Some("wishes") => render(&page.as_wishes()),
+        Some("merge_queue") => render(&page.as_merge_queue()),
+        Some("recent") => render(&page.as_recent()),
+        Some(other) => return Err(no_block(other)),
+    };
+    Ok(response)
+}

@@ -1,0 +1,244 @@
+//! `/new-wish`: the form that makes a wish with its plan, and `POST /wishes` that takes it. The
+//! form is plain HTML (it works without JavaScript): "Add a group" posts it back for one more row;
+//! a refused wish comes back with each message beside its field. Creation is the API's own
+//! `insert_wish`, so the form and `POST /api/v1/wishes` accept and refuse exactly the same.
+
+use std::collections::HashMap;
+
+use askama::Template;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::api::error::ApiError;
+use crate::api::wishes::{insert_wish, CreateWish, GroupInput};
+use crate::api::AppState;
+use crate::db::projects;
+use crate::db::sessions::Session;
+use crate::pages::view::{render, see_other, Chrome, PageForm, PageResult};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/new-wish", get(new_wish)).route("/wishes", post(create))
+}
+
+/// Empty group rows a new form starts with.
+const START_ROWS: usize = 3;
+
+#[derive(Debug, Clone, Default)]
+struct GroupFields {
+    key: String,
+    title: String,
+    goal: String,
+    depends_on: String,
+}
+
+impl GroupFields {
+    fn is_blank(&self) -> bool {
+        [&self.key, &self.title, &self.goal, &self.depends_on].iter().all(|f| f.trim().is_empty())
+    }
+}
+
+/// What the person typed, to show again.
+#[derive(Debug, Clone, Default)]
+struct WishFields {
+    project: String,
+    slug: String,
+    title: String,
+    description: String,
+    branch: String,
+    review_cap: String,
+    blocked_by: String,
+    groups: Vec<GroupFields>,
+}
+
+impl WishFields {
+    /// Reads the form's pairs: `slug=…`, `groups[2].key=…`, …
+    fn from_pairs(pairs: &[(String, String)]) -> WishFields {
+        let mut fields = WishFields::default();
+        let mut groups: std::collections::BTreeMap<usize, GroupFields> = Default::default();
+        for (name, value) in pairs {
+            if let Some((index, field)) = group_field(name) {
+                let group = groups.entry(index).or_default();
+                match field {
+                    "key" => group.key = value.clone(),
+                    "title" => group.title = value.clone(),
+                    "goal" => group.goal = value.clone(),
+                    "depends_on" => group.depends_on = value.clone(),
+                    _ => {}
+                }
+                continue;
+            }
+            let slot = match name.as_str() {
+                "project" => &mut fields.project,
+                "slug" => &mut fields.slug,
+                "title" => &mut fields.title,
+                "description" => &mut fields.description,
+                "branch" => &mut fields.branch,
+                "review_cap" => &mut fields.review_cap,
+                "blocked_by" => &mut fields.blocked_by,
+                _ => continue,
+            };
+            *slot = value.clone();
+        }
+        // Blank rows are dropped, so `groups[i]` in an error is the i-th row shown again.
+        fields.groups = groups.into_values().filter(|g| !g.is_blank()).collect();
+        fields
+    }
+
+    /// The API's request; a bad number is refused here, everything else by `insert_wish`.
+    fn to_request(&self) -> Result<CreateWish, ApiError> {
+        let review_cap = match self.review_cap.trim() {
+            "" => None,
+            n => Some(n.parse().map_err(|_| ApiError::validation("review_cap", "must be a whole number"))?),
+        };
+        Ok(CreateWish {
+            slug: self.slug.trim().to_owned(),
+            project: self.project.trim().to_owned(),
+            title: self.title.clone(),
+            description: self.description.trim().to_owned(),
+            branch: Some(self.branch.trim().to_owned()).filter(|b| !b.is_empty()),
+            review_cap,
+            blocked_by: list(&self.blocked_by),
+            groups: self
+                .groups
+                .iter()
+                .map(|g| GroupInput {
+                    key: g.key.trim().to_owned(),
+                    title: g.title.clone(),
+                    goal: g.goal.trim().to_owned(),
+                    depends_on: list(&g.depends_on),
+                    max_iterations: None,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// `groups[3].title` → `(3, "title")`.
+fn group_field(name: &str) -> Option<(usize, &str)> {
+    let rest = name.strip_prefix("groups[")?;
+    let (index, field) = rest.split_once("].")?;
+    Some((index.parse().ok().filter(|i| *i < 200)?, field))
+}
+
+/// `a, b c` → `["a", "b", "c"]`.
+fn list(text: &str) -> Vec<String> {
+    text.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+#[derive(Template)]
+#[template(path = "wishes/new.html")]
+struct FormPage {
+    chrome: Chrome,
+    projects: Vec<String>,
+    fields: WishFields,
+    /// Field path → message, from a refused attempt.
+    errors: HashMap<String, String>,
+    /// A message that belongs to no one field (a conflict).
+    general: Option<String>,
+}
+
+impl FormPage {
+    fn err(&self, field: &str) -> &str {
+        self.errors.get(field).map(String::as_str).unwrap_or("")
+    }
+
+    fn group_err(&self, index: &usize, field: &str) -> &str {
+        self.err(&format!("groups[{index}].{field}"))
+    }
+}
+
+async fn form_page(state: &AppState, session: &Session, fields: WishFields) -> Result<FormPage, ApiError> {
+    let mut conn = state.db.acquire().await?;
+    let chrome = Chrome::new(&mut conn, session, "wishes", "Make a wish").await?;
+    let projects = projects::list(&mut conn, None, 1000).await?.into_iter().map(|p| p.slug).collect();
+    Ok(FormPage { chrome, projects, fields, errors: HashMap::new(), general: None })
+}
+
+#[tracing::instrument(skip_all, err(Debug))]
+async fn new_wish(State(state): State<AppState>, session: Session) -> PageResult {
+    let fields = WishFields { groups: vec![GroupFields::default(); START_ROWS], ..WishFields::default() };
+    Ok(render(&form_page(&state, &session, fields).await?))
+}
+
+#[tracing::instrument(skip_all, err(Debug))]
+async fn create(
+    State(state): State<AppState>,
+    session: Session,
+    PageForm(pairs): PageForm<Vec<(String, String)>>,
+) -> PageResult {
+    let mut fields = WishFields::from_pairs(&pairs);
+    if pairs.iter().any(|(name, _)| name == "add_group") {
+        fields.groups.push(GroupFields::default());
+        return Ok(render(&form_page(&state, &session, fields).await?));
+    }
+    let attempt = async {
+        let request = fields.to_request()?;
+        let mut tx = state.db.begin().await?;
+        let detail = insert_wish(&mut tx, request).await?;
+        tx.commit().await?;
+        Ok::<_, ApiError>(detail.wish.slug)
+    };
+    let refusal = match attempt.await {
+        Ok(slug) => return Ok(see_other(&format!("/wishes/{slug}"))),
+        Err(e @ (ApiError::Validation { .. } | ApiError::Conflict { .. })) => e,
+        Err(other) => return Err(other.into()),
+    };
+    if fields.groups.is_empty() {
+        fields.groups.push(GroupFields::default());
+    }
+    let mut page = form_page(&state, &session, fields).await?;
+    let status = match refusal {
+        ApiError::Validation { errors, .. } => {
+            page.errors = errors.into_iter().map(|e| (e.field, e.message)).collect();
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        other => {
+            page.general = Some(other.to_string());
+            StatusCode::CONFLICT
+        }
+    };
+    let mut response = render(&page);
+    *response.status_mut() = status;
+    Ok(response.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn group_rows_are_read_in_order_and_blank_ones_dropped() {
+        let fields = WishFields::from_pairs(&pairs(&[
+            ("groups[3].depends_on", "schema web"),
+            ("groups[3].key", "e2e"),
+            ("groups[0].key", "schema"),
+            ("groups[1].title", ""),
+            ("_csrf", "x"),
+            ("slug", "billing"),
+        ]));
+        assert_eq!(fields.slug, "billing");
+        let keys: Vec<&str> = fields.groups.iter().map(|g| g.key.as_str()).collect();
+        assert_eq!(keys, ["schema", "e2e"]);
+        let request = fields.to_request().expect("a request");
+        assert_eq!(request.groups[1].depends_on, ["schema", "web"]);
+        assert!(request.branch.is_none());
+    }
+
+    #[test]
+    fn a_review_cap_that_is_not_a_number_names_its_field() {
+        let fields = WishFields { review_cap: "three".into(), ..WishFields::default() };
+        match fields.to_request() {
+            Err(ApiError::Validation { errors, .. }) => assert_eq!(errors[0].field, "review_cap"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(group_field("groups[12].goal"), Some((12, "goal")));
+        assert_eq!(group_field("groups[x].goal"), None);
+    }
+}

@@ -1,0 +1,335 @@
+//! `/wishes`: every wish with its lifecycle state and progress; `/wishes/{slug}`: one wish with its
+//! plan drawn as a graph (each group's state, arrows from dependencies), its reviews, its
+//! blockers, a conflict prediction for its branch, and the lifecycle actions that are legal now.
+//! The actions are the API's own (`wish_actions::lifecycle`, `wish_groups::group_action`).
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::routing::{get, post};
+use axum::Router;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use sqlx::PgConnection;
+
+use crate::api::error::ApiError;
+use crate::api::wish_groups::group_action;
+use crate::api::wishes::{detail as wish_detail, find};
+use crate::api::AppState;
+use crate::conflicts::{self, Outcome};
+use crate::db::sessions::Session;
+use crate::db::tasks::Change;
+use crate::db::wishes::{self, Blocker, Wish};
+use crate::db::{events, projects};
+use crate::domain::task::{TaskEvent, TaskStatus};
+use crate::domain::wish::{transition, WishEvent, WishStatus};
+use crate::pages::dag::{self, Dag};
+use crate::pages::live::topic;
+use crate::pages::view::{ago, iso, no_block, render, see_other, words, Chrome, PageResult};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/wishes", get(list))
+        .route("/wishes/{slug}", get(detail))
+        .route("/wishes/{slug}/conflicts", get(conflicts_part))
+        .route("/wishes/{slug}/actions/{action}", post(act))
+        .route("/wishes/{slug}/groups/{key}/retry", post(retry_group))
+}
+
+/// A wish as a row of a table.
+pub struct WishRow {
+    pub slug: String,
+    pub title: String,
+    pub status: &'static str,
+    pub status_label: String,
+    pub held: bool,
+    pub done: i64,
+    pub total: i64,
+    pub updated_ago: String,
+    pub updated_iso: String,
+}
+
+impl WishRow {
+    /// Rows for these wishes, with how far each one's groups have got (one query for all).
+    pub async fn load(conn: &mut PgConnection, list: Vec<Wish>, now: DateTime<Utc>) -> Result<Vec<WishRow>, ApiError> {
+        let ids: Vec<uuid::Uuid> = list.iter().map(|w| w.id).collect();
+        let progress = wishes::progress(conn, &ids).await?;
+        Ok(list
+            .into_iter()
+            .map(|w| {
+                let (done, total) = progress.get(&w.id).copied().unwrap_or((0, 0));
+                WishRow {
+                    status: w.status.as_str(),
+                    status_label: words(w.status.as_str()),
+                    held: w.held,
+                    done,
+                    total,
+                    updated_ago: ago(w.updated_at, now),
+                    updated_iso: iso(w.updated_at),
+                    slug: w.slug,
+                    title: w.title,
+                }
+            })
+            .collect())
+    }
+}
+
+#[derive(Template)]
+#[template(path = "wishes/list.html", blocks = ["wishes"])]
+struct ListPage {
+    chrome: Chrome,
+    wish_rows: Vec<WishRow>,
+    filter: Option<String>,
+    states: Vec<(&'static str, String)>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ListQuery {
+    block: Option<String>,
+    status: Option<String>,
+}
+
+const ALL_STATES: [WishStatus; 11] = [
+    WishStatus::Draft,
+    WishStatus::Planned,
+    WishStatus::Queued,
+    WishStatus::Executing,
+    WishStatus::Completed,
+    WishStatus::PendingMerge,
+    WishStatus::Merged,
+    WishStatus::Failed,
+    WishStatus::Conflict,
+    WishStatus::Interrupted,
+    WishStatus::Cancelled,
+];
+
+#[tracing::instrument(skip_all, err(Debug))]
+async fn list(State(state): State<AppState>, session: Session, Query(query): Query<ListQuery>) -> PageResult {
+    let filter = crate::api::query::filter::<WishStatus>("status", query.status.as_deref().filter(|s| !s.is_empty()))?;
+    let mut conn = state.db.acquire().await?;
+    let chrome = Chrome::new(&mut conn, &session, "wishes", "Wishes").await?;
+    let states: Vec<&str> = match filter {
+        Some(s) => vec![s.as_str()],
+        None => ALL_STATES.iter().map(|s| s.as_str()).collect(),
+    };
+    let found = wishes::in_states(&mut conn, &states, 500).await?;
+    let wish_rows = WishRow::load(&mut conn, found, Utc::now()).await?;
+    let states = ALL_STATES.iter().map(|s| (s.as_str(), words(s.as_str()))).collect();
+    let page = ListPage { chrome, wish_rows, filter: filter.map(|s| s.as_str().to_owned()), states };
+    match query.block.as_deref() {
+        None => Ok(render(&page)),
+        Some("wishes") => Ok(render(&page.as_wishes())),
+        Some(other) => Err(no_block(other)),
+    }
+}
+
+/// A group as a row under the graph.
+struct GroupRow {
+    key: String,
+    title: String,
+    status: &'static str,
+    status_label: String,
+    depends_on: String,
+    iterations: String,
+    result: String,
+    retryable: bool,
+}
+
+/// One recorded review.
+struct ReviewRow {
+    verdict: String,
+    notes: String,
+    at: String,
+}
+
+/// A lifecycle action the wish allows now.
+struct Action {
+    name: &'static str,
+    label: &'static str,
+    style: &'static str,
+}
+
+#[derive(Template)]
+#[template(path = "wishes/detail.html", blocks = ["head", "plan", "reviews"])]
+struct DetailPage {
+    chrome: Chrome,
+    wish: Wish,
+    project: String,
+    status_label: String,
+    /// htmx triggers: the wish's own events and its groups' (which name the wish by id).
+    triggers: String,
+    blockers: Vec<Blocker>,
+    actions: Vec<Action>,
+    groups: Vec<GroupRow>,
+    dag: Dag,
+    reviews: Vec<ReviewRow>,
+}
+
+/// The actions offered, in this order, when the lifecycle allows them.
+const ACTIONS: [(&str, &str, &str); 9] = [
+    ("plan", "Plan", "primary"),
+    ("queue", "Queue", "primary"),
+    ("start", "Start", "primary"),
+    ("submit", "Submit for merge", "primary"),
+    ("resume", "Resume", "primary"),
+    ("hold", "Hold", ""),
+    ("release", "Release", "primary"),
+    ("interrupt", "Interrupt", ""),
+    ("cancel", "Cancel", "danger"),
+];
+
+fn event_for(action: &str) -> Option<WishEvent> {
+    Some(match action {
+        "plan" => WishEvent::Plan,
+        "queue" => WishEvent::Queue,
+        "start" => WishEvent::Start,
+        "submit" => WishEvent::SubmitForMerge,
+        "resume" => WishEvent::Resume { to: None },
+        "hold" => WishEvent::Hold,
+        "release" => WishEvent::Release,
+        "interrupt" => WishEvent::Interrupt,
+        "cancel" => WishEvent::Cancel,
+        _ => return None,
+    })
+}
+
+#[tracing::instrument(skip_all, fields(slug = %slug), err(Debug))]
+async fn detail(
+    State(state): State<AppState>,
+    session: Session,
+    Path(slug): Path<String>,
+    Query(query): Query<crate::pages::view::BlockQuery>,
+) -> PageResult {
+    let mut conn = state.db.acquire().await?;
+    let chrome = Chrome::new(&mut conn, &session, "wishes", format!("Wish {slug}")).await?;
+    let wish = find(&mut conn, &slug).await?;
+    let snapshot = wishes::snapshot(&mut conn, &wish).await?;
+    // The domain says which actions are legal now; the page offers exactly those.
+    let actions = ACTIONS
+        .iter()
+        .filter(|(name, _, _)| event_for(name).is_some_and(|e| transition(&snapshot, &e).is_ok()))
+        .map(|&(name, label, style)| Action { name, label, style })
+        .collect();
+    let project = project_of(&mut conn, wish.project_id).await?.map(|p| p.slug).unwrap_or_default();
+    let reviews = events::about(&mut conn, &wishes::subject(&wish), "wish.reviewed", 200)
+        .await?
+        .iter()
+        .map(|e| ReviewRow {
+            verdict: e.payload.get("verdict").and_then(|v| v.as_str()).unwrap_or("?").to_owned(),
+            notes: e.payload.get("notes").and_then(|v| v.as_str()).unwrap_or("").to_owned(),
+            at: ago(e.created_at, Utc::now()),
+        })
+        .collect();
+    let full = wish_detail(&mut conn, wish).await?;
+    let executing = full.wish.status == WishStatus::Executing;
+    let dag = dag::layout(&full.groups);
+    // The table lists the groups in the drawing's order.
+    let mut listed: Vec<&wishes::Group> = full.groups.iter().collect();
+    listed.sort_by_key(|g| dag.nodes.iter().position(|n| n.key == g.key));
+    let groups = listed
+        .into_iter()
+        .map(|g| GroupRow {
+            key: g.key.clone(),
+            title: g.title.clone(),
+            status: g.status.as_str(),
+            status_label: words(g.status.as_str()),
+            depends_on: g.depends_on.join(", "),
+            iterations: format!("{} of {}", g.iterations, g.max_iterations),
+            result: g.result.clone().unwrap_or_default(),
+            retryable: executing && matches!(g.status, TaskStatus::Failed | TaskStatus::Cancelled),
+        })
+        .collect();
+    let page = DetailPage {
+        chrome,
+        project,
+        status_label: words(full.wish.status.as_str()),
+        triggers: format!(
+            "sse:{} delay:100ms, sse:{} delay:100ms",
+            topic("wish", &full.wish.slug),
+            topic("wish", &full.wish.id.to_string())
+        ),
+        blockers: full.blocked_by,
+        actions,
+        dag,
+        groups,
+        reviews,
+        wish: full.wish,
+    };
+    match query.block.as_deref() {
+        None => Ok(render(&page)),
+        Some("head") => Ok(render(&page.as_head())),
+        Some("plan") => Ok(render(&page.as_plan())),
+        Some("reviews") => Ok(render(&page.as_reviews())),
+        Some(other) => Err(no_block(other)),
+    }
+}
+
+async fn project_of(conn: &mut PgConnection, id: uuid::Uuid) -> Result<Option<projects::Project>, ApiError> {
+    Ok(projects::list(conn, None, 10_000).await?.into_iter().find(|p| p.id == id))
+}
+
+#[tracing::instrument(skip_all, fields(slug = %slug, action = %action), err(Debug))]
+async fn act(State(state): State<AppState>, Path((slug, action)): Path<(String, String)>) -> PageResult {
+    let event = event_for(&action).ok_or_else(|| ApiError::NotFound(format!("no wish action `{action}`")))?;
+    crate::api::wish_actions::lifecycle(&state, &slug, event, None).await?;
+    Ok(see_other(&format!("/wishes/{slug}")))
+}
+
+#[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err(Debug))]
+async fn retry_group(State(state): State<AppState>, Path((slug, key)): Path<(String, String)>) -> PageResult {
+    group_action(&state, &slug, &key, TaskEvent::Retry { unmet_dependencies: 0 }, Change::default()).await?;
+    Ok(see_other(&format!("/wishes/{slug}")))
+}
+
+/// One line of the prediction.
+struct Prediction {
+    against: String,
+    outcome: &'static str,
+    detail: String,
+}
+
+#[derive(Template)]
+#[template(path = "wishes/conflicts.html")]
+struct ConflictsPart {
+    branch: Option<String>,
+    predictions: Vec<Prediction>,
+}
+
+/// Wishes whose branches are compared with this one's.
+const IN_FLIGHT: [&str; 5] = ["queued", "executing", "completed", "pending_merge", "conflict"];
+/// At most this many other branches are trial-merged per request.
+const MAX_OTHERS: usize = 10;
+
+/// The conflict prediction, fetched after the page has loaded: it runs git.
+#[tracing::instrument(skip_all, fields(slug = %slug), err(Debug))]
+async fn conflicts_part(State(state): State<AppState>, Path(slug): Path<String>) -> PageResult {
+    let mut conn = state.db.acquire().await?;
+    let wish = find(&mut conn, &slug).await?;
+    let project = project_of(&mut conn, wish.project_id).await?;
+    let others: Vec<Wish> = wishes::in_states(&mut conn, &IN_FLIGHT, 100)
+        .await?
+        .into_iter()
+        .filter(|w| w.id != wish.id && w.project_id == wish.project_id && w.branch.is_some())
+        .take(MAX_OTHERS)
+        .collect();
+    drop(conn);
+    let (Some(branch), Some(project)) = (wish.branch.clone(), project) else {
+        return Ok(render(&ConflictsPart { branch: None, predictions: vec![] }));
+    };
+    let repo = std::path::PathBuf::from(&project.repo_path);
+    let mut predictions = vec![predict(&repo, &branch, &project.target_branch, project.target_branch.clone()).await];
+    for other in &others {
+        let theirs = other.branch.clone().unwrap_or_default();
+        predictions.push(predict(&repo, &branch, &theirs, format!("wish {} ({theirs})", other.slug)).await);
+    }
+    Ok(render(&ConflictsPart { branch: Some(branch), predictions }))
+}
+
+async fn predict(repo: &std::path::Path, ours: &str, theirs: &str, against: String) -> Prediction {
+    let (outcome, detail) = match conflicts::trial_merge(repo, ours, theirs).await {
+        Outcome::Clean => ("clean", "merges cleanly".to_owned()),
+        Outcome::Conflicts(files) => ("conflict", format!("conflicts in {}", files.join(", "))),
+        Outcome::Missing(branch) => ("unknown", format!("branch {branch} is not in the project's repository yet")),
+        Outcome::Unknown(why) => ("unknown", format!("cannot tell: {why}")),
+    };
+    Prediction { against, outcome, detail }
+}

@@ -1,0 +1,62 @@
+//! `/live`: the page's event stream names the topics that changed, once per burst.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::json;
+
+use super::Dashboard;
+use crate::helpers::spawn_app;
+use crate::projects::create_project;
+
+/// Reads the stream until `wanted` has appeared in it (or the deadline passes); returns the text.
+async fn read_until(response: &mut reqwest::Response, wanted: &[&str]) -> String {
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !wanted.iter().all(|w| text.contains(w)) {
+        let chunk = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {wanted:?} in:\n{text}"))
+            .expect("stream");
+        text.push_str(&String::from_utf8_lossy(&chunk.expect("the stream stays open")));
+    }
+    text
+}
+
+#[tokio::test]
+async fn the_live_stream_names_what_changed_after_the_page_was_rendered() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "alpha").await;
+    let dashboard = Dashboard::login(&app).await;
+    let head: i64 = sqlx::query_scalar("SELECT max(id) FROM events").fetch_one(&app.pool).await.expect("max");
+    let mut stream = dashboard.request(Method::GET, &format!("/live?after={head}")).send().await.expect("live");
+    assert_eq!(stream.status(), 200);
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+
+    let created = app
+        .admin(Method::POST, "/api/v1/wishes")
+        .json(
+            &json!({"slug": "login", "project": "alpha", "title": "Login", "groups": [{"key": "api", "title": "API"}]}),
+        )
+        .send()
+        .await
+        .expect("wish");
+    assert_eq!(created.status(), 201);
+    let wish_id = created.json::<serde_json::Value>().await.expect("json")["id"].as_str().expect("id").to_owned();
+    let by_id = format!("event: wish-{wish_id}");
+    let text = read_until(&mut stream, &["event: wish-login", &by_id, "event: wishes", "event: tasks"]).await;
+    assert!(!text.contains("project"), "what happened before the page was rendered is not replayed: {text}");
+    assert_eq!(text.matches("event: wishes").count(), 1, "one message per topic per burst: {text}");
+
+    // A browser that reconnects says where it was; the stream goes on from there.
+    let last: i64 = sqlx::query_scalar("SELECT max(id) FROM events").fetch_one(&app.pool).await.expect("max");
+    let mut resumed = dashboard
+        .request(Method::GET, "/live?after=1")
+        .header("last-event-id", last.to_string())
+        .send()
+        .await
+        .expect("live");
+    app.admin(Method::POST, "/api/v1/wishes/login/hold").send().await.expect("hold");
+    let text = read_until(&mut resumed, &["event: wish-login"]).await;
+    assert!(!text.contains("event: projects"), "nothing before Last-Event-ID: {text}");
+}

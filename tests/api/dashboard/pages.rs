@@ -1,0 +1,351 @@
+//! Each page as HTML: what it shows, what it offers, what its forms do, and that text people typed
+//! is shown as text (`<script>` in a wish title stays words on the page).
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::{redirected, Dashboard};
+use crate::helpers::{spawn_app, spawn_app_with, TestApp};
+use crate::projects::create_project;
+
+const SCRIPT: &str = "<script>alert('x')</script>";
+const SCRIPT_ESCAPED: &str = "&#60;script&#62;alert(&#39;x&#39;)&#60;/script&#62;";
+
+async fn api(app: &TestApp, method: Method, path: &str, body: Value) -> Value {
+    let response = app.admin(method, path).json(&body).send().await.expect("request");
+    assert!(response.status().is_success(), "{path}: {:?}", response.text().await);
+    response.json().await.unwrap_or(Value::Null)
+}
+
+async fn post(app: &TestApp, path: &str, body: Value) -> Value {
+    api(app, Method::POST, path, body).await
+}
+
+async fn get(app: &TestApp, path: &str) -> Value {
+    api(app, Method::GET, path, Value::Null).await
+}
+
+/// An agent of project `alpha` running a shell (it stays `spawning`: no worker runs).
+async fn agent(app: &TestApp, name: &str, task: &str) {
+    let body = json!({"name": name, "project": "alpha", "kind": "worker", "role": "engineer", "provider": "shell",
+        "task": task});
+    post(app, "/api/v1/agents", body).await;
+}
+
+/// Wish `login` of project `alpha` with groups `api` and `ui` (after `api`), and `extra` fields.
+async fn login_wish(app: &TestApp, extra: Value) {
+    let mut body = json!({"slug": "login", "project": "alpha", "title": "Login",
+        "groups": [{"key": "api", "title": "API"}, {"key": "ui", "title": "UI", "depends_on": ["api"]}]});
+    for (k, v) in extra.as_object().expect("fields") {
+        body[k] = v.clone();
+    }
+    post(app, "/api/v1/wishes", body).await;
+}
+
+/// A board with a WIP-limited middle column; returns its id and its columns' ids.
+async fn board(app: &TestApp, project: &str) -> (String, Vec<String>) {
+    let columns = json!([{"name": "Todo"}, {"name": "Review", "gate": "human", "wip_limit": 1}, {"name": "Done"}]);
+    let board =
+        post(app, &format!("/api/v1/projects/{project}/boards"), json!({"name": "Delivery", "columns": columns})).await;
+    let columns =
+        board["columns"].as_array().expect("columns").iter().map(|c| c["id"].as_str().expect("id").to_owned());
+    (board["id"].as_str().expect("id").to_owned(), columns.collect())
+}
+
+#[tokio::test]
+async fn text_people_typed_is_shown_as_text_on_every_page() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "alpha").await;
+    let evil = json!({"slug": "evil", "project": "alpha", "title": SCRIPT, "description": SCRIPT,
+        "groups": [{"key": "api", "title": SCRIPT}]});
+    post(&app, "/api/v1/wishes", evil).await;
+    let (board_id, _) = board(&app, "alpha").await;
+    let task = json!({"project": "alpha", "title": SCRIPT, "board_id": board_id, "assignee": SCRIPT});
+    post(&app, "/api/v1/tasks", task).await;
+    agent(&app, "fox", SCRIPT).await;
+    let dashboard = Dashboard::login(&app).await;
+    for path in ["/", "/wishes", "/wishes/evil", &format!("/boards/{board_id}"), "/agents", "/agents/fox", "/events"] {
+        let (status, html) = dashboard.get(path).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(!html.contains(SCRIPT), "{path} shows the raw markup:\n{html}");
+        assert!(html.contains(SCRIPT_ESCAPED) || path == "/events", "{path} shows the text:\n{html}");
+    }
+    let (_, events) = dashboard.get("/events").await;
+    assert!(events.contains("title=&#60;script&#62;"), "the payload is escaped too");
+}
+
+#[tokio::test]
+async fn the_overview_puts_what_needs_a_person_first() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "alpha").await;
+    for name in ["owl", "fox"] {
+        agent(&app, name, "Help").await;
+    }
+    // A worker would observe this; here the row is set as it would be.
+    sqlx::query("UPDATE agents SET state = 'question' WHERE name = 'fox'").execute(&app.pool).await.expect("state");
+    post(&app, "/api/v1/tasks", json!({"project": "alpha", "title": "Sign the release", "assignee": "human"})).await;
+    login_wish(&app, json!({})).await;
+    crate::wishes::executing(&app, "login").await;
+
+    let dashboard = Dashboard::login(&app).await;
+    let (_, html) = dashboard.get("/").await;
+    let needs = section(&html, "needs");
+    assert!(needs.contains("asks a question") && needs.contains("href=\"/agents/fox\""), "{needs}");
+    assert!(needs.contains("handed to a human") && needs.contains("Sign the release"), "{needs}");
+    assert!(!needs.contains("owl"), "a spawning agent needs nobody");
+    let agents = section(&html, "agents");
+    assert!(agents.find("/agents/fox").expect("fox") < agents.find("/agents/owl").expect("owl"), "asking first");
+    assert!(agents.contains("question <strong>1</strong>") && agents.contains("spawning <strong>1</strong>"));
+    let wishes = section(&html, "wishes");
+    assert!(wishes.contains("/wishes/login") && wishes.contains("0 of 2") && wishes.contains(">executing<"));
+    assert!(section(&html, "merge-queue").contains("No wish is waiting to be merged"));
+    assert!(section(&html, "recent").contains("wish.executing"));
+    // The live stream starts after the newest event the page shows.
+    let head: i64 = sqlx::query_scalar("SELECT max(id) FROM events").fetch_one(&app.pool).await.expect("max");
+    assert!(html.contains(&format!("sse-connect=\"/live?after={head}\"")), "{html}");
+    // A part alone, as a live refresh fetches it.
+    let (status, part) = dashboard.get("/?block=needs").await;
+    assert_eq!(status, 200);
+    assert!(part.trim_start().starts_with("<section id=\"needs\"") && !part.contains("<html"), "{part}");
+    assert_eq!(dashboard.get("/?block=nope").await.0, 404);
+}
+
+/// The element with this id and what follows it, up to the next section.
+fn section<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id} in:\n{html}"));
+    let rest = &html[start..];
+    let end = rest[1..].find("<section").map(|i| i + 1).unwrap_or(rest.len());
+    &rest[..end]
+}
+
+#[tokio::test]
+async fn a_board_shows_gates_and_limits_and_moves_cards_within_them() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "alpha").await;
+    let (board_id, columns) = board(&app, "alpha").await;
+    let dashboard = Dashboard::login(&app).await;
+    let path = format!("/boards/{board_id}");
+
+    let created =
+        dashboard.post_form(&format!("{path}/tasks"), &[("title", "Write docs"), ("column_id", &columns[0])]).await;
+    assert_eq!(redirected(created).await, path);
+    let other = dashboard.post_form(&format!("{path}/tasks"), &[("title", "Fix bug"), ("assignee", "human")]).await;
+    assert_eq!(redirected(other).await, path);
+    let tasks = get(&app, "/api/v1/tasks?project=alpha").await;
+    let id_of = |title: &str| {
+        tasks["items"].as_array().expect("items").iter().find(|t| t["title"] == title).expect("task")["id"]
+            .as_str()
+            .expect("id")
+            .to_owned()
+    };
+    let (docs, bug) = (id_of("Write docs"), id_of("Fix bug"));
+
+    let (_, html) = dashboard.get(&path).await;
+    assert!(html.contains("gate: human") && html.contains("WIP 0 / 1"), "{html}");
+    assert!(html.contains("aria-label=\"Move “Write docs” to Review\""), "the keyboard move control");
+    assert!(html.contains("draggable=\"true\""), "and drag and drop");
+
+    // → moves a card to the next column; the WIP limit then refuses a second one there.
+    let moved = dashboard.post_form(&format!("{path}/move"), &[("right", &docs)]).await;
+    assert_eq!(redirected(moved).await, path);
+    let task = get(&app, &format!("/api/v1/tasks/{docs}")).await;
+    assert_eq!(task["column_id"], columns[1].as_str());
+    let (_, html) = dashboard.get(&format!("{path}?block=board")).await;
+    assert!(html.contains("WIP 1 / 1 (full)"), "{html}");
+    let full = dashboard.post_form(&format!("{path}/move"), &[("task", &bug), ("column_id", &columns[1])]).await;
+    assert_eq!(full.status(), 409);
+    assert_eq!(full.headers()["hx-retarget"], "#flash");
+    assert!(full.text().await.expect("body").contains("column `Review` is full"));
+    let nowhere = dashboard.post_form(&format!("{path}/move"), &[("left", &bug)]).await;
+    assert_eq!(nowhere.status(), 422, "the first column has nothing on its left");
+
+    // Reconcile puts a card that lost its column back on the board.
+    sqlx::query("UPDATE tasks SET column_id = NULL WHERE id = $1::uuid")
+        .bind(&bug)
+        .execute(&app.pool)
+        .await
+        .expect("stray");
+    let (_, html) = dashboard.get(&path).await;
+    assert!(html.contains("1 card(s) of this board sit in no column"), "{html}");
+    assert_eq!(redirected(dashboard.post_form(&format!("{path}/reconcile"), &[]).await).await, path);
+    let task = get(&app, &format!("/api/v1/tasks/{bug}")).await;
+    assert_eq!(task["column_id"], columns[0].as_str());
+}
+
+#[tokio::test]
+async fn a_board_is_made_from_a_template_on_the_boards_page() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "alpha").await;
+    let template =
+        json!({"name": "review-heavy", "columns": [{"name": "Todo"}, {"name": "Sign-off", "gate": "human"}]});
+    post(&app, "/api/v1/board-templates", template).await;
+    let dashboard = Dashboard::login(&app).await;
+    let (_, html) = dashboard.get("/boards").await;
+    assert!(html.contains("<option value=\"review-heavy\">template review-heavy</option>"), "{html}");
+    let made =
+        dashboard.post_form("/boards", &[("project", "alpha"), ("name", "QA"), ("template", "review-heavy")]).await;
+    let location = redirected(made).await;
+    let (_, html) = dashboard.get(&location).await;
+    assert!(html.contains("<h1>QA</h1>") && html.contains(">Sign-off</h2>"), "{html}");
+    let taken = dashboard.post_form("/boards", &[("project", "alpha"), ("name", "QA")]).await;
+    assert_eq!(taken.status(), 409);
+    let (_, list) = dashboard.get("/boards").await;
+    assert!(list.contains("Todo → Sign-off"), "{list}");
+}
+
+#[tokio::test]
+async fn the_wish_form_makes_a_wish_with_its_plan_and_explains_a_refusal_beside_the_field() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "alpha").await;
+    let dashboard = Dashboard::login(&app).await;
+    let (_, form) = dashboard.get("/new-wish").await;
+    assert!(form.contains("name=\"groups[2].key\""), "three empty rows to start with");
+
+    let more = dashboard.post_form("/wishes", &[("slug", "login"), ("add_group", "1"), ("groups[0].key", "api")]).await;
+    assert_eq!(more.status(), 200);
+    let more = more.text().await.expect("body");
+    assert!(more.contains("value=\"api\"") && more.contains("name=\"groups[1].key\""), "kept, plus a row");
+
+    let cycle = [
+        ("project", "alpha"),
+        ("slug", "login"),
+        ("title", "Login"),
+        ("groups[0].key", "api"),
+        ("groups[0].title", "API"),
+        ("groups[1].key", ""),
+        ("groups[2].key", "ui"),
+        ("groups[2].title", "UI"),
+        ("groups[2].depends_on", "api, db"),
+    ];
+    let refused = dashboard.post_form("/wishes", &cycle).await;
+    assert_eq!(refused.status(), 422);
+    let html = refused.text().await.expect("body");
+    assert!(html.contains("The wish was not made"), "{html}");
+    let beside = html.find("name=\"groups[1].depends_on\"").expect("the second row (the blank one dropped)");
+    assert!(html[beside..].contains("field-error"), "the message sits by the field:\n{html}");
+    assert!(html.contains("db"), "it names the unknown key");
+
+    let good: Vec<(&str, &str)> =
+        cycle.iter().map(|&(k, v)| if k == "groups[2].depends_on" { (k, "api") } else { (k, v) }).collect();
+    let made = dashboard.post_form("/wishes", &good).await;
+    assert_eq!(redirected(made).await, "/wishes/login");
+    let wish = get(&app, "/api/v1/wishes/login").await;
+    let ui = wish["groups"].as_array().expect("groups").iter().find(|g| g["key"] == "ui").expect("ui").clone();
+    assert_eq!(ui["depends_on"], json!(["api"]));
+    let again = dashboard.post_form("/wishes", &good).await;
+    assert_eq!(again.status(), 409);
+    assert!(again.text().await.expect("body").contains("a wish `login` exists already"));
+}
+
+#[tokio::test]
+async fn a_wish_page_draws_its_plan_and_offers_only_the_legal_actions() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "alpha").await;
+    login_wish(&app, json!({"branch": "feature/login"})).await;
+    let dashboard = Dashboard::login(&app).await;
+    let (_, html) = dashboard.get("/wishes/login").await;
+    assert!(html.contains("<g class=\"node st-ready\" data-group=\"api\">"), "{html}");
+    assert!(html.contains("<g class=\"node st-blocked\" data-group=\"ui\">"));
+    assert!(html.contains("class=\"edge\""), "an arrow from api to ui");
+    assert!(html.contains("/actions/plan") && !html.contains("/actions/queue"), "a draft can only be planned");
+    assert!(html.contains("/actions/hold") && html.contains("/actions/cancel"));
+
+    for step in ["plan", "queue", "start"] {
+        let done = dashboard.post_form(&format!("/wishes/login/actions/{step}"), &[]).await;
+        assert_eq!(redirected(done).await, "/wishes/login");
+    }
+    let refused = dashboard.post_form("/wishes/login/actions/queue", &[]).await;
+    assert_eq!(refused.status(), 409, "an illegal step is refused as by the API");
+    post(&app, "/api/v1/wishes/login/groups/api/start", json!({})).await;
+    post(&app, "/api/v1/wishes/login/groups/api/fail", json!({"result": "tests red"})).await;
+    let (_, plan) = dashboard.get("/wishes/login?block=plan").await;
+    assert!(plan.contains("1 of 10"), "a failed group with iterations left goes back to ready: {plan}");
+    post(&app, "/api/v1/wishes/login/review", json!({"verdict": "fail", "notes": "missing tests"})).await;
+    let (_, reviews) = dashboard.get("/wishes/login?block=reviews").await;
+    assert!(reviews.contains("missing tests") && reviews.contains(">fail<"), "{reviews}");
+
+    // The branch is not in the repository: the prediction says so instead of guessing.
+    let (status, conflicts) = dashboard.get("/wishes/login/conflicts").await;
+    assert_eq!(status, 200);
+    assert!(conflicts.contains("branch feature/login is not in the project&#39;s repository yet"), "{conflicts}");
+}
+
+#[tokio::test]
+async fn the_agent_pages_show_state_and_say_why_a_pane_cannot_be_shown() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "alpha").await;
+    agent(&app, "fox", "Add a login page").await;
+    let dashboard = Dashboard::login(&app).await;
+    let (_, list) = dashboard.get("/agents").await;
+    assert!(list.contains("href=\"/agents/fox\"") && list.contains(">spawning<") && list.contains("Add a login page"));
+    let (_, filtered) = dashboard.get("/agents?state=idle").await;
+    assert!(filtered.contains("No agents in this state"), "{filtered}");
+    assert_eq!(dashboard.get("/agents?state=sleepy").await.0, 422);
+    let (_, detail) = dashboard.get("/agents/fox").await;
+    assert!(detail.contains("no worker runs beside this API") || detail.contains("has no pane yet"), "{detail}");
+    assert!(detail.contains("/agents/fox/kill") && detail.contains("Type into the pane"));
+    let killed = dashboard.post_form("/agents/fox/kill", &[]).await;
+    assert_eq!(redirected(killed).await, "/agents/fox");
+    let (_, detail) = dashboard.get("/agents/fox").await;
+    assert!(detail.contains(">error<") && detail.contains("/agents/fox/resume"), "{detail}");
+    assert_eq!(dashboard.get("/agents/nobody").await.0, 404);
+}
+
+#[tokio::test]
+async fn the_webhook_pages_show_deliveries_and_send_one_again() {
+    let app = spawn_app_with(crate::webhooks::test_settings()).await;
+    let created = post(
+        &app,
+        "/api/v1/webhooks",
+        json!({"url": "http://127.0.0.1:9/hook",
+        "events": ["on_pr_created"], "description": "CI bridge"}),
+    )
+    .await;
+    let id = created["id"].as_str().expect("id").to_owned();
+    let dashboard = Dashboard::login(&app).await;
+    let (_, list) = dashboard.get("/webhooks").await;
+    assert!(list.contains("http://127.0.0.1:9/hook") && list.contains("CI bridge") && list.contains("on_pr_created"));
+    let sent = dashboard.post_form(&format!("/webhooks/{id}/test"), &[]).await;
+    assert_eq!(redirected(sent).await, format!("/webhooks/{id}"));
+    let (_, detail) = dashboard.get(&format!("/webhooks/{id}")).await;
+    assert!(detail.contains("webhook.test"), "{detail}");
+    let delivery: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM webhook_deliveries").fetch_one(&app.pool).await.expect("id");
+    let again = dashboard.post_form(&format!("/webhooks/{id}/deliveries/{delivery}/redeliver"), &[]).await;
+    assert_eq!(redirected(again).await, format!("/webhooks/{id}"));
+    let unknown =
+        dashboard.post_form(&format!("/webhooks/{id}/deliveries/{}/redeliver", uuid::Uuid::new_v4()), &[]).await;
+    assert_eq!(unknown.status(), 404);
+}
+
+#[tokio::test]
+async fn the_events_page_filters_by_type_and_pages_back() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "alpha").await;
+    login_wish(&app, json!({})).await;
+    let dashboard = Dashboard::login(&app).await;
+    let (_, all) = dashboard.get("/events").await;
+    assert!(all.contains("project.created") && all.contains("wish.created"));
+    assert!(all.contains("href=\"/wishes/login\""), "a subject links to its page");
+    let (_, wishes) = dashboard.get("/events?type=wish.").await;
+    assert!(wishes.contains("wish.created") && !wishes.contains("project.created"), "{wishes}");
+    let first: i64 = sqlx::query_scalar("SELECT min(id) FROM events").fetch_one(&app.pool).await.expect("min");
+    let (_, older) = dashboard.get(&format!("/events?before={}", first + 1)).await;
+    assert!(
+        older.contains(&format!(">{first}<")) && !older.contains("hx-trigger=\"sse:events"),
+        "an old page stays put"
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_link_shows_a_page_to_a_browser_and_problem_json_to_a_script() {
+    let app = spawn_app().await;
+    let page = app.client.get(app.url("/no/such/page")).header("accept", "text/html").send().await.expect("get");
+    assert_eq!(page.status(), 404);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    assert!(page.text().await.expect("body").contains("Back to the dashboard"));
+    let script = app.client.get(app.url("/no/such/page")).send().await.expect("get");
+    crate::helpers::assert_problem(script, 404).await;
+    let api = app.client.get(app.url("/api/v1/nothing")).header("accept", "text/html").send().await.expect("get");
+    crate::helpers::assert_problem(api, 404).await;
+}

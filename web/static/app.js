@@ -1,0 +1,87 @@
+// Switchyard dashboard: drag and drop for board cards, and closing the page's live stream when
+// the page is left. Everything else is htmx attributes; a card can also be moved without this
+// script, with its ← → buttons.
+(function () {
+  "use strict";
+
+  // A browser keeps at most six connections to one site: a page kept in the back/forward cache
+  // with its event stream still open would hold one of them. Close the streams when the page is
+  // left, and reload a page brought back from that cache (its stream, and what it shows, are old).
+  var sources = [];
+  htmx.createEventSource = function (url) {
+    var source = new EventSource(url, { withCredentials: true });
+    sources.push(source);
+    return source;
+  };
+  window.addEventListener("pagehide", function () {
+    sources.forEach(function (source) { source.close(); });
+    sources = [];
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) window.location.reload();
+  });
+
+  // A message from a refused change stays until the next change is tried.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var flash = document.getElementById("flash");
+    if (flash && event.detail.requestConfig && event.detail.requestConfig.verb !== "get") flash.innerHTML = "";
+  });
+
+  function csrf() {
+    try {
+      return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["x-csrf-token"] || "";
+    } catch (e) {
+      return "";
+    }
+  }
+
+  // A movable card is `<li draggable="true" id="t-<task id>">`.
+  function cardOf(target) {
+    return target.closest ? target.closest("li[draggable='true']") : null;
+  }
+
+  document.addEventListener("dragstart", function (event) {
+    var card = cardOf(event.target);
+    if (!card) return;
+    event.dataTransfer.setData("text/plain", card.id.slice(2));
+    event.dataTransfer.effectAllowed = "move";
+    card.classList.add("dragging");
+  });
+
+  document.addEventListener("dragend", function (event) {
+    var card = cardOf(event.target);
+    if (card) card.classList.remove("dragging");
+    document.querySelectorAll(".drop-target").forEach(function (c) { c.classList.remove("drop-target"); });
+  });
+
+  document.addEventListener("dragover", function (event) {
+    var column = event.target.closest && event.target.closest("[data-column]");
+    if (!column) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "move";
+    column.classList.add("drop-target");
+  });
+
+  document.addEventListener("dragleave", function (event) {
+    var column = event.target.closest && event.target.closest("[data-column]");
+    if (column && !column.contains(event.relatedTarget)) column.classList.remove("drop-target");
+  });
+
+  document.addEventListener("drop", function (event) {
+    var column = event.target.closest && event.target.closest("[data-column]");
+    var board = column && column.closest("[data-board]");
+    if (!column || !board) return;
+    event.preventDefault();
+    column.classList.remove("drop-target");
+    var task = event.dataTransfer.getData("text/plain");
+    if (!task || column.querySelector("#t-" + CSS.escape(task))) return;
+    htmx.ajax("POST", "/boards/" + board.getAttribute("data-board") + "/move", {
+      source: column,
+      target: "#board",
+      select: "#board",
+      swap: "outerHTML",
+      values: { task: task, column_id: column.getAttribute("data-column") },
+      headers: { "x-csrf-token": csrf() }
+    });
+  });
+})();
