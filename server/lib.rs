@@ -173,6 +173,13 @@ impl Application {
                         webhooks: webhooks.clone(),
                         tokens: Default::default(),
                     });
+                    // Responses go out at once: with Nagle's algorithm a small response waits for
+                    // the ACK of the previous one, which a client delays by up to 40 ms.
+                    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                        if let Err(e) = tcp.set_nodelay(true) {
+                            tracing::debug!(error = %e, "setting TCP_NODELAY");
+                        }
+                    });
                     axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
                 }
                 None => Ok(()),
