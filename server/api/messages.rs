@@ -75,15 +75,23 @@ pub async fn send_message(
     ApiJson(body): ApiJson<SendMessage>,
 ) -> ApiResult<(StatusCode, Json<Message>)> {
     let from = speaker(&caller, body.from.as_deref())?;
-    check_body(&body.body).map_err(|why| ApiError::validation("body", why))?;
-    let to = body.to.trim().to_owned();
+    let message = send(&state, from, &body.to, body.body).await?;
+    Ok((StatusCode::CREATED, Json(message)))
+}
+
+/// Stores a message from `from` (already checked to be who the caller speaks as) and appends it
+/// to the outbox: what `POST /messages` and the dashboard's mailbox form both do.
+pub async fn send(state: &AppState, from: String, to: &str, body: String) -> ApiResult<Message> {
+    check_body(&body).map_err(|why| ApiError::validation("body", why))?;
+    let to = to.trim().to_owned();
     let mut tx = state.db.begin().await?;
-    let sender_project = match caller.agent.as_deref() {
-        Some(own) => match agents::by_name(&mut tx, own).await? {
+    // An agent sending: the event belongs to its project (the operator's has none of its own).
+    let sender_project = match from.as_str() {
+        OPERATOR => None,
+        agent => match agents::by_name(&mut tx, agent).await? {
             Some(agent) => agents::project_slug(&mut tx, agent.id).await?,
             None => None,
         },
-        None => None,
     };
     let (recipient_id, project) = if to == OPERATOR {
         (None, sender_project)
@@ -93,11 +101,11 @@ pub async fn send_message(
             .ok_or_else(|| ApiError::validation("to", format!("no agent `{to}` (nor `operator`)")))?;
         (Some(agent.id), agents::project_slug(&mut tx, agent.id).await?)
     };
-    let new = NewMessage { from, to, recipient_id, body: body.body, project };
+    let new = NewMessage { from, to, recipient_id, body, project };
     let message = messages::insert(&mut tx, &new).await?;
     tx.commit().await?;
     crate::outbox::append(&state.data_dir, &message).await;
-    Ok((StatusCode::CREATED, Json(message)))
+    Ok(message)
 }
 
 /// Filters for listing messages; they combine with AND.

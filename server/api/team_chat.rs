@@ -60,14 +60,21 @@ pub async fn post_chat(
     ApiJson(body): ApiJson<PostChat>,
 ) -> ApiResult<(StatusCode, Json<ChatPost>)> {
     let from = speaker(&caller, body.from.as_deref())?;
-    if body.body.trim().is_empty() || body.body.len() > BODY_LIMIT || body.body.contains('\0') {
+    let team = team_for(&state, &caller, &name).await?;
+    let post = post(&state, &team, &from, &body.body).await?;
+    Ok((StatusCode::CREATED, Json(post)))
+}
+
+/// Posts `body` to the team's chat as `from` (already checked to be who the caller speaks as):
+/// what `POST /teams/{name}/chat` and the dashboard's chat form both do.
+pub async fn post(state: &AppState, team: &Team, from: &str, body: &str) -> ApiResult<ChatPost> {
+    if body.trim().is_empty() || body.len() > BODY_LIMIT || body.contains('\0') {
         return Err(ApiError::validation("body", format!("must be 1 to {BODY_LIMIT} bytes, not blank, without NUL")));
     }
-    let team = team_for(&state, &caller, &name).await?;
     let mut tx = state.db.begin().await?;
-    let post = team_chat::post(&mut tx, &team, &from, &body.body).await?;
+    let post = team_chat::post(&mut tx, team, from, body).await?;
     tx.commit().await?;
-    Ok((StatusCode::CREATED, Json(post)))
+    Ok(post)
 }
 
 /// The team's chat history, oldest first, a page at a time (`next_cursor` continues it). New

@@ -176,6 +176,22 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
     Ok(rows.into_iter().map(Message::from).collect())
 }
 
+/// The newest `limit` messages still pending (`pending`) or already delivered, newest first.
+pub async fn newest(conn: &mut PgConnection, pending: bool, limit: i64) -> Result<Vec<Message>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        MessageRow,
+        "SELECT id, sender, recipient, body, read_at, delivered_at, confirmed_by, attempts, last_error, created_at
+         FROM messages WHERE (delivered_at IS NULL) = $1
+         ORDER BY created_at DESC, id DESC
+         LIMIT $2",
+        pending,
+        limit
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(Message::from).collect())
+}
+
 /// Marks a message read (`message.read`, the first time only). `None`: no such message.
 #[tracing::instrument(skip_all, fields(message = %id), err)]
 pub async fn mark_read(conn: &mut PgConnection, id: Uuid) -> Result<Option<Message>, sqlx::Error> {

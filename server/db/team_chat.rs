@@ -49,6 +49,26 @@ pub async fn post(
     Ok(post)
 }
 
+/// A post as stored.
+struct PostRow {
+    id: Uuid,
+    sender: String,
+    body: String,
+    created_at: DateTime<Utc>,
+}
+
+impl PostRow {
+    fn in_team(self, team: &teams::Team) -> ChatPost {
+        ChatPost {
+            id: self.id,
+            team: team.name.clone(),
+            from: self.sender,
+            body: self.body,
+            created_at: self.created_at,
+        }
+    }
+}
+
 /// Up to `limit` posts of the team after `after`, oldest first.
 pub async fn list(
     conn: &mut PgConnection,
@@ -57,7 +77,8 @@ pub async fn list(
     limit: i64,
 ) -> Result<Vec<ChatPost>, sqlx::Error> {
     let (after_at, after_id) = after.unzip();
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        PostRow,
         "SELECT id, sender, body, created_at FROM team_chat
          WHERE team_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) > ($2, $3::uuid))
          ORDER BY created_at, id LIMIT $4",
@@ -68,8 +89,21 @@ pub async fn list(
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| ChatPost { id: r.id, team: team.name.clone(), from: r.sender, body: r.body, created_at: r.created_at })
-        .collect())
+    Ok(rows.into_iter().map(|r| r.in_team(team)).collect())
+}
+
+/// The team's last `limit` posts, oldest first (a chat reads top to bottom, newest last).
+pub async fn latest(conn: &mut PgConnection, team: &teams::Team, limit: i64) -> Result<Vec<ChatPost>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        PostRow,
+        "SELECT id, sender, body, created_at FROM
+           (SELECT id, sender, body, created_at FROM team_chat WHERE team_id = $1
+            ORDER BY created_at DESC, id DESC LIMIT $2) AS last
+         ORDER BY created_at, id",
+        team.id,
+        limit
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| r.in_team(team)).collect())
 }

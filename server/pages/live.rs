@@ -65,9 +65,9 @@ fn topic_stream(follower: Follower) -> impl Stream<Item = Result<SseEvent, Infal
 }
 
 /// The topics an event touches: `events` always; its kind (`tasks`, `wishes`, `agents`,
-/// `boards`, `webhooks`, `projects`); and the one thing it is about (`wish-<slug>`,
-/// `agent-<name>`, `board-<id>`, and `wish-<id>` for a wish's groups, whose events name the
-/// wish by id).
+/// `boards`, `webhooks`, `projects`, `teams`, `messages`); and the one
+/// thing it is about (`wish-<slug>`, `agent-<name>`, `board-<id>`, `team-<name>`, `chat-<team>`
+/// for a post in its chat, and `wish-<id>` for a wish's groups, whose events name the wish by id).
 pub fn topics(event: &Event) -> Vec<String> {
     let mut topics = vec!["events".to_owned()];
     let kind = event.event_type.split('.').next().unwrap_or("");
@@ -78,12 +78,18 @@ pub fn topics(event: &Event) -> Vec<String> {
         "board" | "board_template" => Some("boards"),
         "webhook" => Some("webhooks"),
         "project" => Some("projects"),
+        "team" => Some("teams"),
+        "message" => Some("messages"),
         _ => None,
     };
     topics.extend(plural.map(str::to_owned));
     if let Some((what, id)) = event.subject.split_once(':') {
-        if matches!(what, "wish" | "agent" | "board" | "webhook") {
-            topics.push(topic(what, id));
+        match what {
+            "wish" | "agent" | "board" | "webhook" => topics.push(topic(what, id)),
+            // A team's chat is a part of its own: a post need not refresh the rest of the team.
+            "team" if kind == "chat" => topics.push(topic("chat", id)),
+            "team" => topics.push(topic(what, id)),
+            _ => {}
         }
     }
     for (field, what) in [("wish_id", "wish"), ("board_id", "board")] {
@@ -132,6 +138,12 @@ mod tests {
         assert_eq!(topics(&e), ["events", "tasks", "board-b1"]);
         let e = event("wish.queued", "wish:login", serde_json::json!({}));
         assert_eq!(topics(&e), ["events", "wishes", "wish-login"]);
+        let e = event("team.member_added", "team:login", serde_json::json!({"agent": "fox"}));
+        assert_eq!(topics(&e), ["events", "teams", "team-login"]);
+        let e = event("chat.posted", "team:login", serde_json::json!({"from": "fox"}));
+        assert_eq!(topics(&e), ["events", "chat-login"]);
+        let e = event("message.delivered", "message:m1", serde_json::json!({"to": "fox"}));
+        assert_eq!(topics(&e), ["events", "messages"]);
         let e = event("token.created", "token:x", serde_json::json!({}));
         assert_eq!(topics(&e), ["events"]);
     }

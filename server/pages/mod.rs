@@ -13,8 +13,10 @@ mod dag;
 mod events;
 mod live;
 mod login;
+mod messages;
 mod overview;
 mod session;
+mod teams;
 mod view;
 mod webhooks;
 mod wish_form;
@@ -57,6 +59,8 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(wishes::router())
         .merge(wish_form::router())
         .merge(agents::router())
+        .merge(teams::router())
+        .merge(messages::router())
         .merge(webhooks::router())
         .merge(events::router())
         .merge(live::router())

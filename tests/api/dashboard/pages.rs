@@ -349,3 +349,108 @@ async fn a_wrong_link_shows_a_page_to_a_browser_and_problem_json_to_a_script() {
     let api = app.client.get(app.url("/api/v1/nothing")).header("accept", "text/html").send().await.expect("get");
     crate::helpers::assert_problem(api, 404).await;
 }
+
+/// A project over a repository with a `main` branch, agents `fox` and `owl` of it, and team
+/// `login` of both, led by `fox`; returns the project's slug.
+async fn login_team(app: &TestApp, dir: &std::path::Path) -> String {
+    let repo = crate::agent_clones::repo(dir);
+    let project = crate::agents::project_at(app, repo.to_str().expect("utf-8")).await;
+    for name in ["fox", "owl"] {
+        let body = json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "shell"});
+        post(app, "/api/v1/agents", body).await;
+    }
+    let team = json!({"name": "login", "project": project, "base_branch": "main", "leader": "fox",
+        "members": ["fox", "owl"]});
+    post(app, "/api/v1/teams", team).await;
+    project
+}
+
+#[tokio::test]
+async fn teams_show_their_members_and_chat_and_the_operator_posts_with_the_csrf_token() {
+    let app = spawn_app().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let project = login_team(&app, dir.path()).await;
+    post(&app, "/api/v1/teams/login/chat", json!({"body": "first post"})).await;
+    post(&app, "/api/v1/teams/login/chat", json!({"body": SCRIPT})).await;
+    let dashboard = Dashboard::login(&app).await;
+
+    let (status, html) = dashboard.get("/teams").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("href=\"/teams\" aria-current=\"page\""), "the nav marks Teams");
+    let teams = section(&html, "teams");
+    assert!(teams.contains("href=\"/teams/login\"") && teams.contains(&project), "{teams}");
+    assert!(teams.contains(">in progress<") && teams.contains("href=\"/agents/fox\""), "{teams}");
+    assert!(teams.contains("<td class=\"num\">2</td>"), "two members: {teams}");
+
+    let (status, html) = dashboard.get("/teams/login").await;
+    assert_eq!(status, 200);
+    let head = section(&html, "head");
+    assert!(head.contains("href=\"/agents/owl\"") && head.contains("fox</a> <span class=\"muted\">(leader)"), "{head}");
+    assert!(head.contains("<code>login</code>") && head.contains("<code>main</code>"), "branch and base: {head}");
+    assert!(head.contains("hx-trigger=\"sse:team-login delay:100ms\""), "{head}");
+    let chat = section(&html, "chat");
+    assert!(chat.contains("hx-trigger=\"sse:chat-login delay:100ms\""), "{chat}");
+    assert!(!chat.contains(SCRIPT) && chat.contains(SCRIPT_ESCAPED), "a post is text: {chat}");
+    assert!(chat.find("first post").expect("first") < chat.find(SCRIPT_ESCAPED).expect("second"), "newest last");
+
+    // Without the token nothing is posted; with it the post is the operator's.
+    let bare = dashboard.request(Method::POST, "/teams/login/chat").form(&[("body", "hello")]).send().await;
+    assert_eq!(bare.expect("post").status(), 403);
+    let posted = dashboard.post_form("/teams/login/chat", &[("body", "From the dashboard")]).await;
+    assert_eq!(redirected(posted).await, "/teams/login");
+    let history = get(&app, "/api/v1/teams/login/chat").await;
+    let bodies: Vec<(&str, &str)> = history["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|p| (p["from"].as_str().expect("from"), p["body"].as_str().expect("body")))
+        .collect();
+    assert_eq!(bodies, [("operator", "first post"), ("operator", SCRIPT), ("operator", "From the dashboard")]);
+    let (_, part) = dashboard.get("/teams/login?block=chat").await;
+    assert!(part.trim_start().starts_with("<section id=\"chat\"") && part.contains("From the dashboard"), "{part}");
+    let blank = dashboard.post_form("/teams/login/chat", &[("body", "  ")]).await;
+    assert_eq!(blank.status(), 422, "a blank post is refused, naming the field");
+    assert_eq!(dashboard.get("/teams/nope").await.0, 404);
+}
+
+#[tokio::test]
+async fn the_mailbox_shows_pending_and_delivered_mail_and_sends_as_operator_with_the_csrf_token() {
+    let app = spawn_app().await;
+    let dir = tempfile::tempdir().expect("dir");
+    login_team(&app, dir.path()).await;
+    let waiting = post(&app, "/api/v1/messages", json!({"to": "fox", "body": format!("{SCRIPT}\nsecond line")})).await;
+    // The worker would record this; here the row is set as it would be.
+    sqlx::query("UPDATE messages SET attempts = 2, last_error = 'the pane was busy' WHERE id = $1::uuid")
+        .bind(waiting["id"].as_str().expect("id"))
+        .execute(&app.pool)
+        .await
+        .expect("attempts");
+    post(&app, "/api/v1/messages", json!({"to": "operator", "body": "Done with the form"})).await;
+    let dashboard = Dashboard::login(&app).await;
+
+    let (status, html) = dashboard.get("/messages").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("href=\"/messages\" aria-current=\"page\""), "the nav marks the mailbox");
+    let pending = section(&html, "pending");
+    assert!(pending.contains("href=\"/agents/fox\"") && pending.contains("the pane was busy"), "{pending}");
+    assert!(pending.contains("<td class=\"num\">2</td>"), "two attempts: {pending}");
+    assert!(!pending.contains(SCRIPT) && pending.contains(SCRIPT_ESCAPED), "the body is text: {pending}");
+    assert!(!pending.contains("second line"), "only the first line: {pending}");
+    assert!(pending.contains("hx-trigger=\"sse:messages delay:100ms\""), "{pending}");
+    let delivered = section(&html, "delivered");
+    assert!(delivered.contains("Done with the form") && delivered.contains(">operator</td>"), "{delivered}");
+    assert!(!delivered.contains("fox"), "fox's message is not delivered: {delivered}");
+
+    let bare = dashboard.request(Method::POST, "/messages").form(&[("to", "owl"), ("body", "hi")]).send().await;
+    assert_eq!(bare.expect("post").status(), 403);
+    let sent = dashboard.post_form("/messages", &[("to", "owl"), ("body", "Review fox's branch")]).await;
+    assert_eq!(redirected(sent).await, "/messages");
+    let owl = get(&app, "/api/v1/agents/owl/messages").await;
+    let items = owl["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "only the one sent with the token: {owl}");
+    assert_eq!((&items[0]["from"], &items[0]["body"]), (&json!("operator"), &json!("Review fox's branch")));
+    let (_, part) = dashboard.get("/messages?block=pending").await;
+    assert!(part.contains("Review fox&#39;s branch") && !part.contains("<html"), "{part}");
+    let nobody = dashboard.post_form("/messages", &[("to", "nobody"), ("body", "hi")]).await;
+    assert_eq!(nobody.status(), 422, "an unknown recipient is refused");
+}

@@ -1,0 +1,127 @@
+//! `/teams`: every team with its project, state, leader and size; `/teams/{name}`: one team's
+//! members, branches and state, and its chat, where the operator can post. The chat post is the
+//! API's own (`team_chat::post`).
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::routing::{get, post};
+use axum::Router;
+use chrono::Utc;
+use serde::Deserialize;
+
+use crate::api::teams::not_found;
+use crate::api::{team_chat, AppState};
+use crate::db::sessions::Session;
+use crate::db::team_chat as chat;
+use crate::db::teams::{self, ListFilter, Team};
+use crate::domain::message::OPERATOR;
+use crate::pages::live::topic;
+use crate::pages::view::{ago, iso, no_block, render, see_other, words, BlockQuery, Chrome, PageForm, PageResult};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/teams", get(list)).route("/teams/{name}", get(detail)).route("/teams/{name}/chat", post(say))
+}
+
+/// At most this many teams are listed, and this many of a chat's last posts shown.
+const MAX_TEAMS: i64 = 500;
+const CHAT_SHOWN: i64 = 200;
+
+#[derive(Template)]
+#[template(path = "teams/list.html", blocks = ["teams"])]
+struct ListPage {
+    chrome: Chrome,
+    /// Each team with its state in words.
+    teams: Vec<(Team, String)>,
+}
+
+#[tracing::instrument(skip_all, err(Debug))]
+async fn list(State(state): State<AppState>, session: Session, Query(query): Query<BlockQuery>) -> PageResult {
+    let mut conn = state.db.acquire().await?;
+    let chrome = Chrome::new(&mut conn, &session, "teams", "Teams").await?;
+    let teams = teams::list(&mut conn, &ListFilter::default(), MAX_TEAMS)
+        .await?
+        .into_iter()
+        .map(|t| {
+            let label = words(t.status.as_str());
+            (t, label)
+        })
+        .collect();
+    let page = ListPage { chrome, teams };
+    match query.block.as_deref() {
+        None => Ok(render(&page)),
+        Some("teams") => Ok(render(&page.as_teams())),
+        Some(other) => Err(no_block(other)),
+    }
+}
+
+/// One chat post as shown.
+struct PostView {
+    from: String,
+    body: String,
+    ago: String,
+    iso: String,
+}
+
+#[derive(Template)]
+#[template(path = "teams/detail.html", blocks = ["head", "chat"])]
+struct DetailPage {
+    chrome: Chrome,
+    team: Team,
+    status_label: String,
+    /// The topics of the team's own events and of its chat's posts.
+    team_topic: String,
+    chat_topic: String,
+    posts: Vec<PostView>,
+}
+
+#[tracing::instrument(skip_all, fields(team = %name), err(Debug))]
+async fn detail(
+    State(state): State<AppState>,
+    session: Session,
+    Path(name): Path<String>,
+    Query(query): Query<BlockQuery>,
+) -> PageResult {
+    let mut conn = state.db.acquire().await?;
+    let chrome = Chrome::new(&mut conn, &session, "teams", format!("Team {name}")).await?;
+    let team = teams::get(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?;
+    let now = Utc::now();
+    let posts = chat::latest(&mut conn, &team, CHAT_SHOWN)
+        .await?
+        .into_iter()
+        .map(|p| PostView { ago: ago(p.created_at, now), iso: iso(p.created_at), from: p.from, body: p.body })
+        .collect();
+    let page = DetailPage {
+        chrome,
+        status_label: words(team.status.as_str()),
+        team_topic: topic("team", &team.name),
+        chat_topic: topic("chat", &team.name),
+        posts,
+        team,
+    };
+    match query.block.as_deref() {
+        None => Ok(render(&page)),
+        Some("head") => Ok(render(&page.as_head())),
+        Some("chat") => Ok(render(&page.as_chat())),
+        Some(other) => Err(no_block(other)),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatForm {
+    body: String,
+}
+
+/// Posts to the team's chat as the operator.
+#[tracing::instrument(skip_all, fields(team = %name), err(Debug))]
+async fn say(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    PageForm(form): PageForm<ChatForm>,
+) -> PageResult {
+    let team = {
+        let mut conn = state.db.acquire().await?;
+        teams::get(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?
+    };
+    team_chat::post(&state, &team, OPERATOR, &form.body).await?;
+    Ok(see_other(&format!("/teams/{name}")))
+}
