@@ -88,20 +88,6 @@ struct ListQuery {
     status: Option<String>,
 }
 
-const ALL_STATES: [WishStatus; 11] = [
-    WishStatus::Draft,
-    WishStatus::Planned,
-    WishStatus::Queued,
-    WishStatus::Executing,
-    WishStatus::Completed,
-    WishStatus::PendingMerge,
-    WishStatus::Merged,
-    WishStatus::Failed,
-    WishStatus::Conflict,
-    WishStatus::Interrupted,
-    WishStatus::Cancelled,
-];
-
 #[tracing::instrument(skip_all, err(Debug))]
 async fn list(State(state): State<AppState>, session: Session, Query(query): Query<ListQuery>) -> PageResult {
     let filter = crate::api::query::filter::<WishStatus>("status", query.status.as_deref().filter(|s| !s.is_empty()))?;
@@ -109,11 +95,11 @@ async fn list(State(state): State<AppState>, session: Session, Query(query): Que
     let chrome = Chrome::new(&mut conn, &session, "wishes", "Wishes").await?;
     let states: Vec<&str> = match filter {
         Some(s) => vec![s.as_str()],
-        None => ALL_STATES.iter().map(|s| s.as_str()).collect(),
+        None => WishStatus::ALL.iter().map(|s| s.as_str()).collect(),
     };
     let found = wishes::in_states(&mut conn, &states, 500).await?;
     let wish_rows = WishRow::load(&mut conn, found, Utc::now()).await?;
-    let states = ALL_STATES.iter().map(|s| (s.as_str(), words(s.as_str()))).collect();
+    let states = WishStatus::ALL.iter().map(|s| (s.as_str(), words(s.as_str()))).collect();
     let page = ListPage { chrome, wish_rows, filter: filter.map(|s| s.as_str().to_owned()), states };
     match query.block.as_deref() {
         None => Ok(render(&page)),
