@@ -80,15 +80,11 @@ async fn pasting_into_a_missing_pane_fails_and_leaves_no_buffer() {
 
 /// Waits (with a deadline) until the pane's cursor line, as delivery reads it, is `want`.
 async fn cursor_line_becomes(server: &TmuxServer, pane: &str, want: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let line = switchyard::detect::input_line::typed(&server.tmux.cursor_line(pane).await.expect("cursor line"));
-        if line == want {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "the cursor line is {line:?}, not {want:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let what = format!("the cursor line of {pane} to read {want:?}");
+    crate::helpers::eventually(&what, std::time::Duration::from_secs(10), || async {
+        switchyard::detect::input_line::typed(&server.tmux.cursor_line(pane).await.expect("cursor line")) == want
+    })
+    .await;
 }
 
 #[tokio::test]
