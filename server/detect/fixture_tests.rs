@@ -2,7 +2,8 @@
 //! rules. The file name says the expected result — `working`, `idle`, `permission`, `question`,
 //! `usage_limit` or `error`, then optionally `-what-is-special` — so a new fixture is a new case.
 //! Each goes through a fresh [`Detector`] the way the worker would: read, then read again after
-//! the settle time (idle needs both).
+//! the settle time (idle needs both) — once as captured, and once printed into a pane mirror
+//! ([`crate::tmux::mirror`]), which is how the worker reads screens.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -40,11 +41,25 @@ fn settle(rules: ScreenRules, text: &str) -> Option<Decision> {
     second.or(first)
 }
 
-fn check(path: &Path) -> Result<(), String> {
+/// `text` as a program printing it into a fresh pane of the worker's size would leave it, read
+/// back from the pane's mirror.
+fn through_mirror(text: &str) -> String {
+    use crate::tmux::mirror::{Mirror, PaneView};
+    let (cols, rows) = crate::tmux::WINDOW_SIZE;
+    let view = PaneView { cols, rows, cursor_x: 0, cursor_y: 0, alternate: false };
+    let mut mirror = Mirror::seed(view, 20, &[]);
+    mirror.feed(b"\x1b[H\x1b[2J");
+    mirror.feed(text.replace('\n', "\r\n").as_bytes());
+    mirror.text(20)
+}
+
+fn check(path: &Path, mirrored: bool) -> Result<(), String> {
     let provider = path.parent().unwrap().file_name().unwrap().to_str().unwrap();
     let name = path.file_name().unwrap().to_str().unwrap();
-    let expected = name.split(['-', '.']).next().unwrap();
+    let name = if mirrored { format!("{name} (mirrored)") } else { name.to_owned() };
+    let expected = name.split(['-', '.', ' ']).next().unwrap();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+    let text = if mirrored { through_mirror(&text) } else { text };
     let (first, second) = read_twice(rules_for(provider), &text);
     if expected == "idle" && first.is_some() {
         return Err(format!("{provider}/{name}: decided on one reading: {first:?}"));
@@ -78,8 +93,10 @@ fn every_fixture_reads_as_its_name_says() {
         for path in paths {
             let name = path.file_name().unwrap().to_str().unwrap().to_string();
             seen.push(format!("{provider}/{}", name.split(['-', '.']).next().unwrap()));
-            if let Err(e) = check(&path) {
-                failures.push(e);
+            for mirrored in [false, true] {
+                if let Err(e) = check(&path, mirrored) {
+                    failures.push(e);
+                }
             }
         }
     }

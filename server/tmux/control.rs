@@ -22,8 +22,13 @@
 //!
 //! A pane cannot inject replies: a reply ends only on `%end`/`%error` with the same time,
 //! number and flags as its `%begin`, and output of panes arrives escaped in `%output` lines.
+//!
+//! Mirrors ([`Control::mirror`]): the reader feeds each mirrored pane's output into its
+//! [`Mirror`] as it reads it, and seeds a mirror at the exact place of the seed's reply in the
+//! stream, so no output is missed or applied twice. A layout change that resizes a pane drops
+//! its mirror; the next [`Control::mirror`] starts it again at the new size.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
@@ -31,6 +36,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
+use super::mirror::{Mirror, PaneView, SEED_FORMAT};
 use super::protocol::{self, classify, parse_notification, Line, Notification, PANE_DEAD_SUBSCRIPTION};
 use super::{capture_args, Result, Tmux, TmuxError, COMMAND_TIMEOUT};
 
@@ -48,10 +54,13 @@ pub enum Link {
 /// client's stdin closes and tmux detaches it.
 #[derive(Debug, Clone)]
 pub struct Control {
-    commands: mpsc::UnboundedSender<(String, oneshot::Sender<Reply>)>,
+    commands: mpsc::UnboundedSender<(String, Slot)>,
     events: broadcast::Sender<Notification>,
     link: watch::Receiver<Link>,
+    mirrors: Mirrors,
 }
+
+type Mirrors = Arc<Mutex<HashMap<String, Mirror>>>;
 
 #[derive(Debug)]
 struct Reply {
@@ -59,12 +68,31 @@ struct Reply {
     lines: Vec<String>,
 }
 
+/// Run by the reader when a command line's last reply block arrives, before it reads any later
+/// output.
+type OnReply = Box<dyn FnOnce(&[Reply]) + Send>;
+
+/// Where the replies to one command line go. A line of several commands (`a ; b`) is answered
+/// with a block for each, or fewer when one fails (tmux skips the rest).
+struct Slot {
+    blocks: usize,
+    replies: Vec<Reply>,
+    on_reply: Option<OnReply>,
+    done: oneshot::Sender<Vec<Reply>>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").field("blocks", &self.blocks).field("replies", &self.replies).finish_non_exhaustive()
+    }
+}
+
 /// Reply slots in the order their commands were written. `closed` is set when the reader
 /// stops, so a command written afterwards fails at once instead of waiting forever.
 #[derive(Default)]
 struct Pending {
     closed: bool,
-    queue: VecDeque<oneshot::Sender<Reply>>,
+    queue: VecDeque<Slot>,
 }
 
 impl Control {
@@ -86,10 +114,12 @@ impl Control {
         let (link_tx, link) = watch::channel(Link::Up);
         let (commands, command_rx) = mpsc::unbounded_channel();
         let pending = Arc::new(Mutex::new(Pending::default()));
+        let mirrors = Mirrors::default();
         let (ready_tx, ready) = oneshot::channel();
         tokio::spawn(write_loop(stdin, command_rx, pending.clone()));
-        tokio::spawn(read_loop(stdout, child, pending, events.clone(), link_tx, ready_tx));
-        let control = Control { commands, events, link };
+        let streams = Streams { events: events.clone(), link: link_tx, mirrors: mirrors.clone() };
+        tokio::spawn(read_loop(stdout, child, pending, streams, ready_tx));
+        let control = Control { commands, events, link, mirrors };
         // Commands that reach tmux before the attach has completed fail ("no current client"):
         // wait for the attach's own reply first.
         let attached = tokio::time::timeout(COMMAND_TIMEOUT, ready)
@@ -135,31 +165,79 @@ impl Control {
     /// is quoted for tmux's parser ([`protocol::command_line`]), so no argument can end the
     /// command or start another one.
     pub async fn command(&self, args: &[&str]) -> Result<Vec<String>> {
-        let name = args.first().copied().unwrap_or_default().to_owned();
-        if name.is_empty() {
+        let mut replies = self.command_list(&[args], None).await?;
+        Ok(replies.pop().map(|r| r.lines).unwrap_or_default())
+    }
+
+    /// Runs `commands` as one command line (`a ; b`): tmux runs them together, with no pane
+    /// output read in between. `on_reply` runs in the reader when the last reply arrives.
+    /// Fails with the first command that failed.
+    async fn command_list(
+        &self,
+        commands: &[&[&str]],
+        on_reply: Option<OnReply>,
+    ) -> Result<Vec<Reply>> {
+        let name = commands.first().and_then(|c| c.first()).copied().unwrap_or_default().to_owned();
+        if commands.iter().any(|c| c.first().is_none_or(|n| n.is_empty())) {
             // An empty line would detach the client.
             return Err(TmuxError::Invalid { what: "control command", reason: "is empty".into() });
         }
-        if args.iter().any(|a| a.contains('\0')) {
+        if commands.iter().flat_map(|c| c.iter()).any(|a| a.contains('\0')) {
             // tmux arguments are C strings: a NUL would silently cut the argument short.
             return Err(TmuxError::Invalid { what: "control command", reason: "an argument contains NUL".into() });
         }
-        let (tx, rx) = oneshot::channel();
+        let line = commands.iter().map(|c| protocol::command_line(c)).collect::<Vec<_>>().join(" ; ");
+        let (done, rx) = oneshot::channel();
+        let slot = Slot { blocks: commands.len(), replies: Vec::new(), on_reply, done };
         let down = |this: &Control| {
             TmuxError::LinkDown(match &*this.link.borrow() {
                 Link::Down { reason } => reason.clone(),
                 Link::Up => "control client ended".to_owned(),
             })
         };
-        self.commands.send((protocol::command_line(args), tx)).map_err(|_| down(self))?;
-        let reply = tokio::time::timeout(COMMAND_TIMEOUT, rx)
+        self.commands.send((line, slot)).map_err(|_| down(self))?;
+        let replies = tokio::time::timeout(COMMAND_TIMEOUT, rx)
             .await
             .map_err(|_| TmuxError::Timeout { command: name.clone() })?
             .map_err(|_| down(self))?;
-        if reply.error {
-            return Err(TmuxError::Failed { command: name, stderr: reply.lines.join("\n") });
+        if let Some(failed) = replies.iter().find(|r| r.error) {
+            return Err(TmuxError::Failed { command: name, stderr: failed.lines.join("\n") });
         }
-        Ok(reply.lines)
+        Ok(replies)
+    }
+
+    /// Starts mirroring `pane` with `history` lines above its screen, or starts again (after a
+    /// resize): from the pane's size, cursor and screen, read in one command line so no output
+    /// falls between them.
+    pub async fn mirror(&self, pane: &str, history: u32) -> Result<()> {
+        // Wrapped rows joined (`-J`): printed again, they wrap where they did, and marked so.
+        let capture = capture_args(pane, history, true);
+        let capture: Vec<&str> = capture.iter().map(String::as_str).collect();
+        let display = ["display-message", "-p", "-t", pane, SEED_FORMAT];
+        let (mirrors, key) = (self.mirrors.clone(), pane.to_owned());
+        let seed = Box::new(move |replies: &[Reply]| {
+            let [view, screen] = replies else { return };
+            if let Some(view) = view.lines.first().and_then(|l| PaneView::parse(l)) {
+                let mirror = Mirror::seed(view, history as usize, &screen.lines);
+                mirrors.lock().expect("mirrors lock").insert(key, mirror);
+            }
+        });
+        self.command_list(&[&display, &capture], Some(seed)).await?;
+        if self.mirrors.lock().expect("mirrors lock").contains_key(pane) {
+            Ok(())
+        } else {
+            Err(TmuxError::Unexpected { command: "display-message".into(), output: "no pane size".into() })
+        }
+    }
+
+    /// The mirrored screen of `pane` (see [`Mirror::text`]), or `None` when it is not mirrored.
+    pub fn mirrored(&self, pane: &str, history: u32) -> Option<String> {
+        self.mirrors.lock().expect("mirrors lock").get_mut(pane).map(|m| m.text(history as usize))
+    }
+
+    /// Stops mirroring the panes not in `keep`.
+    pub fn keep_mirrors(&self, keep: &[String]) {
+        self.mirrors.lock().expect("mirrors lock").retain(|pane, _| keep.contains(pane));
     }
 
     /// [`Tmux::capture`] through the client: the same text, without a fork.
@@ -181,7 +259,7 @@ impl Control {
 
 async fn write_loop(
     mut stdin: ChildStdin,
-    mut commands: mpsc::UnboundedReceiver<(String, oneshot::Sender<Reply>)>,
+    mut commands: mpsc::UnboundedReceiver<(String, Slot)>,
     pending: Arc<Mutex<Pending>>,
 ) {
     while let Some((mut line, reply)) = commands.recv().await {
@@ -200,14 +278,21 @@ async fn write_loop(
     // Closing stdin tells tmux to detach the client.
 }
 
+/// Where the reader sends what is not a reply.
+struct Streams {
+    events: broadcast::Sender<Notification>,
+    link: watch::Sender<Link>,
+    mirrors: Mirrors,
+}
+
 async fn read_loop(
     stdout: ChildStdout,
     mut child: Child,
     pending: Arc<Mutex<Pending>>,
-    events: broadcast::Sender<Notification>,
-    link: watch::Sender<Link>,
+    streams: Streams,
     ready: oneshot::Sender<Result<(), String>>,
 ) {
+    let Streams { events, link, mirrors } = streams;
     let mut ready = Some(ready);
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::with_capacity(4096);
@@ -230,9 +315,25 @@ async fn read_loop(
                     let (ours, lines) = (*ours, std::mem::take(lines));
                     block = None;
                     if ours {
-                        let slot = pending.lock().expect("pending lock").queue.pop_front();
-                        if let Some(slot) = slot {
-                            let _ = slot.send(Reply { error, lines });
+                        let complete = {
+                            let mut pending = pending.lock().expect("pending lock");
+                            match pending.queue.front_mut() {
+                                Some(slot) => {
+                                    slot.replies.push(Reply { error, lines });
+                                    if error || slot.replies.len() >= slot.blocks {
+                                        pending.queue.pop_front()
+                                    } else {
+                                        None
+                                    }
+                                }
+                                None => None,
+                            }
+                        };
+                        if let Some(mut slot) = complete {
+                            if let Some(on_reply) = slot.on_reply.take() {
+                                on_reply(&slot.replies);
+                            }
+                            let _ = slot.done.send(slot.replies);
                         }
                     } else {
                         // The reply to the attach itself, which comes first.
@@ -254,9 +355,25 @@ async fn read_loop(
             Line::End { .. } => {} // a stray end: nothing to close
             Line::Other(text) => {
                 let notification = parse_notification(text);
-                if let Notification::Exit { reason } = &notification {
-                    exit_reason = Some(reason.clone());
-                    let _ = link.send(Link::Down { reason: down_reason(reason.as_deref(), &last_error) });
+                match &notification {
+                    Notification::Exit { reason } => {
+                        exit_reason = Some(reason.clone());
+                        let _ = link.send(Link::Down { reason: down_reason(reason.as_deref(), &last_error) });
+                    }
+                    Notification::Output { pane, data } => {
+                        if let Some(mirror) = mirrors.lock().expect("mirrors lock").get_mut(pane) {
+                            mirror.feed(data);
+                        }
+                    }
+                    Notification::LayoutChange { panes, .. } => {
+                        let mut mirrors = mirrors.lock().expect("mirrors lock");
+                        for (pane, cols, rows) in panes {
+                            if mirrors.get(pane).is_some_and(|m| m.size() != (*cols, *rows)) {
+                                mirrors.remove(pane);
+                            }
+                        }
+                    }
+                    _ => {}
                 }
                 let _ = events.send(notification);
             }

@@ -18,6 +18,7 @@
 
 pub mod control;
 mod keys;
+pub mod mirror;
 pub mod protocol;
 
 use std::process::Stdio;

@@ -39,6 +39,12 @@ pub enum Notification {
     UnlinkedWindowRenamed {
         window: String,
     },
+    /// A window's layout changed (`%layout-change`): its panes with their sizes now, as
+    /// `(%ID, cols, rows)`.
+    LayoutChange {
+        window: String,
+        panes: Vec<(String, u16, u16)>,
+    },
     /// The pane entered or left a mode (copy mode, …): its screen may not be the program's.
     PaneModeChanged {
         pane: String,
@@ -119,6 +125,11 @@ pub fn parse_notification(line: &[u8]) -> Notification {
         b"%unlinked-window-renamed" => word(0).map(|window| Notification::UnlinkedWindowRenamed { window }),
         b"%window-renamed" => split_first(rest)
             .map(|(window, name)| Notification::WindowRenamed { window, name: String::from_utf8_lossy(name).into() }),
+        b"%layout-change" => split_first(rest).map(|(window, layouts)| {
+            let layout = String::from_utf8_lossy(layouts);
+            let layout = layout.split(' ').next().unwrap_or_default();
+            Notification::LayoutChange { window, panes: super::mirror::layout_panes(layout) }
+        }),
         b"%pane-mode-changed" => word(0).map(|pane| Notification::PaneModeChanged { pane }),
         b"%sessions-changed" => Some(Notification::SessionsChanged),
         b"%session-changed" => split_first(rest).map(|(session_id, name)| Notification::SessionChanged {
@@ -272,6 +283,10 @@ mod tests {
 
     #[test]
     fn window_and_session_notifications_are_parsed() {
+        assert_eq!(
+            parse_notification(b"%layout-change @1 b25f,80x24,0,0,2 b25f,80x24,0,0,2 *"),
+            Notification::LayoutChange { window: "@1".into(), panes: vec![("%2".into(), 80, 24)] }
+        );
         assert_eq!(parse_notification(b"%window-add @4"), Notification::WindowAdd { window: "@4".into() });
         assert_eq!(parse_notification(b"%window-close @4"), Notification::WindowClose { window: "@4".into() });
         assert_eq!(
@@ -316,10 +331,7 @@ mod tests {
 
     #[test]
     fn unknown_or_malformed_lines_are_kept_as_other() {
-        assert_eq!(
-            parse_notification(b"%layout-change @1 x y z"),
-            Notification::Other("%layout-change @1 x y z".into())
-        );
+        assert_eq!(parse_notification(b"%client-detached c1"), Notification::Other("%client-detached c1".into()));
         assert_eq!(parse_notification(b"%window-add"), Notification::Other("%window-add".into()));
     }
 

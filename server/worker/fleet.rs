@@ -141,7 +141,10 @@ impl Fleet {
                         next_reconcile = Instant::now();
                     }
                     Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(_)) => self.refresh_watches(&mut watches).await,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.refresh_watches(&mut watches).await;
+                        watches.mark_all_dirty();
+                    }
                     Err(broadcast::error::RecvError::Closed) => control = None,
                 }
                 received = control.as_mut().and_then(|(_, rx)| match rx.try_recv() {

@@ -15,6 +15,9 @@ use crate::worker::delivery::{Delivery, Outcome};
 
 /// The longest the loop sleeps without being woken.
 const POLL: Duration = Duration::from_secs(1);
+/// The shortest time between two looks for mail: a busy fleet's events (every agent's every
+/// state change wakes the loop) then cost one query per gap, not one each.
+const MIN_GAP: Duration = Duration::from_millis(100);
 /// How long an agent whose message stays in its input line is left alone.
 const STUCK_BACKOFF: Duration = Duration::from_secs(30);
 /// How long an agent that was not ready (its pane unreadable, a turn just started) is left alone.
@@ -35,7 +38,16 @@ impl Mailbox {
         // Which agent each running task serves (a task that panics still frees its agent).
         let mut busy: HashMap<tokio::task::Id, Uuid> = HashMap::new();
         let mut resting: HashMap<Uuid, Instant> = HashMap::new();
+        let mut looked = Instant::now().checked_sub(MIN_GAP).unwrap_or_else(Instant::now);
         loop {
+            let gap = (looked + MIN_GAP).saturating_duration_since(Instant::now());
+            if !gap.is_zero() {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(gap) => {}
+                }
+            }
+            looked = Instant::now();
             resting.retain(|_, until| *until > Instant::now());
             let nap =
                 resting.values().map(|until| until.saturating_duration_since(Instant::now())).fold(POLL, Duration::min);

@@ -1,7 +1,8 @@
 //! Knowing what each agent is doing: one [`Detector`] per pane, fed by control-mode output (push,
-//! no polling), the pane's screen read through the control client only when output changed (or
-//! when the detector asks for a confirming second reading), and the agent's last Claude Code hook
-//! from its row. A decision becomes a conditional state change with its event.
+//! no polling), the pane's screen read from its in-process mirror (no tmux command: see
+//! [`crate::tmux::mirror`]) only when output changed (or when the detector asks for a confirming
+//! second reading), and the agent's last Claude Code hook from its row. A decision becomes a
+//! conditional state change with its event.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -49,6 +50,8 @@ impl Watch {
 #[derive(Default)]
 pub struct Watches {
     panes: HashMap<String, Watch>,
+    /// Panes were forgotten since the last reading: their mirrors can go.
+    forgot: bool,
 }
 
 impl Watches {
@@ -62,7 +65,14 @@ impl Watches {
 
     /// Forgets panes no longer in `keep`.
     pub fn retain(&mut self, keep: &[String]) {
+        let before = self.panes.len();
         self.panes.retain(|pane, _| keep.contains(pane));
+        self.forgot |= self.panes.len() < before;
+    }
+
+    /// Output may have been missed (a notification backlog overflowed): read every screen.
+    pub fn mark_all_dirty(&mut self) {
+        self.panes.values_mut().for_each(|w| w.dirty = true);
     }
 
     pub fn get(&self, pane: &str) -> Option<&Watch> {
@@ -92,16 +102,19 @@ impl Watches {
         self.panes.values().filter_map(|w| w.detector.next_reading_at()).min()
     }
 
-    /// Reads the screens of `panes` (captures pipelined through the control client) and decides
-    /// for each; tells each detector about a newer hook first (one query for all), so a recent
-    /// hook wins over the screen for its bounded time.
+    /// Reads the screens of `panes` from their mirrors (starting a mirror where there is none
+    /// yet) and decides for each; tells each detector about a newer hook first (one query for
+    /// all), so a recent hook wins over the screen for its bounded time.
     pub async fn read_all(
         &mut self,
         control: &Control,
         db: &PgPool,
         panes: &[String],
     ) -> anyhow::Result<Vec<(String, Uuid, Decision)>> {
-        let captures = futures_util::future::join_all(panes.iter().map(|pane| control.capture(pane, HISTORY))).await;
+        if std::mem::take(&mut self.forgot) {
+            control.keep_mirrors(&self.panes.keys().cloned().collect::<Vec<_>>());
+        }
+        let captures = futures_util::future::join_all(panes.iter().map(|pane| screen(control, pane))).await;
         let ids: Vec<Uuid> = panes.iter().filter_map(|p| self.panes.get(p).map(|w| w.agent_id)).collect();
         let hooks = {
             let mut conn = db.acquire().await?;
@@ -133,6 +146,19 @@ impl Watches {
             }
         }
         Ok(decisions)
+    }
+}
+
+/// The pane's screen from its mirror; a pane without one is mirrored first, and read with
+/// `capture-pane` should the mirror be gone again at once (a resize).
+async fn screen(control: &Control, pane: &str) -> Result<String, crate::tmux::TmuxError> {
+    if let Some(text) = control.mirrored(pane, HISTORY) {
+        return Ok(text);
+    }
+    control.mirror(pane, HISTORY).await?;
+    match control.mirrored(pane, HISTORY) {
+        Some(text) => Ok(text),
+        None => control.capture(pane, HISTORY).await,
     }
 }
 

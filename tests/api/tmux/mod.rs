@@ -3,6 +3,7 @@
 
 mod control;
 mod latency;
+mod mirror;
 mod paste;
 mod windows;
 
