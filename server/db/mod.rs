@@ -87,11 +87,26 @@ impl Database {
     }
 }
 
+/// A connection idle for longer than this is pinged before it is handed out.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
+
+/// The pool. sqlx would ping every connection before handing it out, a round trip as dear as
+/// most statements (a task read would cost two); only a connection that sat idle long enough to
+/// have been cut (a restart, a firewall) is pinged, and a broken one is replaced, not used.
 pub async fn pool(options: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
     PgPoolOptions::new()
         .max_connections(32)
         .min_connections(1)
         .acquire_timeout(Duration::from_secs(5))
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for < PING_AFTER_IDLE {
+                    return Ok(true);
+                }
+                Ok(sqlx::Connection::ping(conn).await.is_ok())
+            })
+        })
         .connect_with(options)
         .await
 }

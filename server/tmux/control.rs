@@ -172,11 +172,7 @@ impl Control {
     /// Runs `commands` as one command line (`a ; b`): tmux runs them together, with no pane
     /// output read in between. `on_reply` runs in the reader when the last reply arrives.
     /// Fails with the first command that failed.
-    async fn command_list(
-        &self,
-        commands: &[&[&str]],
-        on_reply: Option<OnReply>,
-    ) -> Result<Vec<Reply>> {
+    async fn command_list(&self, commands: &[&[&str]], on_reply: Option<OnReply>) -> Result<Vec<Reply>> {
         let name = commands.first().and_then(|c| c.first()).copied().unwrap_or_default().to_owned();
         if commands.iter().any(|c| c.first().is_none_or(|n| n.is_empty())) {
             // An empty line would detach the client.

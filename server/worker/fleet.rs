@@ -40,6 +40,9 @@ pub type SharedHealth = Arc<Mutex<Health>>;
 
 /// How often the worker attaches (when it is not) and claims spawning agents.
 const POLL: Duration = Duration::from_millis(250);
+/// The shortest time between two rounds of screen readings: output of many panes arriving
+/// within it is read in one round (one hook query for all), for a few ms of latency at most.
+const READ_GAP: Duration = Duration::from_millis(10);
 
 /// The text a quiet agent is nudged with.
 const NUDGE: &str = "Are you still working? If you are done, say so and stop; if you are stuck, say what you need.";
@@ -82,6 +85,7 @@ impl Fleet {
         let mut control: Option<(Control, broadcast::Receiver<Notification>)> = None;
         let mut next_reconcile = Instant::now();
         let mut next_poll = Instant::now();
+        let mut next_read = Instant::now();
         loop {
             if Instant::now() >= next_reconcile {
                 self.reconcile(&mut watches, &mut orphans).await;
@@ -103,19 +107,23 @@ impl Fleet {
                 }
             }
             if let Some((c, _)) = &control {
-                let due = watches.due(Instant::now());
+                let due = if Instant::now() >= next_read { watches.due(Instant::now()) } else { Vec::new() };
                 if !due.is_empty() {
+                    next_read = Instant::now() + READ_GAP;
                     match watches.read_all(c, &self.db, &due).await {
                         Ok(decisions) => self.decide_all(decisions, &watches).await,
                         Err(e) => tracing::debug!(error = %e, "reading panes"),
                     }
                 }
             }
-            let wait = watches
-                .next_due()
-                .map(|at| at.saturating_duration_since(Instant::now()))
-                .unwrap_or(POLL)
-                .min(next_poll.saturating_duration_since(Instant::now()));
+            let mut wake_at = next_poll;
+            if let Some(at) = watches.next_due() {
+                wake_at = wake_at.min(at.max(next_read));
+            }
+            if watches.any_dirty() {
+                wake_at = wake_at.min(next_read);
+            }
+            let wait = wake_at.saturating_duration_since(Instant::now());
             let notification = async {
                 match control.as_mut() {
                     Some((_, rx)) => rx.recv().await,

@@ -97,6 +97,11 @@ impl Watches {
             .collect()
     }
 
+    /// Output arrived that no reading has seen yet.
+    pub fn any_dirty(&self) -> bool {
+        self.panes.values().any(|w| w.dirty)
+    }
+
     /// The earliest time a detector asked to read its pane again.
     pub fn next_due(&self) -> Option<Instant> {
         self.panes.values().filter_map(|w| w.detector.next_reading_at()).min()
