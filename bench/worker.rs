@@ -4,7 +4,9 @@
 //! `BENCH_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`; it creates and
 //! drops its own database there), on a tmux socket of its own, with `BENCH_AGENTS` (default 100)
 //! fake agents: a shell script that shows Claude Code's working screen or its idle screen in turn,
-//! for 0.5–3 s each, and logs the time of each switch. Then, over `BENCH_SECONDS` (default 60):
+//! for 0.5–3 s each (`BENCH_SHOW_MS=min-max` to change: the naive approach costs the same
+//! however busy the agents are, the worker less the quieter they are), and logs the time of each
+//! switch. Then, over `BENCH_SECONDS` (default 60):
 //! 1. detection latency, p50/p95/max, from a switch to the `agent.state_changed` row that records
 //!    it (the row's `created_at`, the start of its transaction): to `working` (the busy marker
 //!    appeared) and to `idle` (which waits the detector's settle time on purpose);
@@ -38,7 +40,7 @@ while :; do
     echo "$(date +%s%N) $s" >> "$log"
     printf '\033[H\033[2J'
     cat "$BENCH_SCREENS/$s.txt"
-    sleep "$(awk -v s="$seed$n" 'BEGIN { srand(s); printf "%.2f", 0.5 + rand() * 2.5 }')"
+    sleep "$(awk -v s="$seed$n" -v lo="$BENCH_SHOW_MIN" -v hi="$BENCH_SHOW_MAX" 'BEGIN { srand(s); printf "%.2f", lo + rand() * (hi - lo) }')"
     n=$((n + 1))
 done
 "#;
@@ -50,6 +52,13 @@ async fn main() -> anyhow::Result<()> {
     }
     let seconds = common::env_num("BENCH_SECONDS", 60);
     let agents = common::env_num("BENCH_AGENTS", 100);
+    let show = std::env::var("BENCH_SHOW_MS").unwrap_or_else(|_| "500-3000".into());
+    let (show_min, show_max) = show
+        .split_once('-')
+        .and_then(|(lo, hi)| Some((lo.parse::<u64>().ok()?, hi.parse::<u64>().ok()?)))
+        .filter(|(lo, hi)| lo <= hi)
+        .ok_or_else(|| anyhow::anyhow!("BENCH_SHOW_MS must be MIN-MAX in ms, as 500-3000"))?;
+    let as_seconds = |ms: u64| format!("{:.3}", ms as f64 / 1000.0);
     let database_url = common::fresh_database(&common::server_url(), "switchyard_bench_worker").await?;
     let data_dir = tempfile::tempdir()?;
     let logs = tempfile::tempdir()?;
@@ -60,10 +69,13 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(
         data_dir.path().join("providers.toml"),
         format!(
-            "[providers.bench]\ncommand = [{:?}]\nscreen_rules = \"claude\"\nenv = {{ BENCH_LOG_DIR = {:?}, BENCH_SCREENS = {:?} }}\n",
+            "[providers.bench]\ncommand = [{:?}]\nscreen_rules = \"claude\"\n\
+             env = {{ BENCH_LOG_DIR = {:?}, BENCH_SCREENS = {:?}, BENCH_SHOW_MIN = {:?}, BENCH_SHOW_MAX = {:?} }}\n",
             script.display().to_string(),
             logs.path().display().to_string(),
-            screens
+            screens,
+            as_seconds(show_min),
+            as_seconds(show_max),
         ),
     )?;
     let socket = format!("sy-bench-worker-{}", std::process::id());
@@ -87,7 +99,7 @@ async fn main() -> anyhow::Result<()> {
 
     let repo = common::git_repo()?;
     post("/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
-    println!("# Switchyard worker benchmark: {agents} fake agents, {seconds} s per phase");
+    println!("# Switchyard worker benchmark: {agents} fake agents, each screen shown {show} ms, {seconds} s per phase");
     let started = Instant::now();
     for i in 0..agents {
         post(

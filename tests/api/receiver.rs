@@ -38,6 +38,8 @@ struct Script {
     answers: Arc<Mutex<VecDeque<u16>>>,
     then: Arc<AtomicU16>,
     hang: Arc<AtomicBool>,
+    /// Sent as `Retry-After` with every answer that is not a success.
+    retry_after: Arc<Mutex<Option<String>>>,
 }
 
 pub struct Receiver {
@@ -45,13 +47,18 @@ pub struct Receiver {
     script: Script,
 }
 
-async fn receive(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> StatusCode {
+async fn receive(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> (StatusCode, HeaderMap) {
     script.received.lock().expect("lock").push(Received { at: Instant::now(), headers, body: body.to_vec() });
     while script.hang.load(Ordering::SeqCst) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let code = script.answers.lock().expect("lock").pop_front().unwrap_or(script.then.load(Ordering::SeqCst));
-    StatusCode::from_u16(code).expect("status")
+    let status = StatusCode::from_u16(code).expect("status");
+    let mut headers = HeaderMap::new();
+    if let Some(after) = script.retry_after.lock().expect("lock").clone().filter(|_| !status.is_success()) {
+        headers.insert("retry-after", after.parse().expect("a header value"));
+    }
+    (status, headers)
 }
 
 impl Receiver {
@@ -73,6 +80,11 @@ impl Receiver {
 
     pub fn count(&self) -> usize {
         self.script.received.lock().expect("lock").len()
+    }
+
+    /// Failures from now on ask for the next attempt after `value` (`Retry-After`).
+    pub fn retry_after(&self, value: &str) {
+        *self.script.retry_after.lock().expect("lock") = Some(value.to_owned());
     }
 
     /// While set, requests are recorded but not answered (a receiver that hangs).

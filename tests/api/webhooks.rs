@@ -99,6 +99,25 @@ async fn a_receiver_that_fails_three_times_gets_the_same_message_with_growing_ga
 }
 
 #[tokio::test]
+async fn a_receiver_asking_to_wait_with_retry_after_is_not_tried_again_sooner() {
+    let app = spawn_app_with(test_settings()).await;
+    let receiver = Receiver::start(&[429, 503], 200).await;
+    receiver.retry_after("2");
+    let (id, _) = subscribe(&app, &receiver.url, json!(["token.created"])).await;
+    app.token("read").await;
+    eventually("three attempts", Duration::from_secs(15), || async { receiver.count() >= 3 }).await;
+    let seen = receiver.received();
+    let gaps: Vec<Duration> = seen.windows(2).map(|w| w[1].at - w[0].at).collect();
+    // The test schedule alone would try again within a second.
+    assert!(gaps.iter().all(|gap| *gap >= Duration::from_secs(2)), "Retry-After: 2 was not honoured: {gaps:?}");
+    eventually("the log says delivered", Duration::from_secs(5), || async {
+        deliveries(&app, &id).await.first().is_some_and(|d| d["status"] == "succeeded")
+    })
+    .await;
+    assert_eq!(deliveries(&app, &id).await[0]["attempts"], 3);
+}
+
+#[tokio::test]
 async fn a_410_disables_the_endpoint_with_an_event() {
     let app = spawn_app_with(test_settings()).await;
     let receiver = Receiver::start(&[], 410).await;
