@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Scope;
 use crate::config::{Command, Settings, TokenCommand};
 use crate::db::{self, tokens, Database};
+use crate::feed::EventFeed;
 use crate::{Application, Role};
 
 pub async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
@@ -43,7 +44,7 @@ async fn serve(settings: Settings, role: Role) -> anyhow::Result<()> {
     let app = Application::build(&settings, role).await?;
     if let Some(addr) = app.api_addr() {
         tracing::info!(%addr, "API and dashboard listening");
-        if let Some(first) = tokens::create_first_admin(app.pool()).await? {
+        if let Some(first) = tokens::create_first_admin(app.pool(), app.feed()).await? {
             // Printed, never logged: the terminal is the one place these secrets appear.
             let secret = first.secret;
             println!("\nFirst start: an admin token was created. It is shown only this once:\n\n    {secret}\n");
@@ -77,6 +78,8 @@ where
 }
 
 async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> {
+    // Running servers hear of the token's event from this command's own notification.
+    let feed = EventFeed::default();
     let mut tx = pool.begin().await?;
     match command {
         TokenCommand::Create { name, scope } => {
@@ -88,7 +91,7 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
                 }
                 other => other.into(),
             })?;
-            tx.commit().await?;
+            feed.commit(tx).await?;
             eprintln!(
                 "created token `{}` ({}, scope {}); it is shown only this once:",
                 token.name,
@@ -113,10 +116,11 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
         TokenCommand::Revoke { token } => {
             let revoked = tokens::revoke(&mut tx, &token).await?;
             let revoked = revoked.ok_or_else(|| anyhow::anyhow!("no live token `{token}`"))?;
-            tx.commit().await?;
+            feed.commit(tx).await?;
             println!("revoked token `{}` ({})", revoked.name, revoked.id);
         }
     }
+    feed.flush(pool).await;
     Ok(())
 }
 

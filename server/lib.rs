@@ -63,6 +63,7 @@ pub struct Application {
     data_dir_path: std::path::PathBuf,
     worker: config::WorkerConfig,
     webhooks: Arc<WebhookSettings>,
+    feed: EventFeed,
     _data_dir: DataDir,
 }
 
@@ -91,6 +92,7 @@ impl Application {
             data_dir_path: settings.data_dir.clone(),
             worker: settings.worker.clone(),
             webhooks,
+            feed: EventFeed::default(),
             _data_dir: data_dir,
         })
     }
@@ -105,6 +107,11 @@ impl Application {
 
     pub fn pool(&self) -> &PgPool {
         &self.db.pool
+    }
+
+    /// What commits that record events go through; running, it announces them (see [`feed`]).
+    pub fn feed(&self) -> &EventFeed {
+        &self.feed
     }
 
     /// The API address agents are told to call back: the configured public URL, else the API's
@@ -125,10 +132,14 @@ impl Application {
     /// database closes last.
     pub async fn run_until(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let api_url = self.agent_api_url();
-        let Application { api, status, db, node, role, providers, data_dir_path, worker, webhooks, _data_dir } = self;
-        let feed = EventFeed::default();
+        let Application { api, status, db, node, role, providers, data_dir_path, worker, webhooks, feed, _data_dir } =
+            self;
         let listener = feed.clone().listen(db.pool.clone(), shutdown.clone());
-        let sender = webhooks::Sender::new(db.pool.clone(), webhooks.clone()).run(feed.clone(), shutdown.clone());
+        // Stopped only once everything that commits has drained, so their last commits are
+        // announced too.
+        let drained = CancellationToken::new();
+        let notifier = feed.clone().announce(db.pool.clone(), drained.clone());
+        let sender = webhooks::Sender::new(db.pool.clone(), feed.clone(), webhooks.clone()).run(shutdown.clone());
         let health = worker::fleet::SharedHealth::default();
         let shutdown_for_worker = shutdown.clone();
         let fleet = worker::fleet::Fleet {
@@ -185,11 +196,16 @@ impl Application {
                 None => Ok(()),
             }
         };
-        let (api_result, status_result, (), ()) =
-            tokio::join!(api_server, std::future::IntoFuture::into_future(status_server), listener, sender);
-        if let Err(e) = worker_task.await {
-            tracing::error!(error = %e, "the worker ended abnormally");
-        }
+        let served = async {
+            let servers =
+                tokio::join!(api_server, std::future::IntoFuture::into_future(status_server), listener, sender);
+            if let Err(e) = worker_task.await {
+                tracing::error!(error = %e, "the worker ended abnormally");
+            }
+            drained.cancel();
+            servers
+        };
+        let ((api_result, status_result, (), ()), ()) = tokio::join!(served, notifier);
         tracing::info!("servers drained; closing the database");
         db.close().await;
         api_result.context("API server")?;

@@ -159,7 +159,7 @@ pub(crate) async fn stop(state: &AppState, name: &str, event: AgentEvent, reason
         }
         None => return Err(ApiError::NotFound(format!("no agent `{name}`"))),
     };
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     if let (Some(panes), Some(window)) = (local, window) {
         if let Err(e) = panes.tmux.kill_window(&window).await {
             if !e.is_missing() {

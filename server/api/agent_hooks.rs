@@ -99,28 +99,30 @@ pub async fn post_hook(
         }
         _ => None,
     };
-    let (state_now, changed) = match event {
-        None => (agent.state, false),
+    // A refusal keeps the hook's record all the same: the arbiter should know a late hook came.
+    let outcome = match event {
+        None => Ok((agent.state, false)),
         Some(event) => {
             let cause = Cause { source: "hook", detail: detail(&payload), suspended_until: None };
             match agents::apply(&mut tx, agent.id, None, event, &cause).await? {
                 None => return Err(ApiError::NotFound(format!("no agent `{name}`"))),
-                Some(Applied::Changed { agent, .. }) => (agent.state, true),
-                Some(Applied::Unchanged(agent)) => (agent.state, false),
-                Some(Applied::Refused { current, message }) => {
-                    // Keep the hook's record: the arbiter should know a late hook came.
-                    tx.commit().await?;
-                    return Err(ApiError::conflict(message, Some(current.as_str())));
-                }
+                Some(Applied::Changed { agent, .. }) => Ok((agent.state, true)),
+                Some(Applied::Unchanged(agent)) => Ok((agent.state, false)),
+                Some(Applied::Refused { current, message }) => Err(ApiError::conflict(message, Some(current.as_str()))),
                 // Not with `expected: None`; answered like a refusal all the same.
                 Some(Applied::Stale { current }) => {
-                    tx.commit().await?;
-                    return Err(ApiError::conflict("the agent changed meanwhile", Some(current.as_str())));
+                    Err(ApiError::conflict("the agent changed meanwhile", Some(current.as_str())))
                 }
             }
         }
     };
-    tx.commit().await?;
+    // Most hooks change nothing but the hook's own record: those record no event.
+    if matches!(outcome, Ok((_, true))) || delivered.is_some() {
+        state.feed.commit(tx).await?;
+    } else {
+        tx.commit().await?;
+    }
+    let (state_now, changed) = outcome?;
     Ok(Json(HookOutcome { agent: name, hook_event_name: event_name, state: state_now, changed, delivered }))
 }
 

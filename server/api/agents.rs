@@ -199,7 +199,7 @@ pub async fn create_agent(State(state): State<AppState>, ApiJson(body): ApiJson<
         teams::member_event(&mut tx, team, &agent.name, "team.member_added").await?;
         crate::api::teams::started(&mut tx, team).await?;
     }
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     let mut response = with_etag(agent);
     *response.status_mut() = StatusCode::CREATED;
     Ok(response)
@@ -319,7 +319,7 @@ pub async fn update_agent(
             return Err(ApiError::PreconditionFailed(format!("the agent is at version {}; read it again", now.version)))
         }
     };
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(with_etag(agent))
 }
 
@@ -408,7 +408,7 @@ pub async fn delete_agent(
     if let Some(path) = &own_clone {
         clones::remove(path).await.map_err(|e| ApiError::Internal(e.into()))?;
     }
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     // Its token went with the row; the file that held it goes too.
     let token_file = crate::worker::spawner::token_file(&state.data_dir, &name);
     if let Err(e) = std::fs::remove_file(&token_file) {

@@ -115,7 +115,7 @@ pub async fn add_column(
         format!("the board has a column named `{}`", column.name),
     ))?;
     let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((StatusCode::CREATED, etag(board.version), Json(board)))
 }
 
@@ -176,7 +176,7 @@ pub async fn update_column(
         ))?;
     }
     let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((etag(board.version), Json(board)))
 }
 
@@ -201,7 +201,7 @@ pub async fn reorder_columns(
         columns_db::reorder(&mut tx, id, &body.column_ids).await?;
     }
     let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((etag(board.version), Json(board)))
 }
 
@@ -232,7 +232,7 @@ pub async fn delete_column(
     }
     let moved = columns_db::delete(&mut tx, id, column_id, target).await?;
     let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((etag(board.version), Json(ColumnDeleted { moved, moved_to: target, board })))
 }
 

@@ -58,7 +58,7 @@ pub async fn create_template(
     let template = board_templates::create(&mut tx, name, description, &columns)
         .await
         .map_err(ApiError::unique_as("board_templates_name_key", format!("a board template named `{name}` exists")))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((StatusCode::CREATED, Json(template)))
 }
 

@@ -84,7 +84,7 @@ pub async fn create_board(
 ) -> ApiResult<impl IntoResponse> {
     let mut tx = state.db.begin().await?;
     let board = create(&mut tx, &slug, body).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     let location = [(header::LOCATION, format!("/api/v1/boards/{}", board.id))];
     Ok((StatusCode::CREATED, etag(board.version), location, Json(board)))
 }
@@ -166,7 +166,7 @@ pub async fn rename_board(
         ))?;
     }
     let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((etag(board.version), Json(board)))
 }
 
@@ -178,7 +178,7 @@ pub async fn delete_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uu
     let mut tx = state.db.begin().await?;
     let head = boards::find(&mut tx, id, true).await?.ok_or_else(|| no_board(id))?;
     boards::delete(&mut tx, &head).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -191,7 +191,7 @@ pub async fn delete_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uu
 pub async fn reconcile_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>) -> ApiResult<Json<Reconciled>> {
     let mut tx = state.db.begin().await?;
     let reconciled = reconcile(&mut tx, id).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(Json(reconciled))
 }
 

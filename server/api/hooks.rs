@@ -113,7 +113,7 @@ pub async fn github(
         (None, None, None) => "github".to_owned(),
     };
     events::record(&mut tx, event_type, &subject, details).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((StatusCode::ACCEPTED, Json(Recorded { recorded: vec![event_type.to_owned()] })))
 }
 
@@ -230,6 +230,6 @@ pub async fn generic(
         (None, Some(wish)) => (StatusCode::CREATED, Json(json!(insert_wish(&mut tx, wish).await?))).into_response(),
         _ => return Err(ApiError::validation("task", "send exactly one of `task` and `wish`")),
     };
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(response)
 }

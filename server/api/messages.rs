@@ -103,7 +103,7 @@ pub async fn send(state: &AppState, from: String, to: &str, body: String) -> Api
     };
     let new = NewMessage { from, to, recipient_id, body, project };
     let message = messages::insert(&mut tx, &new).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     crate::outbox::append(&state.data_dir, &message).await;
     Ok(message)
 }
@@ -235,6 +235,6 @@ pub async fn mark_read(
     let mut tx = state.db.begin().await?;
     let message =
         messages::mark_read(&mut tx, id).await?.ok_or_else(|| ApiError::NotFound(format!("no message {id}")))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(Json(message))
 }

@@ -95,7 +95,7 @@ pub async fn create_project(
     let project = projects::create(&mut tx, &body.slug, &fields)
         .await
         .map_err(ApiError::unique_as("projects_slug_key", format!("a project with slug `{}` exists", body.slug)))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     let location = [(header::LOCATION, format!("/api/v1/projects/{}", project.slug))];
     Ok((StatusCode::CREATED, etag(project.version), location, Json(project)))
 }
@@ -166,7 +166,7 @@ pub async fn update_project(
         check_git_repository(&new.repo_path).await?;
     }
     let project = projects::update(&mut tx, &current, &new, &changed).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((etag(project.version), Json(project)))
 }
 
@@ -192,7 +192,7 @@ pub async fn delete_project(State(state): State<AppState>, ApiPath(slug): ApiPat
         ));
     }
     projects::delete(&mut tx, &project).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

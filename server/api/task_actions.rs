@@ -50,7 +50,7 @@ async fn act(state: &AppState, id: &str, event: TaskEvent, change: Change) -> Ap
     match tasks::apply(&mut tx, id, event, &change).await?.ok_or_else(not_found)? {
         Applied::Refused { current, message } => Err(ApiError::conflict(message, Some(current.as_str()))),
         Applied::Done(task, _released) => {
-            tx.commit().await?;
+            state.feed.commit(tx).await?;
             Ok(with_etag(task.version, task))
         }
     }
@@ -226,7 +226,7 @@ pub async fn move_task(
     let id = parse_id(&id)?;
     let mut tx = state.db.begin().await?;
     let task = move_to(&mut tx, id, body.column_id).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(with_etag(task.version, task))
 }
 

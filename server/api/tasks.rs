@@ -93,7 +93,7 @@ pub struct CreateTask {
 pub async fn create_task(State(state): State<AppState>, ApiJson(body): ApiJson<CreateTask>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let task = insert_task(&mut tx, body).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     let mut response = with_etag(task.version, task);
     *response.status_mut() = StatusCode::CREATED;
     Ok(response)
@@ -309,6 +309,6 @@ pub async fn update_task(
             )))
         }
     };
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(with_etag(task.version, task))
 }

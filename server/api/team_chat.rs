@@ -73,7 +73,7 @@ pub async fn post(state: &AppState, team: &Team, from: &str, body: &str) -> ApiR
     }
     let mut tx = state.db.begin().await?;
     let post = team_chat::post(&mut tx, team, from, body).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(post)
 }
 

@@ -144,7 +144,7 @@ pub async fn create_team(State(state): State<AppState>, ApiJson(body): ApiJson<C
         if let Some(leader) = &body.leader {
             team = teams::set_leader(&mut tx, &team, Some(leader.trim())).await?;
         }
-        tx.commit().await?;
+        state.feed.commit(tx).await?;
         ApiResult::Ok(team)
     };
     match made.await {
@@ -260,7 +260,7 @@ pub async fn update_team(
         }
         team = teams::set_leader(&mut tx, &team, leader.as_deref()).await?;
     }
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(with_etag(team))
 }
 
@@ -304,7 +304,7 @@ pub async fn add_member(
         _ => {}
     }
     let team = join(&mut tx, &team, agent_name).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(Json(team))
 }
 
@@ -331,7 +331,7 @@ pub async fn remove_member(
         return Err(ApiError::NotFound(format!("agent `{agent}` is not a member of team `{name}`")));
     }
     let team = teams::get(&mut tx, &name).await?.ok_or_else(|| not_found(&name))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(Json(team))
 }
 
@@ -409,7 +409,7 @@ pub async fn disband_team(
     if ours {
         clones::remove(&clone).await.map_err(|e| ApiError::Internal(e.into()))?;
     }
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(Json(DisbandedTeam {
         name,
         clone_path: team.clone_path,

@@ -54,7 +54,7 @@ pub async fn create_token(
     }
     let mut tx = state.db.begin().await?;
     let (token, secret) = tokens::create(&mut tx, name, body.scope).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((StatusCode::CREATED, Json(CreatedToken { token, secret })))
 }
 
@@ -82,7 +82,7 @@ pub async fn revoke_token(
     let mut tx = state.db.begin().await?;
     let revoked =
         tokens::revoke(&mut tx, &token).await?.ok_or_else(|| ApiError::NotFound(format!("no live token `{token}`")))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     // Not one more request with it here; other replicas drop it within a second.
     state.tokens.clear();
     Ok(Json(revoked))

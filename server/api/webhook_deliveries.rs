@@ -64,11 +64,9 @@ pub async fn redeliver(
 
 /// Queues one delivery to be sent again now and wakes the senders (the API and the dashboard).
 pub(crate) async fn redeliver_now(tx: &mut sqlx::PgConnection, id: Uuid, delivery: Uuid) -> ApiResult<Delivery> {
-    let queued = webhook_deliveries::redeliver(&mut *tx, id, delivery)
+    webhook_deliveries::redeliver(tx, id, delivery)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no delivery {delivery} for webhook {id}")))?;
-    webhook_deliveries::wake_senders(tx).await?;
-    Ok(queued)
+        .ok_or_else(|| ApiError::NotFound(format!("no delivery {delivery} for webhook {id}")))
 }
 
 /// Queues a `webhook.test` delivery to this subscription, signed like any other; like every
@@ -93,7 +91,5 @@ pub async fn send_test_event(
 /// Queues a `webhook.test` delivery to the subscription and wakes the senders.
 pub(crate) async fn queue_test(tx: &mut sqlx::PgConnection, id: Uuid) -> ApiResult<Delivery> {
     webhooks::get(&mut *tx, id).await?.ok_or_else(|| no_webhook(id))?;
-    let queued = webhook_deliveries::insert_test(&mut *tx, id).await?;
-    webhook_deliveries::wake_senders(tx).await?;
-    Ok(queued)
+    Ok(webhook_deliveries::insert_test(tx, id).await?)
 }

@@ -155,7 +155,7 @@ pub async fn create_webhook(
     };
     let mut tx = state.db.begin().await?;
     let subscription = webhooks::create(&mut tx, &new).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     let location = [(header::LOCATION, format!("/api/v1/webhooks/{}", subscription.id))];
     Ok((StatusCode::CREATED, location, Json(WebhookWithSecret { subscription, secret })))
 }
@@ -225,7 +225,7 @@ pub async fn update_webhook(
     };
     let mut tx = state.db.begin().await?;
     let subscription = webhooks::update(&mut tx, id, &patch).await?.ok_or_else(|| no_webhook(id))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(Json(subscription))
 }
 
@@ -245,7 +245,7 @@ pub async fn delete_webhook(
     if !webhooks::delete(&mut tx, id).await? {
         return Err(no_webhook(id));
     }
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -268,6 +268,6 @@ pub async fn rotate_secret(
         return Err(no_webhook(id));
     }
     let subscription = webhooks::get(&mut tx, id).await?.ok_or_else(|| no_webhook(id))?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(Json(WebhookWithSecret { subscription, secret }))
 }

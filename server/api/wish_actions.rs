@@ -56,7 +56,7 @@ pub(crate) async fn lifecycle(
         wish = crate::api::wish_groups::complete_if_done(&mut tx, wish).await?;
     }
     let detail = detail(&mut tx, wish).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(detail)
 }
 
@@ -91,7 +91,7 @@ pub async fn plan_wish(
     }
     let wish = act(&mut tx, &wish, WishEvent::Plan, None).await?;
     let detail = detail(&mut tx, wish).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(Json(detail))
 }
 
@@ -191,7 +191,7 @@ pub async fn review_wish(
         updated = act(&mut tx, &updated, WishEvent::GroupFailed, Some(&reason)).await?;
     }
     let detail = detail(&mut tx, updated).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(Json(detail))
 }
 
@@ -239,6 +239,6 @@ pub async fn record_merge(
         }
     }
     let detail = detail(&mut tx, wish).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(Json(detail))
 }

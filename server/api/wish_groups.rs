@@ -124,7 +124,7 @@ pub(crate) async fn group_action(
         }
         _ => wish,
     };
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     let group = Group::of(&task, depends_on);
     let now_ready = released.into_iter().filter_map(|r| r.group_key).collect();
     Ok(GroupOutcome { wish, group, now_ready })

@@ -98,7 +98,7 @@ pub async fn create_wish(
 ) -> ApiResult<(StatusCode, Json<WishDetail>)> {
     let mut tx = state.db.begin().await?;
     let detail = insert_wish(&mut tx, body).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((StatusCode::CREATED, Json(detail)))
 }
 

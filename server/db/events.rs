@@ -1,7 +1,8 @@
 //! The event log. Every state change writes its event here, in the caller's transaction, so
 //! the change and its record commit (or vanish) together — and with it the webhook outbox rows
 //! for the subscriptions that want it. A trigger fills `project` (from `payload.project` or the
-//! subject) and sends the `NOTIFY` that wakes live streams on every replica.
+//! subject). The transaction commits through `EventFeed::commit`, which wakes live streams on
+//! every replica (see `crate::feed`).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use crate::auth::{generate_token, Scope};
 use crate::db::events;
+use crate::feed::EventFeed;
 
 /// A token as listed: everything but the secret.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -88,7 +89,7 @@ pub struct FirstAdmin {
 /// On the very first start there is no token at all: make one admin token, once, and a login code
 /// for the dashboard. The advisory lock makes two servers starting together agree on a single
 /// bootstrap token.
-pub async fn create_first_admin(pool: &PgPool) -> Result<Option<FirstAdmin>, sqlx::Error> {
+pub async fn create_first_admin(pool: &PgPool, feed: &EventFeed) -> Result<Option<FirstAdmin>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('switchyard.bootstrap_token'))").execute(&mut *tx).await?;
     let any = sqlx::query_scalar!("SELECT EXISTS (SELECT 1 FROM tokens) AS \"any!\"").fetch_one(&mut *tx).await?;
@@ -97,7 +98,7 @@ pub async fn create_first_admin(pool: &PgPool) -> Result<Option<FirstAdmin>, sql
     }
     let (token, secret) = create(&mut tx, "bootstrap-admin", Scope::Admin).await?;
     let login_code = crate::db::sessions::create_login_code(&mut tx, token.id).await?;
-    tx.commit().await?;
+    feed.commit(tx).await?;
     Ok(Some(FirstAdmin { secret, login_code }))
 }
 

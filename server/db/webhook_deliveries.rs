@@ -225,12 +225,6 @@ pub async fn insert_test(conn: &mut PgConnection, subscription: Uuid) -> Result<
     Ok(row)
 }
 
-/// Wakes the senders on every replica (at commit), for rows written without an event.
-pub async fn wake_senders(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query!("SELECT pg_notify('switchyard_events', '')").execute(conn).await?;
-    Ok(())
-}
-
 /// How long until the earliest pending delivery of an enabled subscription can be claimed: it
 /// is due and not leased (zero if one can be claimed now).
 pub async fn next_due_in(conn: &mut PgConnection) -> Result<Option<Duration>, sqlx::Error> {

@@ -94,7 +94,7 @@ async fn create_board(State(state): State<AppState>, PageForm(form): PageForm<Ne
     let body = CreateBoard { name: form.name, columns: None, template: form.template.filter(|t| !t.trim().is_empty()) };
     let mut tx = state.db.begin().await?;
     let board = board_api::create(&mut tx, form.project.trim(), body).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(see_other(&format!("/boards/{}", board.id)))
 }
 
@@ -249,7 +249,7 @@ async fn create_task(
         depends_on: Vec::new(),
     };
     insert_task(&mut tx, body).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(see_other(&format!("/boards/{id}")))
 }
 
@@ -302,7 +302,7 @@ async fn move_card(
         }
     };
     move_to(&mut tx, task, column).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(see_other(&format!("/boards/{id}")))
 }
 
@@ -310,7 +310,7 @@ async fn move_card(
 async fn reconcile(State(state): State<AppState>, Path(id): Path<Uuid>) -> PageResult {
     let mut tx = state.db.begin().await?;
     board_api::reconcile(&mut tx, id).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(see_other(&format!("/boards/{id}")))
 }
 

@@ -88,7 +88,7 @@ async fn login_page(
         return login_page_with(StatusCode::UNAUTHORIZED, &next, Some(message.to_owned()));
     };
     let opened = sessions::open(&mut tx, token_id, "login link").await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(logged_in(&headers, opened, &next))
 }
 
@@ -122,7 +122,7 @@ async fn log_in(State(state): State<AppState>, headers: HeaderMap, PageForm(form
         return login_page_with(StatusCode::FORBIDDEN, &next, Some(message));
     }
     let opened = sessions::open(&mut tx, token_id, "token").await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(logged_in(&headers, opened, &next))
 }
 
@@ -141,7 +141,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
 async fn log_out(State(state): State<AppState>, headers: HeaderMap, session: Session) -> PageResult {
     let mut tx = state.db.begin().await?;
     sessions::end(&mut tx, session.id).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     let mut response = axum::response::Redirect::to("/login").into_response();
     response.headers_mut().insert(header::SET_COOKIE, session_cookie(&headers, None));
     Ok(response)

@@ -178,7 +178,7 @@ async fn create(
         let request = fields.to_request()?;
         let mut tx = state.db.begin().await?;
         let detail = insert_wish(&mut tx, request).await?;
-        tx.commit().await?;
+        state.feed.commit(tx).await?;
         Ok::<_, ApiError>(detail.wish.slug)
     };
     let refusal = match attempt.await {

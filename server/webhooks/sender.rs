@@ -23,6 +23,7 @@ const LOOPS: usize = 4;
 #[derive(Clone)]
 pub struct Sender {
     pool: PgPool,
+    feed: EventFeed,
     client: reqwest::Client,
     settings: Arc<WebhookSettings>,
     /// Outlasts an attempt (its timeout) so a live sender never loses its claim.
@@ -37,10 +38,10 @@ pub struct TickOutcome {
 }
 
 impl Sender {
-    pub fn new(pool: PgPool, settings: Arc<WebhookSettings>) -> Sender {
+    pub fn new(pool: PgPool, feed: EventFeed, settings: Arc<WebhookSettings>) -> Sender {
         let client = ssrf::client(Arc::new(settings.allowed_hosts.clone()), settings.timeout);
         let lease = settings.timeout * 2 + Duration::from_secs(1);
-        Sender { pool, client, settings, lease }
+        Sender { pool, feed, client, settings, lease }
     }
 
     /// Claims due deliveries, sends them concurrently, and records every result in one
@@ -61,6 +62,8 @@ impl Sender {
         relaxed_commit(&mut tx).await?;
         let mut outcome = TickOutcome { attempted: claimed.len(), succeeded: 0 };
         let mut delivered = Vec::new();
+        // A subscription disabled here is an event; the results alone are not.
+        let mut disabled = false;
         for (claim, attempt) in claimed.iter().zip(sent) {
             let result = AttemptResult {
                 status_code: attempt.status.map(i32::from),
@@ -71,22 +74,27 @@ impl Sender {
                 Some(code) if (200..300).contains(&code) => delivered.push((claim, attempt.duration_ms, code)),
                 Some(410) => {
                     webhook_deliveries::failed(&mut tx, claim, &result, None).await?;
-                    webhooks::disable(&mut tx, claim.subscription_id, "the endpoint answered 410 Gone").await?;
+                    disabled |=
+                        webhooks::disable(&mut tx, claim.subscription_id, "the endpoint answered 410 Gone").await?;
                 }
-                _ => self.record_failure(&mut tx, claim, &result, attempt.retry_after).await?,
+                _ => disabled |= self.record_failure(&mut tx, claim, &result, attempt.retry_after).await?,
             }
         }
         outcome.succeeded = webhook_deliveries::succeeded(&mut tx, &delivered).await?;
-        tx.commit().await?;
+        if disabled {
+            self.feed.commit(tx).await?;
+        } else {
+            tx.commit().await?;
+        }
         Ok(outcome)
     }
 
     /// Runs `LOOPS` delivery loops until `shutdown`: tick while there is work, else wait for a
     /// deliveries notification, the next retry falling due, or a poll (at most a second).
-    pub async fn run(self, feed: EventFeed, shutdown: CancellationToken) {
+    pub async fn run(self, shutdown: CancellationToken) {
         let loops = (0..LOOPS).map(|_| {
             let sender = self.clone();
-            let mut wake = feed.subscribe_deliveries();
+            let mut wake = self.feed.subscribe_deliveries();
             let shutdown = shutdown.clone();
             async move {
                 while !shutdown.is_cancelled() {
@@ -157,13 +165,15 @@ impl Sender {
         }
     }
 
+    /// Records a failed attempt and when to retry it; true when the subscription, failing for
+    /// too long, was disabled.
     async fn record_failure(
         &self,
         tx: &mut sqlx::PgConnection,
         claim: &Claimed,
         result: &AttemptResult<'_>,
         retry_after: Option<Duration>,
-    ) -> Result<(), sqlx::Error> {
+    ) -> Result<bool, sqlx::Error> {
         let jitter = rand::thread_rng().gen::<f64>();
         let retry_in = next_retry(&self.settings.retry_schedule, claim.attempts.max(0) as u32, jitter, retry_after);
         webhook_deliveries::failed(tx, claim, result, retry_in).await?;
@@ -171,9 +181,9 @@ impl Sender {
         let limit = chrono::Duration::from_std(self.settings.disable_after).unwrap_or(chrono::Duration::MAX);
         if failing_for.is_some_and(|f| f > limit) {
             let reason = format!("every delivery failed for over {}", humane(self.settings.disable_after));
-            webhooks::disable(tx, claim.subscription_id, &reason).await?;
+            return webhooks::disable(tx, claim.subscription_id, &reason).await;
         }
-        Ok(())
+        Ok(false)
     }
 }
 

@@ -232,7 +232,7 @@ impl Delivery {
     async fn mark_delivered(&self, id: Uuid, by: Confirmation) -> anyhow::Result<()> {
         let mut tx = self.db.begin().await?;
         record::mark_delivered(&mut tx, id, by).await?;
-        tx.commit().await?;
+        self.feed.commit(tx).await?;
         Ok(())
     }
 }

@@ -181,9 +181,10 @@ impl Fleet {
     }
 
     async fn register(&self) -> anyhow::Result<()> {
-        let mut conn = self.db.acquire().await?;
+        let mut tx = self.db.begin().await?;
         let host = hostname();
-        nodes::register(&mut conn, &self.node.node_id, &host, self.role, self.node.started_at).await?;
+        nodes::register(&mut tx, &self.node.node_id, &host, self.role, self.node.started_at).await?;
+        self.feed.commit(tx).await?;
         Ok(())
     }
 
@@ -233,7 +234,11 @@ impl Fleet {
         let claimed = async {
             let mut tx = self.db.begin().await?;
             let claimed = agents::claim_spawning(&mut tx, &self.node.node_id, 8).await?;
-            tx.commit().await?;
+            if claimed.is_empty() {
+                tx.commit().await?
+            } else {
+                self.feed.commit(tx).await?
+            }
             anyhow::Ok(claimed)
         };
         let claimed = match claimed.await {
@@ -253,6 +258,7 @@ impl Fleet {
     fn spawner(&self) -> Spawner<'_> {
         Spawner {
             db: &self.db,
+            feed: &self.feed,
             tmux: &self.tmux,
             session: &self.session,
             providers: &self.providers,
@@ -278,7 +284,7 @@ impl Fleet {
         pane: &str,
         watches: &Watches,
     ) {
-        match watcher::apply(&self.db, agent, decision).await {
+        match watcher::apply(&self.db, &self.feed, agent, decision).await {
             Ok(true) => {
                 // Suspended by a usage limit: the pane goes, the provider session stays.
                 if let Some(watch) = watches.get(pane) {
@@ -297,14 +303,27 @@ impl Fleet {
         let providers = self.providers.clone();
         let resumable = move |name: &str| providers.get(name).is_some_and(|p| p.resume.is_some());
         let result = async {
-            let outcome =
-                reconciler::reconcile(&self.db, &self.tmux, &self.session, &self.node.node_id, resumable, orphans)
-                    .await?;
+            let outcome = reconciler::reconcile(
+                &self.db,
+                &self.feed,
+                &self.tmux,
+                &self.session,
+                &self.node.node_id,
+                resumable,
+                orphans,
+            )
+            .await?;
             for agent in &outcome.to_spawn {
                 let _ = self.spawner().spawn(agent).await;
             }
-            reconciler::heartbeat_and_settle(&self.db, &self.node.node_id, self.settings.reconcile_every * 3).await?;
-            reconciler::resume_after_limits(&self.db, &self.node.node_id).await?;
+            reconciler::heartbeat_and_settle(
+                &self.db,
+                &self.feed,
+                &self.node.node_id,
+                self.settings.reconcile_every * 3,
+            )
+            .await?;
+            reconciler::resume_after_limits(&self.db, &self.feed, &self.node.node_id).await?;
             self.refresh_watches(watches).await;
             self.nudge(watches).await?;
             anyhow::Ok(())
@@ -352,7 +371,7 @@ impl Fleet {
                 let payload = serde_json::json!({"nudges": count, "state": agent.state});
                 events::record(&mut tx, "agent.stuck", &format!("agent:{}", agent.name), payload).await?;
             }
-            tx.commit().await?;
+            self.feed.commit(tx).await?;
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ use crate::db::agents::{self, Agent, Applied, Cause};
 use crate::db::tasks::{self, Edit};
 use crate::db::{events, nodes};
 use crate::domain::agent::{AgentEvent, AgentState};
+use crate::feed::EventFeed;
 use crate::tmux::{PaneInfo, Tmux, HOME_WINDOW};
 
 /// What one pass found and did, for the status endpoint and tests.
@@ -31,6 +32,7 @@ pub struct Outcome {
 /// Compares the live agents of `node_id` with the panes of `session`.
 pub async fn reconcile(
     db: &PgPool,
+    feed: &EventFeed,
     tmux: &Tmux,
     session: &str,
     node_id: &str,
@@ -49,7 +51,7 @@ pub async fn reconcile(
         let Some(pane_id) = &agent.tmux_pane else {
             // Claimed but no pane recorded: a crash between claim and record, or a fresh claim.
             match panes.iter().find(|p| p.window_name == agent.name && !p.dead) {
-                Some(pane) => adopt(db, session, agent, pane).await?,
+                Some(pane) => adopt(db, feed, session, agent, pane).await?,
                 None => outcome.to_spawn.push(agent.clone()),
             }
             continue;
@@ -74,7 +76,7 @@ pub async fn reconcile(
             hand_task_to_a_person(&mut tx, agent, &reason).await?;
             outcome.settled.push((agent.name.clone(), state));
         }
-        tx.commit().await?;
+        feed.commit(tx).await?;
         if let Some(p) = pane {
             // A dead pane stays (remain-on-exit) so its last screen could be read; now it goes.
             let _ = tmux.kill_window(&p.window_id).await;
@@ -88,7 +90,9 @@ pub async fn reconcile(
         if reported_orphans.insert(orphan_key(&pane.window_id, &pane.pane_id, &pane.window_name)) {
             let payload = serde_json::json!({"window": pane.window_id, "window_name": pane.window_name,
                 "pane": pane.pane_id, "node_id": node_id});
-            events::record(&mut conn, "agent.orphan_found", &format!("node:{node_id}"), payload).await?;
+            let mut tx = db.begin().await?;
+            events::record(&mut tx, "agent.orphan_found", &format!("node:{node_id}"), payload).await?;
+            feed.commit(tx).await?;
             outcome.orphans.push(pane.window_name.clone());
         }
     }
@@ -117,10 +121,11 @@ fn exit_of(pane: &PaneInfo) -> String {
     }
 }
 
-async fn adopt(db: &PgPool, session: &str, agent: &Agent, pane: &PaneInfo) -> anyhow::Result<()> {
-    let mut conn = db.acquire().await?;
+async fn adopt(db: &PgPool, feed: &EventFeed, session: &str, agent: &Agent, pane: &PaneInfo) -> anyhow::Result<()> {
+    let mut tx = db.begin().await?;
     let pid = i32::try_from(pane.pid).ok();
-    agents::record_pane(&mut conn, agent.id, session, &pane.window_id, &pane.pane_id, pid, None).await?;
+    agents::record_pane(&mut tx, agent.id, session, &pane.window_id, &pane.pane_id, pid, None).await?;
+    feed.commit(tx).await?;
     tracing::info!(agent = %agent.name, pane = %pane.pane_id, "adopted the existing window of a claimed agent");
     Ok(())
 }
@@ -143,7 +148,12 @@ async fn hand_task_to_a_person(conn: &mut sqlx::PgConnection, agent: &Agent, rea
 
 /// This node's heartbeat, and the settling of nodes that stopped heartbeating: their live agents
 /// go to `error` (their panes are out of reach) and their unstarted claims back to the queue.
-pub async fn heartbeat_and_settle(db: &PgPool, node_id: &str, stale_after: Duration) -> anyhow::Result<usize> {
+pub async fn heartbeat_and_settle(
+    db: &PgPool,
+    feed: &EventFeed,
+    node_id: &str,
+    stale_after: Duration,
+) -> anyhow::Result<usize> {
     let mut conn = db.acquire().await?;
     nodes::heartbeat(&mut conn, node_id).await?;
     let mut settled = 0;
@@ -161,7 +171,7 @@ pub async fn heartbeat_and_settle(db: &PgPool, node_id: &str, stale_after: Durat
                     hand_task_to_a_person(&mut tx, &agent, &reason).await?;
                 }
             }
-            tx.commit().await?;
+            feed.commit(tx).await?;
             settled += 1;
         }
     }
@@ -170,7 +180,7 @@ pub async fn heartbeat_and_settle(db: &PgPool, node_id: &str, stale_after: Durat
 
 /// Resumes suspended agents of this node whose usage limit has reset: they go back to
 /// `spawning` and are spawned again with the provider's resume command.
-pub async fn resume_after_limits(db: &PgPool, node_id: &str) -> anyhow::Result<Vec<String>> {
+pub async fn resume_after_limits(db: &PgPool, feed: &EventFeed, node_id: &str) -> anyhow::Result<Vec<String>> {
     let mut conn = db.acquire().await?;
     let due = agents::limits_reset(&mut conn, node_id).await?;
     let mut resumed = Vec::new();
@@ -178,7 +188,7 @@ pub async fn resume_after_limits(db: &PgPool, node_id: &str) -> anyhow::Result<V
         let cause = Cause { detail: Some("usage limit reset".into()), ..Cause::from("worker") };
         let mut tx = db.begin().await?;
         let applied = agents::apply(&mut tx, agent.id, Some(AgentState::Suspended), AgentEvent::Resume, &cause).await?;
-        tx.commit().await?;
+        feed.commit(tx).await?;
         if let Some(Applied::Changed { .. }) = applied {
             resumed.push(agent.name);
         }

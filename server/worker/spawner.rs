@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use crate::db::agents::{Agent, Cause};
 use crate::db::{agents, tokens};
 use crate::domain::agent::AgentEvent;
+use crate::feed::EventFeed;
 use crate::tmux::{Pane, Tmux, WindowSpec};
 use crate::worker::providers::{Placeholders, Providers};
 use crate::worker::{claude_hooks, clones};
@@ -17,6 +18,7 @@ use crate::worker::{claude_hooks, clones};
 /// What spawning needs from the worker.
 pub struct Spawner<'a> {
     pub db: &'a PgPool,
+    pub feed: &'a EventFeed,
     pub tmux: &'a Tmux,
     pub session: &'a str,
     pub providers: &'a Providers,
@@ -37,7 +39,7 @@ impl Spawner<'_> {
                 let cause = Cause { detail: Some(format!("spawning failed: {e:#}")), ..Cause::from("worker") };
                 let mut tx = self.db.begin().await?;
                 agents::apply(&mut tx, agent.id, None, AgentEvent::Fail, &cause).await?;
-                tx.commit().await?;
+                self.feed.commit(tx).await?;
                 Err(e)
             }
         }
@@ -56,7 +58,7 @@ impl Spawner<'_> {
         let mut tx = self.db.begin().await?;
         let token = tokens::issue_agent_token(&mut tx, agent.id).await?;
         let token_file = write_token(self.data_dir, &agent.name, &token)?;
-        tx.commit().await?;
+        self.feed.commit(tx).await?;
         let session_id = agent.provider_session_id.to_string();
         let clone = cwd.to_string_lossy();
         let values = Placeholders { session_id: &session_id, name: &agent.name, clone: &clone };
@@ -72,11 +74,11 @@ impl Spawner<'_> {
         };
         self.tmux.ensure_session(self.session).await?;
         let pane = self.tmux.new_window(&spec).await?;
-        let mut conn = self.db.acquire().await?;
+        let mut tx = self.db.begin().await?;
         let pid = i32::try_from(pane.pid).ok();
         let clone_path = (agent.clone_mode != "none").then(|| cwd.to_string_lossy().into_owned());
         agents::record_pane(
-            &mut conn,
+            &mut tx,
             agent.id,
             self.session,
             &pane.window_id,
@@ -85,6 +87,7 @@ impl Spawner<'_> {
             clone_path.as_deref(),
         )
         .await?;
+        self.feed.commit(tx).await?;
         Ok(pane)
     }
 

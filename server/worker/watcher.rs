@@ -181,7 +181,12 @@ fn activity_of(state: AgentState) -> Option<crate::domain::agent::Activity> {
 /// Writes a decision: a usage limit suspends the agent until the reset; anything else is an
 /// observation, applied only if the agent is still live (a late reading never revives it).
 /// Returns true when the agent was suspended (its window should go).
-pub async fn apply(db: &PgPool, agent_id: Uuid, decision: &Decision) -> anyhow::Result<bool> {
+pub async fn apply(
+    db: &PgPool,
+    feed: &crate::feed::EventFeed,
+    agent_id: Uuid,
+    decision: &Decision,
+) -> anyhow::Result<bool> {
     let source = match decision.source {
         Source::Hook => "hook",
         Source::Screen => "screen",
@@ -200,12 +205,16 @@ pub async fn apply(db: &PgPool, agent_id: Uuid, decision: &Decision) -> anyhow::
             ..Cause::from(source)
         };
         let applied = agents::apply(&mut tx, agent_id, None, AgentEvent::Suspend, &cause).await?;
-        tx.commit().await?;
+        feed.commit(tx).await?;
         return Ok(matches!(applied, Some(Applied::Changed { .. })));
     }
     let cause = Cause { detail: decision.error.clone(), ..Cause::from(source) };
     let applied = agents::apply(&mut tx, agent_id, None, AgentEvent::Observed(decision.activity), &cause).await?;
-    tx.commit().await?;
+    if matches!(applied, Some(Applied::Changed { .. })) {
+        feed.commit(tx).await?
+    } else {
+        tx.commit().await?
+    }
     match applied {
         Some(Applied::Refused { current, .. }) => {
             tracing::debug!(agent = %agent_id, %current, "observation for an agent that is no longer live");

@@ -10,6 +10,7 @@ mod event_stream;
 mod events;
 mod fake_agent;
 mod fake_inbox;
+mod feed;
 mod health;
 mod helpers;
 mod inbound;
