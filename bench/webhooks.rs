@@ -1,56 +1,50 @@
-//! Webhook benchmark: events/s fanned out to 10 subscriber endpoints on loopback, and the
-//! latency of an API write (`POST /api/v1/tasks`) with 10 subscriptions versus none.
+//! `cargo bench --bench webhooks`: issue 6's figures, printed, never asserted — events/s fanned
+//! out to 10 subscriber endpoints on loopback, and the latency of an API write
+//! (`POST /api/v1/tasks`) with 10 subscriptions versus none.
 //!
-//! `cargo run --release --example webhook_bench [events] [writes]` — starts Switchyard on an
-//! embedded PostgreSQL in a temp dir (or on `DATABASE_URL`, which must be an empty database)
-//! and prints the figures.
+//! Runs the real application against the PostgreSQL server in `BENCH_DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`; it creates and drops its own database there).
+//! `BENCH_EVENTS` (default 2000) events are fanned out; `BENCH_WRITES` (default 300) writes are
+//! timed in each phase.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use secrecy::SecretString;
 use serde_json::json;
-use switchyard::auth::Scope;
-use switchyard::config::{AllowList, LogFormat, Settings, WebhookSettings, WorkerConfig};
-use switchyard::{Application, Role};
-use tokio_util::sync::CancellationToken;
+use switchyard::config::{AllowList, WebhookSettings, WorkerConfig};
+
+#[path = "common/mod.rs"]
+mod common;
 
 const ENDPOINTS: usize = 10;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let events: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(2000);
-    let writes: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(300);
+    if !common::invoked_by_cargo_bench("webhooks") {
+        return Ok(());
+    }
+    let events = common::env_num("BENCH_EVENTS", 2000) as usize;
+    let writes = common::env_num("BENCH_WRITES", 300) as usize;
+    let database_url = common::fresh_database(&common::server_url(), "switchyard_bench_webhooks").await?;
     let data_dir = tempfile::tempdir()?;
-    let settings = Settings {
-        database_url: std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()).map(SecretString::from),
-        data_dir: data_dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse()?,
-        status_listen: "127.0.0.1:0".parse()?,
-        log_format: LogFormat::Text,
-        pg_bindir: None,
-        // A socket of its own: the bench must never touch the user's agents.
-        worker: WorkerConfig { tmux_socket: format!("sy-bench-{}", std::process::id()), ..WorkerConfig::default() },
-        webhooks: WebhookSettings {
-            allowed_hosts: AllowList::parse("loopback").map_err(anyhow::Error::msg)?,
-            ..Default::default()
-        },
+    let webhooks = WebhookSettings {
+        allowed_hosts: AllowList::parse("loopback").map_err(anyhow::Error::msg)?,
+        ..Default::default()
     };
-    let app = Application::build(&settings, Role::Serve).await?;
-    let api = format!("http://{}", app.api_addr().expect("serve has an API"));
-    let pool = app.pool().clone();
-    let mut tx = pool.begin().await?;
-    let (_, token) = switchyard::db::tokens::create(&mut tx, "bench", Scope::Admin).await?;
-    sqlx::query("INSERT INTO projects (id, slug, name, repo_path) VALUES ($1, 'bench', 'bench', '/tmp/bench')")
-        .bind(uuid::Uuid::new_v4())
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    let shutdown = CancellationToken::new();
-    let server = tokio::spawn(app.run_until(shutdown.clone()));
+    let worker =
+        WorkerConfig { tmux_socket: format!("sy-bench-webhooks-{}", std::process::id()), ..WorkerConfig::default() };
+    let app = common::start_with(&database_url, data_dir.path(), worker, webhooks).await?;
+    let (api, token, pool) = (app.api(), app.token.clone(), app.pool.clone());
     let client = reqwest::Client::new();
+    let repo = common::git_repo()?;
+    let response = client
+        .post(format!("{api}/projects"))
+        .bearer_auth(&token)
+        .json(&json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()}))
+        .send()
+        .await?;
+    anyhow::ensure!(response.status() == 201, "creating the project: {}", response.status());
 
     let write = |n: usize| {
         let client = client.clone();
@@ -60,7 +54,7 @@ async fn main() -> anyhow::Result<()> {
             for i in 0..n {
                 let started = Instant::now();
                 let response = client
-                    .post(format!("{api}/api/v1/tasks"))
+                    .post(format!("{api}/tasks"))
                     .bearer_auth(&token)
                     .json(&json!({"project": "bench", "title": format!("task {i}")}))
                     .send()
@@ -82,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
     for _ in 0..ENDPOINTS {
         let url = receiver(received.clone(), hold.clone()).await?;
         let response = client
-            .post(format!("{api}/api/v1/webhooks"))
+            .post(format!("{api}/webhooks"))
             .bearer_auth(&token)
             .json(&json!({"url": url, "events": ["task.*"]}))
             .send()
@@ -121,8 +115,7 @@ async fn main() -> anyhow::Result<()> {
     println!("  no subscriptions:  {}", summary(without));
     println!("  {ENDPOINTS} subscriptions, sender idle:  {}", summary(with_held));
     println!("  {ENDPOINTS} subscriptions, deliveries flowing:  {}", summary(with));
-    shutdown.cancel();
-    server.await??;
+    app.stop().await?;
     Ok(())
 }
 

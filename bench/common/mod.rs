@@ -1,6 +1,8 @@
 //! What every benchmark starts with: an invocation check, a database of its own on the server in
 //! `BENCH_DATABASE_URL`, the real application in-process with an admin token, and a git repository
 //! for its project. Included by each bench with `#[path = "common/mod.rs"] mod common;`.
+// Each bench uses only part of it.
+#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -63,6 +65,16 @@ pub struct Running {
 /// Starts `serve` on `database_url` with `data_dir` and this worker configuration (always on a
 /// tmux socket of its own: a benchmark never touches the user's agents).
 pub async fn start(database_url: &str, data_dir: &Path, worker: WorkerConfig) -> anyhow::Result<Running> {
+    start_with(database_url, data_dir, worker, WebhookSettings::default()).await
+}
+
+/// [`start`] with these webhook settings.
+pub async fn start_with(
+    database_url: &str,
+    data_dir: &Path,
+    worker: WorkerConfig,
+    webhooks: WebhookSettings,
+) -> anyhow::Result<Running> {
     let settings = Settings {
         database_url: Some(SecretString::from(database_url.to_owned())),
         data_dir: data_dir.to_path_buf(),
@@ -71,7 +83,7 @@ pub async fn start(database_url: &str, data_dir: &Path, worker: WorkerConfig) ->
         log_format: LogFormat::Text,
         pg_bindir: None,
         worker,
-        webhooks: WebhookSettings::default(),
+        webhooks,
     };
     let app = Application::build(&settings, Role::Serve).await?;
     let addr = app.api_addr().expect("serve has an API");
