@@ -194,12 +194,26 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
     rows.into_iter().map(Agent::try_from).collect()
 }
 
+/// One agent by its key. Not through [`list`]: a statement written for every filter at once gets
+/// a plan that cannot use the key once PostgreSQL caches it, and reads every row.
 pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Agent>, sqlx::Error> {
-    Ok(list(conn, &ListFilter { id: Some(id), ..ListFilter::default() }, 1).await?.pop())
+    let row = sqlx::query_scalar!(
+        r#"SELECT to_jsonb(a) AS "agent!: sqlx::types::Json<AgentRow>" FROM agents a WHERE id = $1"#,
+        id
+    )
+    .fetch_optional(conn)
+    .await?;
+    row.map(|r| Agent::try_from(r.0)).transpose()
 }
 
 pub async fn by_name(conn: &mut PgConnection, name: &str) -> Result<Option<Agent>, sqlx::Error> {
-    Ok(list(conn, &ListFilter { name: Some(name.to_owned()), ..ListFilter::default() }, 1).await?.pop())
+    let row = sqlx::query_scalar!(
+        r#"SELECT to_jsonb(a) AS "agent!: sqlx::types::Json<AgentRow>" FROM agents a WHERE name = $1"#,
+        name
+    )
+    .fetch_optional(conn)
+    .await?;
+    row.map(|r| Agent::try_from(r.0)).transpose()
 }
 
 /// A PATCH: `None` leaves a field as it is; `Some(None)` clears a nullable one.

@@ -78,13 +78,13 @@ pub async fn apply(
         if to == current.state {
             return Ok(Some(Applied::Unchanged(current)));
         }
-        if !conditional_update(conn, &current, to, cause).await? {
+        let Some(agent) = conditional_update(conn, &current, to, cause).await? else {
             if expected.is_some() {
                 let now = get(conn, id).await?.map(|a| a.state).unwrap_or(current.state);
                 return Ok(Some(Applied::Stale { current: now }));
             }
             continue;
-        }
+        };
         let from = current.state;
         let name = subject(&current.name);
         let payload = json!({"from": from, "to": to, "source": cause.source, "detail": cause.detail});
@@ -95,25 +95,25 @@ pub async fn apply(
             events::record(&mut *conn, "agent.stopped", &name, payload).await?;
         }
         follow_task(conn, &current, from, to, cause).await?;
-        let agent = get(conn, id).await?.ok_or(sqlx::Error::RowNotFound)?;
         return Ok(Some(Applied::Changed { agent, from }));
     }
     let current = get(conn, id).await?.map(|a| a.state).unwrap_or(AgentState::Error);
     Ok(Some(Applied::Refused { current, message: "the agent is changing too often; try again".into() }))
 }
 
-/// One `UPDATE … WHERE state = $old`; false when another writer changed the agent first.
+/// One `UPDATE … WHERE state = $old`, returning the agent as it is now; `None` when another
+/// writer changed the agent first.
 async fn conditional_update(
     conn: &mut PgConnection,
     current: &Agent,
     to: AgentState,
     cause: &Cause,
-) -> Result<bool, sqlx::Error> {
+) -> Result<Option<Agent>, sqlx::Error> {
     let resuming = to == AgentState::Spawning;
     let failing = to == AgentState::Error;
     let suspending = to == AgentState::Suspended;
-    let done = sqlx::query!(
-        "UPDATE agents SET state = $3, version = version + 1, updated_at = now(),
+    let updated = sqlx::query_scalar!(
+        r#"UPDATE agents SET state = $3, version = version + 1, updated_at = now(),
              failure_reason = CASE WHEN $4 THEN COALESCE($5, failure_reason) ELSE failure_reason END,
              suspended_until = CASE WHEN $6 THEN $7::timestamptz ELSE NULL END,
              node_id = CASE WHEN $8 THEN NULL ELSE node_id END,
@@ -121,7 +121,8 @@ async fn conditional_update(
              tmux_window = CASE WHEN $8 THEN NULL ELSE tmux_window END,
              pid = CASE WHEN $8 THEN NULL ELSE pid END,
              nudge_count = CASE WHEN $8 THEN 0 ELSE nudge_count END
-         WHERE id = $1 AND state = $2",
+         WHERE id = $1 AND state = $2
+         RETURNING to_jsonb(agents) AS "agent!: sqlx::types::Json<super::row::AgentRow>""#,
         current.id,
         current.state.as_str(),
         to.as_str(),
@@ -131,9 +132,9 @@ async fn conditional_update(
         cause.suspended_until,
         resuming,
     )
-    .execute(conn)
+    .fetch_optional(conn)
     .await?;
-    Ok(done.rows_affected() == 1)
+    updated.map(|row| Agent::try_from(row.0)).transpose()
 }
 
 /// Moves the agent's task with the agent: asking (permission or question) puts an `in_progress`
