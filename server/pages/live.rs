@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::convert::Infallible;
 
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::IntoResponse;
@@ -19,9 +19,11 @@ use axum::routing::get;
 use axum::Router;
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
+use uuid::Uuid;
 
 use crate::api::AppState;
 use crate::db::events::{self, Event};
+use crate::db::sessions::{self, Session};
 use crate::feed::Follower;
 use crate::pages::view::PageResult;
 
@@ -35,7 +37,12 @@ struct LiveQuery {
 }
 
 #[tracing::instrument(skip_all, err(Debug))]
-async fn live(State(state): State<AppState>, headers: HeaderMap, Query(query): Query<LiveQuery>) -> PageResult {
+async fn live(
+    State(state): State<AppState>,
+    Extension(session): Extension<Session>,
+    headers: HeaderMap,
+    Query(query): Query<LiveQuery>,
+) -> PageResult {
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
     let mut after = resume.or(query.after);
     let mut conn = state.db.acquire().await?;
@@ -47,14 +54,18 @@ async fn live(State(state): State<AppState>, headers: HeaderMap, Query(query): Q
     }
     drop(conn);
     let follower = Follower::new(state.db.clone(), &state.feed, after, None, None);
-    Ok(Sse::new(topic_stream(follower)).keep_alive(KeepAlive::default()).into_response())
+    Ok(Sse::new(topic_stream(follower, session.id)).keep_alive(KeepAlive::default()).into_response())
 }
 
 /// One SSE message per topic a batch of events touched; each carries the batch's last event id,
-/// so a reconnecting browser resumes after it.
-fn topic_stream(follower: Follower) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    futures_util::stream::unfold(follower, |mut follower| async move {
+/// so a reconnecting browser resumes after it. The stream ends, instead of sending a batch, once
+/// `session` is no longer open (or that cannot be checked).
+fn topic_stream(follower: Follower, session: Uuid) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures_util::stream::unfold(follower, move |mut follower| async move {
         let batch = follower.next_batch().await?;
+        if !sessions::is_open(&follower.pool(), session).await.unwrap_or(false) {
+            return None;
+        }
         let last = batch.last().map(|e| e.id.to_string()).unwrap_or_default();
         let topics: BTreeSet<String> = batch.iter().flat_map(topics).collect();
         let messages: Vec<Result<SseEvent, Infallible>> =

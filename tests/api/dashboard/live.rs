@@ -6,31 +6,48 @@ use reqwest::Method;
 use serde_json::json;
 
 use super::Dashboard;
-use crate::helpers::spawn_app;
+use crate::helpers::{spawn_app, TestApp};
 use crate::projects::create_project;
 
-/// Reads the stream until `wanted` has appeared in it (or the deadline passes); returns the text.
-async fn read_until(response: &mut reqwest::Response, wanted: &[&str]) -> String {
+/// A project `alpha`, a logged-in dashboard, and its live stream from now on.
+async fn watching(app: &TestApp) -> (tempfile::TempDir, Dashboard, reqwest::Response) {
+    let (_, repo) = create_project(app, "alpha").await;
+    let dashboard = Dashboard::login(app).await;
+    let head: i64 = sqlx::query_scalar("SELECT max(id) FROM events").fetch_one(&app.pool).await.expect("max");
+    let stream = dashboard.request(Method::GET, &format!("/live?after={head}")).send().await.expect("live");
+    assert_eq!(stream.status(), 200);
+    (repo, dashboard, stream)
+}
+
+/// Reads the stream until `enough` says so of the text read, or the stream closes, within a
+/// deadline; returns the text and whether the stream closed.
+async fn read_while(response: &mut reqwest::Response, enough: impl Fn(&str) -> bool) -> (String, bool) {
     let mut text = String::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !wanted.iter().all(|w| text.contains(w)) {
+    while !enough(&text) {
         let chunk = tokio::time::timeout_at(deadline, response.chunk())
             .await
-            .unwrap_or_else(|_| panic!("timed out waiting for {wanted:?} in:\n{text}"))
+            .unwrap_or_else(|_| panic!("timed out; the stream said:\n{text}"))
             .expect("stream");
-        text.push_str(&String::from_utf8_lossy(&chunk.expect("the stream stays open")));
+        match chunk {
+            Some(bytes) => text.push_str(&String::from_utf8_lossy(&bytes)),
+            None => return (text, true),
+        }
     }
+    (text, false)
+}
+
+/// Reads the stream until `wanted` has appeared in it; returns the text.
+async fn read_until(response: &mut reqwest::Response, wanted: &[&str]) -> String {
+    let (text, closed) = read_while(response, |text| wanted.iter().all(|w| text.contains(w))).await;
+    assert!(!closed, "the stream closed before {wanted:?}:\n{text}");
     text
 }
 
 #[tokio::test]
 async fn the_live_stream_names_what_changed_after_the_page_was_rendered() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "alpha").await;
-    let dashboard = Dashboard::login(&app).await;
-    let head: i64 = sqlx::query_scalar("SELECT max(id) FROM events").fetch_one(&app.pool).await.expect("max");
-    let mut stream = dashboard.request(Method::GET, &format!("/live?after={head}")).send().await.expect("live");
-    assert_eq!(stream.status(), 200);
+    let (_repo, dashboard, mut stream) = watching(&app).await;
     assert_eq!(stream.headers()["content-type"], "text/event-stream");
 
     let created = app
@@ -59,4 +76,22 @@ async fn the_live_stream_names_what_changed_after_the_page_was_rendered() {
     app.admin(Method::POST, "/api/v1/wishes/login/hold").send().await.expect("hold");
     let text = read_until(&mut resumed, &["event: wish-login"]).await;
     assert!(!text.contains("event: projects"), "nothing before Last-Event-ID: {text}");
+}
+
+#[tokio::test]
+async fn a_live_stream_ends_when_its_session_does() {
+    let app = spawn_app().await;
+    let (_repo, dashboard, mut stream) = watching(&app).await;
+    let wish = json!({"slug": "one", "project": "alpha", "title": "One", "groups": [{"key": "a", "title": "A"}]});
+    app.admin(Method::POST, "/api/v1/wishes").json(&wish).send().await.expect("wish");
+    read_until(&mut stream, &["event: wish-one"]).await;
+
+    let logout = dashboard.post_form("/logout", &[]).await;
+    assert!(logout.status().is_success() || logout.status().is_redirection(), "logout: {}", logout.status());
+    let wish = json!({"slug": "two", "project": "alpha", "title": "Two", "groups": [{"key": "a", "title": "A"}]});
+    app.admin(Method::POST, "/api/v1/wishes").json(&wish).send().await.expect("wish");
+    // What follows the logout is never sent: the stream closes instead.
+    let (after, closed) = read_while(&mut stream, |_| false).await;
+    assert!(closed, "the stream stayed open after logout");
+    assert!(!after.contains("wish-two"), "an ended session still heard of later changes: {after}");
 }
