@@ -248,11 +248,6 @@ impl Follower {
         }
     }
 
-    /// The pool it reads with.
-    pub fn pool(&self) -> PgPool {
-        self.pool.clone()
-    }
-
     fn wants(&self, event: &Event) -> bool {
         self.project.as_ref().is_none_or(|p| event.project.as_ref() == Some(p))
             && self.filter.as_ref().is_none_or(|f| f.matches(&event.event_type, &event.payload))

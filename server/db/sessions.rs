@@ -69,20 +69,6 @@ pub async fn find(pool: &PgPool, secret: &str) -> Result<Option<Session>, sqlx::
     .await
 }
 
-/// Whether the session is still open: not ended, not expired, its token not revoked. A live
-/// stream asks before each message, so it stops as soon as its session does.
-pub async fn is_open(pool: &PgPool, id: Uuid) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT EXISTS (
-               SELECT 1 FROM dashboard_sessions s JOIN tokens t ON t.id = s.token_id
-               WHERE s.id = $1 AND s.ended_at IS NULL AND s.expires_at > now()
-                 AND t.revoked_at IS NULL AND t.scope = 'admin') AS "open!""#,
-        id
-    )
-    .fetch_one(pool)
-    .await
-}
-
 /// Records use and slides the expiry, at most once a minute per session.
 pub async fn touch(pool: &PgPool, session: &Session) -> Result<(), sqlx::Error> {
     if Utc::now() - session.last_seen_at > chrono::Duration::seconds(60) {

@@ -19,12 +19,12 @@ use axum::routing::get;
 use axum::Router;
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
-use uuid::Uuid;
 
 use crate::api::AppState;
 use crate::db::events::{self, Event};
 use crate::db::sessions::{self, Session};
 use crate::feed::Follower;
+use crate::pages::session::{cookie, SESSION_COOKIE};
 use crate::pages::view::PageResult;
 
 pub fn router() -> Router<AppState> {
@@ -54,23 +54,40 @@ async fn live(
     }
     drop(conn);
     let follower = Follower::new(state.db.clone(), &state.feed, after, None, None);
-    Ok(Sse::new(topic_stream(follower, session.id)).keep_alive(KeepAlive::default()).into_response())
+    // The middleware let the request in by this cookie, so it is there.
+    let secret = cookie(&headers, SESSION_COOKIE).unwrap_or_default().to_owned();
+    let open = SessionCheck { pool: state.db.clone(), secret, id: session.id };
+    Ok(Sse::new(topic_stream(follower, open)).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// What a live stream asks before each message: is the session it was opened by still open
+/// (not ended, not expired, its token not revoked)? The same lookup the session middleware does.
+struct SessionCheck {
+    pool: sqlx::PgPool,
+    secret: String,
+    id: uuid::Uuid,
+}
+
+impl SessionCheck {
+    async fn still_open(&self) -> bool {
+        matches!(sessions::find(&self.pool, &self.secret).await, Ok(Some(s)) if s.id == self.id)
+    }
 }
 
 /// One SSE message per topic a batch of events touched; each carries the batch's last event id,
 /// so a reconnecting browser resumes after it. The stream ends, instead of sending a batch, once
-/// `session` is no longer open (or that cannot be checked).
-fn topic_stream(follower: Follower, session: Uuid) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    futures_util::stream::unfold(follower, move |mut follower| async move {
+/// its session is over (or that cannot be checked).
+fn topic_stream(follower: Follower, session: SessionCheck) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures_util::stream::unfold((follower, session), |(mut follower, session)| async move {
         let batch = follower.next_batch().await?;
-        if !sessions::is_open(&follower.pool(), session).await.unwrap_or(false) {
+        if !session.still_open().await {
             return None;
         }
         let last = batch.last().map(|e| e.id.to_string()).unwrap_or_default();
         let topics: BTreeSet<String> = batch.iter().flat_map(topics).collect();
         let messages: Vec<Result<SseEvent, Infallible>> =
             topics.into_iter().map(|topic| Ok(SseEvent::default().event(topic).id(last.clone()).data(&last))).collect();
-        Some((futures_util::stream::iter(messages), follower))
+        Some((futures_util::stream::iter(messages), (follower, session)))
     })
     .flatten()
 }

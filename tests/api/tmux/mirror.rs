@@ -45,6 +45,14 @@ async fn mirrored(control: &Control, pane: &Pane) -> String {
     trimmed(&control.mirrored(&pane.pane_id, HISTORY).unwrap_or_default())
 }
 
+/// Waits until tmux's own screen of `pane` shows `text`.
+async fn tmux_shows(control: &Control, pane: &Pane, text: &str) {
+    eventually(&format!("{text:?} on the screen"), WAIT, || async {
+        control.capture(&pane.pane_id, 0).await.is_ok_and(|s| s.contains(text))
+    })
+    .await;
+}
+
 /// Waits for `marker` in the mirror, then checks the mirror against `capture-pane`.
 async fn mirror_matches_tmux(control: &Control, pane: &Pane, marker: &str) {
     eventually(&format!("{marker:?} in the mirror"), WAIT, || async { mirrored(control, pane).await.contains(marker) })
@@ -62,10 +70,7 @@ async fn a_mirror_shows_what_tmux_shows_however_it_starts_and_after_a_resize() {
     let early = server.window("early", &["sh", "-c", SCRIPT]).await;
     control.mirror(&early.pane_id, HISTORY).await.expect("mirror");
     let late = server.window("late", &["sh", "-c", SCRIPT]).await;
-    eventually("some output", WAIT, || async {
-        control.capture(&late.pane_id, 0).await.is_ok_and(|s| s.contains("p1 line"))
-    })
-    .await;
+    tmux_shows(&control, &late, "p1 line").await;
     control.mirror(&late.pane_id, HISTORY).await.expect("mirror");
     for pane in [&early, &late] {
         mirror_matches_tmux(&control, pane, "phase 1 done").await;
@@ -82,10 +87,7 @@ async fn a_mirror_shows_what_tmux_shows_however_it_starts_and_after_a_resize() {
     control.mirror(&early.pane_id, HISTORY).await.expect("mirror again");
     std::fs::write(server.path("go"), b"").unwrap();
     // Started again while the output streams: nothing missed, nothing applied twice.
-    eventually("phase 2 output", WAIT, || async {
-        control.capture(&late.pane_id, 0).await.is_ok_and(|s| s.contains("p2 line"))
-    })
-    .await;
+    tmux_shows(&control, &late, "p2 line").await;
     control.mirror(&late.pane_id, HISTORY).await.expect("mirror mid-stream");
     for pane in [&early, &late] {
         mirror_matches_tmux(&control, pane, "phase 2 done").await;
