@@ -33,6 +33,9 @@ pub const CHANNEL: &str = "switchyard_events";
 /// Sent (at commit) only by transactions that queued webhook deliveries, so delivery loops are
 /// not woken by every event.
 pub const DELIVERIES: &str = "switchyard_deliveries";
+/// Sent by the statement that records an agent's hook ([`crate::db::agents::record_hook`]), so
+/// workers read hooks when there are new ones instead of on every reading of a screen.
+pub const HOOKS: &str = "switchyard_hooks";
 
 /// How long the notifier waits before trying again after an error.
 const RETRY: Duration = Duration::from_secs(1);
@@ -50,6 +53,7 @@ const SPACING: Duration = Duration::from_millis(5);
 pub struct EventFeed {
     wake: Arc<watch::Sender<u64>>,
     deliveries: Arc<watch::Sender<u64>>,
+    hooks: Arc<watch::Sender<u64>>,
     closed: CancellationToken,
     /// Counts commits that other processes must hear of. The receiver is made with the channel,
     /// so commits made before the notifier starts are owed too.
@@ -66,6 +70,7 @@ impl Default for EventFeed {
         EventFeed {
             wake: Arc::new(watch::channel(0).0),
             deliveries: Arc::new(watch::channel(0).0),
+            hooks: Arc::new(watch::channel(0).0),
             closed: CancellationToken::new(),
             owed: Arc::new(owed),
             owed_since_start,
@@ -83,6 +88,12 @@ impl EventFeed {
     /// A receiver that sees every wake-up for queued webhook deliveries after this call.
     pub fn subscribe_deliveries(&self) -> watch::Receiver<u64> {
         self.deliveries.subscribe()
+    }
+
+    /// A receiver that sees every hook recorded after this call (on any process), and every
+    /// reconnect of the listener (hooks may have been missed).
+    pub fn subscribe_hooks(&self) -> watch::Receiver<u64> {
+        self.hooks.subscribe()
     }
 
     pub fn wake(&self) {
@@ -157,6 +168,7 @@ impl EventFeed {
     fn wake_all(&self) {
         self.wake();
         self.deliveries.send_modify(|n| *n = n.wrapping_add(1));
+        self.hooks.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Fires when the process shuts down, so long-lived streams end and the server can drain.
@@ -172,7 +184,7 @@ impl EventFeed {
         while !shutdown.is_cancelled() {
             match PgListener::connect_with(&pool).await {
                 Ok(mut listener) => {
-                    if let Err(e) = listener.listen_all([CHANNEL, DELIVERIES]).await {
+                    if let Err(e) = listener.listen_all([CHANNEL, DELIVERIES, HOOKS]).await {
                         tracing::warn!(error = %e, "LISTEN failed; retrying");
                     } else {
                         self.wake_all();
@@ -182,6 +194,9 @@ impl EventFeed {
                                 received = listener.try_recv() => match received {
                                     Ok(Some(n)) if n.channel() == DELIVERIES => {
                                         self.deliveries.send_modify(|n| *n = n.wrapping_add(1));
+                                    }
+                                    Ok(Some(n)) if n.channel() == HOOKS => {
+                                        self.hooks.send_modify(|n| *n = n.wrapping_add(1));
                                     }
                                     Ok(Some(n)) if n.process_id() == self.notifier_pid.load(Ordering::Relaxed) => {}
                                     Ok(Some(_)) => self.wake(),

@@ -41,7 +41,7 @@ pub type SharedHealth = Arc<Mutex<Health>>;
 /// How often the worker attaches (when it is not) and claims spawning agents.
 const POLL: Duration = Duration::from_millis(250);
 /// The shortest time between two rounds of screen readings: output of many panes arriving
-/// within it is read in one round (one hook query for all), for a few ms of latency at most.
+/// within it is read in one round, for a few ms of latency at most.
 const READ_GAP: Duration = Duration::from_millis(10);
 
 /// The text a quiet agent is nudged with.
@@ -86,6 +86,9 @@ impl Fleet {
         let mut next_reconcile = Instant::now();
         let mut next_poll = Instant::now();
         let mut next_read = Instant::now();
+        // Watches start from their agents' rows; after that, a recorded hook sends for them.
+        let mut hooks = self.feed.subscribe_hooks();
+        let mut hooks_due = false;
         loop {
             if Instant::now() >= next_reconcile {
                 self.reconcile(&mut watches, &mut orphans).await;
@@ -106,14 +109,18 @@ impl Fleet {
                     self.refresh_watches(&mut watches).await;
                 }
             }
+            if hooks_due {
+                match watches.refresh_hooks(&self.db).await {
+                    Ok(()) => hooks_due = false,
+                    Err(e) => tracing::debug!(error = %e, "reading agents' hooks"),
+                }
+            }
             if let Some((c, _)) = &control {
                 let due = if Instant::now() >= next_read { watches.due(Instant::now()) } else { Vec::new() };
                 if !due.is_empty() {
                     next_read = Instant::now() + READ_GAP;
-                    match watches.read_all(c, &self.db, &due).await {
-                        Ok(decisions) => self.decide_all(decisions, &watches).await,
-                        Err(e) => tracing::debug!(error = %e, "reading panes"),
-                    }
+                    let decisions = watches.read_all(c, &due).await;
+                    self.decide_all(decisions, &watches).await;
                 }
             }
             let mut wake_at = next_poll;
@@ -133,6 +140,10 @@ impl Fleet {
             let received = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tokio::time::sleep(wait) => continue,
+                Ok(()) = hooks.changed() => {
+                    hooks_due = true;
+                    continue;
+                }
                 received = notification => received,
             };
             // Take everything already queued too, so a burst of output costs one reading per pane.

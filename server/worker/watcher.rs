@@ -1,7 +1,8 @@
 //! Knowing what each agent is doing: one [`Detector`] per pane, fed by control-mode output (push,
 //! no polling), the pane's screen read from its in-process mirror (no tmux command: see
 //! [`crate::tmux::mirror`]) only when output changed (or when the detector asks for a confirming
-//! second reading), and the agent's last Claude Code hook from its row. A decision becomes a
+//! second reading), and the agent's last Claude Code hook from its row, read when a hook was
+//! recorded (`switchyard_hooks`, see [`Watches::refresh_hooks`]). A decision becomes a
 //! conditional state change with its event.
 
 use std::collections::HashMap;
@@ -29,6 +30,8 @@ pub struct Watch {
     pub last_output: Instant,
     /// The hook time already given to the detector, so each hook is told once.
     hook_seen: Option<chrono::DateTime<Utc>>,
+    /// A newer hook than `hook_seen`, for the next reading to tell the detector.
+    hook_new: Option<(chrono::DateTime<Utc>, AgentState)>,
     /// Output arrived since the last reading.
     dirty: bool,
 }
@@ -41,8 +44,27 @@ impl Watch {
             detector: Detector::new(rules, DetectorConfig::default()),
             last_output: Instant::now(),
             hook_seen: agent.last_hook_at,
+            hook_new: None,
             dirty: true,
         }
+    }
+}
+
+impl Watch {
+    /// A fresh reading of the screen: tells the detector about a newer hook first (so a recent
+    /// hook wins over the screen for its bounded time), then the screen. Returns the last thing
+    /// decided: the detector reports each verdict once, so a verdict the hook brought and the
+    /// screen then agreed with would otherwise never be written.
+    pub fn read(&mut self, now: Instant, text: &str) -> Option<Decision> {
+        let mut decided = None;
+        if let Some((at, state)) = self.hook_new.take() {
+            self.hook_seen = Some(at);
+            let age = (Utc::now() - at).to_std().unwrap_or(Duration::ZERO);
+            if let Some(activity) = activity_of(state) {
+                decided = self.detector.on_hook(now.checked_sub(age).unwrap_or(now), activity);
+            }
+        }
+        self.detector.on_screen(now, Utc::now(), text).or(decided)
     }
 }
 
@@ -107,24 +129,37 @@ impl Watches {
         self.panes.values().filter_map(|w| w.detector.next_reading_at()).min()
     }
 
-    /// Reads the screens of `panes` from their mirrors (starting a mirror where there is none
-    /// yet) and decides for each; tells each detector about a newer hook first (one query for
-    /// all), so a recent hook wins over the screen for its bounded time.
-    pub async fn read_all(
-        &mut self,
-        control: &Control,
-        db: &PgPool,
-        panes: &[String],
-    ) -> anyhow::Result<Vec<(String, Uuid, Decision)>> {
-        if std::mem::take(&mut self.forgot) {
-            control.keep_mirrors(&self.panes.keys().cloned().collect::<Vec<_>>());
+    /// Hooks were recorded (or may have been missed): reads the last hook of every watched agent
+    /// (one query) and has the screens of those with a newer one read at the next round, so a
+    /// hook is told to its detector promptly, with a fresh screen.
+    pub async fn refresh_hooks(&mut self, db: &PgPool) -> anyhow::Result<()> {
+        let ids: Vec<Uuid> = self.panes.values().map(|w| w.agent_id).collect();
+        if ids.is_empty() {
+            return Ok(());
         }
-        let captures = futures_util::future::join_all(panes.iter().map(|pane| screen(control, pane))).await;
-        let ids: Vec<Uuid> = panes.iter().filter_map(|p| self.panes.get(p).map(|w| w.agent_id)).collect();
         let hooks = {
             let mut conn = db.acquire().await?;
             agents::last_hooks(&mut conn, &ids).await?
         };
+        for watch in self.panes.values_mut() {
+            if let Some((Some(at), Some(state))) = hooks.get(&watch.agent_id) {
+                if watch.hook_seen.is_none_or(|seen| *at > seen) {
+                    watch.hook_new = Some((*at, *state));
+                    watch.dirty = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the screens of `panes` from their mirrors (starting a mirror where there is none
+    /// yet) and decides for each; tells each detector about a newer hook first, so a recent hook
+    /// wins over the screen for its bounded time.
+    pub async fn read_all(&mut self, control: &Control, panes: &[String]) -> Vec<(String, Uuid, Decision)> {
+        if std::mem::take(&mut self.forgot) {
+            control.keep_mirrors(&self.panes.keys().cloned().collect::<Vec<_>>());
+        }
+        let captures = futures_util::future::join_all(panes.iter().map(|pane| screen(control, pane))).await;
         let mut decisions = Vec::new();
         for (pane, text) in panes.iter().zip(captures) {
             let Some(watch) = self.panes.get_mut(pane) else { continue };
@@ -136,21 +171,11 @@ impl Watches {
                     continue;
                 }
             };
-            if let Some((Some(at), Some(state))) = hooks.get(&watch.agent_id) {
-                if watch.hook_seen.is_none_or(|seen| *at > seen) {
-                    watch.hook_seen = Some(*at);
-                    let age = (Utc::now() - *at).to_std().unwrap_or(Duration::ZERO);
-                    if let Some(activity) = activity_of(*state) {
-                        let when = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
-                        watch.detector.on_hook(when, activity);
-                    }
-                }
-            }
-            if let Some(decision) = watch.detector.on_screen(Instant::now(), Utc::now(), &text) {
+            if let Some(decision) = watch.read(Instant::now(), &text) {
                 decisions.push((pane.clone(), watch.agent_id, decision));
             }
         }
-        Ok(decisions)
+        decisions
     }
 }
 
@@ -225,4 +250,53 @@ pub async fn apply(
         _ => {}
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::agent::Activity;
+
+    const WORKING: &str = include_str!("../../tests/fixtures/screens/claude/working.txt");
+    const IDLE: &str = include_str!("../../tests/fixtures/screens/claude/idle.txt");
+
+    fn watch() -> Watch {
+        Watch {
+            agent_id: Uuid::nil(),
+            name: "fox".into(),
+            detector: Detector::new(ScreenRules::ClaudeCode, DetectorConfig::default()),
+            last_output: Instant::now(),
+            hook_seen: None,
+            hook_new: None,
+            dirty: true,
+        }
+    }
+
+    #[test]
+    fn a_hook_read_with_a_screen_that_agrees_is_still_written() {
+        // The screen decided `working` (a turn still drawn); then the Stop hook is read together
+        // with the quiet screen that follows it. The hook decides `idle` at once; the screen has
+        // nothing newer to say, and the hook's verdict must not be lost with that.
+        let mut watch = watch();
+        let start = Instant::now();
+        let first = watch.read(start, WORKING).expect("the screen decides");
+        assert_eq!(first.activity, Activity::Working);
+        watch.hook_new = Some((Utc::now(), AgentState::Idle));
+        let second = watch.read(start + Duration::from_millis(50), IDLE).expect("the hook's verdict is reported");
+        assert_eq!((second.activity, second.source), (Activity::Idle, Source::Hook));
+        // Told once: the next readings agree and report nothing new.
+        assert_eq!(watch.read(start + Duration::from_millis(100), IDLE).map(|d| d.activity), None);
+        assert_eq!(watch.read(start + Duration::from_secs(2), IDLE).map(|d| d.activity), None);
+    }
+
+    #[test]
+    fn a_screen_that_overrides_nothing_keeps_the_hooks_verdict_within_its_precedence() {
+        let mut watch = watch();
+        let start = Instant::now();
+        watch.hook_new = Some((Utc::now(), AgentState::Working));
+        let decided = watch.read(start, IDLE).expect("the hook decides");
+        assert_eq!((decided.activity, decided.source), (Activity::Working, Source::Hook));
+        assert!(watch.hook_seen.is_some());
+        assert!(watch.hook_new.is_none(), "each hook is told once");
+    }
 }

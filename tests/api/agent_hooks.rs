@@ -132,7 +132,8 @@ fn run_hook(env: &[(&str, &str)], stdin: &str) -> std::process::Output {
     }
     let mut child =
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn hook");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    // A hook that gives up before reading (no environment) may close its stdin first.
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
     child.wait_with_output().expect("hook output")
 }
 

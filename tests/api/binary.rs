@@ -28,6 +28,8 @@ pub struct Served {
     pub api: String,
     pub status: String,
     pub stdout: Arc<Mutex<String>>,
+    /// Everything it logged on stderr, for a failing test to show.
+    pub log: Arc<Mutex<String>>,
 }
 
 impl Served {
@@ -47,8 +49,14 @@ impl Served {
         });
         let (tx, rx) = mpsc::channel::<serde_json::Value>();
         let err = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let log_sink = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if let Ok(mut s) = log_sink.lock() {
+                    s.push_str(&line);
+                    s.push('\n');
+                }
                 let value = serde_json::from_str(&line).unwrap_or(serde_json::json!({"message": line}));
                 if tx.send(value).is_err() {
                     // Keep draining so the child never blocks on a full pipe.
@@ -64,7 +72,8 @@ impl Served {
                 Ok(line) => line,
                 Err(_) => {
                     let _ = child.kill();
-                    panic!("switchyard did not come up: {:?}", child.wait());
+                    let logged = log.lock().map(|s| s.clone()).unwrap_or_default();
+                    panic!("switchyard did not come up: {:?}; it logged:\n{logged}", child.wait());
                 }
             };
             let addr = line["addr"].as_str().map(|a| format!("http://{a}"));
@@ -74,7 +83,7 @@ impl Served {
                 _ => {}
             }
         }
-        Served { child, api: api.expect("API address"), status: status.expect("status address"), stdout }
+        Served { child, api: api.expect("API address"), status: status.expect("status address"), stdout, log }
     }
 
     pub fn pid(&self) -> nix::unistd::Pid {
@@ -95,6 +104,11 @@ impl Served {
 
     pub fn stdout(&self) -> String {
         self.stdout.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// What it logged on stderr so far.
+    pub fn log(&self) -> String {
+        self.log.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }
 

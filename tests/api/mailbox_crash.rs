@@ -25,13 +25,21 @@ struct Installation {
     port: u16,
     socket: String,
     served: Option<Served>,
+    /// The logs of the runs that ended, shown when the test fails.
+    past_logs: Vec<String>,
     client: reqwest::Client,
 }
 
 impl Drop for Installation {
     fn drop(&mut self) {
         if let Some(served) = self.served.take() {
+            self.past_logs.push(served.log());
             served.crash();
+        }
+        if std::thread::panicking() {
+            for (run, log) in self.past_logs.iter().enumerate() {
+                eprintln!("---- switchyard run {} logged:\n{log}", run + 1);
+            }
         }
         let _ = std::process::Command::new("tmux").args(["-L", &self.socket, "kill-server"]).status();
     }
@@ -62,6 +70,7 @@ impl Installation {
             port: free_port(),
             socket: format!("sy-crash-{}", &Uuid::new_v4().simple().to_string()[..10]),
             served: None,
+            past_logs: Vec::new(),
             client: reqwest::Client::new(),
         }
     }
@@ -77,12 +86,15 @@ impl Installation {
             .env("SWITCHYARD_TMUX_SOCKET", &self.socket)
             .env("SWITCHYARD_RECONCILE_MS", "300")
             .env("SWITCHYARD_MESSAGE_SETTLE_MS", settle_ms.to_string())
-            .env("SWITCHYARD_MESSAGE_CONFIRM_MS", confirm_ms.to_string());
+            .env("SWITCHYARD_MESSAGE_CONFIRM_MS", confirm_ms.to_string())
+            .env("RUST_LOG", "info,switchyard=debug");
         self.served = Some(Served::start(cmd));
     }
 
     fn crash(&mut self) {
-        self.served.take().expect("running").crash();
+        let served = self.served.take().expect("running");
+        self.past_logs.push(served.log());
+        served.crash();
     }
 
     async fn pool(&self) -> sqlx::PgPool {
