@@ -174,7 +174,7 @@ impl Application {
         let api_server = async {
             match api {
                 Some(listener) => {
-                    let app = api::router(api::AppState {
+                    let app = api::router(api::AppState::new(api::Shared {
                         db: db.pool.clone(),
                         node: node.clone(),
                         providers: providers.clone(),
@@ -183,7 +183,8 @@ impl Application {
                         feed: feed.clone(),
                         webhooks: webhooks.clone(),
                         tokens: Default::default(),
-                    });
+                        task_reads: db::tasks::reads(&db.pool),
+                    }));
                     // Responses go out at once: with Nagle's algorithm a small response waits for
                     // the ACK of the previous one, which a client delays by up to 40 ms.
                     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {

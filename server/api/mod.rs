@@ -57,9 +57,26 @@ use crate::feed::EventFeed;
 use crate::node::NodeInfo;
 use error::{ApiError, InternalCause};
 
-/// What every handler can reach.
+/// What every handler can reach. Cloned for every extractor and layer of every request, so a
+/// clone is one reference count.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> AppState {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The application's parts, shared by every request.
+pub struct Shared {
     pub db: PgPool,
     pub node: NodeInfo,
     /// The providers agents may run (built-ins merged with `<data_dir>/providers.toml`).
@@ -74,6 +91,8 @@ pub struct AppState {
     pub webhooks: Arc<WebhookSettings>,
     /// Bearer tokens verified in the last second.
     pub tokens: Arc<token_cache::TokenCache>,
+    /// `GET /tasks/{id}`'s reads, gathered into one statement under load.
+    pub task_reads: crate::db::tasks::Reads,
 }
 
 pub const BODY_LIMIT: usize = 4 * 1024 * 1024;

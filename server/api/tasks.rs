@@ -221,9 +221,11 @@ pub fn blocked_reason(dependencies: &[DependencyRef]) -> String {
 #[tracing::instrument(skip_all, fields(task = %id), err)]
 pub async fn get_task(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let id = parse_id(&id)?;
-    let mut conn = state.db.acquire().await?;
-    let (task, dependencies) = tasks::get_with_dependencies(&mut conn, id)
-        .await?
+    let (task, dependencies) = state
+        .task_reads
+        .get(id)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading task {id}: {e}"))?
         .ok_or_else(|| ApiError::NotFound(format!("no task {id}")))?;
     let blocked_reason = (task.status == TaskStatus::Blocked).then(|| blocked_reason(&dependencies));
     Ok(with_etag(task.version, TaskDetail { task, dependencies, blocked_reason }))

@@ -77,13 +77,17 @@ pub async fn record_all(conn: &mut PgConnection, events: Vec<NewEvent<'_>>) -> R
     if ids.len() != events.len() {
         return Err(sqlx::Error::RowNotFound);
     }
-    for (event, id) in events.iter().zip(&ids) {
-        let candidates: Vec<(uuid::Uuid, Vec<String>)> =
-            rows.iter().filter(|r| r.id == *id).filter_map(|r| Some((r.subscription?, r.wants.clone()?))).collect();
-        if !candidates.is_empty() {
-            crate::db::webhooks::enqueue(conn, *id, event.event_type, &event.payload, candidates).await?;
-        }
-    }
+    let outbox: Vec<_> = events
+        .iter()
+        .zip(&ids)
+        .map(|(event, id)| {
+            let candidates: Vec<crate::db::webhooks::Candidate> =
+                rows.iter().filter(|r| r.id == *id).filter_map(|r| Some((r.subscription?, r.wants.clone()?))).collect();
+            (*id, event.event_type, &event.payload, candidates)
+        })
+        .filter(|(.., candidates)| !candidates.is_empty())
+        .collect();
+    crate::db::webhooks::enqueue(conn, &outbox).await?;
     Ok(ids)
 }
 

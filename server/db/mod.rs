@@ -8,6 +8,7 @@ pub mod board_templates;
 pub mod boards;
 pub mod embedded;
 pub mod events;
+pub mod gathered;
 pub mod messages;
 pub mod nodes;
 pub mod projects;
@@ -94,9 +95,21 @@ const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 /// most statements (a task read would cost two); only a connection that sat idle long enough to
 /// have been cut (a restart, a firewall) is pinged, and a broken one is replaced, not used.
 pub async fn pool(options: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
+    pool_options(32).min_connections(1).connect_with(options).await
+}
+
+/// A small pool beside `pool`, to the same database, whose statements are planned once:
+/// PostgreSQL re-plans a statement over an array parameter (`id = ANY($1)`) on every run, since
+/// its generic plan looks dearer than one for the array at hand, and the planning then costs
+/// more than the reading. For statements whose best plan does not depend on their parameters.
+pub fn planned_once(pool: &PgPool, connections: u32) -> PgPool {
+    let options = (*pool.connect_options()).clone().options([("plan_cache_mode", "force_generic_plan")]);
+    pool_options(connections).connect_lazy_with(options)
+}
+
+fn pool_options(connections: u32) -> PgPoolOptions {
     PgPoolOptions::new()
-        .max_connections(32)
-        .min_connections(1)
+        .max_connections(connections)
         .acquire_timeout(Duration::from_secs(5))
         .test_before_acquire(false)
         .before_acquire(|conn, meta| {
@@ -107,8 +120,6 @@ pub async fn pool(options: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
                 Ok(sqlx::Connection::ping(conn).await.is_ok())
             })
         })
-        .connect_with(options)
-        .await
 }
 
 pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {

@@ -17,13 +17,16 @@ pub use edits::{list, move_to_column, update_fields, Column, Edit, ListFilter};
 pub use refs::{dependencies, DependencyRef};
 pub(crate) use row::TaskRow;
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::db::events::{self, NewEvent};
+use crate::db::gathered::Gathered;
 use crate::domain::task::{initial_status, transition, TaskEvent, TaskStatus};
 
 /// A task as stored and as the API shows it.
@@ -210,25 +213,35 @@ pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Task>, sqlx
     row.map(Task::try_from).transpose()
 }
 
-/// A task with its direct dependencies (oldest first), in one statement: `GET /tasks/{id}` is
-/// the hottest read.
-pub async fn get_with_dependencies(
-    conn: &mut PgConnection,
-    id: Uuid,
-) -> Result<Option<(Task, Vec<DependencyRef>)>, sqlx::Error> {
-    let row = sqlx::query!(
-        r#"SELECT to_jsonb(t) AS "task!: sqlx::types::Json<TaskRow>",
+/// Tasks with their dependencies, by id, in one statement; ids without a task are left out.
+pub async fn with_dependencies(
+    db: impl sqlx::PgExecutor<'_>,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, (Task, Vec<DependencyRef>)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT t.id, to_jsonb(t) AS "task!: sqlx::types::Json<TaskRow>",
                 COALESCE((SELECT json_agg(json_build_object('id', d.id, 'title', d.title, 'group_key', d.group_key,
                                                             'status', d.status) ORDER BY d.created_at, d.id)
                           FROM task_dependencies td JOIN tasks d ON d.id = td.depends_on
                           WHERE td.task_id = t.id), '[]') AS "dependencies!: sqlx::types::Json<Vec<DependencyRef>>"
-           FROM tasks t WHERE id = $1"#,
-        id
+           FROM tasks t WHERE id = ANY($1)"#,
+        ids
     )
-    .fetch_optional(conn)
+    .fetch_all(db)
     .await?;
-    let Some(r) = row else { return Ok(None) };
-    Ok(Some((Task::try_from(r.task.0)?, r.dependencies.0)))
+    rows.into_iter().map(|r| Ok((r.id, (Task::try_from(r.task.0)?, r.dependencies.0)))).collect()
+}
+
+/// The reads of `GET /tasks/{id}`, gathered under load (see [`crate::db::gathered`]).
+pub type Reads = Gathered<Uuid, (Task, Vec<DependencyRef>)>;
+
+/// Starts the gatherer of task reads, on connections of its own beside `pool`'s.
+pub fn reads(pool: &PgPool) -> Reads {
+    let pool = crate::db::planned_once(pool, crate::db::gathered::IN_FLIGHT as u32);
+    Gathered::start(move |ids: Vec<Uuid>| {
+        let pool = pool.clone();
+        async move { with_dependencies(&pool, &ids).await }
+    })
 }
 
 /// A losing writer re-reads and tries again; each failed attempt means someone else changed the

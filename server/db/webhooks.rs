@@ -209,37 +209,48 @@ pub async fn disable(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<
     Ok(url.is_some())
 }
 
-/// The outbox: a pending delivery for each of the `candidates` (enabled subscriptions of the
-/// event's project, with their `events` entries) that wants this event.
+/// A subscription that might want an event: its id and its `events` entries.
+pub type Candidate = (Uuid, Vec<String>);
+
+/// The outbox: a pending delivery for each event and each of its `candidates` (enabled
+/// subscriptions of the event's project) that wants it, all in one statement.
 pub async fn enqueue(
     conn: &mut PgConnection,
-    event_id: i64,
-    event_type: &str,
-    payload: &serde_json::Value,
-    candidates: Vec<(Uuid, Vec<String>)>,
+    events: &[(i64, &str, &serde_json::Value, Vec<Candidate>)],
 ) -> Result<(), sqlx::Error> {
-    let wanted: Vec<Uuid> = candidates
-        .into_iter()
-        .filter(|(_, events)| EventFilter::parse(events).is_ok_and(|f| f.matches(event_type, payload)))
-        .map(|(id, _)| id)
-        .collect();
+    let mut event_ids = Vec::new();
+    let mut event_types = Vec::new();
+    let mut wanted = Vec::new();
+    for (event_id, event_type, payload, candidates) in events {
+        for (subscription, entries) in candidates {
+            if EventFilter::parse(entries).is_ok_and(|f| f.matches(event_type, payload)) {
+                event_ids.push(*event_id);
+                event_types.push(*event_type);
+                wanted.push(*subscription);
+            }
+        }
+    }
     if wanted.is_empty() {
         return Ok(());
     }
     let ids: Vec<Uuid> = wanted.iter().map(|_| Uuid::new_v4()).collect();
     let message_ids: Vec<String> = ids.iter().map(|id| format!("msg_{}", id.simple())).collect();
+    // The senders' wake-up (see [`wake_senders`]) goes in the same statement: one round trip.
     sqlx::query!(
-        r#"INSERT INTO webhook_deliveries (id, subscription_id, event_id, message_id, event_type)
-           SELECT d.id, d.sub, $3, d.msg, $4 FROM UNNEST($1::uuid[], $2::uuid[], $5::text[]) AS d(id, sub, msg)"#,
+        r#"WITH queued AS (
+               INSERT INTO webhook_deliveries (id, subscription_id, event_id, message_id, event_type)
+               SELECT d.id, d.sub, d.event, d.msg, d.type
+               FROM UNNEST($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5::text[]) AS d(id, sub, event, msg, type))
+           SELECT pg_notify('switchyard_deliveries', '')"#,
         &ids,
         &wanted,
-        event_id,
-        event_type,
-        &message_ids
+        &event_ids,
+        &message_ids,
+        &event_types as &[&str]
     )
     .execute(&mut *conn)
     .await?;
-    wake_senders(conn).await
+    Ok(())
 }
 
 /// Wakes the delivery loops of every replica when the caller's transaction commits (one
