@@ -17,7 +17,7 @@ use crate::api::extract::ApiPath;
 use crate::api::json::{nullable, ApiJson};
 use crate::api::version::{etag, IfMatch};
 use crate::api::AppState;
-use crate::db::board_columns::{self as columns_db, Moved};
+use crate::db::board_columns::{self as columns_db, LockedColumn, Moved};
 use crate::db::boards::{self, Board, Column};
 use crate::domain::board::{validate_action_skill, validate_wip_limit, ColumnSpec, Gate, MAX_COLUMNS};
 
@@ -151,11 +151,12 @@ pub async fn update_column(
     };
     validate_wip_limit("wip_limit", new.wip_limit)?;
     name_is_free(&columns, &new.name, Some(column_id))?;
-    if let Some(limit) = new.wip_limit.filter(|&l| i64::from(l) < current.task_count) {
+    if let Some(limit) = new.wip_limit.filter(|&l| i64::from(l) < current.cards()) {
         return Err(ApiError::conflict(
             format!(
-                "column `{}` holds {} tasks; a WIP limit of {limit} would already be exceeded — move tasks out first",
-                current.name, current.task_count
+                "column `{}` holds {} tasks and {} wishes; a WIP limit of {limit} would already be exceeded — move \
+                 cards out first",
+                current.name, current.task_count, current.wish_count
             ),
             None,
         ));
@@ -221,7 +222,7 @@ pub async fn delete_column(
     let columns = boards::columns_of(&mut tx, &[id]).await?;
     let column = find_column(&columns, id, column_id)?;
     let target = columns.iter().find(|c| c.id != column_id).map(|c| c.id);
-    if target.is_none() && column.task_count + column.wish_count > 0 {
+    if target.is_none() && column.cards() > 0 {
         return Err(ApiError::conflict(
             format!(
                 "`{}` is the board's last column and holds {} tasks and {} wishes; there is nowhere to move them",
@@ -234,6 +235,12 @@ pub async fn delete_column(
     let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
     state.feed.commit(tx).await?;
     Ok((etag(board.version), Json(ColumnDeleted { moved, moved_to: target, board })))
+}
+
+/// The refusal of a card (task or wish) that one more would put over the column's WIP limit.
+pub(crate) fn column_full(column: &LockedColumn) -> ApiError {
+    let limit = column.wip_limit.unwrap_or_default();
+    ApiError::conflict(format!("column `{}` is full: its WIP limit is {limit}", column.name), None)
 }
 
 /// Column names are unique per board regardless of case, as in templates: "Done" and "done"

@@ -12,11 +12,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use crate::api::board_columns::column_full;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
-use crate::api::tasks::{column_full, max_iterations, parse_id, with_etag};
+use crate::api::tasks::{max_iterations, parse_id, with_etag};
 use crate::api::AppState;
-use crate::db::tasks::{self, refs, Applied, Change, Column, Task};
+use crate::db::board_columns::{Card, LockedColumn};
+use crate::db::tasks::{self, refs, Applied, Change, Task};
 use crate::domain::task::TaskEvent;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -235,7 +237,7 @@ pub async fn move_task(
 pub(crate) async fn move_to(tx: &mut sqlx::PgConnection, id: Uuid, column_id: Uuid) -> ApiResult<Task> {
     let not_found = || ApiError::NotFound(format!("no task {id}"));
     let task = tasks::get(&mut *tx, id).await?.ok_or_else(not_found)?;
-    let column = Column::lock(&mut *tx, None, Some(column_id), Some(id))
+    let column = LockedColumn::lock(&mut *tx, None, Some(column_id), Some(Card::Task(id)))
         .await?
         .filter(|c| c.project_id == task.project_id)
         .ok_or_else(|| ApiError::validation("column_id", "no such column on a board of this task's project"))?;

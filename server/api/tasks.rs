@@ -10,13 +10,15 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use crate::api::board_columns::column_full;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::projects::project_id;
 use crate::api::query::{filter, ApiQuery};
 use crate::api::{task_actions, AppState};
-use crate::db::tasks::{self, refs, Column, DependencyRef, Edit, ListFilter, NewTask, Task};
+use crate::db::board_columns::LockedColumn;
+use crate::db::tasks::{self, refs, DependencyRef, Edit, ListFilter, NewTask, Task};
 use crate::domain::task::TaskStatus;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -38,12 +40,6 @@ pub(crate) fn with_etag<T: Serialize>(version: i32, body: T) -> Response {
         response.headers_mut().insert(header::ETAG, value);
     }
     response
-}
-
-/// A column is full when one more task would go over its WIP limit.
-pub(crate) fn column_full(column: &Column) -> ApiError {
-    let limit = column.wip_limit.unwrap_or_default();
-    ApiError::conflict(format!("column `{}` is full: its WIP limit is {limit}", column.name), None)
 }
 
 fn text(field: &str, value: &str, max: usize) -> Result<String, ApiError> {
@@ -114,7 +110,7 @@ pub(crate) async fn insert_task(tx: &mut sqlx::PgConnection, body: CreateTask) -
         (None, None) => None,
         (board_id, column_id) => {
             let field = if column_id.is_some() { "column_id" } else { "board_id" };
-            let column = Column::lock(&mut *tx, board_id, column_id, None)
+            let column = LockedColumn::lock(&mut *tx, board_id, column_id, None)
                 .await?
                 .ok_or_else(|| ApiError::validation(field, "no such column on this board (or the board has none)"))?;
             if column.project_id != project_id {

@@ -1,5 +1,6 @@
-//! `POST /api/v1/wishes/{slug}/<action>`: the wish lifecycle (v0's operation state machine).
-//! An illegal transition is a 409 carrying the wish's current state.
+//! `POST /api/v1/wishes/{slug}/<action>`: the wish lifecycle (v0's operation state machine), and
+//! moving a wish's card between board columns. An illegal transition is a 409 carrying the wish's
+//! current state.
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -7,11 +8,14 @@ use serde::Deserialize;
 use sqlx::PgConnection;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use uuid::Uuid;
 
+use crate::api::board_columns::column_full;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::wishes::{detail, find, to_groups, validate_plan, GroupInput, WishDetail};
 use crate::api::AppState;
+use crate::db::board_columns::{Card, LockedColumn};
 use crate::db::wishes::{self, Outcome, Wish};
 use crate::domain::review::{self, ReviewOutcome, ReviewState, Verdict};
 use crate::domain::wish::{WishEvent, WishStatus};
@@ -29,6 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(review_wish))
         .routes(routes!(submit_wish))
         .routes(routes!(record_merge))
+        .routes(routes!(move_wish))
 }
 
 /// Applies one lifecycle event to a wish and answers with the wish as it is now.
@@ -241,4 +246,52 @@ pub async fn record_merge(
     let detail = detail(&mut tx, wish).await?;
     state.feed.commit(tx).await?;
     Ok(Json(detail))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"column_id": "7c9e6679-7425-40de-944b-e07fc1f90ae7"}))]
+pub struct MoveWishBody {
+    /// A column of the wish's board; for a wish on no board yet, of any board of its project.
+    pub column_id: Uuid,
+}
+
+/// Moves the wish's card to another column of its board. A wish on no board yet may go to a
+/// column of any board of its project, which becomes its board. Not a lifecycle change.
+#[utoipa::path(post, path = "/wishes/{slug}/move", tag = "wishes", params(("slug" = String, Path)),
+    request_body = MoveWishBody,
+    responses((status = 200, body = WishDetail, description = "The wish as it is now"),
+        (status = 404, body = Problem, description = "No such wish"),
+        (status = 409, body = Problem, description = "The column is full (WIP limit: tasks and wishes count), or the wish was put on another board meanwhile"),
+        (status = 422, body = Problem, description = "No such column on the wish's board, or an unknown field")))]
+#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+pub async fn move_wish(
+    State(state): State<AppState>,
+    Path(slug): Path<String>,
+    ApiJson(body): ApiJson<MoveWishBody>,
+) -> ApiResult<Json<WishDetail>> {
+    let mut tx = state.db.begin().await?;
+    let wish = move_to(&mut tx, &slug, body.column_id).await?;
+    let detail = detail(&mut tx, wish).await?;
+    state.feed.commit(tx).await?;
+    Ok(Json(detail))
+}
+
+/// Moves wish `slug` to a column of its board (or, on no board yet, of a board of its project)
+/// under the column's WIP limit, in the caller's transaction (the API and the dashboard's board).
+pub(crate) async fn move_to(tx: &mut PgConnection, slug: &str, column_id: Uuid) -> ApiResult<Wish> {
+    let wish = find(&mut *tx, slug).await?;
+    let column = LockedColumn::lock(&mut *tx, None, Some(column_id), Some(Card::Wish(wish.id)))
+        .await?
+        .filter(|c| c.project_id == wish.project_id && wish.board_id.is_none_or(|board| board == c.board_id))
+        .ok_or_else(|| {
+            let on = if wish.board_id.is_some() { "this wish's board" } else { "a board of this wish's project" };
+            ApiError::validation("column_id", format!("no such column on {on}"))
+        })?;
+    if column.is_full() {
+        return Err(column_full(&column));
+    }
+    wishes::move_to_column(tx, &wish, &column)
+        .await?
+        .ok_or_else(|| ApiError::conflict(format!("wish `{slug}` was put on another board meanwhile; try again"), None))
 }

@@ -1,13 +1,14 @@
 //! A board's columns in the database: add, change, reorder and delete them, keeping positions
-//! dense (0..n-1), and put cards that lost their column back on the board. The caller locks the
-//! board first (`boards::find(.., lock: true)`), so two changes to one board never interleave.
+//! dense (0..n-1), put cards that lost their column back on the board, and lock a column to place
+//! a card in it under its WIP limit. The caller locks the board first
+//! (`boards::find(.., lock: true)`), so two changes to one board never interleave.
 
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::{boards, events};
-use crate::domain::board::ColumnSpec;
+use crate::domain::board::{self, ColumnSpec};
 
 /// How many cards a change moved, and where to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -20,6 +21,80 @@ pub struct Moved {
 impl Moved {
     pub fn total(&self) -> i64 {
         self.tasks + self.wishes
+    }
+}
+
+/// A card on a board, by id: a task or a wish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Card {
+    Task(Uuid),
+    Wish(Uuid),
+}
+
+/// A board column locked for placing a card in it, with the cards it holds.
+#[derive(Debug, Clone)]
+pub struct LockedColumn {
+    pub id: Uuid,
+    pub board_id: Uuid,
+    pub project_id: Uuid,
+    pub name: String,
+    pub wip_limit: Option<i32>,
+    /// Tasks and wishes in the column now, not counting the card being moved.
+    pub occupied: i64,
+}
+
+impl LockedColumn {
+    /// Whether one more card would go over the WIP limit.
+    pub fn is_full(&self) -> bool {
+        board::is_full(self.wip_limit, self.occupied)
+    }
+
+    /// Locks the column (so two placements cannot both take its last slot) and counts its tasks
+    /// and wishes, leaving out `moving`. `column_id = None` picks the board's first column. `None`
+    /// when there is no such column (or board). Task and wish moves both come through here, so
+    /// the WIP limit counts the same cards whichever kind moves.
+    pub async fn lock(
+        conn: &mut PgConnection,
+        board_id: Option<Uuid>,
+        column_id: Option<Uuid>,
+        moving: Option<Card>,
+    ) -> Result<Option<LockedColumn>, sqlx::Error> {
+        let row = sqlx::query!(
+            "SELECT c.id, c.board_id, b.project_id, c.name, c.wip_limit
+             FROM board_columns c JOIN boards b ON b.id = c.board_id
+             WHERE ($1::uuid IS NULL OR c.id = $1) AND ($2::uuid IS NULL OR c.board_id = $2)
+               AND ($1::uuid IS NOT NULL OR $2::uuid IS NOT NULL)
+             ORDER BY c.position LIMIT 1
+             FOR UPDATE OF c",
+            column_id,
+            board_id
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let (task, wish) = match moving {
+            Some(Card::Task(id)) => (Some(id), None),
+            Some(Card::Wish(id)) => (None, Some(id)),
+            None => (None, None),
+        };
+        let occupied = sqlx::query_scalar!(
+            r#"SELECT (SELECT count(*) FROM tasks WHERE column_id = $1 AND ($2::uuid IS NULL OR id <> $2))
+                    + (SELECT count(*) FROM wishes WHERE column_id = $1 AND ($3::uuid IS NULL OR id <> $3))
+                    AS "count!""#,
+            row.id,
+            task,
+            wish
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        Ok(Some(LockedColumn {
+            id: row.id,
+            board_id: row.board_id,
+            project_id: row.project_id,
+            name: row.name,
+            wip_limit: row.wip_limit,
+            occupied,
+        }))
     }
 }
 
@@ -163,9 +238,10 @@ pub async fn delete(
     Ok(moved)
 }
 
-/// Locks the board's column rows before cards are moved between them. A task move locks its
-/// target column first (`db::tasks::Column::lock`) and then the task; taking column locks before task
-/// locks here too keeps the two in one order, so they wait for each other instead of deadlocking.
+/// Locks the board's column rows before cards are moved between them. A card move locks its
+/// target column first ([`LockedColumn::lock`]) and then the task or wish; taking column locks
+/// before card locks here too keeps the two in one order, so they wait for each other instead of
+/// deadlocking.
 async fn lock_columns(conn: &mut PgConnection, board_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query!("SELECT id FROM board_columns WHERE board_id = $1 ORDER BY id FOR UPDATE", board_id)
         .fetch_all(conn)

@@ -8,7 +8,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::{board_columns, events};
-use crate::domain::board::{ColumnSpec, Gate};
+use crate::domain::board::{self, ColumnSpec, Gate};
 
 /// A board without its columns: what a change needs to know and lock.
 #[derive(Debug, Clone)]
@@ -57,6 +57,17 @@ pub struct Column {
     pub wip_limit: Option<i32>,
     pub task_count: i64,
     pub wish_count: i64,
+}
+
+impl Column {
+    /// Tasks and wishes in the column: what its WIP limit counts.
+    pub fn cards(&self) -> i64 {
+        self.task_count + self.wish_count
+    }
+
+    pub fn is_full(&self) -> bool {
+        board::is_full(self.wip_limit, self.cards())
+    }
 }
 
 impl Board {

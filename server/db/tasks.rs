@@ -13,7 +13,7 @@ mod edits;
 pub mod refs;
 mod row;
 
-pub use edits::{list, move_to_column, update_fields, Column, Edit, ListFilter};
+pub use edits::{list, move_to_column, update_fields, Edit, ListFilter};
 pub use refs::{dependencies, DependencyRef};
 pub(crate) use row::TaskRow;
 

@@ -1,9 +1,12 @@
-//! Wishes in the database: rows, blockers, their execution groups (tasks with `wish_id`), and
-//! applying a lifecycle event as one conditional update plus its event row.
+//! Wishes in the database: rows, blockers, their execution groups (tasks with `wish_id`),
+//! applying a lifecycle event as one conditional update plus its event row, and moving a wish's
+//! card between board columns.
 
 mod listing;
+mod moves;
 
 pub use listing::{in_states, on_board, progress};
+pub use moves::move_to_column;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

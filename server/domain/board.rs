@@ -137,6 +137,12 @@ pub fn validate_action_skill(field: &str, skill: Option<&str>) -> Result<Option<
     }
 }
 
+/// Whether a column holding `cards` has no room for one more under its WIP limit. Tasks and
+/// wishes are both cards: each counts toward the limit.
+pub fn is_full(wip_limit: Option<i32>, cards: i64) -> bool {
+    wip_limit.is_some_and(|limit| cards >= i64::from(limit))
+}
+
 pub fn validate_wip_limit(field: &str, limit: Option<i32>) -> Result<(), InvalidColumn> {
     match limit {
         Some(n) if n <= 0 => Err(invalid(field.to_owned(), "must be greater than 0 (omit it for no limit)")),
@@ -187,6 +193,14 @@ mod tests {
         let clean = validate_column("", &column).expect("valid");
         assert_eq!(clean.name, "Ship");
         assert_eq!(clean.action_skill, None);
+    }
+
+    #[test]
+    fn a_column_is_full_once_its_cards_reach_the_limit_and_never_without_one() {
+        assert!(!is_full(Some(2), 1));
+        assert!(is_full(Some(2), 2));
+        assert!(is_full(Some(2), 3), "a column over its limit (the limit was lowered) is full too");
+        assert!(!is_full(None, 1_000));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! `/boards`: every project's boards, and a form to make one (from a template or the default
 //! columns); `/boards/{id}`: the Kanban board — columns with their gate and WIP limit, task and
-//! wish cards, a form to add a task, reconcile for cards that lost their column. A card moves by
-//! drag and drop or, from the keyboard, with its ← → buttons. Everything changes through the
-//! API's own functions (`boards::create`, `boards::reconcile`, `insert_task`, `move_to`).
+//! wish cards, a form to add a task, reconcile for cards that lost their column. A card, task or
+//! wish, moves by drag and drop or, from the keyboard, with its ← → buttons. Everything changes
+//! through the API's own functions (`boards::create`, `boards::reconcile`, `insert_task`, and the
+//! task and wish `move_to`).
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
@@ -13,9 +14,8 @@ use uuid::Uuid;
 
 use crate::api::boards::{self as board_api, no_board, CreateBoard};
 use crate::api::error::ApiError;
-use crate::api::task_actions::move_to;
 use crate::api::tasks::{insert_task, CreateTask};
-use crate::api::AppState;
+use crate::api::{task_actions, wish_actions, AppState};
 use crate::db::board_columns as columns_db;
 use crate::db::boards::{self, Board};
 use crate::db::sessions::Session;
@@ -100,15 +100,18 @@ async fn create_board(State(state): State<AppState>, PageForm(form): PageForm<Ne
 
 /// A card on the board.
 struct Card {
+    /// The task's or wish's id (its ← → buttons are `l-<id>` and `r-<id>`).
     id: String,
+    /// Its element: `t-<task id>` or `w-<wish id>`.
+    element: String,
+    /// What a move sends for it ([`CardKey`]).
+    key: String,
     title: String,
     status: &'static str,
     status_label: String,
     assignee: Option<String>,
     /// Wishes, and a wish's groups, open their wish.
     link: Option<String>,
-    /// Tasks move between columns; a wish's place is its own.
-    movable: bool,
 }
 
 /// A column with its cards and its neighbours' names (where ← and → send a card).
@@ -117,7 +120,7 @@ struct ColumnView {
     name: String,
     gate: &'static str,
     action_skill: Option<String>,
-    /// `WIP 3 / 5`, or how many tasks when there is no limit.
+    /// `WIP 3 / 5`, or how many cards when there is no limit (tasks and wishes both count).
     load: String,
     full: bool,
     cards: Vec<Card>,
@@ -173,11 +176,11 @@ async fn board(
             gate: c.gate.as_str(),
             action_skill: c.action_skill.clone(),
             load: match c.wip_limit {
-                Some(limit) => format!("WIP {} / {limit}", c.task_count),
-                None if c.task_count == 1 => "1 task, no WIP limit".to_owned(),
-                None => format!("{} tasks, no WIP limit", c.task_count),
+                Some(limit) => format!("WIP {} / {limit}", c.cards()),
+                None if c.cards() == 1 => "1 card, no WIP limit".to_owned(),
+                None => format!("{} cards, no WIP limit", c.cards()),
             },
-            full: c.wip_limit.is_some_and(|l| c.task_count >= i64::from(l)),
+            full: c.is_full(),
             cards: Vec::new(),
             prev: None,
             next: None,
@@ -192,24 +195,26 @@ async fn board(
         let wish = task.wish_id.and_then(|w| wish_slugs.get(&w));
         column.cards.push(Card {
             id: task.id.to_string(),
+            element: format!("t-{}", task.id),
+            key: task.id.to_string(),
             title: task.title.clone(),
             status: task.status.as_str(),
             status_label: words(task.status.as_str()),
             assignee: task.assignee.clone(),
             link: wish.map(|slug| format!("/wishes/{slug}")),
-            movable: true,
         });
     }
     for wish in &wish_list {
         let Some(column) = columns.iter_mut().find(|c| Some(c.id) == wish.column_id) else { continue };
         column.cards.push(Card {
             id: wish.id.to_string(),
+            element: format!("w-{}", wish.id),
+            key: format!("wish:{}", wish.slug),
             title: format!("Wish: {}", wish.title),
             status: wish.status.as_str(),
             status_label: words(wish.status.as_str()),
             assignee: None,
             link: Some(format!("/wishes/{}", wish.slug)),
-            movable: false,
         });
     }
     let triggers = format!("sse:{} delay:150ms, sse:tasks delay:300ms", topic("board", &id.to_string()));
@@ -253,14 +258,51 @@ async fn create_task(
     Ok(see_other(&format!("/boards/{id}")))
 }
 
-/// `left=<task id>` or `right=<task id>` (a ← → button: the neighbouring column), or `task` and
+/// `left=<card>` or `right=<card>` (a ← → button: the neighbouring column), or `card` and
 /// `column_id` (a drop).
 #[derive(Debug, Default, Deserialize)]
 struct MoveForm {
-    left: Option<Uuid>,
-    right: Option<Uuid>,
-    task: Option<Uuid>,
+    left: Option<CardKey>,
+    right: Option<CardKey>,
+    card: Option<CardKey>,
     column_id: Option<Uuid>,
+}
+
+/// A card as a move names it: a task's id, or `wish:<slug>`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+enum CardKey {
+    Task(Uuid),
+    Wish(String),
+}
+
+impl TryFrom<String> for CardKey {
+    type Error = String;
+
+    fn try_from(key: String) -> Result<CardKey, String> {
+        match key.strip_prefix("wish:") {
+            Some(slug) => Ok(CardKey::Wish(slug.to_owned())),
+            None => key.parse().map(CardKey::Task).map_err(|_| format!("`{key}` is neither a task id nor wish:<slug>")),
+        }
+    }
+}
+
+impl CardKey {
+    /// The column the card is in now, if any.
+    async fn column(&self, conn: &mut sqlx::PgConnection) -> Result<Option<Uuid>, sqlx::Error> {
+        Ok(match self {
+            CardKey::Task(id) => tasks::get(conn, *id).await?.and_then(|t| t.column_id),
+            CardKey::Wish(slug) => wishes::get(conn, slug).await?.and_then(|w| w.column_id),
+        })
+    }
+
+    /// Moves the card through the API's own move (its checks, WIP limit and event).
+    async fn move_to(&self, tx: &mut sqlx::PgConnection, column: Uuid) -> Result<(), ApiError> {
+        match self {
+            CardKey::Task(id) => task_actions::move_to(tx, *id, column).await.map(drop),
+            CardKey::Wish(slug) => wish_actions::move_to(tx, slug, column).await.map(drop),
+        }
+    }
 }
 
 /// Where a move goes: a column, or one step left or right of where the card is.
@@ -271,12 +313,12 @@ enum Target {
 }
 
 impl MoveForm {
-    fn target(&self) -> Result<(Uuid, Target), ApiError> {
-        match (self.left, self.right, self.task, self.column_id) {
-            (Some(task), None, None, None) => Ok((task, Target::Step(-1))),
-            (None, Some(task), None, None) => Ok((task, Target::Step(1))),
-            (None, None, Some(task), Some(column)) => Ok((task, Target::Column(column))),
-            _ => Err(ApiError::validation("task", "send `left` or `right` with a task id, or `task` and `column_id`")),
+    fn target(self) -> Result<(CardKey, Target), ApiError> {
+        match (self.left, self.right, self.card, self.column_id) {
+            (Some(card), None, None, None) => Ok((card, Target::Step(-1))),
+            (None, Some(card), None, None) => Ok((card, Target::Step(1))),
+            (None, None, Some(card), Some(column)) => Ok((card, Target::Column(column))),
+            _ => Err(ApiError::validation("card", "send `left` or `right` with a card, or `card` and `column_id`")),
         }
     }
 }
@@ -287,21 +329,21 @@ async fn move_card(
     Path(id): Path<Uuid>,
     PageForm(form): PageForm<MoveForm>,
 ) -> PageResult {
-    let (task, target) = form.target()?;
+    let (card, target) = form.target()?;
     let mut tx = state.db.begin().await?;
     let column = match target {
         Target::Column(column) => column,
         Target::Step(step) => {
             let columns = boards::columns_of(&mut tx, &[id]).await?;
-            let current = tasks::get(&mut tx, task).await?.and_then(|t| t.column_id);
+            let current = card.column(&mut tx).await?;
             let here = columns.iter().position(|c| Some(c.id) == current);
             here.and_then(|i| i.checked_add_signed(step))
                 .and_then(|i| columns.get(i))
                 .map(|c| c.id)
-                .ok_or_else(|| ApiError::validation("task", "the card has no column on that side on this board"))?
+                .ok_or_else(|| ApiError::validation("card", "the card has no column on that side on this board"))?
         }
     };
-    move_to(&mut tx, task, column).await?;
+    card.move_to(&mut tx, column).await?;
     state.feed.commit(tx).await?;
     Ok(see_other(&format!("/boards/{id}")))
 }
@@ -320,14 +362,24 @@ mod tests {
 
     #[test]
     fn a_move_is_a_step_left_or_right_or_a_drop_on_a_column() {
-        let (t, c) = (Uuid::new_v4(), Uuid::new_v4());
-        let left = MoveForm { left: Some(t), ..MoveForm::default() };
-        assert_eq!(left.target().expect("parsed"), (t, Target::Step(-1)));
-        let right = MoveForm { right: Some(t), ..MoveForm::default() };
-        assert_eq!(right.target().expect("parsed"), (t, Target::Step(1)));
-        let drop = MoveForm { task: Some(t), column_id: Some(c), ..MoveForm::default() };
-        assert_eq!(drop.target().expect("parsed"), (t, Target::Column(c)));
-        assert!(MoveForm { left: Some(t), right: Some(t), ..MoveForm::default() }.target().is_err());
+        let (t, c) = (CardKey::Task(Uuid::new_v4()), Uuid::new_v4());
+        let left = MoveForm { left: Some(t.clone()), ..MoveForm::default() };
+        assert_eq!(left.target().expect("parsed"), (t.clone(), Target::Step(-1)));
+        let right = MoveForm { right: Some(t.clone()), ..MoveForm::default() };
+        assert_eq!(right.target().expect("parsed"), (t.clone(), Target::Step(1)));
+        let drop = MoveForm { card: Some(t.clone()), column_id: Some(c), ..MoveForm::default() };
+        assert_eq!(drop.target().expect("parsed"), (t.clone(), Target::Column(c)));
+        assert!(MoveForm { left: Some(t.clone()), right: Some(t), ..MoveForm::default() }.target().is_err());
         assert!(MoveForm::default().target().is_err());
+    }
+
+    #[test]
+    fn a_card_is_named_by_a_task_id_or_a_wish_slug() {
+        let id = Uuid::new_v4();
+        assert_eq!(CardKey::try_from(id.to_string()), Ok(CardKey::Task(id)));
+        assert_eq!(CardKey::try_from("wish:login".to_owned()), Ok(CardKey::Wish("login".to_owned())));
+        assert!(CardKey::try_from("login".to_owned()).is_err());
+        let form: MoveForm = serde_urlencoded::from_str("right=wish%3Alogin").expect("form");
+        assert_eq!(form.right, Some(CardKey::Wish("login".to_owned())));
     }
 }

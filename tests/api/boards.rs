@@ -50,6 +50,22 @@ async fn insert_task(app: &TestApp, project: Uuid, board: Option<Uuid>, column: 
     task
 }
 
+/// Inserts wish `w` on `board` in `column` and returns its id.
+async fn insert_wish(app: &TestApp, project: Uuid, board: Uuid, column: Uuid) -> Uuid {
+    let wish = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO wishes (id, slug, project_id, title, board_id, column_id) VALUES ($1, 'w', $2, 'W', $3, $4)",
+    )
+    .bind(wish)
+    .bind(project)
+    .bind(board)
+    .bind(column)
+    .execute(&app.pool)
+    .await
+    .expect("insert wish");
+    wish
+}
+
 async fn task_column(app: &TestApp, task: Uuid) -> Option<Uuid> {
     sqlx::query_scalar("SELECT column_id FROM tasks WHERE id = $1").bind(task).fetch_one(&app.pool).await.expect("task")
 }
@@ -256,16 +272,7 @@ async fn deleting_a_column_moves_its_tasks_and_wishes_to_the_first_remaining_col
         insert_task(&app, id(&project), Some(id(&board)), Some(backlog)).await,
         insert_task(&app, id(&project), Some(id(&board)), Some(backlog)).await,
     ];
-    sqlx::query(
-        "INSERT INTO wishes (id, slug, project_id, title, board_id, column_id) VALUES ($1, 'w', $2, 'W', $3, $4)",
-    )
-    .bind(Uuid::new_v4())
-    .bind(id(&project))
-    .bind(id(&board))
-    .bind(backlog)
-    .execute(&app.pool)
-    .await
-    .expect("insert wish");
+    insert_wish(&app, id(&project), id(&board), backlog).await;
 
     let path = format!("/api/v1/boards/{}/columns/{backlog}", id(&board));
     let deleted = ok(send(&app, Method::DELETE, &path, None).await, 200).await;
@@ -323,6 +330,29 @@ async fn reconcile_puts_stray_cards_on_the_first_column_and_reports_how_many() {
         .await
         .expect("count");
     assert_eq!(events, 2);
+}
+
+#[tokio::test]
+async fn reconcile_puts_a_wish_whose_column_is_gone_on_the_first_column_and_counts_it() {
+    let app = spawn_app().await;
+    let (project, _repo) = create_project(&app, "acme").await;
+    let board = create_board(&app, "acme", json!({"name": "B"})).await;
+    let column = |i: usize| -> Uuid { board["columns"][i]["id"].as_str().expect("id").parse().expect("uuid") };
+    let wish = insert_wish(&app, id(&project), id(&board), column(3)).await;
+    // The column goes without the API (which would move its cards first): the wish keeps its
+    // board but loses its column.
+    sqlx::query("DELETE FROM board_columns WHERE id = $1").bind(column(3)).execute(&app.pool).await.expect("delete");
+
+    let path = format!("/api/v1/boards/{}/reconcile", id(&board));
+    let result = ok(send(&app, Method::POST, &path, None).await, 200).await;
+    assert_eq!((&result["moved"], &result["tasks"], &result["wishes"]), (&json!(1), &json!(0), &json!(1)));
+    let placed: (Option<Uuid>, Option<Uuid>) = sqlx::query_as("SELECT board_id, column_id FROM wishes WHERE id = $1")
+        .bind(wish)
+        .fetch_one(&app.pool)
+        .await
+        .expect("wish");
+    assert_eq!(placed, (Some(id(&board)), Some(column(0))));
+    assert_eq!(ok(send(&app, Method::POST, &path, None).await, 200).await["wishes"], 0);
 }
 
 #[tokio::test]

@@ -28,5 +28,6 @@ mod tmux;
 mod webhook_crash;
 mod webhooks;
 mod wish_dag;
+mod wish_moves;
 mod wishes;
 mod worker;

@@ -35,7 +35,8 @@
     }
   }
 
-  // A movable card is `<li draggable="true" id="t-<task id>">`.
+  // A movable card is `<li draggable="true" data-card="…">`, naming it as a move does: a task's
+  // id, or `wish:<slug>`.
   function cardOf(target) {
     return target.closest ? target.closest("li[draggable='true']") : null;
   }
@@ -43,7 +44,7 @@
   document.addEventListener("dragstart", function (event) {
     var card = cardOf(event.target);
     if (!card) return;
-    event.dataTransfer.setData("text/plain", card.id.slice(2));
+    event.dataTransfer.setData("text/plain", card.getAttribute("data-card"));
     event.dataTransfer.effectAllowed = "move";
     card.classList.add("dragging");
   });
@@ -73,14 +74,14 @@
     if (!column || !board) return;
     event.preventDefault();
     column.classList.remove("drop-target");
-    var task = event.dataTransfer.getData("text/plain");
-    if (!task || column.querySelector("#t-" + CSS.escape(task))) return;
+    var card = event.dataTransfer.getData("text/plain");
+    if (!card || column.querySelector("[data-card=\"" + CSS.escape(card) + "\"]")) return;
     htmx.ajax("POST", "/boards/" + board.getAttribute("data-board") + "/move", {
       source: column,
       target: "#board",
       select: "#board",
       swap: "outerHTML",
-      values: { task: task, column_id: column.getAttribute("data-column") },
+      values: { card: card, column_id: column.getAttribute("data-column") },
       headers: { "x-csrf-token": csrf() }
     });
   });

@@ -7,6 +7,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{get, subject, Task, TaskRow};
+use crate::db::board_columns::LockedColumn;
 use crate::db::events;
 use crate::domain::task::TaskStatus;
 
@@ -120,68 +121,14 @@ pub async fn update_fields(
     Ok(Ok(Some(task)))
 }
 
-/// A board column, as far as placing tasks in it is concerned.
-#[derive(Debug, Clone)]
-pub struct Column {
-    pub id: Uuid,
-    pub board_id: Uuid,
-    pub project_id: Uuid,
-    pub name: String,
-    pub wip_limit: Option<i32>,
-    /// Tasks in the column now (not counting the one being moved).
-    pub occupied: i64,
-}
-
-impl Column {
-    /// Whether one more task would go over the WIP limit.
-    pub fn is_full(&self) -> bool {
-        self.wip_limit.is_some_and(|limit| self.occupied >= i64::from(limit))
-    }
-
-    /// Locks the column (so two placements cannot both take its last slot) and counts its tasks,
-    /// leaving out `except`. `column_id = None` picks the board's first column. `None` when there
-    /// is no such column (or board).
-    pub async fn lock(
-        conn: &mut PgConnection,
-        board_id: Option<Uuid>,
-        column_id: Option<Uuid>,
-        except: Option<Uuid>,
-    ) -> Result<Option<Column>, sqlx::Error> {
-        let row = sqlx::query!(
-            "SELECT c.id, c.board_id, b.project_id, c.name, c.wip_limit
-             FROM board_columns c JOIN boards b ON b.id = c.board_id
-             WHERE ($1::uuid IS NULL OR c.id = $1) AND ($2::uuid IS NULL OR c.board_id = $2)
-               AND ($1::uuid IS NOT NULL OR $2::uuid IS NOT NULL)
-             ORDER BY c.position LIMIT 1
-             FOR UPDATE OF c",
-            column_id,
-            board_id
-        )
-        .fetch_optional(&mut *conn)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let occupied = sqlx::query_scalar!(
-            r#"SELECT count(*) AS "count!" FROM tasks WHERE column_id = $1 AND ($2::uuid IS NULL OR id <> $2)"#,
-            row.id,
-            except
-        )
-        .fetch_one(&mut *conn)
-        .await?;
-        Ok(Some(Column {
-            id: row.id,
-            board_id: row.board_id,
-            project_id: row.project_id,
-            name: row.name,
-            wip_limit: row.wip_limit,
-            occupied,
-        }))
-    }
-}
-
 /// Moves a task to a column (the caller has locked it and checked its WIP limit). Not a status
 /// change: only `board_id`/`column_id` move, with a `task.moved` event. `None`: no such task.
 #[tracing::instrument(skip_all, fields(task = %id, column = %column.id), err)]
-pub async fn move_to_column(conn: &mut PgConnection, id: Uuid, column: &Column) -> Result<Option<Task>, sqlx::Error> {
+pub async fn move_to_column(
+    conn: &mut PgConnection,
+    id: Uuid,
+    column: &LockedColumn,
+) -> Result<Option<Task>, sqlx::Error> {
     let before =
         sqlx::query!("SELECT column_id FROM tasks WHERE id = $1 FOR UPDATE", id).fetch_optional(&mut *conn).await?;
     let Some(before) = before else { return Ok(None) };

@@ -159,7 +159,7 @@ async fn a_board_shows_gates_and_limits_and_moves_cards_within_them() {
     assert_eq!(task["column_id"], columns[1].as_str());
     let (_, html) = dashboard.get(&format!("{path}?block=board")).await;
     assert!(html.contains("WIP 1 / 1 (full)"), "{html}");
-    let full = dashboard.post_form(&format!("{path}/move"), &[("task", &bug), ("column_id", &columns[1])]).await;
+    let full = dashboard.post_form(&format!("{path}/move"), &[("card", &bug), ("column_id", &columns[1])]).await;
     assert_eq!(full.status(), 409);
     assert_eq!(full.headers()["hx-retarget"], "#flash");
     assert!(full.text().await.expect("body").contains("column `Review` is full"));
@@ -177,6 +177,53 @@ async fn a_board_shows_gates_and_limits_and_moves_cards_within_them() {
     assert_eq!(redirected(dashboard.post_form(&format!("{path}/reconcile"), &[]).await).await, path);
     let task = get(&app, &format!("/api/v1/tasks/{bug}")).await;
     assert_eq!(task["column_id"], columns[0].as_str());
+}
+
+/// The column form with this id on a board page, up to its end.
+fn column<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html.find(&format!("data-column=\"{id}\"")).unwrap_or_else(|| panic!("no column {id} in:\n{html}"));
+    let rest = &html[start..];
+    &rest[..rest.find("</form>").unwrap_or(rest.len())]
+}
+
+#[tokio::test]
+async fn a_wish_card_moves_on_the_board_page_with_the_csrf_token_and_not_without() {
+    let app = spawn_app().await;
+    let (_, _repo) = create_project(&app, "alpha").await;
+    let (board_id, columns) = board(&app, "alpha").await;
+    login_wish(&app, json!({})).await;
+    let wish_id = get(&app, "/api/v1/wishes/login").await["id"].as_str().expect("id").to_owned();
+    let dashboard = Dashboard::login(&app).await;
+    let path = format!("/boards/{board_id}");
+
+    // Dropped on the board's first column, the wish (on no board yet) comes onto this board.
+    let dropped =
+        dashboard.post_form(&format!("{path}/move"), &[("card", "wish:login"), ("column_id", &columns[0])]).await;
+    assert_eq!(redirected(dropped).await, path);
+    let (_, html) = dashboard.get(&path).await;
+    let todo = column(&html, &columns[0]);
+    assert!(todo.contains(&format!("id=\"w-{wish_id}\"")) && todo.contains("data-card=\"wish:login\""), "{todo}");
+    assert!(todo.contains("aria-label=\"Move “Wish: Login” to Review\""), "the keyboard move control: {todo}");
+
+    // Without the token nothing moves.
+    let bare = dashboard.request(Method::POST, &format!("{path}/move")).form(&[("right", "wish:login")]).send().await;
+    assert_eq!(bare.expect("post").status(), 403);
+    assert_eq!(get(&app, "/api/v1/wishes/login").await["column_id"], columns[0].as_str());
+
+    // → with the token: the wish is in Review, which it fills (wishes count toward the limit).
+    let moved = dashboard.post_form(&format!("{path}/move"), &[("right", "wish:login")]).await;
+    assert_eq!(redirected(moved).await, path);
+    let wish = get(&app, "/api/v1/wishes/login").await;
+    assert_eq!((&wish["board_id"], &wish["column_id"]), (&json!(board_id), &json!(columns[1])));
+    let (_, html) = dashboard.get(&format!("{path}?block=board")).await;
+    let review = column(&html, &columns[1]);
+    assert!(review.contains(&format!("id=\"w-{wish_id}\"")) && review.contains("WIP 1 / 1 (full)"), "{review}");
+    assert!(!column(&html, &columns[0]).contains("wish:login"), "it left Todo");
+    let task = post(&app, "/api/v1/tasks", json!({"project": "alpha", "title": "Fix bug", "board_id": board_id})).await;
+    let task = task["id"].as_str().expect("id");
+    let full = dashboard.post_form(&format!("{path}/move"), &[("card", task), ("column_id", &columns[1])]).await;
+    assert_eq!(full.status(), 409);
+    assert!(full.text().await.expect("body").contains("column `Review` is full"));
 }
 
 #[tokio::test]
