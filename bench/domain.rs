@@ -4,7 +4,9 @@
 //! (default `postgres://postgres@127.0.0.1:5432/postgres`; it creates and drops its own
 //! databases there) and measures, in one run:
 //! 1. `GET /api/v1/tasks/{id}` at 64 concurrent connections next to a raw sqlx primary-key
-//!    select loop at the same concurrency, and their ratio;
+//!    select loop at the same concurrency, and their ratio; then the same pair with each load from
+//!    a client process of its own (`wrk` against the API, `pgbench -S` against PostgreSQL), when
+//!    `wrk` is installed;
 //! 2. completing one group in wishes of 10, 100 and 1,000 groups, and with 1, 10 and 100 direct
 //!    dependents: time and SQL statements per completion (statements counted from sqlx's own
 //!    `sqlx::query` trace events inside the request's span);
@@ -185,13 +187,47 @@ impl Bench {
         let per_get = STATEMENTS.load(Ordering::Relaxed) - before;
         counting(false);
 
-        let http = http_load(self.addr, 64, duration, "GET", path, self.token.clone()).await?;
+        let http = http_load(self.addr, 64, duration, "GET", path.clone(), self.token.clone()).await?;
 
         println!("\n## GET /api/v1/tasks/{{id}}, 64 concurrent connections");
         println!("raw sqlx PK select : {}", raw.summary());
         println!("HTTP API           : {}", http.summary());
         println!("ratio API / raw    : {:.0} %", 100.0 * http.per_second() / raw.per_second());
         println!("SQL statements per GET: {per_get}");
+        self.task_reads_from_other_processes(&path).await
+    }
+
+    /// The same pair with each load from a client process of its own, as the issue names it:
+    /// `wrk` against the API and `pgbench -S` (its primary-key select) against PostgreSQL, 64
+    /// connections and 2 threads each. The in-process pair above shares the bench's runtime
+    /// between the HTTP client and the server, which the raw loop's server (PostgreSQL) does not.
+    async fn task_reads_from_other_processes(&self, path: &str) -> anyhow::Result<()> {
+        if !which("wrk") {
+            println!("(wrk not found: `apt-get install wrk` for the same pair from separate client processes)");
+            return Ok(());
+        }
+        let seconds = self.seconds.to_string();
+        let url = common::fresh_database(&self.server_url, "switchyard_bench_pgbench_select").await?;
+        run("pgbench", &["-i", "-q", "-s", "1", &url])?;
+        let raw = pgbench_tps(&run(
+            "pgbench",
+            &["-n", "-S", "-M", "prepared", "-c", "64", "-j", "2", "-T", &seconds, &url],
+        )?)?;
+        let header = format!("Authorization: Bearer {}", self.token);
+        let target = format!("http://{}{path}", self.addr);
+        let out =
+            run("wrk", &["-t", "2", "-c", "64", "-d", &format!("{seconds}s"), "--latency", "-H", &header, &target])?;
+        let field = |prefix: &str| {
+            out.lines().find_map(|l| l.trim_start().strip_prefix(prefix)).map(|rest| rest.trim().to_owned())
+        };
+        let http: f64 =
+            field("Requests/sec:").and_then(|n| n.parse().ok()).ok_or_else(|| anyhow::anyhow!("wrk said:\n{out}"))?;
+        let p50 = field("50%").unwrap_or_default();
+        let p99 = field("99%").unwrap_or_default();
+        println!("\n## The same, each load from a client process of its own (64 connections, 2 threads)");
+        println!("pgbench -S (prepared): {raw:>8.0}/s");
+        println!("HTTP API (wrk)       : {http:>8.0}/s  p50 {p50}  p99 {p99}");
+        println!("ratio API / raw      : {:.0} %", 100.0 * http / raw);
         Ok(())
     }
 
@@ -316,14 +352,22 @@ impl Bench {
     async fn pgbench_tpcb(&self) -> anyhow::Result<f64> {
         let url = common::fresh_database(&self.server_url, "switchyard_bench_pgbench").await?;
         run("pgbench", &["-i", "-q", "-s", "8", &url])?;
-        let out = run("pgbench", &["-n", "-c", "8", "-j", "2", "-T", &self.seconds.to_string(), &url])?;
-        let tps = out
-            .lines()
-            .find_map(|l| l.strip_prefix("tps = "))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok());
-        tps.ok_or_else(|| anyhow::anyhow!("no tps in pgbench output:\n{out}"))
+        pgbench_tps(&run("pgbench", &["-n", "-c", "8", "-j", "2", "-T", &self.seconds.to_string(), &url])?)
     }
+}
+
+/// The transactions per second pgbench reports.
+fn pgbench_tps(out: &str) -> anyhow::Result<f64> {
+    let tps = out
+        .lines()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok());
+    tps.ok_or_else(|| anyhow::anyhow!("no tps in pgbench output:\n{out}"))
+}
+
+fn which(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// Latencies of a load phase and its wall time.
