@@ -172,15 +172,17 @@ async fn a_test_event_and_a_redelivery_reach_the_receiver_with_their_ids() {
     let response = app.admin(Method::POST, &format!("/api/v1/webhooks/{id}/test")).send().await.expect("request");
     assert_eq!(response.status(), 202);
     let queued: Value = response.json().await.expect("json");
-    eventually("the test event arrives", Duration::from_secs(10), || async { receiver.count() == 1 }).await;
+    // At least once: count what arrived rather than expect an exact number at each moment.
+    eventually("the test event arrives", Duration::from_secs(10), || async { receiver.count() >= 1 }).await;
     let first = &receiver.received()[0];
     assert_eq!(first.json()["type"], "webhook.test");
     assert!(signed_by(&secret, first));
     let path = format!("/api/v1/webhooks/{id}/deliveries/{}/redeliver", queued["id"].as_str().expect("id"));
+    let before = receiver.count();
     let response = app.admin(Method::POST, &path).send().await.expect("request");
     assert_eq!(response.status(), 202);
-    eventually("redelivered", Duration::from_secs(10), || async { receiver.count() == 2 }).await;
-    assert_eq!(receiver.received()[1].header("webhook-id"), first.header("webhook-id"));
+    eventually("redelivered", Duration::from_secs(10), || async { receiver.count() > before }).await;
+    assert_eq!(receiver.received()[before].header("webhook-id"), first.header("webhook-id"));
     let missing = format!("/api/v1/webhooks/{id}/deliveries/{}/redeliver", uuid::Uuid::new_v4());
     assert_problem(app.admin(Method::POST, &missing).send().await.expect("request"), 404).await;
 }
