@@ -176,15 +176,27 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
     Ok(rows.into_iter().map(Message::from).collect())
 }
 
-/// The newest `limit` messages still pending (`pending`) or already delivered, newest first.
-pub async fn newest(conn: &mut PgConnection, pending: bool, limit: i64) -> Result<Vec<Message>, sqlx::Error> {
+/// Up to `limit` messages still pending (`pending`) or already delivered, before the
+/// `(created_at, id)` position `before` (from the newest when `None`), newest first: the mailbox
+/// page, a page at a time. One range read of `messages_by_state` (no position: before infinity).
+pub async fn newest(
+    conn: &mut PgConnection,
+    pending: bool,
+    before: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> Result<Vec<Message>, sqlx::Error> {
+    let (before_at, before_id) = before.unzip();
     let rows = sqlx::query_as!(
         MessageRow,
         "SELECT id, sender, recipient, body, read_at, delivered_at, confirmed_by, attempts, last_error, created_at
-         FROM messages WHERE (delivered_at IS NULL) = $1
+         FROM messages
+         WHERE (delivered_at IS NULL) = $1
+           AND (created_at, id) < (COALESCE($2, 'infinity'::timestamptz), COALESCE($3, uuid '00000000-0000-0000-0000-000000000000'))
          ORDER BY created_at DESC, id DESC
-         LIMIT $2",
+         LIMIT $4",
         pending,
+        before_at,
+        before_id,
         limit
     )
     .fetch_all(conn)

@@ -92,15 +92,25 @@ pub async fn list(
     Ok(rows.into_iter().map(|r| r.in_team(team)).collect())
 }
 
-/// The team's last `limit` posts, oldest first (a chat reads top to bottom, newest last).
-pub async fn latest(conn: &mut PgConnection, team: &teams::Team, limit: i64) -> Result<Vec<ChatPost>, sqlx::Error> {
+/// Up to `limit` of the team's posts before the `(created_at, id)` position `before` (from the
+/// newest when `None`), newest first: the dashboard's chat, a page at a time. One row comparison
+/// (no position: before infinity) keeps it an index range read of `team_chat_order`.
+pub async fn newest(
+    conn: &mut PgConnection,
+    team: &teams::Team,
+    before: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> Result<Vec<ChatPost>, sqlx::Error> {
+    let (before_at, before_id) = before.unzip();
     let rows = sqlx::query_as!(
         PostRow,
-        "SELECT id, sender, body, created_at FROM
-           (SELECT id, sender, body, created_at FROM team_chat WHERE team_id = $1
-            ORDER BY created_at DESC, id DESC LIMIT $2) AS last
-         ORDER BY created_at, id",
+        "SELECT id, sender, body, created_at FROM team_chat
+         WHERE team_id = $1
+           AND (created_at, id) < (COALESCE($2, 'infinity'::timestamptz), COALESCE($3, uuid '00000000-0000-0000-0000-000000000000'))
+         ORDER BY created_at DESC, id DESC LIMIT $4",
         team.id,
+        before_at,
+        before_id,
         limit
     )
     .fetch_all(conn)

@@ -15,6 +15,7 @@ mod live;
 mod login;
 mod messages;
 mod overview;
+mod paging;
 mod session;
 mod teams;
 mod view;

@@ -1,5 +1,6 @@
 //! `/teams`: every team with its project, state, leader and size; `/teams/{name}`: one team's
-//! members, branches and state, and its chat, where the operator can post. The chat post is the
+//! members, branches and state, and its chat, a page at a time ([`paging`](crate::pages::paging)),
+//! where the operator can post. The chat post is the
 //! API's own (`team_chat::post`).
 
 use askama::Template;
@@ -9,6 +10,7 @@ use axum::Router;
 use chrono::Utc;
 use serde::Deserialize;
 
+use crate::api::pagination::Position;
 use crate::api::teams::not_found;
 use crate::api::{team_chat, AppState};
 use crate::db::sessions::Session;
@@ -16,15 +18,16 @@ use crate::db::team_chat as chat;
 use crate::db::teams::{self, ListFilter, Team};
 use crate::domain::message::OPERATOR;
 use crate::pages::live::topic;
+use crate::pages::paging::{ListAt, PageLinks};
 use crate::pages::view::{ago, iso, no_block, render, see_other, words, BlockQuery, Chrome, PageForm, PageResult};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/teams", get(list)).route("/teams/{name}", get(detail)).route("/teams/{name}/chat", post(say))
 }
 
-/// At most this many teams are listed, and this many of a chat's last posts shown.
+/// At most this many teams are listed, and this many of a chat's posts shown on a page.
 const MAX_TEAMS: i64 = 500;
-const CHAT_SHOWN: i64 = 200;
+const CHAT_PAGE: i64 = 200;
 
 #[derive(Template)]
 #[template(path = "teams/list.html", blocks = ["teams"])]
@@ -71,7 +74,17 @@ struct DetailPage {
     /// The topics of the team's own events and of its chat's posts.
     team_topic: String,
     chat_topic: String,
+    /// One page of the chat, oldest first (it reads top to bottom, newest last).
     posts: Vec<PostView>,
+    /// The older page, the newest, and (on the newest) the chat's live refresh.
+    chat_pages: PageLinks,
+}
+
+/// `?before=<cursor>`: the chat's page older than the cursor (the newest page without it).
+#[derive(Debug, Default, Deserialize)]
+struct DetailQuery {
+    block: Option<String>,
+    before: Option<String>,
 }
 
 #[tracing::instrument(skip_all, fields(team = %name), err(Debug))]
@@ -79,15 +92,22 @@ async fn detail(
     State(state): State<AppState>,
     session: Session,
     Path(name): Path<String>,
-    Query(query): Query<BlockQuery>,
+    Query(query): Query<DetailQuery>,
 ) -> PageResult {
+    let path = format!("/teams/{name}");
+    let list = ListAt { path: &path, param: "before", block: "chat", keep: &[] };
+    let before = list.before(query.before.as_deref())?;
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "teams", format!("Team {name}")).await?;
     let team = teams::get(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?;
+    let rows = chat::newest(&mut conn, &team, before, CHAT_PAGE + 1).await?;
+    let shown =
+        list.page(rows, CHAT_PAGE, query.before.as_deref(), |p| Position { created_at: p.created_at, id: p.id });
     let now = Utc::now();
-    let posts = chat::latest(&mut conn, &team, CHAT_SHOWN)
-        .await?
+    let posts = shown
+        .items
         .into_iter()
+        .rev()
         .map(|p| PostView { ago: ago(p.created_at, now), iso: iso(p.created_at), from: p.from, body: p.body })
         .collect();
     let page = DetailPage {
@@ -96,6 +116,7 @@ async fn detail(
         team_topic: topic("team", &team.name),
         chat_topic: topic("chat", &team.name),
         posts,
+        chat_pages: shown.links,
         team,
     };
     match query.block.as_deref() {

@@ -2,9 +2,9 @@
 //! `./dev deps` installs), driven through WebDriver with fantoccini. One browser session walks
 //! through it all: log in with the one-time link, make a wish with two dependent groups from the
 //! form and watch the second turn `ready` without a reload when the first is completed through
-//! the API, make a board and move a card (button, then drag and drop), answer a fake Claude Code's
-//! permission prompt and its question. Each page is saved as a screenshot under
-//! `target/e2e-screenshots/`, at laptop and at phone width.
+//! the API, make a board and move a card (button, then drag and drop) and a wish card (its button,
+//! from the keyboard), answer a fake Claude Code's permission prompt and its question. Each page is
+//! saved as a screenshot under `target/e2e-screenshots/`, at laptop and at phone width.
 //!
 //! Without a Chromium and a chromedriver on the machine the test says so and passes: it is the one
 //! test that needs a browser.
@@ -125,13 +125,14 @@ async fn get(app: &TestApp, path: &str) -> Value {
     app.admin(Method::GET, path).send().await.expect("request").json().await.expect("json")
 }
 
-/// Waits until the task is in `column`, and the page shows it there.
-async fn card_lands_in(app: &TestApp, client: &Client, task_id: &str, column: &str) {
-    eventually("the card moves", Duration::from_secs(10), || async {
-        get(app, &format!("/api/v1/tasks/{task_id}")).await["column_id"] == column
+/// Waits until the API says the task or wish at `api_path` is in `column`, and the page shows its
+/// card (`element`: `t-<task id>` or `w-<wish id>`) there.
+async fn card_lands_in(app: &TestApp, client: &Client, api_path: &str, element: &str, column: &str) {
+    eventually(&format!("{api_path} is in column {column}"), Duration::from_secs(10), || async {
+        get(app, api_path).await["column_id"] == column
     })
     .await;
-    let shown = format!("form[data-column='{column}'] #t-{task_id}");
+    let shown = format!("form[data-column='{column}'] #{element}");
     client.wait().for_element(Locator::Css(&shown)).await.expect("the card shown in its new column");
 }
 
@@ -216,7 +217,8 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
     // From the keyboard: focus the card's → button and press Enter.
     let right = client.find(Locator::Css(&format!("#r-{task_id}"))).await.expect("move button");
     right.send_keys("\u{E007}").await.expect("Enter");
-    card_lands_in(&app, &client, &task_id, &column("In progress")).await;
+    let (task_path, task_card) = (format!("/api/v1/tasks/{task_id}"), format!("t-{task_id}"));
+    card_lands_in(&app, &client, &task_path, &task_card, &column("In progress")).await;
     // By drag and drop (the browser's own drag events, dispatched as a mouse drag would).
     let done = column("Done");
     let drag = "const card = document.getElementById(arguments[0]);
@@ -225,8 +227,21 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
         for (const [target, type] of [[card, 'dragstart'], [column, 'dragover'], [column, 'drop'], [card, 'dragend']]) {
             target.dispatchEvent(new DragEvent(type, {bubbles: true, cancelable: true, dataTransfer: data}));
         }";
-    client.execute(drag, vec![json!(format!("t-{task_id}")), json!(done)]).await.expect("drag");
-    card_lands_in(&app, &client, &task_id, &done).await;
+    client.execute(drag, vec![json!(task_card), json!(done)]).await.expect("drag");
+    card_lands_in(&app, &client, &task_path, &task_card, &done).await;
+    // A wish card: put on the board through the API, it appears by itself; then, from the
+    // keyboard, its → button moves it to the next column, without a reload.
+    client.execute("window.notReloaded = true;", vec![]).await.expect("mark the page");
+    let wish_card = format!("w-{}", get(&app, "/api/v1/wishes/checkout").await["id"].as_str().expect("id"));
+    api(&app, "/api/v1/wishes/checkout/move", json!({"column_id": column("Backlog")})).await;
+    let shown = format!("form[data-column='{}'] #{wish_card}", column("Backlog"));
+    client.wait().for_element(Locator::Css(&shown)).await.expect("the wish card shown on the board");
+    let right = client.find(Locator::Css(&format!("#{wish_card} button[name='right']"))).await.expect("→");
+    right.send_keys("\u{E007}").await.expect("Enter");
+    card_lands_in(&app, &client, "/api/v1/wishes/checkout", &wish_card, &column("In progress")).await;
+    let same_page = client.execute("return window.notReloaded === true;", vec![]).await.expect("script");
+    assert_eq!(same_page, json!(true), "the board was never reloaded");
+    screenshot(&client, "board-wish-moved").await;
     // A task added through the API appears by itself; a full column refuses it, and the page
     // says so in its flash area.
     let limit = app

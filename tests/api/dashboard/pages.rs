@@ -8,6 +8,8 @@ use super::{redirected, Dashboard};
 use crate::helpers::{spawn_app, spawn_app_with, TestApp};
 use crate::projects::create_project;
 
+mod paging;
+
 const SCRIPT: &str = "<script>alert('x')</script>";
 const SCRIPT_ESCAPED: &str = "&#60;script&#62;alert(&#39;x&#39;)&#60;/script&#62;";
 
