@@ -209,6 +209,7 @@ impl Bench {
         let seconds = self.seconds.to_string();
         let url = common::fresh_database(&self.server_url, "switchyard_bench_pgbench_select").await?;
         run("pgbench", &["-i", "-q", "-s", "1", &url])?;
+        self.checkpoint().await?;
         let raw = pgbench_tps(&run(
             "pgbench",
             &["-n", "-S", "-M", "prepared", "-c", "64", "-j", "2", "-T", &seconds, &url],
@@ -292,10 +293,12 @@ impl Bench {
         // Enough for a few seconds of load at ~1,000/s; preparing them takes longer than that.
         let per_client = common::env_num("BENCH_PAIRS", 400) as usize;
         let shared = self.prepared_pairs(&["shared"], 8 * per_client).await?;
+        self.checkpoint().await?;
         let one_wish = self.complete_concurrently(shared).await?;
         let slugs: Vec<String> = (0..8).map(|c| format!("own-{c}")).collect();
         let slugs: Vec<&str> = slugs.iter().map(String::as_str).collect();
         let own = self.prepared_pairs(&slugs, per_client).await?;
+        self.checkpoint().await?;
         let own_wishes = self.complete_concurrently(own).await?;
         let tps = self.pgbench_tpcb().await?;
         println!("one wish, 8 clients      : {}", one_wish.summary());
@@ -348,10 +351,20 @@ impl Bench {
         gather(workers.collect(), started).await
     }
 
+    /// Writes out what preparing a phase left in PostgreSQL's buffers, so that no checkpoint of
+    /// it falls into the phase measured (each side of a ratio gets one first).
+    async fn checkpoint(&self) -> anyhow::Result<()> {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&self.server_url).await?;
+        sqlx::query("CHECKPOINT").execute(&mut conn).await?;
+        Ok(())
+    }
+
     /// pgbench's TPC-B at 8 clients on the same server, in a database of its own.
     async fn pgbench_tpcb(&self) -> anyhow::Result<f64> {
         let url = common::fresh_database(&self.server_url, "switchyard_bench_pgbench").await?;
         run("pgbench", &["-i", "-q", "-s", "8", &url])?;
+        self.checkpoint().await?;
         pgbench_tps(&run("pgbench", &["-n", "-c", "8", "-j", "2", "-T", &self.seconds.to_string(), &url])?)
     }
 }
