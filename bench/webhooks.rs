@@ -7,7 +7,7 @@
 //! `BENCH_EVENTS` (default 2000) events are fanned out; `BENCH_WRITES` (default 300) writes are
 //! timed in each phase.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -72,9 +72,11 @@ async fn main() -> anyhow::Result<()> {
     let received = Arc::new(AtomicUsize::new(0));
     // The endpoints hold their first requests unanswered while the next writes are timed, so
     // those measure the request path alone (outbox rows), not the sender competing for the CPU.
-    let hold = Arc::new(AtomicBool::new(true));
+    // Held requests wait on a channel, not by polling: the receivers' own wake-ups must not
+    // take the CPU from the writes being timed.
+    let (hold, held) = tokio::sync::watch::channel(true);
     for _ in 0..ENDPOINTS {
-        let url = receiver(received.clone(), hold.clone()).await?;
+        let url = receiver(received.clone(), held.clone()).await?;
         let response = client
             .post(format!("{api}/webhooks"))
             .bearer_auth(&token)
@@ -84,7 +86,7 @@ async fn main() -> anyhow::Result<()> {
         anyhow::ensure!(response.status() == 201, "subscribe failed: {}", response.status());
     }
     let with_held = write(writes).await?;
-    hold.store(false, Ordering::SeqCst);
+    hold.send_replace(false);
     let with = write(writes).await?;
     wait_for(&received, 2 * writes * ENDPOINTS, Duration::from_secs(300)).await?;
 
@@ -120,15 +122,13 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// A loopback endpoint answering 204 (once `hold` is off) and counting deliveries.
-async fn receiver(count: Arc<AtomicUsize>, hold: Arc<AtomicBool>) -> anyhow::Result<String> {
+async fn receiver(count: Arc<AtomicUsize>, held: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<String> {
     let app = axum::Router::new().route(
         "/hook",
         axum::routing::post(move || {
-            let (count, hold) = (count.clone(), hold.clone());
+            let (count, mut held) = (count.clone(), held.clone());
             async move {
-                while hold.load(Ordering::SeqCst) {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
+                let _ = held.wait_for(|held| !held).await;
                 count.fetch_add(1, Ordering::Relaxed);
                 axum::http::StatusCode::NO_CONTENT
             }
