@@ -32,6 +32,10 @@ pub struct Watch {
     hook_seen: Option<chrono::DateTime<Utc>>,
     /// A newer hook than `hook_seen`, for the next reading to tell the detector.
     hook_new: Option<(chrono::DateTime<Utc>, AgentState)>,
+    /// When the hook last told to the detector came, on this clock.
+    hook_at: Option<Instant>,
+    /// When this watch last handed a decision out to be written.
+    decided_at: Option<Instant>,
     /// Output arrived since the last reading.
     dirty: bool,
 }
@@ -45,6 +49,8 @@ impl Watch {
             last_output: Instant::now(),
             hook_seen: agent.last_hook_at,
             hook_new: None,
+            hook_at: None,
+            decided_at: None,
             dirty: true,
         }
     }
@@ -52,19 +58,35 @@ impl Watch {
 
 impl Watch {
     /// A fresh reading of the screen: tells the detector about a newer hook first (so a recent
-    /// hook wins over the screen for its bounded time), then the screen. Returns the last thing
-    /// decided: the detector reports each verdict once, so a verdict the hook brought and the
-    /// screen then agreed with would otherwise never be written.
+    /// hook wins over the screen for its bounded time), then the screen, and returns what is to
+    /// be written, if anything.
+    ///
+    /// The API wrote each hook's state when the hook came, so a verdict that only repeats the
+    /// hook is written again only when this watch wrote something since (a screen read just
+    /// before the hook's screen was drawn): otherwise it would write a hook that newer hooks
+    /// have already overtaken. The detector reports each verdict once, so the verdict the hook
+    /// brought is kept even when the screen read with it has nothing new to say.
     pub fn read(&mut self, now: Instant, text: &str) -> Option<Decision> {
         let mut decided = None;
         if let Some((at, state)) = self.hook_new.take() {
             self.hook_seen = Some(at);
             let age = (Utc::now() - at).to_std().unwrap_or(Duration::ZERO);
+            let when = now.checked_sub(age).unwrap_or(now);
+            self.hook_at = Some(when);
             if let Some(activity) = activity_of(state) {
-                decided = self.detector.on_hook(now.checked_sub(age).unwrap_or(now), activity);
+                decided = self.detector.on_hook(when, activity);
             }
         }
-        self.detector.on_screen(now, Utc::now(), text).or(decided)
+        let decision = self.detector.on_screen(now, Utc::now(), text).or(decided)?;
+        let only_the_hook = decision.source == Source::Hook
+            && decision.usage_limit_until.is_none()
+            && decision.error.is_none()
+            && self.decided_at.is_none_or(|written| self.hook_at.is_some_and(|hook| written <= hook));
+        if only_the_hook {
+            return None;
+        }
+        self.decided_at = Some(now);
+        Some(decision)
     }
 }
 
@@ -268,35 +290,41 @@ mod tests {
             last_output: Instant::now(),
             hook_seen: None,
             hook_new: None,
+            hook_at: None,
+            decided_at: None,
             dirty: true,
         }
     }
 
     #[test]
-    fn a_hook_read_with_a_screen_that_agrees_is_still_written() {
-        // The screen decided `working` (a turn still drawn); then the Stop hook is read together
-        // with the quiet screen that follows it. The hook decides `idle` at once; the screen has
-        // nothing newer to say, and the hook's verdict must not be lost with that.
+    fn a_hook_overruled_by_an_older_screen_is_written_back() {
+        // The Stop hook came (the API wrote `idle`), then the screen, still showing the turn it
+        // drew before the hook returned, was read as `working` and written. The hook, told with
+        // the quiet screen that follows, must put `idle` back.
         let mut watch = watch();
         let start = Instant::now();
+        let hook_came = Utc::now() - chrono::Duration::milliseconds(100);
         let first = watch.read(start, WORKING).expect("the screen decides");
         assert_eq!(first.activity, Activity::Working);
-        watch.hook_new = Some((Utc::now(), AgentState::Idle));
-        let second = watch.read(start + Duration::from_millis(50), IDLE).expect("the hook's verdict is reported");
+        watch.hook_new = Some((hook_came, AgentState::Idle));
+        let second = watch.read(start + Duration::from_millis(50), IDLE).expect("the hook's verdict is written");
         assert_eq!((second.activity, second.source), (Activity::Idle, Source::Hook));
         // Told once: the next readings agree and report nothing new.
-        assert_eq!(watch.read(start + Duration::from_millis(100), IDLE).map(|d| d.activity), None);
-        assert_eq!(watch.read(start + Duration::from_secs(2), IDLE).map(|d| d.activity), None);
+        assert!(watch.read(start + Duration::from_millis(100), IDLE).is_none());
+        assert!(watch.read(start + Duration::from_secs(2), IDLE).is_none());
     }
 
     #[test]
-    fn a_screen_that_overrides_nothing_keeps_the_hooks_verdict_within_its_precedence() {
+    fn a_hook_the_api_already_wrote_is_not_written_again_nor_an_overtaken_one() {
+        // SessionStart (`idle`) is told late, after UserPromptSubmit moved the agent to
+        // `working`: writing it would flap the agent back to idle for a moment.
         let mut watch = watch();
         let start = Instant::now();
+        watch.hook_new = Some((Utc::now(), AgentState::Idle));
+        assert!(watch.read(start, IDLE).is_none(), "the API wrote it; newer hooks may have followed");
+        assert!(watch.hook_new.is_none() && watch.hook_seen.is_some(), "each hook is told once");
         watch.hook_new = Some((Utc::now(), AgentState::Working));
-        let decided = watch.read(start, IDLE).expect("the hook decides");
-        assert_eq!((decided.activity, decided.source), (Activity::Working, Source::Hook));
-        assert!(watch.hook_seen.is_some());
-        assert!(watch.hook_new.is_none(), "each hook is told once");
+        assert!(watch.read(start + Duration::from_millis(10), WORKING).is_none());
+        assert_eq!(watch.detector.activity(), Some(Activity::Working));
     }
 }
