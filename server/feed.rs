@@ -17,7 +17,7 @@
 //! one more, so the lock is taken once per burst instead of once per commit, and never by a writer.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,8 +33,8 @@ pub const CHANNEL: &str = "switchyard_events";
 /// Sent (at commit) only by transactions that queued webhook deliveries, so delivery loops are
 /// not woken by every event.
 pub const DELIVERIES: &str = "switchyard_deliveries";
-/// Sent by the statement that records an agent's hook ([`crate::db::agents::record_hook`]), so
-/// workers read hooks when there are new ones instead of on every reading of a screen.
+/// Sent by the notifier after a commit that recorded an agent's hook ([`EventFeed::hook_recorded`]),
+/// so workers read hooks when there are new ones instead of on every reading of a screen.
 pub const HOOKS: &str = "switchyard_hooks";
 
 /// How long the notifier waits before trying again after an error.
@@ -59,6 +59,8 @@ pub struct EventFeed {
     /// so commits made before the notifier starts are owed too.
     owed: Arc<watch::Sender<u64>>,
     owed_since_start: watch::Receiver<u64>,
+    /// A hook was recorded since the last notification: the next one also says so.
+    hooks_owed: Arc<AtomicBool>,
     /// The notifier's backend: the listener skips its notifications, since this process woke
     /// its followers at commit already.
     notifier_pid: Arc<AtomicU32>,
@@ -74,6 +76,7 @@ impl Default for EventFeed {
             closed: CancellationToken::new(),
             owed: Arc::new(owed),
             owed_since_start,
+            hooks_owed: Arc::new(AtomicBool::new(false)),
             notifier_pid: Arc::new(AtomicU32::new(0)),
         }
     }
@@ -107,6 +110,14 @@ impl EventFeed {
         self.wake();
         self.owed.send_modify(|n| *n = n.wrapping_add(1));
         Ok(())
+    }
+
+    /// An agent's hook was committed: wakes this process's worker at once and has the notifier
+    /// tell the other processes' workers too.
+    pub fn hook_recorded(&self) {
+        self.hooks.send_modify(|n| *n = n.wrapping_add(1));
+        self.hooks_owed.store(true, Ordering::Relaxed);
+        self.owed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// The notifier: sends `NOTIFY switchyard_events` after this process's commits, one at a time
@@ -161,8 +172,17 @@ impl EventFeed {
                 conn.insert(new)
             }
         };
-        sqlx::query!("SELECT pg_notify('switchyard_events', '')").execute(conn).await?;
-        Ok(())
+        let hooks = self.hooks_owed.swap(false, Ordering::Relaxed);
+        let channels: &[&str] = if hooks { &[CHANNEL, HOOKS] } else { &[CHANNEL] };
+        let sent =
+            sqlx::query!("SELECT pg_notify(channel, '') FROM UNNEST($1::text[]) AS channel", channels as &[&str])
+                .execute(conn)
+                .await;
+        if sent.is_err() && hooks {
+            // Owed still: the retry says it.
+            self.hooks_owed.store(true, Ordering::Relaxed);
+        }
+        sent.map(drop)
     }
 
     fn wake_all(&self) {
@@ -192,13 +212,14 @@ impl EventFeed {
                             tokio::select! {
                                 _ = shutdown.cancelled() => return,
                                 received = listener.try_recv() => match received {
+                                    // This process woke its own followers and worker at commit.
+                                    Ok(Some(n)) if n.process_id() == self.notifier_pid.load(Ordering::Relaxed) => {}
                                     Ok(Some(n)) if n.channel() == DELIVERIES => {
                                         self.deliveries.send_modify(|n| *n = n.wrapping_add(1));
                                     }
                                     Ok(Some(n)) if n.channel() == HOOKS => {
                                         self.hooks.send_modify(|n| *n = n.wrapping_add(1));
                                     }
-                                    Ok(Some(n)) if n.process_id() == self.notifier_pid.load(Ordering::Relaxed) => {}
                                     Ok(Some(_)) => self.wake(),
                                     Ok(None) => {
                                         tracing::warn!("event notifications interrupted; reconnected");

@@ -122,6 +122,7 @@ pub async fn post_hook(
     } else {
         tx.commit().await?;
     }
+    state.feed.hook_recorded();
     let (state_now, changed) = outcome?;
     Ok(Json(HookOutcome { agent: name, hook_event_name: event_name, state: state_now, changed, delivered }))
 }

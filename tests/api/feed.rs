@@ -6,7 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use switchyard::db::events;
-use switchyard::feed::{EventFeed, CHANNEL};
+use switchyard::feed::{EventFeed, CHANNEL, HOOKS};
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::fresh_database;
@@ -66,4 +66,24 @@ async fn a_one_shot_command_notifies_other_processes_of_its_commits_before_it_ex
     record_and_commit(&feed, &pool).await;
     feed.flush(pool.clone()).await;
     hears(&mut other).await;
+}
+
+#[tokio::test]
+async fn a_recorded_hook_wakes_this_process_at_once_and_other_processes_workers_after_it() {
+    let pool = migrated_pool().await;
+    let mut other = PgListener::connect_with(&pool).await.expect("connect");
+    other.listen(HOOKS).await.expect("listen");
+    let feed = EventFeed::default();
+    let here = feed.subscribe_hooks();
+    let stop = CancellationToken::new();
+    let notifier = tokio::spawn(feed.clone().announce(pool.clone(), stop.clone()));
+    feed.hook_recorded();
+    assert!(here.has_changed().expect("the feed is open"), "this process's worker wakes at once");
+    let heard = tokio::time::timeout(Duration::from_secs(10), other.recv())
+        .await
+        .expect("a notification within 10 s")
+        .expect("the listener's connection");
+    assert_eq!(heard.channel(), HOOKS);
+    stop.cancel();
+    notifier.await.expect("the notifier ends when stopped");
 }

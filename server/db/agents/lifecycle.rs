@@ -255,16 +255,14 @@ pub async fn record_nudge(conn: &mut PgConnection, id: Uuid) -> Result<Option<i3
 }
 
 /// Records that a hook arrived and the state it maps to (`None`: a hook that says nothing about
-/// the state), and notifies `switchyard_hooks` at commit. The arbiter reads these to let a recent
-/// hook win over the screen. No event of its own: a hook fires on every tool call; the state
-/// change it causes writes one.
+/// the state). The arbiter reads these to let a recent hook win over the screen; the caller
+/// tells the workers after commit ([`crate::feed::EventFeed::hook_recorded`]). No event of its
+/// own: a hook fires on every tool call; the state change it causes writes one.
 pub async fn record_hook(conn: &mut PgConnection, id: Uuid, state: Option<AgentState>) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "WITH recorded AS (
-             UPDATE agents SET last_hook_at = now(), last_hook_state = COALESCE($2, last_hook_state),
-                 last_activity = now()
-             WHERE id = $1 RETURNING id)
-         SELECT pg_notify('switchyard_hooks', '') FROM recorded",
+        "UPDATE agents SET last_hook_at = now(), last_hook_state = COALESCE($2, last_hook_state),
+             last_activity = now()
+         WHERE id = $1",
         id,
         state.map(|s| s.as_str())
     )
