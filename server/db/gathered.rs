@@ -117,11 +117,25 @@ mod tests {
 
     use super::*;
 
-    /// A fetch that records the keys of each call and waits for a go-ahead per call.
-    #[derive(Clone, Default)]
+    /// A fetch that records the keys of each call and waits for a go-ahead (a permit) per call.
+    #[derive(Clone)]
     struct Recorder {
         calls: Arc<Mutex<Vec<Vec<u32>>>>,
-        go: Arc<tokio::sync::Notify>,
+        go: Arc<Semaphore>,
+    }
+
+    impl Default for Recorder {
+        fn default() -> Self {
+            Recorder { calls: Default::default(), go: Arc::new(Semaphore::new(0)) }
+        }
+    }
+
+    type Answer = tokio::task::JoinHandle<Result<Option<String>, Arc<sqlx::Error>>>;
+
+    /// A read of `key`, running on its own.
+    fn spawn_get(reads: &Gathered<u32, String>, key: u32) -> Answer {
+        let reads = reads.clone();
+        tokio::spawn(async move { reads.get(key).await })
     }
 
     impl Recorder {
@@ -132,7 +146,7 @@ mod tests {
                 async move {
                     keys.sort();
                     this.calls.lock().unwrap().push(keys.clone());
-                    this.go.notified().await;
+                    this.go.acquire().await.expect("open").forget();
                     if keys.contains(&666) {
                         return Err(sqlx::Error::Protocol("bad key".into()));
                     }
@@ -161,32 +175,18 @@ mod tests {
         // Two reads take both slots, one after the other, and wait there.
         let mut first = Vec::new();
         for (n, key) in [2, 4].into_iter().enumerate() {
-            let reads = reads.clone();
-            first.push(tokio::spawn(async move { reads.get(key).await }));
+            first.push(spawn_get(&reads, key));
             recorder.calls_reach(n + 1).await;
         }
-        let waiting: Vec<_> = [6, 7, 6, 8]
-            .map(|k| {
-                tokio::spawn({
-                    let reads = reads.clone();
-                    async move { reads.get(k).await }
-                })
-            })
-            .into();
+        let waiting: Vec<Answer> = [6, 7, 6, 8].map(|k| spawn_get(&reads, k)).into();
+        // The runtime is single-threaded: the waiting reads are queued before this task goes on.
         tokio::task::yield_now().await;
-        // Let every fetch go, one permit at a time, until all readers have their answer.
-        let go = recorder.go.clone();
-        let releaser = tokio::spawn(async move {
-            loop {
-                go.notify_one();
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        });
+        // Every fetch may go now.
+        recorder.go.add_permits(16);
         let mut answers = Vec::new();
         for handle in first.into_iter().chain(waiting) {
             answers.push(handle.await.unwrap().unwrap());
         }
-        releaser.abort();
         assert_eq!(
             answers,
             [Some("value 2"), Some("value 4"), Some("value 6"), None, Some("value 6"), Some("value 8")]
@@ -201,19 +201,13 @@ mod tests {
     async fn a_read_never_joins_a_fetch_already_sent() {
         let recorder = Recorder::default();
         let reads = recorder.gatherer();
-        let early = tokio::spawn({
-            let reads = reads.clone();
-            async move { reads.get(2).await }
-        });
+        let early = spawn_get(&reads, 2);
         recorder.calls_reach(1).await;
-        let late = tokio::spawn({
-            let reads = reads.clone();
-            async move { reads.get(2).await }
-        });
+        let late = spawn_get(&reads, 2);
         // The late read goes out in a fetch of its own, after the early one was sent.
         let calls = recorder.calls_reach(2).await;
         assert_eq!(calls, vec![vec![2], vec![2]]);
-        recorder.go.notify_waiters();
+        recorder.go.add_permits(2);
         assert_eq!(early.await.unwrap().unwrap().as_deref(), Some("value 2"));
         assert_eq!(late.await.unwrap().unwrap().as_deref(), Some("value 2"));
     }
@@ -222,20 +216,14 @@ mod tests {
     async fn a_failed_fetch_fails_every_read_in_it_and_not_the_next() {
         let recorder = Recorder::default();
         let reads = recorder.gatherer();
-        let failing = tokio::spawn({
-            let reads = reads.clone();
-            async move { reads.get(666).await }
-        });
+        let failing = spawn_get(&reads, 666);
         recorder.calls_reach(1).await;
-        recorder.go.notify_one();
+        recorder.go.add_permits(1);
         let error = failing.await.unwrap().unwrap_err();
         assert!(error.to_string().contains("bad key"), "{error}");
-        let next = tokio::spawn({
-            let reads = reads.clone();
-            async move { reads.get(4).await }
-        });
+        let next = spawn_get(&reads, 4);
         recorder.calls_reach(2).await;
-        recorder.go.notify_one();
+        recorder.go.add_permits(1);
         assert_eq!(next.await.unwrap().unwrap().as_deref(), Some("value 4"));
     }
 }
