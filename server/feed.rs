@@ -30,9 +30,6 @@ use crate::db::events::{self, Event};
 use crate::domain::webhook::EventFilter;
 
 pub const CHANNEL: &str = "switchyard_events";
-/// Sent (at commit) only by transactions that queued webhook deliveries, so delivery loops are
-/// not woken by every event.
-pub const DELIVERIES: &str = "switchyard_deliveries";
 /// Sent by the notifier after a commit that recorded an agent's hook ([`EventFeed::hook_recorded`]),
 /// so workers read hooks when there are new ones instead of on every reading of a screen.
 pub const HOOKS: &str = "switchyard_hooks";
@@ -52,7 +49,6 @@ const SPACING: Duration = Duration::from_millis(5);
 #[derive(Clone)]
 pub struct EventFeed {
     wake: Arc<watch::Sender<u64>>,
-    deliveries: Arc<watch::Sender<u64>>,
     hooks: Arc<watch::Sender<u64>>,
     closed: CancellationToken,
     /// Counts commits that other processes must hear of. The receiver is made with the channel,
@@ -71,7 +67,6 @@ impl Default for EventFeed {
         let (owed, owed_since_start) = watch::channel(0);
         EventFeed {
             wake: Arc::new(watch::channel(0).0),
-            deliveries: Arc::new(watch::channel(0).0),
             hooks: Arc::new(watch::channel(0).0),
             closed: CancellationToken::new(),
             owed: Arc::new(owed),
@@ -88,11 +83,6 @@ impl EventFeed {
         self.wake.subscribe()
     }
 
-    /// A receiver that sees every wake-up for queued webhook deliveries after this call.
-    pub fn subscribe_deliveries(&self) -> watch::Receiver<u64> {
-        self.deliveries.subscribe()
-    }
-
     /// A receiver that sees every hook recorded after this call (on any process), and every
     /// reconnect of the listener (hooks may have been missed).
     pub fn subscribe_hooks(&self) -> watch::Receiver<u64> {
@@ -103,13 +93,20 @@ impl EventFeed {
         self.wake.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// Commits a transaction that recorded events, then wakes this process's followers and has
-    /// the notifier tell the other processes. Transactions that record no events commit plainly.
+    /// Commits a transaction that recorded events (or queued webhook deliveries), then wakes this
+    /// process's followers and delivery loops and has the notifier tell the other processes.
+    /// Transactions that record no events commit plainly.
     pub async fn commit(&self, tx: Transaction<'_, Postgres>) -> Result<(), sqlx::Error> {
         tx.commit().await?;
+        self.committed();
+        Ok(())
+    }
+
+    /// A statement that recorded events committed on its own (no transaction around it): wakes
+    /// the followers as [`EventFeed::commit`] does.
+    pub fn committed(&self) {
         self.wake();
         self.owed.send_modify(|n| *n = n.wrapping_add(1));
-        Ok(())
     }
 
     /// An agent's hook was committed: wakes this process's worker at once and has the notifier
@@ -187,7 +184,6 @@ impl EventFeed {
 
     fn wake_all(&self) {
         self.wake();
-        self.deliveries.send_modify(|n| *n = n.wrapping_add(1));
         self.hooks.send_modify(|n| *n = n.wrapping_add(1));
     }
 
@@ -204,7 +200,7 @@ impl EventFeed {
         while !shutdown.is_cancelled() {
             match PgListener::connect_with(&pool).await {
                 Ok(mut listener) => {
-                    if let Err(e) = listener.listen_all([CHANNEL, DELIVERIES, HOOKS]).await {
+                    if let Err(e) = listener.listen_all([CHANNEL, HOOKS]).await {
                         tracing::warn!(error = %e, "LISTEN failed; retrying");
                     } else {
                         self.wake_all();
@@ -214,9 +210,6 @@ impl EventFeed {
                                 received = listener.try_recv() => match received {
                                     // This process woke its own followers and worker at commit.
                                     Ok(Some(n)) if n.process_id() == self.notifier_pid.load(Ordering::Relaxed) => {}
-                                    Ok(Some(n)) if n.channel() == DELIVERIES => {
-                                        self.deliveries.send_modify(|n| *n = n.wrapping_add(1));
-                                    }
                                     Ok(Some(n)) if n.channel() == HOOKS => {
                                         self.hooks.send_modify(|n| *n = n.wrapping_add(1));
                                     }
@@ -284,9 +277,8 @@ impl Follower {
         }
     }
 
-    fn wants(&self, event: &Event) -> bool {
+    fn in_project(&self, event: &Event) -> bool {
         self.project.as_ref().is_none_or(|p| event.project.as_ref() == Some(p))
-            && self.filter.as_ref().is_none_or(|f| f.matches(&event.event_type, &event.payload))
     }
 
     /// The next wanted event, waiting for one; `None` ends the stream (shutdown, database gone).
@@ -314,11 +306,13 @@ impl Follower {
         self.wake.borrow_and_update();
         let page = {
             let mut conn = self.pool.acquire().await.ok()?;
-            events::after(&mut conn, self.cursor, PAGE).await.ok()?
+            let wants = self.filter.as_ref().map(EventFilter::entries);
+            events::after_matching(&mut conn, self.cursor, PAGE, wants).await.ok()?
         };
-        if let Some(last) = page.last() {
+        if let Some((last, _)) = page.last() {
             self.cursor = Some(last.id);
-            let wanted: Vec<Event> = page.into_iter().filter(|e| self.wants(e)).collect();
+            let wanted: Vec<Event> =
+                page.into_iter().filter(|(e, wanted)| *wanted && self.in_project(e)).map(|(e, _)| e).collect();
             self.buffer.extend(wanted);
             return Some(());
         }

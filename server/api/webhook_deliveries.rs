@@ -58,11 +58,12 @@ pub async fn redeliver(
     caller.require(Scope::Admin)?;
     let mut tx = state.db.begin().await?;
     let queued = redeliver_now(&mut tx, id, delivery).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((StatusCode::ACCEPTED, Json(queued)))
 }
 
-/// Queues one delivery to be sent again now and wakes the senders (the API and the dashboard).
+/// Queues one delivery to be sent again now (the API and the dashboard); committed through
+/// `EventFeed::commit`, which wakes the senders.
 pub(crate) async fn redeliver_now(tx: &mut sqlx::PgConnection, id: Uuid, delivery: Uuid) -> ApiResult<Delivery> {
     webhook_deliveries::redeliver(tx, id, delivery)
         .await?
@@ -84,11 +85,12 @@ pub async fn send_test_event(
     caller.require(Scope::Admin)?;
     let mut tx = state.db.begin().await?;
     let queued = queue_test(&mut tx, id).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok((StatusCode::ACCEPTED, Json(queued)))
 }
 
-/// Queues a `webhook.test` delivery to the subscription and wakes the senders.
+/// Queues a `webhook.test` delivery to the subscription; committed through `EventFeed::commit`,
+/// which wakes the senders.
 pub(crate) async fn queue_test(tx: &mut sqlx::PgConnection, id: Uuid) -> ApiResult<Delivery> {
     webhooks::get(&mut *tx, id).await?.ok_or_else(|| no_webhook(id))?;
     Ok(webhook_deliveries::insert_test(tx, id).await?)

@@ -9,7 +9,7 @@ mod row;
 
 pub use lifecycle::{
     apply, claim_spawning, count_by_state, last_hooks, limits_reset, list_live_on_node, record_hook, record_nudge,
-    record_pane, release_claim, touch_activity, Applied, Cause,
+    record_pane, release_claim, swap, touch_activity, Applied, Cause,
 };
 
 use chrono::{DateTime, Utc};

@@ -1,8 +1,9 @@
 //! The event log. Every state change writes its event here, in the caller's transaction, so
 //! the change and its record commit (or vanish) together — and with it the webhook outbox rows
-//! for the subscriptions that want it. A trigger fills `project` (from `payload.project` or the
-//! subject). The transaction commits through `EventFeed::commit`, which wakes live streams on
-//! every replica (see `crate::feed`).
+//! for the subscriptions that want it. Triggers fill `project` (from `payload.project` or the
+//! subject) and queue those outbox rows, whichever statement inserts the events. The
+//! transaction commits through `EventFeed::commit`, which wakes live streams on every replica
+//! (see `crate::feed`).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -33,7 +34,8 @@ pub struct NewEvent<'a> {
 }
 
 /// Appends an event in the caller's transaction, with a pending webhook delivery for each
-/// enabled subscription that wants it, and returns its id.
+/// enabled subscription that wants it (queued by the database: migration 0012), and returns its
+/// id.
 pub async fn record(
     conn: &mut PgConnection,
     event_type: &str,
@@ -46,6 +48,7 @@ pub async fn record(
 
 /// Appends events in the given order (ids ascending), as [`record`] does each, in one round
 /// trip however many there are: a completion and the dependents it released cost one statement.
+/// The statement's trigger `events_queue_deliveries` queues the webhook outbox rows.
 pub async fn record_all(conn: &mut PgConnection, events: Vec<NewEvent<'_>>) -> Result<Vec<i64>, sqlx::Error> {
     if events.is_empty() {
         return Ok(Vec::new());
@@ -53,41 +56,24 @@ pub async fn record_all(conn: &mut PgConnection, events: Vec<NewEvent<'_>>) -> R
     let types: Vec<&str> = events.iter().map(|e| e.event_type).collect();
     let subjects: Vec<&str> = events.iter().map(|e| e.subject.as_str()).collect();
     let payloads: Vec<serde_json::Value> = events.iter().map(|e| e.payload.clone()).collect();
-    // The same statement reads the subscriptions that might want them (rarely any); the outbox
-    // rows follow only when one does. Rows are inserted in input order, so ids ascend with it.
-    let rows = sqlx::query!(
-        r#"WITH e AS (
-               INSERT INTO events (type, subject, payload)
-               SELECT n.type, n.subject, n.payload
-               FROM UNNEST($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS n(type, subject, payload, i)
-               ORDER BY n.i
-               RETURNING id, project)
-           SELECT e.id AS "id!", s.id AS "subscription?", s.events AS "wants?"
-           FROM e LEFT JOIN webhook_subscriptions s
-             ON s.enabled AND (s.project IS NULL OR s.project = e.project)
-           ORDER BY e.id"#,
+    // Rows are inserted in input order, so ids ascend with it.
+    let mut ids = sqlx::query_scalar!(
+        r#"INSERT INTO events (type, subject, payload)
+           SELECT n.type, n.subject, n.payload
+           FROM UNNEST($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS n(type, subject, payload, i)
+           ORDER BY n.i
+           RETURNING id"#,
         &types as &[&str],
         &subjects as &[&str],
         &payloads
     )
     .fetch_all(&mut *conn)
     .await?;
-    let mut ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-    ids.dedup();
-    if ids.len() != events.len() {
+    if ids.len() != types.len() {
         return Err(sqlx::Error::RowNotFound);
     }
-    let outbox: Vec<_> = events
-        .iter()
-        .zip(&ids)
-        .map(|(event, id)| {
-            let candidates: Vec<crate::db::webhooks::Candidate> =
-                rows.iter().filter(|r| r.id == *id).filter_map(|r| Some((r.subscription?, r.wants.clone()?))).collect();
-            (*id, event.event_type, &event.payload, candidates)
-        })
-        .filter(|(.., candidates)| !candidates.is_empty())
-        .collect();
-    crate::db::webhooks::enqueue(conn, &outbox).await?;
+    // The sequence numbers rows in insertion order, whatever order RETURNING lists them in.
+    ids.sort_unstable();
     Ok(ids)
 }
 
@@ -95,19 +81,46 @@ pub async fn record_all(conn: &mut PgConnection, events: Vec<NewEvent<'_>>) -> R
 /// whose transaction commits later can never fall behind a cursor already handed out. (The
 /// horizon is the cluster's: a long writing transaction in another database delays, never loses.)
 pub async fn after(conn: &mut PgConnection, after: Option<i64>, limit: i64) -> Result<Vec<Event>, sqlx::Error> {
-    sqlx::query_as!(
-        Event,
-        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at
+    Ok(after_matching(conn, after, limit, None).await?.into_iter().map(|(event, _)| event).collect())
+}
+
+/// [`after`], each event with whether `wants` (a filter's entries, matched by `webhook_wants`
+/// as subscriptions are) asks for it; every event is wanted when `wants` is `None`. Unwanted
+/// events come too, so the caller's cursor moves past them.
+pub async fn after_matching(
+    conn: &mut PgConnection,
+    after: Option<i64>,
+    limit: i64,
+    wants: Option<&[String]>,
+) -> Result<Vec<(Event, bool)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at,
+                  ($3::text[] IS NULL OR webhook_wants($3, e.type, e.payload)) AS "wanted!"
            FROM events e
            WHERE e.tx < pg_snapshot_xmin(pg_current_snapshot())
              AND ($1::bigint IS NULL OR (e.tx, e.id) > (SELECT c.tx, c.id FROM events c WHERE c.id = $1))
            ORDER BY e.tx, e.id
            LIMIT $2"#,
         after,
-        limit
+        limit,
+        wants
     )
     .fetch_all(conn)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let event = Event {
+                id: r.id,
+                event_type: r.event_type,
+                subject: r.subject,
+                project: r.project,
+                payload: r.payload,
+                created_at: r.created_at,
+            };
+            (event, r.wanted)
+        })
+        .collect())
 }
 
 pub async fn exists(conn: &mut PgConnection, id: i64) -> Result<bool, sqlx::Error> {

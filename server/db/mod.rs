@@ -9,6 +9,7 @@ pub mod boards;
 pub mod embedded;
 pub mod events;
 pub mod gathered;
+pub mod held;
 pub mod messages;
 pub mod nodes;
 pub mod projects;

@@ -186,7 +186,7 @@ pub async fn redeliver(
     subscription: Uuid,
     delivery: Uuid,
 ) -> Result<Option<Delivery>, sqlx::Error> {
-    let row = sqlx::query_as!(
+    sqlx::query_as!(
         Delivery,
         r#"UPDATE webhook_deliveries
            SET status = 'pending', next_attempt_at = now(), leased_until = NULL, updated_at = now()
@@ -196,10 +196,8 @@ pub async fn redeliver(
         delivery,
         subscription
     )
-    .fetch_optional(&mut *conn)
-    .await?;
-    crate::db::webhooks::wake_senders(conn).await?;
-    Ok(row)
+    .fetch_optional(conn)
+    .await
 }
 
 /// A `webhook.test` delivery to one subscription, with no event behind it.
@@ -208,7 +206,7 @@ pub async fn insert_test(conn: &mut PgConnection, subscription: Uuid) -> Result<
     let id = Uuid::new_v4();
     let body = serde_json::json!({"type": "webhook.test", "timestamp": Utc::now(),
         "data": {"subscription": subscription, "message": "A test event from Switchyard"}});
-    let row = sqlx::query_as!(
+    sqlx::query_as!(
         Delivery,
         r#"INSERT INTO webhook_deliveries (id, subscription_id, message_id, event_type, body)
            VALUES ($1, $2, $3, 'webhook.test', $4)
@@ -219,10 +217,48 @@ pub async fn insert_test(conn: &mut PgConnection, subscription: Uuid) -> Result<
         format!("msg_{}", id.simple()),
         body
     )
-    .fetch_one(&mut *conn)
+    .fetch_one(conn)
+    .await
+}
+
+/// Turns up to `limit` outbox rows (an event and the subscriptions that wanted it, written with
+/// the event: migration 0012) into one pending delivery per subscription that still exists, and
+/// deletes them, in one statement; returns how many deliveries it made. `SKIP LOCKED`: senders
+/// expanding at once share the rows out.
+pub async fn expand_outbox(conn: &mut PgConnection, limit: i64) -> Result<u64, sqlx::Error> {
+    let made = sqlx::query!(
+        r#"WITH taken AS (
+               DELETE FROM webhook_outbox
+               WHERE event_id IN (SELECT event_id FROM webhook_outbox ORDER BY event_id LIMIT $1 FOR UPDATE SKIP LOCKED)
+               RETURNING event_id, subscriptions)
+           INSERT INTO webhook_deliveries (id, subscription_id, event_id, message_id, event_type)
+           SELECT q.id, q.subscription, q.event_id, 'msg_' || replace(q.id::text, '-', ''), q.type
+           FROM (SELECT gen_random_uuid() AS id, s.id AS subscription, t.event_id, e.type
+                 FROM taken t
+                 CROSS JOIN LATERAL unnest(t.subscriptions) AS wanted(id)
+                 JOIN webhook_subscriptions s ON s.id = wanted.id
+                 JOIN events e ON e.id = t.event_id
+                 ORDER BY t.event_id, s.id) q"#,
+        limit
+    )
+    .execute(conn)
     .await?;
-    crate::db::webhooks::wake_senders(conn).await?;
-    Ok(row)
+    Ok(made.rows_affected())
+}
+
+/// Whether a sender has work now: an outbox row to expand, or a delivery it could claim (the
+/// claim's conditions) — the check a commit's wake-up costs. Deliveries are read in the due
+/// index's order, so a backlog of later retries is not scanned.
+pub async fn any_due(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT FROM webhook_outbox)
+               OR EXISTS (
+                   SELECT FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+                   WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+                     AND (d.leased_until IS NULL OR d.leased_until < now()) AND s.enabled) AS "due!""#
+    )
+    .fetch_one(conn)
+    .await
 }
 
 /// How long until the earliest pending delivery of an enabled subscription can be claimed: it

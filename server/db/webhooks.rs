@@ -1,5 +1,6 @@
-//! Webhook subscriptions in the database, and the outbox half of `events::record`: the delivery
-//! rows for every enabled subscription an event matches, written in the event's transaction.
+//! Webhook subscriptions in the database. The outbox rows for the events a subscription wants
+//! are queued by the database itself, in the statement that records the events (migration 0012,
+//! `events_queue_deliveries`), so nothing here is on an event's write path.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -7,7 +8,6 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::events;
-use crate::domain::webhook::EventFilter;
 
 /// How long a rotated-out secret keeps signing, so receivers can switch without losing messages.
 pub const ROTATION_GRACE_HOURS: i32 = 24;
@@ -158,11 +158,17 @@ pub async fn update(
     Ok(sub)
 }
 
+/// Deletes a subscription and its deliveries (they have no foreign key: migration 0012).
 #[tracing::instrument(skip_all, fields(id = %id), err)]
 pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
-    let deleted = sqlx::query_scalar!("DELETE FROM webhook_subscriptions WHERE id = $1 RETURNING url", id)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let deleted = sqlx::query_scalar!(
+        r#"WITH gone AS (DELETE FROM webhook_subscriptions WHERE id = $1 RETURNING id, url),
+                deliveries AS (DELETE FROM webhook_deliveries WHERE subscription_id IN (SELECT id FROM gone))
+           SELECT url AS "url!" FROM gone"#,
+        id
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
     if let Some(url) = &deleted {
         events::record(conn, "webhook.deleted", &subject(id), serde_json::json!({"id": id, "url": url})).await?;
     }
@@ -207,57 +213,6 @@ pub async fn disable(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<
         events::record(conn, "webhook.disabled", &subject(id), payload).await?;
     }
     Ok(url.is_some())
-}
-
-/// A subscription that might want an event: its id and its `events` entries.
-pub type Candidate = (Uuid, Vec<String>);
-
-/// The outbox: a pending delivery for each event and each of its `candidates` (enabled
-/// subscriptions of the event's project) that wants it, all in one statement.
-pub async fn enqueue(
-    conn: &mut PgConnection,
-    events: &[(i64, &str, &serde_json::Value, Vec<Candidate>)],
-) -> Result<(), sqlx::Error> {
-    let mut event_ids = Vec::new();
-    let mut event_types = Vec::new();
-    let mut wanted = Vec::new();
-    for (event_id, event_type, payload, candidates) in events {
-        for (subscription, entries) in candidates {
-            if EventFilter::parse(entries).is_ok_and(|f| f.matches(event_type, payload)) {
-                event_ids.push(*event_id);
-                event_types.push(*event_type);
-                wanted.push(*subscription);
-            }
-        }
-    }
-    if wanted.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<Uuid> = wanted.iter().map(|_| Uuid::new_v4()).collect();
-    let message_ids: Vec<String> = ids.iter().map(|id| format!("msg_{}", id.simple())).collect();
-    // The senders' wake-up (see [`wake_senders`]) goes in the same statement: one round trip.
-    sqlx::query!(
-        r#"WITH queued AS (
-               INSERT INTO webhook_deliveries (id, subscription_id, event_id, message_id, event_type)
-               SELECT d.id, d.sub, d.event, d.msg, d.type
-               FROM UNNEST($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5::text[]) AS d(id, sub, event, msg, type))
-           SELECT pg_notify('switchyard_deliveries', '')"#,
-        &ids,
-        &wanted,
-        &event_ids,
-        &message_ids,
-        &event_types as &[&str]
-    )
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Wakes the delivery loops of every replica when the caller's transaction commits (one
-/// notification per transaction, however many deliveries it queued).
-pub async fn wake_senders(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query!("SELECT pg_notify('switchyard_deliveries', '')").execute(conn).await?;
-    Ok(())
 }
 
 /// The secrets that sign a delivery now: the current one, and the previous one in its grace.

@@ -7,8 +7,12 @@
 
 /// `text` without ANSI escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, two-byte escapes,
 /// their 8-bit C1 forms) and without control characters other than `\n` and `\t` (`\r` goes,
-/// so CRLF captures read like LF ones).
-pub fn strip(text: &str) -> String {
+/// so CRLF captures read like LF ones). Text with nothing to remove (a mirrored screen) is
+/// returned as it is, without a copy.
+pub fn strip(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -29,7 +33,7 @@ pub fn strip(text: &str) -> String {
             c => out.push(c),
         }
     }
-    out
+    std::borrow::Cow::Owned(out)
 }
 
 /// Parameters and intermediates (0x20–0x3f), then one final byte (0x40–0x7e).

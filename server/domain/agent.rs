@@ -178,6 +178,17 @@ pub fn transition(from: AgentState, event: &AgentEvent) -> Result<AgentState, Il
     Ok(to)
 }
 
+/// The state a plain change to `to` comes from: working and idle swap with nothing else to do
+/// (no task follows, nothing stops), the change a watched agent makes most. `None` for any other
+/// state, whose changes take the whole path.
+pub fn swapped_from(to: AgentState) -> Option<AgentState> {
+    match to {
+        AgentState::Working => Some(AgentState::Idle),
+        AgentState::Idle => Some(AgentState::Working),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::AgentEvent as E;
@@ -226,6 +237,22 @@ mod tests {
     fn a_late_observation_never_revives_a_gone_agent() {
         for from in [S::Done, S::Error, S::Suspended] {
             assert!(transition(from, &E::Observed(Activity::Working)).is_err());
+        }
+    }
+
+    #[test]
+    fn only_working_and_idle_swap_and_each_swap_is_a_legal_observation() {
+        for to in S::ALL {
+            match swapped_from(to) {
+                Some(from) => {
+                    assert_eq!(
+                        transition(from, &E::Observed(ACTIVITIES.into_iter().find(|a| a.state() == to).unwrap())),
+                        Ok(to)
+                    );
+                    assert!(!from.needs_person() && !to.needs_person() && to.is_live());
+                }
+                None => assert!(!matches!(to, S::Working | S::Idle)),
+            }
         }
     }
 

@@ -8,8 +8,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 /// multiclaude's hook names and the events each stands for.
 pub const HOOKS: &[(&str, &str)] = &[
     ("on_event", "every event"),
@@ -43,19 +41,11 @@ const KNOWN_PREFIXES: &[&str] = &[
     "test",
 ];
 
+/// A validated list of event entries. It matches an event when any entry does; the matching
+/// itself is done by PostgreSQL (`webhook_wants`, migration 0012), for the webhook outbox and
+/// the live stream alike, so the rule lives in one place.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Matcher {
-    All,
-    Type(String),
-    Prefix(String),
-    AgentIdle,
-    MergeComplete,
-    TaskAssigned,
-}
-
-/// A parsed list of event entries; matches an event when any entry does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventFilter(Vec<Matcher>);
+pub struct EventFilter(Vec<String>);
 
 /// An entry that is not an event type, a `prefix.*` pattern or a hook name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,58 +57,34 @@ pub struct UnknownEntry {
 
 impl EventFilter {
     pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<EventFilter, UnknownEntry> {
-        let mut matchers = Vec::with_capacity(entries.len());
         for (index, entry) in entries.iter().enumerate() {
             let entry = entry.as_ref();
-            let unknown = || UnknownEntry { index, entry: entry.to_owned() };
-            let matcher = match entry {
-                "*" | "on_event" => Matcher::All,
-                "on_agent_started" => Matcher::Type("agent.spawned".into()),
-                "on_agent_idle" => Matcher::AgentIdle,
-                "on_agent_stopped" => Matcher::Type("agent.stopped".into()),
-                "on_worker_stuck" => Matcher::Type("agent.stuck".into()),
-                "on_message_sent" => Matcher::Type("message.delivered".into()),
-                "on_merge_complete" => Matcher::MergeComplete,
-                "on_pr_created" => Matcher::Type("pr.created".into()),
-                "on_ci_failed" => Matcher::Type("ci.failed".into()),
-                "on_task_assigned" => Matcher::TaskAssigned,
-                pattern if pattern.ends_with(".*") => {
-                    let prefix = &pattern[..pattern.len() - 2];
-                    if !KNOWN_PREFIXES.contains(&prefix) {
-                        return Err(unknown());
-                    }
-                    Matcher::Prefix(format!("{prefix}."))
-                }
-                name => {
-                    let valid = name.split_once('.').is_some_and(|(prefix, rest)| {
-                        KNOWN_PREFIXES.contains(&prefix)
-                            && !rest.is_empty()
-                            && rest.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-                    });
-                    if !valid {
-                        return Err(unknown());
-                    }
-                    Matcher::Type(name.to_owned())
-                }
-            };
-            matchers.push(matcher);
+            if !is_known(entry) {
+                return Err(UnknownEntry { index, entry: entry.to_owned() });
+            }
         }
-        Ok(EventFilter(matchers))
+        Ok(EventFilter(entries.iter().map(|e| e.as_ref().to_owned()).collect()))
     }
 
-    pub fn matches(&self, event_type: &str, payload: &Value) -> bool {
-        self.0.iter().any(|m| match m {
-            Matcher::All => true,
-            Matcher::Type(t) => t == event_type,
-            Matcher::Prefix(p) => event_type.starts_with(p.as_str()),
-            Matcher::AgentIdle => event_type == "agent.state_changed" && payload["to"] == "idle",
-            Matcher::MergeComplete => event_type == "merge.completed" || event_type == "wish.merged",
-            Matcher::TaskAssigned => {
-                event_type == "task.assigned"
-                    || (event_type == "task.started" && payload.get("assignee").is_some_and(|a| !a.is_null()))
-            }
-        })
+    /// The entries, for `webhook_wants`.
+    pub fn entries(&self) -> &[String] {
+        &self.0
     }
+}
+
+/// `*`, a hook name, a `prefix.*` pattern of a known prefix, or a plausible event type.
+fn is_known(entry: &str) -> bool {
+    if entry == "*" || HOOKS.iter().any(|(hook, _)| *hook == entry) {
+        return true;
+    }
+    if let Some(prefix) = entry.strip_suffix(".*") {
+        return KNOWN_PREFIXES.contains(&prefix);
+    }
+    entry.split_once('.').is_some_and(|(prefix, rest)| {
+        KNOWN_PREFIXES.contains(&prefix)
+            && !rest.is_empty()
+            && rest.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    })
 }
 
 /// Standard Webhooks' schedule after the first failure: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
@@ -157,35 +123,6 @@ pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn filter(entries: &[&str]) -> EventFilter {
-        EventFilter::parse(entries).expect("valid")
-    }
-
-    #[test]
-    fn hook_names_map_to_event_types() {
-        assert!(filter(&["on_event"]).matches("token.created", &json!({})));
-        assert!(filter(&["on_agent_idle"]).matches("agent.state_changed", &json!({"to": "idle"})));
-        assert!(!filter(&["on_agent_idle"]).matches("agent.state_changed", &json!({"to": "busy"})));
-        assert!(filter(&["on_merge_complete"]).matches("wish.merged", &json!({})));
-        assert!(filter(&["on_task_assigned"]).matches("task.started", &json!({"assignee": "w1"})));
-        assert!(!filter(&["on_task_assigned"]).matches("task.started", &json!({"assignee": null})));
-        assert!(filter(&["on_ci_failed"]).matches("ci.failed", &json!({})));
-        // Sent means confirmed in the agent's pane, not merely stored.
-        assert!(filter(&["on_message_sent"]).matches("message.delivered", &json!({})));
-        assert!(!filter(&["on_message_sent"]).matches("message.created", &json!({})));
-        assert!(filter(&["chat.*", "team.created"]).matches("chat.posted", &json!({})));
-    }
-
-    #[test]
-    fn types_and_patterns_match_only_their_events() {
-        let f = filter(&["task.*", "wish.merged"]);
-        assert!(f.matches("task.created", &json!({})));
-        assert!(f.matches("wish.merged", &json!({})));
-        assert!(!f.matches("wish.created", &json!({})));
-        assert!(!f.matches("taskx.created", &json!({})));
-    }
 
     #[test]
     fn an_unknown_entry_is_named_with_its_index() {
@@ -193,6 +130,8 @@ mod tests {
         assert_eq!(err, UnknownEntry { index: 1, entry: "on_agent_sleepy".into() });
         assert!(EventFilter::parse(&["nope.*"]).is_err());
         assert!(EventFilter::parse(&["task."]).is_err());
+        let all_kinds = ["*", "on_agent_idle", "task.*", "wish.merged"];
+        assert_eq!(EventFilter::parse(&all_kinds).expect("valid").entries(), all_kinds);
     }
 
     #[test]

@@ -149,7 +149,7 @@ async fn detail(
 async fn send_test(State(state): State<AppState>, Path(id): Path<Uuid>) -> PageResult {
     let mut tx = state.db.begin().await?;
     queue_test(&mut tx, id).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(see_other(&format!("/webhooks/{id}")))
 }
 
@@ -157,6 +157,6 @@ async fn send_test(State(state): State<AppState>, Path(id): Path<Uuid>) -> PageR
 async fn redeliver(State(state): State<AppState>, Path((id, delivery)): Path<(Uuid, Uuid)>) -> PageResult {
     let mut tx = state.db.begin().await?;
     redeliver_now(&mut tx, id, delivery).await?;
-    tx.commit().await?;
+    state.feed.commit(tx).await?;
     Ok(see_other(&format!("/webhooks/{id}")))
 }

@@ -1,6 +1,13 @@
 //! The delivery loop. Each `tick` claims due deliveries with a lease, sends them concurrently,
 //! and records each result; a sender killed mid-flight leaves leases that expire, and another
 //! tick (on any replica) sends those deliveries again — at least once, never lost.
+//!
+//! Writers queue deliveries as outbox rows, one per event that subscriptions want, written by
+//! the database in the statement that records the event (migration 0012); each tick first turns
+//! outbox rows into deliveries, one per subscription, in the transaction that claims them. A
+//! writer sends the senders no notification: they learn of new work from the events wake-up every
+//! commit gives (`EventFeed`), after which one statement asks whether there is any, at most once
+//! per [`CHECK_SPACING`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,6 +17,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::WebhookSettings;
+use crate::db::held::Held;
 use crate::db::webhook_deliveries::{self, AttemptResult, Claimed};
 use crate::db::webhooks;
 use crate::domain::webhook::{next_retry, parse_retry_after};
@@ -19,6 +27,10 @@ use crate::webhooks::{signature, ssrf};
 const BATCH: i64 = 64;
 /// Loops per process: a slow receiver holds up one of them, not all deliveries.
 const LOOPS: usize = 4;
+/// The least time between two checks for due deliveries after commits: under a stream of
+/// commits (most of which queue nothing) the check costs one statement per interval, not one per
+/// commit. The first commit after a quiet spell is checked at once.
+const CHECK_SPACING: Duration = Duration::from_millis(20);
 
 #[derive(Clone)]
 pub struct Sender {
@@ -44,12 +56,14 @@ impl Sender {
         Sender { pool, feed, client, settings, lease }
     }
 
-    /// Claims due deliveries, sends them concurrently, and records every result in one
-    /// transaction; returns when every claimed delivery has a result.
+    /// Turns outbox rows into deliveries, claims due deliveries (one transaction), sends them
+    /// concurrently, and records every result in one transaction; returns when every claimed
+    /// delivery has a result.
     pub async fn tick(&self) -> anyhow::Result<TickOutcome> {
         let claimed = {
             let mut tx = self.pool.begin().await?;
             relaxed_commit(&mut tx).await?;
+            webhook_deliveries::expand_outbox(&mut tx, BATCH).await?;
             let claimed = webhook_deliveries::claim(&mut tx, BATCH, self.lease).await?;
             tx.commit().await?;
             claimed
@@ -89,12 +103,15 @@ impl Sender {
         Ok(outcome)
     }
 
-    /// Runs `LOOPS` delivery loops until `shutdown`: tick while there is work, else wait for a
-    /// deliveries notification, the next retry falling due, or a poll (at most a second).
+    /// Runs `LOOPS` delivery loops until `shutdown`: tick while there is work, else wait for
+    /// [`Self::watch_commits`] to find a delivery due, the next retry falling due, or a poll (at
+    /// most a second).
     pub async fn run(self, shutdown: CancellationToken) {
+        let due = tokio::sync::watch::Sender::new(0u64);
+        let watcher = self.watch_commits(&due, shutdown.clone());
         let loops = (0..LOOPS).map(|_| {
             let sender = self.clone();
-            let mut wake = self.feed.subscribe_deliveries();
+            let mut wake = due.subscribe();
             let shutdown = shutdown.clone();
             async move {
                 while !shutdown.is_cancelled() {
@@ -113,7 +130,39 @@ impl Sender {
                 }
             }
         });
-        futures_util::future::join_all(loops).await;
+        tokio::join!(watcher, futures_util::future::join_all(loops));
+    }
+
+    /// After commits (this process's, or another's through its notification), asks whether a
+    /// delivery is due, and wakes the loops when one is.
+    async fn watch_commits(&self, due: &tokio::sync::watch::Sender<u64>, shutdown: CancellationToken) {
+        let mut commits = self.feed.subscribe();
+        let held = Held::new(self.pool.clone(), 1);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                changed = commits.changed() => if changed.is_err() { return },
+            }
+            commits.borrow_and_update();
+            let found = match held.take().await {
+                Ok(mut conn) => {
+                    let found = webhook_deliveries::any_due(&mut conn).await;
+                    held.give_back(conn, &found);
+                    found
+                }
+                Err(e) => Err(e),
+            };
+            match found {
+                Ok(true) => due.send_modify(|n| *n = n.wrapping_add(1)),
+                Ok(false) => {}
+                // The loops' own poll finds what this missed.
+                Err(e) => tracing::warn!(error = %e, "cannot check for due webhook deliveries"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(CHECK_SPACING) => {}
+            }
+        }
     }
 
     async fn until_next_due(&self) -> Duration {

@@ -25,7 +25,7 @@ use crate::worker::mailbox::Mailbox;
 use crate::worker::providers::Providers;
 use crate::worker::reconciler;
 use crate::worker::spawner::Spawner;
-use crate::worker::watcher::{self, Watch, Watches};
+use crate::worker::watcher::{self, Watch, Watches, Writer};
 
 /// The worker's health as the status endpoint shows it.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -78,6 +78,7 @@ impl Fleet {
         }
         let mailbox = tokio::spawn(self.mailbox().run(shutdown.clone()));
         let mut watches = Watches::default();
+        let writer = Writer::new(self.db.clone());
         let mut orphans = reconciler::orphans_reported(&self.db, &self.node.node_id).await.unwrap_or_else(|e| {
             tracing::warn!(error = %e, "reading the orphans reported before");
             HashSet::new()
@@ -120,7 +121,7 @@ impl Fleet {
                 if !due.is_empty() {
                     next_read = Instant::now() + READ_GAP;
                     let decisions = watches.read_all(c, &due).await;
-                    self.decide_all(decisions, &watches).await;
+                    self.decide_all(decisions, &watches, &writer).await;
                 }
             }
             let mut wake_at = next_poll;
@@ -172,7 +173,7 @@ impl Fleet {
                     Err(_) => None,
                 });
             }
-            self.decide_all(decisions, &watches).await;
+            self.decide_all(decisions, &watches, &writer).await;
         }
         if let Err(e) = mailbox.await {
             tracing::error!(error = %e, "the mailbox ended abnormally");
@@ -283,8 +284,10 @@ impl Fleet {
         &self,
         decisions: Vec<(String, uuid::Uuid, crate::detect::decision::Decision)>,
         watches: &Watches,
+        writer: &Writer,
     ) {
-        let writes = decisions.iter().map(|(pane, agent, decision)| self.decide(*agent, decision, pane, watches));
+        let writes =
+            decisions.iter().map(|(pane, agent, decision)| self.decide(*agent, decision, pane, watches, writer));
         futures_util::future::join_all(writes).await;
     }
 
@@ -294,8 +297,9 @@ impl Fleet {
         decision: &crate::detect::decision::Decision,
         pane: &str,
         watches: &Watches,
+        writer: &Writer,
     ) {
-        match watcher::apply(&self.db, &self.feed, agent, decision).await {
+        match watcher::apply(&self.db, writer, &self.feed, agent, decision).await {
             Ok(true) => {
                 // Suspended by a usage limit: the pane goes, the provider session stays.
                 if let Some(watch) = watches.get(pane) {

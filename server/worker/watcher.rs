@@ -13,6 +13,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::db::agents::{self, Agent, Applied, Cause};
+use crate::db::held::Held;
 use crate::detect::decision::{Decision, Detector, DetectorConfig, Source};
 use crate::detect::screen::ScreenRules;
 use crate::domain::agent::{AgentEvent, AgentState};
@@ -225,11 +226,38 @@ fn activity_of(state: AgentState) -> Option<crate::domain::agent::Activity> {
     }
 }
 
+/// The connections the watcher writes its swaps on ([`agents::swap`]), kept (see
+/// [`crate::db::held`]): a round's swaps for different agents are written at once, as many as
+/// [`WRITERS`] on kept connections.
+pub struct Writer(Held);
+
+/// Connections kept for swaps: a round seldom has more decisions than this.
+const WRITERS: usize = 4;
+
+impl Writer {
+    pub fn new(db: PgPool) -> Writer {
+        Writer(Held::new(db, WRITERS))
+    }
+
+    async fn swap(
+        &self,
+        agent: Uuid,
+        to: AgentState,
+        cause: &Cause,
+    ) -> Result<Option<(String, AgentState)>, sqlx::Error> {
+        let mut conn = self.0.take().await?;
+        let swapped = agents::swap(&mut conn, agent, to, cause).await;
+        self.0.give_back(conn, &swapped);
+        swapped
+    }
+}
+
 /// Writes a decision: a usage limit suspends the agent until the reset; anything else is an
 /// observation, applied only if the agent is still live (a late reading never revives it).
 /// Returns true when the agent was suspended (its window should go).
 pub async fn apply(
     db: &PgPool,
+    writer: &Writer,
     feed: &crate::feed::EventFeed,
     agent_id: Uuid,
     decision: &Decision,
@@ -243,6 +271,16 @@ pub async fn apply(
         tracing::warn!(agent = %agent_id, hook = ?d.hook, screen = ?d.screen, hook_age_ms = d.hook_age.as_millis() as u64,
             "the screen disagrees with the last hook past its precedence; the screen wins");
     }
+    let cause = Cause { detail: decision.error.clone(), ..Cause::from(source) };
+    if decision.usage_limit_until.is_none() {
+        // The common change first, in one statement; anything else takes the whole path below.
+        let to = decision.activity.state();
+        if let Some((agent, from)) = writer.swap(agent_id, to, &cause).await? {
+            feed.committed();
+            tracing::info!(agent, %from, %to, source, "agent state changed");
+            return Ok(false);
+        }
+    }
     // The state, its events and the task that follows it commit together.
     let mut tx = db.begin().await?;
     if let Some(until) = decision.usage_limit_until {
@@ -255,7 +293,6 @@ pub async fn apply(
         feed.commit(tx).await?;
         return Ok(matches!(applied, Some(Applied::Changed { .. })));
     }
-    let cause = Cause { detail: decision.error.clone(), ..Cause::from(source) };
     let applied = agents::apply(&mut tx, agent_id, None, AgentEvent::Observed(decision.activity), &cause).await?;
     if matches!(applied, Some(Applied::Changed { .. })) {
         feed.commit(tx).await?

@@ -288,6 +288,42 @@ async fn an_agent_token_may_only_read_itself_and_post_its_own_hooks() {
 }
 
 #[tokio::test]
+async fn a_swap_between_working_and_idle_writes_what_apply_writes_and_leaves_other_states_to_it() {
+    let app = spawn_app().await;
+    let project = project_at(&app, "/tmp/repo").await;
+    let fox = id(&engineer(&app, &project, "fox").await);
+    let mut conn = app.pool.acquire().await.unwrap();
+    let cause = Cause { source: "screen", detail: Some("shown".into()), suspended_until: None };
+    let observe = |activity| AgentEvent::Observed(activity);
+    // From spawning (or any state but the other of the two) a swap writes nothing.
+    assert_eq!(agents::swap(&mut conn, fox, AgentState::Working, &cause).await.unwrap(), None);
+    agents::apply(&mut conn, fox, None, observe(Activity::Working), &cause).await.unwrap();
+    assert_eq!(agents::swap(&mut conn, fox, AgentState::Working, &cause).await.unwrap(), None, "already working");
+    assert_eq!(
+        agents::swap(&mut conn, fox, AgentState::Idle, &cause).await.unwrap(),
+        Some(("fox".into(), AgentState::Working))
+    );
+    let swapped = agents::get(&mut conn, fox).await.unwrap().expect("agent");
+    agents::apply(&mut conn, fox, None, observe(Activity::Working), &cause).await.unwrap();
+    agents::apply(&mut conn, fox, None, observe(Activity::Idle), &cause).await.unwrap();
+    let applied = agents::get(&mut conn, fox).await.unwrap().expect("agent");
+    assert_eq!((swapped.state, applied.state), (AgentState::Idle, AgentState::Idle));
+    assert_eq!(applied.version, swapped.version + 2);
+    let payloads: Vec<Value> = sqlx::query_scalar(
+        "SELECT payload FROM events WHERE type = 'agent.state_changed' AND subject = 'agent:fox' ORDER BY id",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(payloads.len(), 4);
+    assert_eq!(payloads[1], payloads[3], "the swap's event is the one apply writes");
+    assert_eq!(payloads[1], json!({"from": "working", "to": "idle", "source": "screen", "detail": "shown"}));
+    agents::apply(&mut conn, fox, None, observe(Activity::Question), &cause).await.unwrap();
+    assert_eq!(agents::swap(&mut conn, fox, AgentState::Working, &cause).await.unwrap(), None, "a task may follow");
+    assert_eq!(agents::get(&mut conn, fox).await.unwrap().map(|a| a.state), Some(AgentState::Question));
+}
+
+#[tokio::test]
 async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_changes() {
     let app = spawn_app().await;
     let project = project_at(&app, "/tmp/repo").await;

@@ -220,6 +220,113 @@ async fn events_only_reach_subscriptions_that_want_them() {
     assert_eq!(other.count(), 0);
 }
 
+/// Each kind of entry (hook name, pattern, type, `*`) against events that should and should not
+/// match it, recorded as one batch: the delivery log of each subscription lists exactly its own.
+#[tokio::test]
+async fn each_kind_of_entry_queues_deliveries_for_exactly_its_events() {
+    let app = spawn_app_with(test_settings()).await;
+    let receiver = Receiver::start(&[], 200).await;
+    let corpus: &[(&str, Value)] = &[
+        ("token.created", json!({})),
+        ("agent.state_changed", json!({"to": "idle"})),
+        ("agent.state_changed", json!({"to": "working"})),
+        ("agent.spawned", json!({})),
+        ("wish.merged", json!({})),
+        ("wish.created", json!({})),
+        ("task.started", json!({"assignee": "w1"})),
+        ("task.started", json!({"assignee": null})),
+        ("task.assigned", json!({})),
+        ("ci.failed", json!({})),
+        ("message.delivered", json!({})),
+        ("message.created", json!({})),
+        ("chat.posted", json!({})),
+        ("task.created", json!({})),
+    ];
+    // (entries, the corpus positions they want)
+    let cases: &[(Value, &[usize])] = &[
+        (json!(["on_event"]), &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]),
+        (json!(["*"]), &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]),
+        (json!(["on_agent_idle", "on_agent_started"]), &[1, 3]),
+        (json!(["on_merge_complete"]), &[4]),
+        (json!(["on_task_assigned"]), &[6, 8]),
+        (json!(["on_ci_failed"]), &[9]),
+        // Sent means confirmed in the agent's pane, not merely stored.
+        (json!(["on_message_sent"]), &[10]),
+        (json!(["chat.*", "token.created"]), &[0, 12]),
+        (json!(["task.*", "wish.merged"]), &[4, 6, 7, 8, 13]),
+    ];
+    let mut subscriptions = Vec::new();
+    for (entries, _) in cases {
+        subscriptions.push(subscribe(&app, &receiver.url, entries.clone()).await.0);
+    }
+    let mut tx = app.pool.begin().await.expect("begin");
+    let batch = corpus
+        .iter()
+        .map(|(event_type, payload)| switchyard::db::events::NewEvent {
+            event_type,
+            subject: "test:matching".into(),
+            payload: payload.clone(),
+        })
+        .collect();
+    let ids = switchyard::db::events::record_all(&mut tx, batch).await.expect("record");
+    tx.commit().await.expect("commit");
+    // The batch's deliveries appear in the logs together (one outbox row per event, expanded by
+    // the sender in one transaction); wait for as many as there should be, then compare each log.
+    let logged = |subscription: String| {
+        let (app, ids) = (&app, &ids);
+        async move {
+            let mut got: Vec<i64> = deliveries(app, &subscription)
+                .await
+                .iter()
+                .filter_map(|d| d["event_id"].as_i64())
+                .filter(|id| ids.contains(id))
+                .collect();
+            got.sort();
+            got
+        }
+    };
+    let expected: usize = cases.iter().map(|(_, wanted)| wanted.len()).sum();
+    eventually("every delivery logged", Duration::from_secs(10), || async {
+        let mut total = 0;
+        for subscription in &subscriptions {
+            total += logged(subscription.clone()).await.len();
+        }
+        total >= expected
+    })
+    .await;
+    for ((entries, wanted), subscription) in cases.iter().zip(&subscriptions) {
+        let want: Vec<i64> = wanted.iter().map(|&i| ids[i]).collect();
+        assert_eq!(logged(subscription.clone()).await, want, "{entries}");
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_subscription_takes_its_delivery_log_with_it_and_gets_nothing_more() {
+    let app = spawn_app_with(test_settings()).await;
+    let receiver = Receiver::start(&[], 200).await;
+    let (id, _) = subscribe(&app, &receiver.url, json!(["token.*"])).await;
+    app.token("read").await;
+    eventually("delivered", Duration::from_secs(10), || async { receiver.count() == 1 }).await;
+    assert_eq!(deliveries(&app, &id).await.len(), 1);
+
+    let response = app.admin(Method::DELETE, &format!("/api/v1/webhooks/{id}")).send().await.expect("request");
+    assert_eq!(response.status(), 204);
+    let response = app.admin(Method::GET, &format!("/api/v1/webhooks/{id}/deliveries")).send().await;
+    assert_problem(response.expect("request"), 404).await;
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM webhook_deliveries WHERE subscription_id = $1::uuid")
+        .bind(&id)
+        .fetch_one(&app.pool)
+        .await
+        .expect("count");
+    assert_eq!(left, 0, "the delivery log is deleted with its subscription");
+    // A later event queues nothing for it: the next subscriber's delivery arrives alone.
+    let after = Receiver::start(&[], 200).await;
+    subscribe(&app, &after.url, json!(["token.*"])).await;
+    app.token("read").await;
+    eventually("delivered to the new subscriber", Duration::from_secs(10), || async { after.count() == 1 }).await;
+    assert_eq!(receiver.count(), 1);
+}
+
 #[tokio::test]
 async fn unknown_event_names_and_bad_fields_are_422_naming_the_entry() {
     let app = spawn_app_with(test_settings()).await;

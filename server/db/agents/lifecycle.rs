@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{get, list, subject, Agent, ListFilter};
 use crate::db::{events, tasks};
-use crate::domain::agent::{transition, AgentEvent, AgentState};
+use crate::domain::agent::{swapped_from, transition, AgentEvent, AgentState};
 use crate::domain::task::TaskEvent;
 
 /// Why a state change happens: which signal saw it, and what comes with it.
@@ -99,6 +99,43 @@ pub async fn apply(
     }
     let current = get(conn, id).await?.map(|a| a.state).unwrap_or(AgentState::Error);
     Ok(Some(Applied::Refused { current, message: "the agent is changing too often; try again".into() }))
+}
+
+/// [`apply`] of an observation that swaps working and idle ([`swapped_from`]), in one statement
+/// run on its own: the conditional update and its `agent.state_changed` event (with its webhook
+/// deliveries, made by the trigger on `events`) commit together without a transaction's extra
+/// round trips. Such a change writes nothing else: no task follows it, nothing stops. Returns the
+/// agent's name and the state it left, or `None` when the agent is not in the state `to` swaps
+/// from (or is gone): the caller then takes [`apply`]'s whole path.
+#[tracing::instrument(skip_all, fields(agent = %id, to = %to, source = cause.source), err)]
+pub async fn swap(
+    conn: &mut PgConnection,
+    id: Uuid,
+    to: AgentState,
+    cause: &Cause,
+) -> Result<Option<(String, AgentState)>, sqlx::Error> {
+    let Some(from) = swapped_from(to) else { return Ok(None) };
+    // The same columns and payload as `conditional_update` and `apply` write for this change;
+    // the subject is `subject(name)`.
+    sqlx::query_scalar!(
+        r#"WITH changed AS (
+               UPDATE agents SET state = $3, version = version + 1, updated_at = now(), suspended_until = NULL
+               WHERE id = $1 AND state = $2
+               RETURNING name)
+           INSERT INTO events (type, subject, payload)
+           SELECT 'agent.state_changed', 'agent:' || name,
+                  jsonb_build_object('from', $2::text, 'to', $3::text, 'source', $4::text, 'detail', $5::text)
+           FROM changed
+           RETURNING (SELECT name FROM changed) AS "name!""#,
+        id,
+        from.as_str(),
+        to.as_str(),
+        cause.source,
+        cause.detail,
+    )
+    .fetch_optional(conn)
+    .await
+    .map(|name| name.map(|name| (name, from)))
 }
 
 /// One `UPDATE … WHERE state = $old`, returning the agent as it is now; `None` when another

@@ -105,10 +105,21 @@ async fn until_text(client: &Client, css: &str, text: &str) {
     .await;
 }
 
+/// Clicks the button labelled `label`. A live update may swap the part holding it between finding
+/// and clicking (the element is then stale), as it would under a person's pointer: find it again.
 async fn click_button(client: &Client, label: &str) {
     let xpath = format!("//button[normalize-space()='{label}']");
-    let button = client.wait().for_element(Locator::XPath(&xpath)).await.expect("the button");
-    button.click().await.expect("click");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let button = client.wait().for_element(Locator::XPath(&xpath)).await.expect("the button");
+        match button.click().await {
+            Ok(()) => return,
+            Err(fantoccini::error::CmdError::Standard(e))
+                if e.error == fantoccini::error::ErrorStatus::StaleElementReference
+                    && std::time::Instant::now() < deadline => {}
+            Err(e) => panic!("click {label}: {e:?}"),
+        }
+    }
 }
 
 async fn fill(client: &Client, css: &str, text: &str) {

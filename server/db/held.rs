@@ -1,0 +1,41 @@
+//! Pool connections kept by a loop that runs a statement often (the watcher's state writes, a
+//! sender's checks), instead of given back to the pool after each: sqlx tests every connection
+//! given back with a round trip of its own (a `ping` on release, whatever the pool's options),
+//! which doubles what a one-statement step costs.
+
+use std::sync::Mutex;
+
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
+
+pub struct Held {
+    pool: PgPool,
+    spare: Mutex<Vec<PoolConnection<Postgres>>>,
+    /// How many connections are kept at most: as many as steps that run at once, usually, while
+    /// the pool keeps the rest for everyone else.
+    keep: usize,
+}
+
+impl Held {
+    pub fn new(pool: PgPool, keep: usize) -> Held {
+        Held { pool, spare: Mutex::new(Vec::new()), keep }
+    }
+
+    /// A kept connection, or one from the pool when none is spare.
+    pub async fn take(&self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+        let spare = self.spare.lock().expect("held connections lock").pop();
+        match spare {
+            Some(conn) => Ok(conn),
+            None => self.pool.acquire().await,
+        }
+    }
+
+    /// Keeps `conn` for the next [`Held::take`], unless its statement failed (it may be broken)
+    /// or enough are kept: those go back to the pool.
+    pub fn give_back<T>(&self, conn: PoolConnection<Postgres>, result: &Result<T, sqlx::Error>) {
+        let mut spare = self.spare.lock().expect("held connections lock");
+        if result.is_ok() && spare.len() < self.keep {
+            spare.push(conn);
+        }
+    }
+}
