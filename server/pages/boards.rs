@@ -217,7 +217,7 @@ async fn board(
             link: Some(format!("/wishes/{}", wish.slug)),
         });
     }
-    let triggers = format!("sse:{} delay:150ms, sse:tasks delay:300ms", topic("board", &id.to_string()));
+    let triggers = format!("sse:{}, sse:tasks", topic("board", &id.to_string()));
     let page = BoardPage { chrome, board, columns, strays, triggers };
     match query.block.as_deref() {
         None => Ok(render(&page)),

@@ -6,7 +6,12 @@
 //! swapped, and a burst of a hundred events costs each part one refresh. Each such part also has
 //! `hx-sync="this:replace"`: a topic named while the part's previous fetch is in flight aborts
 //! that fetch and starts a new one. (htmx's default queues it on the element, which the older
-//! fetch then swaps out of the page, so the newer change would never show.)
+//! fetch then swaps out of the page, so the newer change would never show.) For the same reason
+//! a part's trigger has no `delay:`: htmx drops a request whose element left the page, so a
+//! topic named during the delay, while the previous fetch swapped the part, was lost for good
+//! (the page kept showing the state before it). Bursts are coalesced here, per batch, instead.
+//! And the pages' htmx config sets `defaultSettleDelay` to 0: htmx attaches a swapped-in part's
+//! listeners when the swap settles, so a topic named in the default 20 ms between was lost too.
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;

@@ -228,11 +228,7 @@ async fn detail(
         chrome,
         project,
         status_label: words(full.wish.status.as_str()),
-        triggers: format!(
-            "sse:{} delay:100ms, sse:{} delay:100ms",
-            topic("wish", &full.wish.slug),
-            topic("wish", &full.wish.id.to_string())
-        ),
+        triggers: format!("sse:{}, sse:{}", topic("wish", &full.wish.slug), topic("wish", &full.wish.id.to_string())),
         blockers: full.blocked_by,
         actions,
         dag,

@@ -443,9 +443,9 @@ async fn teams_show_their_members_and_chat_and_the_operator_posts_with_the_csrf_
     let head = section(&html, "head");
     assert!(head.contains("href=\"/agents/owl\"") && head.contains("fox</a> <span class=\"muted\">(leader)"), "{head}");
     assert!(head.contains("<code>login</code>") && head.contains("<code>main</code>"), "branch and base: {head}");
-    assert!(head.contains("hx-trigger=\"sse:team-login delay:100ms\""), "{head}");
+    assert!(head.contains("hx-trigger=\"sse:team-login\""), "{head}");
     let chat = section(&html, "chat");
-    assert!(chat.contains("hx-trigger=\"sse:chat-login delay:100ms\""), "{chat}");
+    assert!(chat.contains("hx-trigger=\"sse:chat-login\""), "{chat}");
     assert!(!chat.contains(SCRIPT) && chat.contains(SCRIPT_ESCAPED), "a post is text: {chat}");
     assert!(chat.find("first post").expect("first") < chat.find(SCRIPT_ESCAPED).expect("second"), "newest last");
 
@@ -492,7 +492,7 @@ async fn the_mailbox_shows_pending_and_delivered_mail_and_sends_as_operator_with
     assert!(pending.contains("<td class=\"num\">2</td>"), "two attempts: {pending}");
     assert!(!pending.contains(SCRIPT) && pending.contains(SCRIPT_ESCAPED), "the body is text: {pending}");
     assert!(!pending.contains("second line"), "only the first line: {pending}");
-    assert!(pending.contains("hx-trigger=\"sse:messages delay:100ms\""), "{pending}");
+    assert!(pending.contains("hx-trigger=\"sse:messages\""), "{pending}");
     let delivered = section(&html, "delivered");
     assert!(delivered.contains("Done with the form") && delivered.contains(">operator</td>"), "{delivered}");
     assert!(!delivered.contains("fox"), "fox's message is not delivered: {delivered}");
