@@ -61,7 +61,8 @@ async fn run() -> anyhow::Result<()> {
         println!("  {name:<20} p50 {:>7.2} ms  p99 {:>7.2} ms  ({bytes} bytes of HTML)", ms(p50), ms(p99));
     }
     first_visit(&client, &site, &app.token).await?;
-    app.stop().await
+    app.stop().await?;
+    common::drop_database(&common::server_url(), "switchyard_bench_dashboard").await
 }
 
 struct Api {

@@ -129,7 +129,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     app.stop().await?;
-    Ok(())
+    common::drop_database(&bench.server_url, "switchyard_bench").await
 }
 
 impl Bench {
@@ -214,6 +214,7 @@ impl Bench {
             "pgbench",
             &["-n", "-S", "-M", "prepared", "-c", "64", "-j", "2", "-T", &seconds, &url],
         )?)?;
+        common::drop_database(&self.server_url, "switchyard_bench_pgbench_select").await?;
         let header = format!("Authorization: Bearer {}", self.token);
         let target = format!("http://{}{path}", self.addr);
         let out =
@@ -365,7 +366,9 @@ impl Bench {
         let url = common::fresh_database(&self.server_url, "switchyard_bench_pgbench").await?;
         run("pgbench", &["-i", "-q", "-s", "8", &url])?;
         self.checkpoint().await?;
-        pgbench_tps(&run("pgbench", &["-n", "-c", "8", "-j", "2", "-T", &self.seconds.to_string(), &url])?)
+        let tps = pgbench_tps(&run("pgbench", &["-n", "-c", "8", "-j", "2", "-T", &self.seconds.to_string(), &url])?);
+        common::drop_database(&self.server_url, "switchyard_bench_pgbench").await?;
+        tps
     }
 }
 

@@ -148,7 +148,7 @@ async fn main() -> anyhow::Result<()> {
     println!("  (the two above in {ROUNDS} rounds taken in turn)");
     println!("  {ENDPOINTS} subscriptions, deliveries flowing:  {}", summary(with));
     app.stop().await?;
-    Ok(())
+    common::drop_database(&common::server_url(), "switchyard_bench_webhooks").await
 }
 
 /// A loopback endpoint answering 204 (once `hold` is off) and counting deliveries.

@@ -194,7 +194,7 @@ async fn main() -> anyhow::Result<()> {
         (naive - unwatched) / (ours - unwatched).max(0.001)
     );
     let _ = tmux(&socket, &["kill-server"]);
-    Ok(())
+    common::drop_database(&common::server_url(), "switchyard_bench_worker").await
 }
 
 /// Every pane captured by a forked `tmux capture-pane` and hashed, every 500 ms, for `seconds`;

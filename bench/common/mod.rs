@@ -33,13 +33,22 @@ pub fn server_url() -> String {
     std::env::var("BENCH_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
-/// Drops and recreates database `name` on the server of `server_url`; returns its URL.
+/// Drops and recreates database `name` on the server of `server_url` (a run cut short leaves
+/// its database behind); returns its URL.
 pub async fn fresh_database(server_url: &str, name: &str) -> anyhow::Result<String> {
     use sqlx::Connection;
     let mut conn = sqlx::PgConnection::connect(server_url).await?;
     sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await?;
     sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await?;
     Ok(with_database(server_url, name))
+}
+
+/// Drops database `name` from the server of `server_url`, once a run is done with it.
+pub async fn drop_database(server_url: &str, name: &str) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(server_url).await?;
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await?;
+    Ok(())
 }
 
 /// `server_url` with its database path replaced by `name`, keeping any `?query`.
