@@ -246,19 +246,27 @@ pub async fn expand_outbox(conn: &mut PgConnection, limit: i64) -> Result<u64, s
     Ok(made.rows_affected())
 }
 
-/// Whether a sender has work now: an outbox row to expand, or a delivery it could claim (the
-/// claim's conditions) — the check a commit's wake-up costs. Deliveries are read in the due
-/// index's order, so a backlog of later retries is not scanned.
-pub async fn any_due(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT FROM webhook_outbox)
+/// What a commit's wake-up learns: whether any subscription is enabled, and whether a sender has
+/// work now — an outbox row to expand, or a delivery it could claim (the claim's conditions).
+/// Deliveries are read in the due index's order, so a backlog of later retries is not scanned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueCheck {
+    pub subscribed: bool,
+    pub due: bool,
+}
+
+pub async fn due_check(conn: &mut PgConnection) -> Result<DueCheck, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT EXISTS (SELECT FROM webhook_subscriptions WHERE enabled) AS "subscribed!",
+                  EXISTS (SELECT FROM webhook_outbox)
                OR EXISTS (
                    SELECT FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
                    WHERE d.status = 'pending' AND d.next_attempt_at <= now()
                      AND (d.leased_until IS NULL OR d.leased_until < now()) AND s.enabled) AS "due!""#
     )
     .fetch_one(conn)
-    .await
+    .await?;
+    Ok(DueCheck { subscribed: row.subscribed, due: row.due })
 }
 
 /// How long until the earliest pending delivery of an enabled subscription can be claimed: it

@@ -7,7 +7,9 @@
 //! outbox rows into deliveries, one per subscription, in the transaction that claims them. A
 //! writer sends the senders no notification: they learn of new work from the events wake-up every
 //! commit gives (`EventFeed`), after which one statement asks whether there is any, at most once
-//! per [`CHECK_SPACING`].
+//! per [`CHECK_SPACING`] — and, while no subscription is enabled, at most once per
+//! [`UNSUBSCRIBED_RECHECK`]: then no commit can have queued anything (a worker's state changes
+//! paid one statement each for nothing).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,6 +33,11 @@ const LOOPS: usize = 4;
 /// commits (most of which queue nothing) the check costs one statement per interval, not one per
 /// commit. The first commit after a quiet spell is checked at once.
 const CHECK_SPACING: Duration = Duration::from_millis(20);
+/// The watcher checks at least this often, commits or not.
+const POLL: Duration = Duration::from_secs(1);
+/// How long commits go unchecked after a check found no subscription enabled. A subscription
+/// enabled meanwhile has its first deliveries found by the next check or poll.
+const UNSUBSCRIBED_RECHECK: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct Sender {
@@ -104,11 +111,11 @@ impl Sender {
     }
 
     /// Runs `LOOPS` delivery loops until `shutdown`: tick while there is work, else wait for
-    /// [`Self::watch_commits`] to find a delivery due, the next retry falling due, or a poll (at
-    /// most a second).
+    /// [`Self::watch`] to find a delivery due or the next known one falling due. The loops do not
+    /// poll on their own: one watcher's statement a second does it for all of them.
     pub async fn run(self, shutdown: CancellationToken) {
         let due = tokio::sync::watch::Sender::new(0u64);
-        let watcher = self.watch_commits(&due, shutdown.clone());
+        let watcher = self.watch(&due, shutdown.clone());
         let loops = (0..LOOPS).map(|_| {
             let sender = self.clone();
             let mut wake = due.subscribe();
@@ -125,7 +132,7 @@ impl Sender {
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
                         _ = wake.changed() => {}
-                        _ = tokio::time::sleep(wait) => {}
+                        _ = tokio::time::sleep(wait.unwrap_or(Duration::MAX)), if wait.is_some() => {}
                     }
                 }
             }
@@ -133,29 +140,39 @@ impl Sender {
         tokio::join!(watcher, futures_util::future::join_all(loops));
     }
 
-    /// After commits (this process's, or another's through its notification), asks whether a
+    /// After commits (this process's, or another's through its notification) and at least every
+    /// [`POLL`] (a lost notification, another sender's lease running out), asks whether a
     /// delivery is due, and wakes the loops when one is.
-    async fn watch_commits(&self, due: &tokio::sync::watch::Sender<u64>, shutdown: CancellationToken) {
+    async fn watch(&self, due: &tokio::sync::watch::Sender<u64>, shutdown: CancellationToken) {
         let mut commits = self.feed.subscribe();
         let held = Held::new(self.pool.clone(), 1);
+        let mut unsubscribed_at: Option<Instant> = None;
         loop {
-            tokio::select! {
+            let polled = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                changed = commits.changed() => if changed.is_err() { return },
-            }
+                changed = commits.changed() => if changed.is_err() { return } else { false },
+                _ = tokio::time::sleep(POLL) => true,
+            };
             commits.borrow_and_update();
+            if !polled && unsubscribed_at.is_some_and(|at| at.elapsed() < UNSUBSCRIBED_RECHECK) {
+                continue;
+            }
             let found = match held.take().await {
                 Ok(mut conn) => {
-                    let found = webhook_deliveries::any_due(&mut conn).await;
+                    let found = webhook_deliveries::due_check(&mut conn).await;
                     held.give_back(conn, &found);
                     found
                 }
                 Err(e) => Err(e),
             };
+            unsubscribed_at = match found {
+                Ok(check) if !check.subscribed => Some(Instant::now()),
+                _ => None,
+            };
             match found {
-                Ok(true) => due.send_modify(|n| *n = n.wrapping_add(1)),
-                Ok(false) => {}
-                // The loops' own poll finds what this missed.
+                Ok(check) if check.due => due.send_modify(|n| *n = n.wrapping_add(1)),
+                Ok(_) => {}
+                // The next check or poll finds what this missed.
                 Err(e) => tracing::warn!(error = %e, "cannot check for due webhook deliveries"),
             }
             tokio::select! {
@@ -165,14 +182,15 @@ impl Sender {
         }
     }
 
-    async fn until_next_due(&self) -> Duration {
-        const POLL: Duration = Duration::from_secs(1);
+    /// How long until the earliest pending delivery can be claimed; `None` when none is pending
+    /// (the watcher wakes the loops when one comes). A failed read is tried again after [`POLL`].
+    async fn until_next_due(&self) -> Option<Duration> {
         let due = match self.pool.acquire().await {
-            Ok(mut conn) => webhook_deliveries::next_due_in(&mut conn).await.ok().flatten(),
-            Err(_) => None,
+            Ok(mut conn) => webhook_deliveries::next_due_in(&mut conn).await,
+            Err(e) => Err(e),
         };
-        // A due row that is leased by another sender would make this zero: poll gently then.
-        due.map_or(POLL, |d| d.clamp(Duration::from_millis(5), POLL))
+        // A due row that is leased by another sender would make this zero: wait a little then.
+        due.map_or(Some(POLL), |due| due.map(|d| d.max(Duration::from_millis(5))))
     }
 
     /// One attempt over the network; nothing is written here.
