@@ -158,7 +158,9 @@ async fn main() -> anyhow::Result<()> {
     common::drop_database(&common::server_url(), "switchyard_bench_webhooks").await
 }
 
-/// A loopback endpoint answering 204 (once `hold` is off) and counting deliveries.
+/// A loopback endpoint answering 204 (once `hold` is off) and counting deliveries. The
+/// endpoints stand for other machines: they run on a thread of their own at a low priority, so
+/// they queue behind neither the API's request handlers nor the writes being timed.
 async fn receiver(count: Arc<AtomicUsize>, held: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<String> {
     let app = axum::Router::new().route(
         "/hook",
@@ -171,9 +173,18 @@ async fn receiver(count: Arc<AtomicUsize>, held: tokio::sync::watch::Receiver<bo
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
     let url = format!("http://{}/hook", listener.local_addr()?);
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    std::thread::Builder::new().name("bench-receiver".into()).spawn(move || {
+        // SAFETY: setpriority only reads its integer arguments; `who` 0 is the calling thread.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("a listener");
+            let _ = axum::serve(listener, app).await;
+        });
+    })?;
     Ok(url)
 }
 

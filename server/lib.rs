@@ -139,7 +139,7 @@ impl Application {
         // announced too.
         let drained = CancellationToken::new();
         let notifier = feed.clone().announce(db.pool.clone(), drained.clone());
-        let sender = webhooks::Sender::new(db.pool.clone(), feed.clone(), webhooks.clone()).run(shutdown.clone());
+        let sender = webhooks::Sender::run_in_background(&db.pool, feed.clone(), webhooks.clone(), shutdown.clone());
         let health = worker::fleet::SharedHealth::default();
         let shutdown_for_worker = shutdown.clone();
         let fleet = worker::fleet::Fleet {

@@ -105,6 +105,12 @@ pub async fn pool(options: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
 /// more than the reading. For statements whose best plan does not depend on their parameters.
 pub fn planned_once(pool: &PgPool, connections: u32) -> PgPool {
     let options = (*pool.connect_options()).clone().options([("plan_cache_mode", "force_generic_plan")]);
+    beside(options, connections)
+}
+
+/// A pool to the database `options` name, connecting lazily: for a runtime of its own (a
+/// connection serves the runtime that opened it). Must be made inside that runtime.
+pub fn beside(options: PgConnectOptions, connections: u32) -> PgPool {
     pool_options(connections).connect_lazy_with(options)
 }
 

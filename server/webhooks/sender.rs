@@ -10,6 +10,9 @@
 //! per [`CHECK_SPACING`] — and, while no subscription is enabled, at most once per
 //! [`UNSUBSCRIBED_RECHECK`]: then no commit can have queued anything (a worker's state changes
 //! paid one statement each for nothing).
+//!
+//! A process's senders run on a thread of their own at a lower priority
+//! ([`Sender::run_in_background`]): delivery stays off the request path in CPU as well.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +41,8 @@ const POLL: Duration = Duration::from_secs(1);
 /// How long commits go unchecked after a check found no subscription enabled. A subscription
 /// enabled meanwhile has its first deliveries found by the next check or poll.
 const UNSUBSCRIBED_RECHECK: Duration = Duration::from_secs(1);
+/// How much nicer than the API the sender thread is, so the API wins a contended CPU.
+const BACKGROUND_NICENESS: i32 = 10;
 
 #[derive(Clone)]
 pub struct Sender {
@@ -47,6 +52,8 @@ pub struct Sender {
     settings: Arc<WebhookSettings>,
     /// Outlasts an attempt (its timeout) so a live sender never loses its claim.
     lease: Duration,
+    /// Told when a tick claimed a full batch, so another loop claims the next one meanwhile.
+    more: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// What one tick did.
@@ -60,7 +67,7 @@ impl Sender {
     pub fn new(pool: PgPool, feed: EventFeed, settings: Arc<WebhookSettings>) -> Sender {
         let client = ssrf::client(Arc::new(settings.allowed_hosts.clone()), settings.timeout);
         let lease = settings.timeout * 2 + Duration::from_secs(1);
-        Sender { pool, feed, client, settings, lease }
+        Sender { pool, feed, client, settings, lease, more: None }
     }
 
     /// Turns outbox rows into deliveries, claims due deliveries (one transaction), sends them
@@ -77,6 +84,9 @@ impl Sender {
         };
         if claimed.is_empty() {
             return Ok(TickOutcome::default());
+        }
+        if let Some(more) = self.more.as_ref().filter(|_| claimed.len() >= BATCH as usize) {
+            more.notify_one();
         }
         let sent = futures_util::future::join_all(claimed.iter().map(|c| self.send(c))).await;
         let mut tx = self.pool.begin().await?;
@@ -110,28 +120,64 @@ impl Sender {
         Ok(outcome)
     }
 
-    /// Runs `LOOPS` delivery loops until `shutdown`: tick while there is work, else wait for
-    /// [`Self::watch`] to find a delivery due or the next known one falling due. The loops do not
-    /// poll on their own: one watcher's statement a second does it for all of them.
+    /// Runs [`Self::run`] on a thread of its own, at a lower CPU priority than the API, and
+    /// resolves when it has drained. Sending shares no tokio worker with request handlers (a
+    /// burst of deliveries would queue them), and when the two want the same CPU the kernel
+    /// serves the API first: delivery stays off the request path under load too. The thread
+    /// opens its own connections to `pool`'s database (a connection serves the runtime that
+    /// opened it).
+    pub fn run_in_background(
+        pool: &PgPool,
+        feed: EventFeed,
+        settings: Arc<WebhookSettings>,
+        shutdown: CancellationToken,
+    ) -> impl std::future::Future<Output = ()> {
+        let options = (*pool.connect_options()).clone();
+        let (done, drained) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new().name("webhook-sender".into()).spawn(move || {
+            lower_this_threads_priority(BACKGROUND_NICENESS);
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime,
+                Err(e) => return tracing::error!(error = %e, "cannot start the webhook sender's runtime"),
+            };
+            runtime.block_on(async move {
+                let pool = crate::db::beside(options, LOOPS as u32 + 1);
+                Sender::new(pool.clone(), feed, settings).run(shutdown).await;
+                pool.close().await;
+            });
+            drop(done);
+        });
+        if let Err(e) = &thread {
+            tracing::error!(error = %e, "cannot start the webhook sender's thread");
+        }
+        async move {
+            // Resolves when the thread drops `done`: it finished, or never started.
+            let _ = drained.await;
+        }
+    }
+
+    /// Runs `LOOPS` delivery loops until `shutdown`: each ticks when woken, and keeps ticking
+    /// while it claims full batches. [`Self::watch`] wakes one loop when a delivery is due, and
+    /// a loop that claimed a full batch wakes another, so a backlog is sent by every loop at
+    /// once while a trickle costs one claim per wake, not one per loop. The loops do not poll
+    /// on their own: one watcher's statement a second does it for all of them.
     pub async fn run(self, shutdown: CancellationToken) {
-        let due = tokio::sync::watch::Sender::new(0u64);
-        let watcher = self.watch(&due, shutdown.clone());
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let sender = Sender { more: Some(wake.clone()), ..self };
+        let watcher = sender.watch(&wake, shutdown.clone());
         let loops = (0..LOOPS).map(|_| {
-            let sender = self.clone();
-            let mut wake = due.subscribe();
-            let shutdown = shutdown.clone();
+            let (sender, wake, shutdown) = (sender.clone(), wake.clone(), shutdown.clone());
             async move {
                 while !shutdown.is_cancelled() {
-                    wake.borrow_and_update();
                     match sender.tick().await {
-                        Ok(outcome) if outcome.attempted > 0 => continue,
+                        Ok(outcome) if outcome.attempted >= BATCH as usize => continue,
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "webhook delivery tick failed"),
                     }
                     let wait = sender.until_next_due().await;
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
-                        _ = wake.changed() => {}
+                        _ = wake.notified() => {}
                         _ = tokio::time::sleep(wait.unwrap_or(Duration::MAX)), if wait.is_some() => {}
                     }
                 }
@@ -142,8 +188,8 @@ impl Sender {
 
     /// After commits (this process's, or another's through its notification) and at least every
     /// [`POLL`] (a lost notification, another sender's lease running out), asks whether a
-    /// delivery is due, and wakes the loops when one is.
-    async fn watch(&self, due: &tokio::sync::watch::Sender<u64>, shutdown: CancellationToken) {
+    /// delivery is due, and wakes a loop when one is.
+    async fn watch(&self, wake: &tokio::sync::Notify, shutdown: CancellationToken) {
         let mut commits = self.feed.subscribe();
         let held = Held::new(self.pool.clone(), 1);
         let mut unsubscribed_at: Option<Instant> = None;
@@ -170,7 +216,7 @@ impl Sender {
                 _ => None,
             };
             match found {
-                Ok(check) if check.due => due.send_modify(|n| *n = n.wrapping_add(1)),
+                Ok(check) if check.due => wake.notify_one(),
                 Ok(_) => {}
                 // The next check or poll finds what this missed.
                 Err(e) => tracing::warn!(error = %e, "cannot check for due webhook deliveries"),
@@ -183,7 +229,7 @@ impl Sender {
     }
 
     /// How long until the earliest pending delivery can be claimed; `None` when none is pending
-    /// (the watcher wakes the loops when one comes). A failed read is tried again after [`POLL`].
+    /// (the watcher wakes a loop when one comes). A failed read is tried again after [`POLL`].
     async fn until_next_due(&self) -> Option<Duration> {
         let due = match self.pool.acquire().await {
             Ok(mut conn) => webhook_deliveries::next_due_in(&mut conn).await,
@@ -299,5 +345,20 @@ fn humane(d: Duration) -> String {
         s if s >= 3600 => format!("{} hours", s / 3600),
         s if s >= 1 => format!("{s} seconds"),
         _ => format!("{} ms", d.as_millis()),
+    }
+}
+
+/// Raises the calling thread's nice value by `by` (Linux keeps one per thread; threads it
+/// starts inherit it). Lowering one's own priority needs no privilege; should it fail, the
+/// thread runs at the usual priority.
+fn lower_this_threads_priority(by: i32) {
+    // SAFETY: getpriority and setpriority only read their integer arguments; `who` 0 is the
+    // calling thread. (A nice value of -1 reads like an error; taken as is, it is still right.)
+    let failed = unsafe {
+        let now = libc::getpriority(libc::PRIO_PROCESS, 0);
+        libc::setpriority(libc::PRIO_PROCESS, 0, (now + by).min(19))
+    } != 0;
+    if failed {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "cannot lower the webhook sender's priority");
     }
 }
