@@ -128,9 +128,6 @@ impl Fleet {
             if let Some(at) = watches.next_due() {
                 wake_at = wake_at.min(at.max(next_read));
             }
-            if watches.any_dirty() {
-                wake_at = wake_at.min(next_read);
-            }
             let wait = wake_at.saturating_duration_since(Instant::now());
             let notification = async {
                 match control.as_mut() {
@@ -163,7 +160,7 @@ impl Fleet {
                     Ok(_) => {}
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         self.refresh_watches(&mut watches).await;
-                        watches.mark_all_dirty();
+                        watches.read_all_now();
                     }
                     Err(broadcast::error::RecvError::Closed) => control = None,
                 }

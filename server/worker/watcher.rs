@@ -21,6 +21,10 @@ use crate::tmux::Control;
 
 /// Lines of history read above the visible screen: enough for the rules to see the last turn.
 const HISTORY: u32 = 20;
+/// How long a pane's output may go on before its screen is read: a program draws a screen in
+/// several writes (a clear, then the text), and reading after the first would cost a reading
+/// of a half-drawn screen, which never decides anything.
+pub const OUTPUT_SETTLE: Duration = Duration::from_millis(3);
 
 /// One watched pane.
 pub struct Watch {
@@ -37,8 +41,8 @@ pub struct Watch {
     hook_at: Option<Instant>,
     /// When this watch last handed a decision out to be written.
     decided_at: Option<Instant>,
-    /// Output arrived since the last reading.
-    dirty: bool,
+    /// When to read the screen for output (or a hook) that no reading has seen yet.
+    read_at: Option<Instant>,
 }
 
 impl Watch {
@@ -52,8 +56,13 @@ impl Watch {
             hook_new: None,
             hook_at: None,
             decided_at: None,
-            dirty: true,
+            read_at: Some(Instant::now()),
         }
+    }
+
+    /// Has the screen read by `at` at the latest.
+    fn read_by(&mut self, at: Instant) {
+        self.read_at = Some(self.read_at.map_or(at, |due| due.min(at)));
     }
 }
 
@@ -89,6 +98,11 @@ impl Watch {
         self.decided_at = Some(now);
         Some(decision)
     }
+
+    /// When the screen is to be read next: for unread output, or for the detector.
+    fn next_reading_at(&self) -> Option<Instant> {
+        [self.read_at, self.detector.next_reading_at()].into_iter().flatten().min()
+    }
 }
 
 /// The panes being watched, by pane id (`%7`).
@@ -116,40 +130,37 @@ impl Watches {
     }
 
     /// Output may have been missed (a notification backlog overflowed): read every screen.
-    pub fn mark_all_dirty(&mut self) {
-        self.panes.values_mut().for_each(|w| w.dirty = true);
+    pub fn read_all_now(&mut self) {
+        let now = Instant::now();
+        self.panes.values_mut().for_each(|w| w.read_by(now));
     }
 
     pub fn get(&self, pane: &str) -> Option<&Watch> {
         self.panes.get(pane)
     }
 
-    /// Control mode saw output: the screen is worth reading again. For panes without screen
-    /// rules the output itself may decide (working).
+    /// Control mode saw output: the screen is worth reading again once the output settles
+    /// ([`OUTPUT_SETTLE`] after the first unread output). For panes without screen rules the
+    /// output itself may decide (working).
     pub fn on_output(&mut self, pane: &str, now: Instant) -> Option<(Uuid, Decision)> {
         let watch = self.panes.get_mut(pane)?;
         watch.last_output = now;
-        watch.dirty = true;
+        watch.read_by(now + OUTPUT_SETTLE);
         watch.detector.on_output(now).map(|d| (watch.agent_id, d))
     }
 
-    /// Panes to read now: output arrived, or the detector wants its confirming reading.
+    /// Panes to read now: their output settled, or the detector wants its confirming reading.
     pub fn due(&self, now: Instant) -> Vec<String> {
         self.panes
             .iter()
-            .filter(|(_, w)| w.dirty || w.detector.next_reading_at().is_some_and(|at| at <= now))
-            .map(|(pane, _)| pane.clone())
+            .filter(|(_, w)| w.next_reading_at().is_some_and(|at| at <= now))
+            .map(|(p, _)| p.clone())
             .collect()
     }
 
-    /// Output arrived that no reading has seen yet.
-    pub fn any_dirty(&self) -> bool {
-        self.panes.values().any(|w| w.dirty)
-    }
-
-    /// The earliest time a detector asked to read its pane again.
+    /// The earliest time a pane is to be read.
     pub fn next_due(&self) -> Option<Instant> {
-        self.panes.values().filter_map(|w| w.detector.next_reading_at()).min()
+        self.panes.values().filter_map(Watch::next_reading_at).min()
     }
 
     /// Hooks were recorded (or may have been missed): reads the last hook of every watched agent
@@ -168,7 +179,7 @@ impl Watches {
             if let Some((Some(at), Some(state))) = hooks.get(&watch.agent_id) {
                 if watch.hook_seen.is_none_or(|seen| *at > seen) {
                     watch.hook_new = Some((*at, *state));
-                    watch.dirty = true;
+                    watch.read_by(Instant::now());
                 }
             }
         }
@@ -186,7 +197,7 @@ impl Watches {
         let mut decisions = Vec::new();
         for (pane, text) in panes.iter().zip(captures) {
             let Some(watch) = self.panes.get_mut(pane) else { continue };
-            watch.dirty = false;
+            watch.read_at = None;
             let text = match text {
                 Ok(text) => text,
                 Err(e) => {
@@ -329,7 +340,7 @@ mod tests {
             hook_new: None,
             hook_at: None,
             decided_at: None,
-            dirty: true,
+            read_at: None,
         }
     }
 
