@@ -8,8 +8,8 @@
 //! writer sends the senders no notification: they learn of new work from the events wake-up every
 //! commit gives (`EventFeed`), after which one statement asks whether there is any, at most once
 //! per [`CHECK_SPACING`] — and, while no subscription is enabled, at most once per
-//! [`UNSUBSCRIBED_RECHECK`]: then no commit can have queued anything (a worker's state changes
-//! paid one statement each for nothing).
+//! [`UNSUBSCRIBED_RECHECK`], commits unheeded: then no commit can have queued anything (a
+//! worker's state changes paid one statement each for nothing).
 //!
 //! A process's senders run on a thread of their own at a lower priority
 //! ([`Sender::run_in_background`]): delivery stays off the request path in CPU as well.
@@ -194,15 +194,20 @@ impl Sender {
         let held = Held::new(self.pool.clone(), 1);
         let mut unsubscribed_at: Option<Instant> = None;
         loop {
-            let polled = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                changed = commits.changed() => if changed.is_err() { return } else { false },
-                _ = tokio::time::sleep(POLL) => true,
-            };
-            commits.borrow_and_update();
-            if !polled && unsubscribed_at.is_some_and(|at| at.elapsed() < UNSUBSCRIBED_RECHECK) {
-                continue;
+            match unsubscribed_at.map(|at| UNSUBSCRIBED_RECHECK.saturating_sub(at.elapsed())) {
+                // No subscription is enabled, so no commit can have queued anything: sleep
+                // through them (each would wake this thread for nothing) until the recheck.
+                Some(rest) => tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(rest) => {}
+                },
+                None => tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    changed = commits.changed() => if changed.is_err() { return },
+                    _ = tokio::time::sleep(POLL) => {}
+                },
             }
+            commits.borrow_and_update();
             let found = match held.take().await {
                 Ok(mut conn) => {
                     let found = webhook_deliveries::due_check(&mut conn).await;
