@@ -2,7 +2,6 @@
 //! test ends (pass or fail) by [`TmuxServer`]'s `Drop`.
 
 mod control;
-mod latency;
 mod mirror;
 mod paste;
 mod windows;
