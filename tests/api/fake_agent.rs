@@ -40,10 +40,6 @@ async fn task_status(app: &TestApp, id: &str) -> String {
     task["status"].as_str().unwrap_or_default().to_owned()
 }
 
-async fn status(app: &TestApp) -> Value {
-    app.client.get(format!("{}/status", app.status_address)).send().await.expect("status").json().await.expect("json")
-}
-
 /// `tmux` on the app's private server.
 fn tmux(socket: &str, args: &[&str]) -> String {
     let out = Command::new("tmux").arg("-L").arg(socket).args(args).output().expect("tmux");
@@ -146,7 +142,7 @@ async fn state_changes(app: &TestApp, name: &str) -> Vec<String> {
 async fn reconcile_passes(app: &TestApp, n: usize) {
     let seen = std::sync::Mutex::new(Vec::new());
     eventually(&format!("{n} reconcile passes"), Duration::from_secs(10), || async {
-        let at = status(app).await["worker"]["last_reconcile_at"].clone();
+        let at = app.status().await["worker"]["last_reconcile_at"].clone();
         let mut seen = seen.lock().expect("lock");
         if !at.is_null() && !seen.contains(&at) {
             seen.push(at);
@@ -221,7 +217,7 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
     go_on(&app, "fox").await;
     wait_for_state(&app, "fox", "working").await;
     let before = agent(&app, "fox").await;
-    let node = status(&app).await["node_id"].as_str().expect("node id").to_owned();
+    let node = app.status().await["node_id"].as_str().expect("node id").to_owned();
 
     let stopped = stop(app).await;
     // While no worker runs, a window appears that no agent owns.
@@ -233,7 +229,7 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
         .expect("tmux");
     assert!(made.success());
     let app = restart(stopped).await;
-    assert_eq!(status(&app).await["node_id"], node.as_str(), "the same node");
+    assert_eq!(app.status().await["node_id"], node.as_str(), "the same node");
 
     let orphans = || async {
         sqlx::query_scalar::<_, i64>("SELECT count(*) FROM events WHERE type = 'agent.orphan_found'")

@@ -289,6 +289,12 @@ impl TestApp {
         format!("{}{}", self.address, path)
     }
 
+    /// The status endpoint's report (`GET /status` on the status port).
+    pub async fn status(&self) -> serde_json::Value {
+        let response = self.client.get(format!("{}/status", self.status_address)).send().await.expect("status");
+        response.json().await.expect("status json")
+    }
+
     /// A request with the admin token.
     pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.client.request(method, self.url(path)).bearer_auth(&self.admin_token)

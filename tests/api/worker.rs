@@ -7,7 +7,11 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{eventually, spawn_app_with_worker, TestApp};
+use crate::agents::events_of;
+use crate::fake_inbox::{prompts, providers_toml};
+use crate::helpers::{
+    eventually, restart, spawn_app, spawn_app_with_worker, spawn_app_with_worker_settings, stop, TestApp,
+};
 use crate::projects::create_project;
 
 async fn agent(app: &TestApp, name: &str) -> Value {
@@ -43,8 +47,7 @@ async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_lit
     let (project, _repo) = create_project(&app, "alpha").await;
     let project = project["slug"].as_str().expect("slug").to_owned();
     let fox = shell_agent(&app, &project, "fox").await;
-    let node: Value =
-        app.client.get(format!("{}/status", app.status_address)).send().await.expect("s").json().await.expect("j");
+    let node = app.status().await;
     assert_eq!(fox["node_id"], node["node_id"], "claimed by this node");
     eventually("a quiet shell is idle", Duration::from_secs(15), || async {
         agent(&app, "fox").await["state"] == "idle"
@@ -84,8 +87,7 @@ async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_lit
             .await
             .expect("events");
     assert!(changes >= 3, "spawning → idle → working → idle each wrote an event ({changes})");
-    let status: Value =
-        app.client.get(format!("{}/status", app.status_address)).send().await.expect("status").json().await.expect("j");
+    let status = app.status().await;
     assert_eq!(status["worker"]["control_link_up"], true, "{status}");
     assert_eq!(status["agents"]["idle"], 1, "{status}");
 }
@@ -136,4 +138,126 @@ async fn a_pane_that_dies_is_settled_within_one_reconcile_and_never_duplicated()
         .expect("tmux");
     let names = String::from_utf8_lossy(&windows.stdout);
     assert_eq!(names.lines().filter(|n| *n == "owl").count(), 1, "{names}");
+}
+
+#[tokio::test]
+async fn a_quiet_agent_with_work_left_is_nudged_until_it_is_reported_stuck_and_then_left_alone() {
+    let logs = tempfile::tempdir().expect("log dir");
+    let nudge_after = Duration::from_secs(1);
+    let app = spawn_app_with_worker_settings(&providers_toml(logs.path(), &[]), |worker| {
+        worker.reconcile_every = Duration::from_millis(200);
+        worker.nudge_after = nudge_after;
+        worker.max_nudges = 2;
+    })
+    .await;
+    let (project, _repo) = create_project(&app, "alpha").await;
+    let project = project["slug"].as_str().expect("slug");
+    for (name, task) in [("owl", Some("port the parser")), ("fox", None)] {
+        let created = app
+            .admin(Method::POST, "/api/v1/agents")
+            .json(&json!({"name": name, "project": project, "kind": "worker", "role": "engineer",
+                "provider": "fake-inbox", "clone": "none", "task": task}))
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(created.status(), 201, "{:?}", created.text().await);
+    }
+    eventually("owl is nudged twice, then reported stuck", Duration::from_secs(30), || async {
+        events_of(&app, "agent.stuck", "owl").await == 1
+    })
+    .await;
+    let stuck_at = chrono::Utc::now();
+    let nudges = prompts(logs.path(), "owl");
+    assert_eq!(nudges.len(), 2, "{nudges:?}");
+    assert!(nudges.iter().all(|n| n.starts_with("Are you still working?")), "{nudges:?}");
+    let owl = agent(&app, "owl").await;
+    assert_eq!(owl["nudge_count"], 2, "{owl}");
+    assert!(owl["last_nudge"].is_string(), "{owl}");
+
+    // A reconcile pass that began after a third nudge would have been due: none came, and the
+    // agent with nothing left to do was never nudged.
+    let quiet_until = stuck_at + chrono::Duration::from_std(nudge_after * 2).expect("duration");
+    eventually("a reconcile pass after the next nudge would be due", Duration::from_secs(10), || async {
+        let status = app.status().await;
+        let at = status["worker"]["last_reconcile_at"].as_str().unwrap_or_default().to_owned();
+        chrono::DateTime::parse_from_rfc3339(&at).is_ok_and(|at| at > quiet_until)
+    })
+    .await;
+    assert_eq!(prompts(logs.path(), "owl").len(), 2);
+    assert_eq!(events_of(&app, "agent.nudged", "owl").await, 2);
+    assert!(prompts(logs.path(), "fox").is_empty());
+    assert_eq!(events_of(&app, "agent.nudged", "fox").await, 0);
+}
+
+#[tokio::test]
+async fn a_node_that_stops_heartbeating_has_its_agents_failed_their_tasks_handed_over_and_its_claims_released() {
+    use switchyard::db::agents::{self, Cause};
+    use switchyard::domain::agent::{Activity, AgentEvent, AgentState};
+
+    // Set up with no worker running: two agents claimed by another node, one with a pane there.
+    let app = spawn_app().await;
+    let (project, _repo) = create_project(&app, "alpha").await;
+    let project = project["slug"].as_str().expect("slug");
+    let wish = app
+        .admin(Method::POST, "/api/v1/wishes")
+        .json(
+            &json!({"slug": "login", "project": project, "title": "Login", "groups": [{"key": "api", "title": "API"}]}),
+        )
+        .send()
+        .await
+        .expect("wish");
+    assert_eq!(wish.status(), 201);
+    let mut ids = Vec::new();
+    for body in [
+        json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer", "provider": "shell",
+            "clone": "none", "wish": "login", "group": "api"}),
+        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "shell",
+            "clone": "none"}),
+    ] {
+        let created = app.admin(Method::POST, "/api/v1/agents").json(&body).send().await.expect("create");
+        assert_eq!(created.status(), 201);
+        let created: Value = created.json().await.expect("json");
+        ids.push(uuid::Uuid::parse_str(created["id"].as_str().expect("id")).expect("uuid"));
+    }
+    let owl_task = agent(&app, "owl").await["task_id"].as_str().expect("owl has the group's task").to_owned();
+    let mut conn = app.pool.acquire().await.expect("conn");
+    switchyard::db::nodes::register(&mut conn, "node-gone", "elsewhere", "worker", chrono::Utc::now())
+        .await
+        .expect("register");
+    assert_eq!(agents::claim_spawning(&mut conn, "node-gone", 10).await.expect("claim").len(), 2);
+    agents::record_pane(&mut conn, ids[0], "switchyard-node-gone", "@1", "%1", Some(42), None)
+        .await
+        .expect("pane")
+        .expect("owl");
+    let working = AgentEvent::Observed(Activity::Working);
+    agents::apply(&mut conn, ids[0], Some(AgentState::Spawning), working, &Cause::from("screen")).await.expect("apply");
+    sqlx::query("UPDATE nodes SET heartbeat_at = now() - interval '1 hour' WHERE id = 'node-gone'")
+        .execute(&mut *conn)
+        .await
+        .expect("stop the heartbeat");
+    drop(conn);
+
+    // This node's worker starts and finds node-gone silent.
+    let app = restart(stop(app).await).await;
+    eventually("owl, out of reach, is failed", Duration::from_secs(15), || async {
+        agent(&app, "owl").await["state"] == "error"
+    })
+    .await;
+    let owl = agent(&app, "owl").await;
+    assert!(owl["failure_reason"].as_str().unwrap_or_default().contains("node-gone"), "{owl}");
+    let task: Value = app
+        .admin(Method::GET, &format!("/api/v1/tasks/{owl_task}"))
+        .send()
+        .await
+        .expect("task")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(task["assignee"], "human", "{task}");
+    let status = app.status().await;
+    eventually("fox's claim is released and taken by the live node", Duration::from_secs(15), || async {
+        let fox = agent(&app, "fox").await;
+        fox["node_id"] == status["node_id"] && fox["tmux_pane"].is_string()
+    })
+    .await;
 }
