@@ -45,13 +45,20 @@ async fn webhook(app: &TestApp, id: &str) -> Value {
     app.admin(Method::GET, &format!("/api/v1/webhooks/{id}")).send().await.expect("request").json().await.expect("json")
 }
 
-#[tokio::test]
-async fn a_subscriber_receives_events_signed_as_the_spec_says() {
+/// An app with one `token.*` subscriber, once it has received the event of a token made; the
+/// subscription's id and secret with it.
+async fn a_first_delivery() -> (TestApp, Receiver, String, String) {
     let app = spawn_app_with(test_settings()).await;
     let receiver = Receiver::start(&[], 200).await;
-    let (_, secret) = subscribe(&app, &receiver.url, json!(["token.*"])).await;
+    let (id, secret) = subscribe(&app, &receiver.url, json!(["token.*"])).await;
     app.token("read").await;
     eventually("the delivery arrives", Duration::from_secs(10), || async { receiver.count() >= 1 }).await;
+    (app, receiver, id, secret)
+}
+
+#[tokio::test]
+async fn a_subscriber_receives_events_signed_as_the_spec_says() {
+    let (_app, receiver, _, secret) = a_first_delivery().await;
     let message = &receiver.received()[0];
     assert!(signed_by(&secret, message), "signature verifies: {:?}", message.headers);
     assert!(message.header("webhook-id").starts_with("msg_"));
@@ -302,11 +309,8 @@ async fn each_kind_of_entry_queues_deliveries_for_exactly_its_events() {
 
 #[tokio::test]
 async fn a_deleted_subscription_takes_its_delivery_log_with_it_and_gets_nothing_more() {
-    let app = spawn_app_with(test_settings()).await;
-    let receiver = Receiver::start(&[], 200).await;
-    let (id, _) = subscribe(&app, &receiver.url, json!(["token.*"])).await;
-    app.token("read").await;
-    eventually("delivered", Duration::from_secs(10), || async { receiver.count() == 1 }).await;
+    let (app, receiver, id, _) = a_first_delivery().await;
+    assert_eq!(receiver.count(), 1);
     assert_eq!(deliveries(&app, &id).await.len(), 1);
 
     let response = app.admin(Method::DELETE, &format!("/api/v1/webhooks/{id}")).send().await.expect("request");

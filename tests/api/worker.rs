@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::agents::events_of;
+use crate::agents::{create, events_of, id, post};
 use crate::fake_inbox::{prompts, providers_toml};
 use crate::helpers::{
     eventually, restart, spawn_app, spawn_app_with_worker, spawn_app_with_worker_settings, stop, TestApp,
@@ -153,14 +153,12 @@ async fn a_quiet_agent_with_work_left_is_nudged_until_it_is_reported_stuck_and_t
     let (project, _repo) = create_project(&app, "alpha").await;
     let project = project["slug"].as_str().expect("slug");
     for (name, task) in [("owl", Some("port the parser")), ("fox", None)] {
-        let created = app
-            .admin(Method::POST, "/api/v1/agents")
-            .json(&json!({"name": name, "project": project, "kind": "worker", "role": "engineer",
-                "provider": "fake-inbox", "clone": "none", "task": task}))
-            .send()
-            .await
-            .expect("create");
-        assert_eq!(created.status(), 201, "{:?}", created.text().await);
+        create(
+            &app,
+            json!({"name": name, "project": project, "kind": "worker", "role": "engineer",
+            "provider": "fake-inbox", "clone": "none", "task": task}),
+        )
+        .await;
     }
     eventually("owl is nudged twice, then reported stuck", Duration::from_secs(30), || async {
         events_of(&app, "agent.stuck", "owl").await == 1
@@ -198,27 +196,17 @@ async fn a_node_that_stops_heartbeating_has_its_agents_failed_their_tasks_handed
     let app = spawn_app().await;
     let (project, _repo) = create_project(&app, "alpha").await;
     let project = project["slug"].as_str().expect("slug");
-    let wish = app
-        .admin(Method::POST, "/api/v1/wishes")
-        .json(
-            &json!({"slug": "login", "project": project, "title": "Login", "groups": [{"key": "api", "title": "API"}]}),
-        )
-        .send()
-        .await
-        .expect("wish");
-    assert_eq!(wish.status(), 201);
-    let mut ids = Vec::new();
-    for body in [
-        json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer", "provider": "shell",
-            "clone": "none", "wish": "login", "group": "api"}),
-        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "shell",
-            "clone": "none"}),
-    ] {
-        let created = app.admin(Method::POST, "/api/v1/agents").json(&body).send().await.expect("create");
-        assert_eq!(created.status(), 201);
-        let created: Value = created.json().await.expect("json");
-        ids.push(uuid::Uuid::parse_str(created["id"].as_str().expect("id")).expect("uuid"));
-    }
+    let wish =
+        json!({"slug": "login", "project": project, "title": "Login", "groups": [{"key": "api", "title": "API"}]});
+    assert_eq!(post(&app, "/api/v1/wishes", wish).await.status(), 201);
+    let base = json!({"project": project, "kind": "worker", "role": "engineer", "provider": "shell", "clone": "none"});
+    let mut owl = base.clone();
+    owl["name"] = json!("owl");
+    owl["wish"] = json!("login");
+    owl["group"] = json!("api");
+    let mut fox = base;
+    fox["name"] = json!("fox");
+    let ids = [id(&create(&app, owl).await), id(&create(&app, fox).await)];
     let owl_task = agent(&app, "owl").await["task_id"].as_str().expect("owl has the group's task").to_owned();
     let mut conn = app.pool.acquire().await.expect("conn");
     switchyard::db::nodes::register(&mut conn, "node-gone", "elsewhere", "worker", chrono::Utc::now())
@@ -245,14 +233,7 @@ async fn a_node_that_stops_heartbeating_has_its_agents_failed_their_tasks_handed
     .await;
     let owl = agent(&app, "owl").await;
     assert!(owl["failure_reason"].as_str().unwrap_or_default().contains("node-gone"), "{owl}");
-    let task: Value = app
-        .admin(Method::GET, &format!("/api/v1/tasks/{owl_task}"))
-        .send()
-        .await
-        .expect("task")
-        .json()
-        .await
-        .expect("json");
+    let task = crate::tasks::get(&app, &owl_task).await;
     assert_eq!(task["assignee"], "human", "{task}");
     let status = app.status().await;
     eventually("fox's claim is released and taken by the live node", Duration::from_secs(15), || async {
