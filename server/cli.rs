@@ -1,5 +1,6 @@
 //! What each subcommand does. `main` parses the command line and hands over to `run`.
 
+pub mod args;
 pub mod client;
 pub mod hook;
 pub mod mail;
@@ -7,7 +8,8 @@ pub mod mail;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Scope;
-use crate::config::{Command, Settings, TokenCommand};
+use crate::cli::args::{Command, TokenCommand};
+use crate::config::Settings;
 use crate::db::{self, tokens, Database};
 use crate::feed::EventFeed;
 use crate::{Application, Role};

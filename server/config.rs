@@ -4,19 +4,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use secrecy::{ExposeSecret, SecretString};
 
 pub use crate::webhooks::ssrf::AllowList;
-
-#[derive(Debug, Parser)]
-#[command(name = "switchyard", version, about = "Control plane for fleets of AI coding agents in tmux")]
-pub struct Cli {
-    #[command(flatten)]
-    pub global: GlobalArgs,
-    #[command(subcommand)]
-    pub command: Command,
-}
 
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
@@ -103,92 +94,6 @@ pub struct WebhookArgs {
 pub enum LogFormat {
     Text,
     Json,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the API, the dashboard and the worker.
-    Serve,
-    /// Run the worker alone (one per machine that hosts agents).
-    Worker,
-    /// Apply database migrations and exit.
-    Migrate,
-    /// Manage API tokens.
-    #[command(subcommand)]
-    Token(TokenCommand),
-    /// Forward a Claude Code hook (its JSON on stdin) to Switchyard as the agent in
-    /// SWITCHYARD_AGENT, with SWITCHYARD_URL and SWITCHYARD_TOKEN. Always exits 0.
-    Hook,
-    /// Send and read messages: as the agent in SWITCHYARD_AGENT (its token file), or as the
-    /// operator with SWITCHYARD_TOKEN; the API at SWITCHYARD_URL.
-    #[command(subcommand)]
-    Msg(MsgCommand),
-    /// Post to and read a team's chat (an agent's own team by default).
-    #[command(subcommand)]
-    Chat(ChatCommand),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum MsgCommand {
-    /// Send a message (BODY, or standard input when BODY is `-` or absent); prints its id.
-    Send {
-        /// An agent's name, or `operator`.
-        #[arg(long)]
-        to: String,
-        body: Option<String>,
-    },
-    /// List messages to you (an agent's inbox, or the operator's), oldest first.
-    Inbox {
-        /// Only messages not yet marked read.
-        #[arg(long)]
-        unread: bool,
-        /// Mark the listed messages read.
-        #[arg(long)]
-        mark_read: bool,
-        /// Another agent's inbox (operator only).
-        #[arg(long)]
-        agent: Option<String>,
-        /// Print the messages as JSON, one per line.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Mark a message read.
-    Read { id: uuid::Uuid },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ChatCommand {
-    /// Post BODY (or standard input when BODY is `-` or absent) to the team's chat.
-    Post {
-        body: Option<String>,
-        /// The team; default: the agent's own team.
-        #[arg(long)]
-        team: Option<String>,
-    },
-    /// Print the team's chat, oldest first.
-    Read {
-        /// The team; default: the agent's own team.
-        #[arg(long)]
-        team: Option<String>,
-        /// Print the posts as JSON, one per line.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum TokenCommand {
-    /// Create a token and print it (it is shown only this once).
-    Create {
-        #[arg(long)]
-        name: String,
-        #[arg(long, value_enum, default_value_t = crate::auth::Scope::Read)]
-        scope: crate::auth::Scope,
-    },
-    /// List tokens (never their secrets).
-    List,
-    /// Revoke a token by id or name.
-    Revoke { token: String },
 }
 
 /// Validated settings shared by every subcommand.
@@ -442,6 +347,8 @@ fn default_data_dir() -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::args::Cli;
+    use clap::Parser;
 
     fn parse(args: &[&str]) -> Result<Settings, ConfigError> {
         let mut argv = vec!["switchyard"];

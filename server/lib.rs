@@ -3,18 +3,21 @@
 //! the cancellation token fires, then drains and stops the embedded PostgreSQL last.
 
 pub mod api;
+pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
-pub mod conflicts;
 pub mod data_dir;
 pub mod db;
 pub mod detect;
 pub mod domain;
 pub mod feed;
+pub mod git;
+pub mod http;
 pub mod node;
 pub mod outbox;
 pub mod pages;
+pub mod providers;
 pub mod status;
 pub mod telemetry;
 pub mod tmux;
@@ -59,7 +62,7 @@ pub struct Application {
     db: Database,
     node: NodeInfo,
     role: Role,
-    providers: std::sync::Arc<worker::providers::Providers>,
+    providers: std::sync::Arc<providers::Providers>,
     data_dir_path: std::path::PathBuf,
     worker: config::WorkerConfig,
     webhooks: Arc<WebhookSettings>,
@@ -78,7 +81,7 @@ impl Application {
         let status = bind(settings.status_listen, "SWITCHYARD_STATUS_LISTEN").await?;
         let data_dir = DataDir::claim(&settings.data_dir)?;
         let node = NodeInfo::load(&settings.data_dir).context("reading the node id")?;
-        let providers = worker::providers::Providers::load(&settings.data_dir)?;
+        let providers = providers::Providers::load(&settings.data_dir)?;
         let db = Database::open(settings).await?;
         db::migrate(&db.pool).await.context("applying migrations")?;
         let webhooks = Arc::new(settings.webhooks.clone());
@@ -155,7 +158,7 @@ impl Application {
             health: health.clone(),
             feed: feed.clone(),
         };
-        let panes = worker::panes::LocalPanes { tmux: fleet.tmux.clone(), node_id: node.node_id.clone() };
+        let panes = app::LocalPanes { tmux: fleet.tmux.clone(), node_id: node.node_id.clone() };
         // `serve` runs the worker beside the API unless told not to; `worker` always does.
         let run_worker = worker.enabled || role == Role::Worker;
         let panes = run_worker.then_some(panes);
@@ -174,13 +177,15 @@ impl Application {
         let api_server = async {
             match api {
                 Some(listener) => {
-                    let app = api::router(api::AppState::new(api::Shared {
-                        db: db.pool.clone(),
-                        node: node.clone(),
-                        providers: providers.clone(),
-                        data_dir: data_dir_path.clone(),
-                        panes,
-                        feed: feed.clone(),
+                    let app = http::router(http::AppState::new(http::Shared {
+                        app: app::Ctx::new(app::Parts {
+                            db: db.pool.clone(),
+                            node: node.clone(),
+                            providers: providers.clone(),
+                            data_dir: data_dir_path.clone(),
+                            panes,
+                            feed: feed.clone(),
+                        }),
                         webhooks: webhooks.clone(),
                         tokens: Default::default(),
                         task_reads: db::tasks::reads(&db.pool),

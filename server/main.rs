@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use switchyard::config::{Cli, Command};
+use switchyard::cli::args::{Cli, Command};
 
 fn main() -> ExitCode {
     // A hook must never fail Claude Code: run it before anything (settings, logging) that could.

@@ -12,11 +12,11 @@ use utoipa_axum::routes;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::query::ApiQuery;
-use crate::api::AppState;
+use crate::app::panes::{interrupt_key, LocalPanes};
 use crate::db::agents::{self, Agent, Applied, Cause};
 use crate::domain::agent::AgentEvent;
+use crate::http::AppState;
 use crate::tmux::Key;
-use crate::worker::panes::{interrupt_key, LocalPanes};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -14,10 +14,10 @@ use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
-use crate::api::AppState;
 use crate::db::agents::{self, Applied, Cause};
 use crate::detect::hooks::{signal, HookSignal};
 use crate::domain::agent::{AgentEvent, AgentState};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(post_hook)).layer(DefaultBodyLimit::max(HOOK_LIMIT))

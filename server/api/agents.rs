@@ -12,18 +12,19 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::etag::{etag, IfMatch};
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::projects::project_id;
 use crate::api::query::{filter, ApiQuery};
-use crate::api::version::{etag, IfMatch};
-use crate::api::{agent_actions, agent_hooks, AppState};
+use crate::api::{agent_actions, agent_hooks};
 use crate::db::agents::{self, Agent, Edit, ListFilter, NewAgent};
 use crate::db::{projects, teams, wishes};
 use crate::domain::agent::AgentState;
 use crate::domain::agent_kind::{default_name, is_valid_branch, is_valid_name, AgentKind, AgentRole};
 use crate::domain::team::TeamStatus;
-use crate::worker::clones::{self, UnmergedWork};
+use crate::git::clones::{self, UnmergedWork};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -7,9 +7,9 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::api::error::ApiError;
-use crate::api::AppState;
 use crate::auth::Scope;
 use crate::db::tokens::{self, Caller};
+use crate::http::AppState;
 
 /// Checks the bearer token, and that its scope allows the method: reads need `read`, anything
 /// else `write`; an agent token only its own agent's routes (`auth::agent_may`). Handlers that

@@ -13,13 +13,13 @@ use uuid::Uuid;
 
 use crate::api::boards::{column_name, locked_board, no_board};
 use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::etag::{etag, IfMatch};
 use crate::api::extract::ApiPath;
 use crate::api::json::{nullable, ApiJson};
-use crate::api::version::{etag, IfMatch};
-use crate::api::AppState;
 use crate::db::board_columns::{self as columns_db, LockedColumn, Moved};
 use crate::db::boards::{self, Board, Column};
 use crate::domain::board::{validate_action_skill, validate_wip_limit, ColumnSpec, Gate, MAX_COLUMNS};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -12,9 +12,9 @@ use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
-use crate::api::AppState;
 use crate::db::board_templates::{self, BoardTemplate};
 use crate::domain::board::{validate_columns, ColumnSpec};
+use crate::http::AppState;
 
 const MAX_DESCRIPTION: usize = 2000;
 

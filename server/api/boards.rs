@@ -12,16 +12,17 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::etag::{etag, IfMatch};
 use crate::api::extract::ApiPath;
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
-use crate::api::version::{etag, IfMatch};
-use crate::api::{board_columns, board_templates, AppState};
+use crate::api::{board_columns, board_templates};
 use crate::db::board_columns::{self as columns_db, Moved};
 use crate::db::boards::{self, Board, BoardHead};
 use crate::db::{board_templates as templates_db, projects};
 use crate::domain::board::{default_columns, validate_column_name, validate_columns, ColumnSpec, InvalidColumn};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -7,20 +7,9 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-/// One bad field and what is wrong with it.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"field": "groups[1].depends_on", "message": "unknown group key `db`"}))]
-pub struct FieldError {
-    /// The field's JSON path, e.g. `groups[2].depends_on`.
-    pub field: String,
-    pub message: String,
-}
+use crate::app;
 
-impl FieldError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
-        FieldError { field: field.into(), message: message.into() }
-    }
-}
+pub use crate::app::FieldError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -135,26 +124,26 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Database errors: constraint violations are the client's doing (409/422), everything else
-/// is ours (500). The one place that makes this decision.
+/// A use case's answer, in HTTP's words: the one place this mapping is made.
+impl From<app::Error> for ApiError {
+    fn from(error: app::Error) -> ApiError {
+        match error {
+            app::Error::NotFound(detail) => ApiError::NotFound(detail),
+            app::Error::Conflict { detail, current_state } => ApiError::Conflict { detail, current_state },
+            app::Error::Invalid(errors) => {
+                ApiError::Validation { detail: app::Error::Invalid(errors.clone()).to_string(), errors }
+            }
+            app::Error::Stale(detail) => ApiError::PreconditionFailed(detail),
+            app::Error::Internal(cause) => ApiError::Internal(cause),
+        }
+    }
+}
+
+/// Database errors map as the application layer maps them (constraint violations are the
+/// client's doing: 409/422; everything else is ours: 500).
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> ApiError {
-        if let sqlx::Error::Database(db) = &error {
-            let constraint = db.constraint().unwrap_or("").to_owned();
-            match db.kind() {
-                sqlx::error::ErrorKind::UniqueViolation => {
-                    return ApiError::conflict(format!("already exists ({constraint})"), None)
-                }
-                sqlx::error::ErrorKind::ForeignKeyViolation => {
-                    return ApiError::validation(constraint, "refers to something that does not exist")
-                }
-                sqlx::error::ErrorKind::CheckViolation | sqlx::error::ErrorKind::NotNullViolation => {
-                    return ApiError::validation(constraint, "is not an allowed value")
-                }
-                _ => {}
-            }
-        }
-        ApiError::Internal(error.into())
+        app::Error::from(error).into()
     }
 }
 
@@ -176,13 +165,8 @@ impl ApiError {
     /// A unique violation of `constraint` becomes a 409 saying `detail` in the model's words;
     /// every other error converts as usual.
     pub fn unique_as(constraint: &'static str, detail: impl Into<String>) -> impl FnOnce(sqlx::Error) -> ApiError {
-        let detail = detail.into();
-        move |error| match &error {
-            sqlx::Error::Database(db) if db.is_unique_violation() && db.constraint() == Some(constraint) => {
-                ApiError::conflict(detail, None)
-            }
-            _ => ApiError::from(error),
-        }
+        let to_app = app::Error::unique_as(constraint, detail);
+        move |error| to_app(error).into()
     }
 }
 

@@ -16,10 +16,10 @@ use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::query::ApiQuery;
-use crate::api::AppState;
 use crate::db::events;
 use crate::domain::webhook::EventFilter;
 use crate::feed::Follower;
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(stream_events))

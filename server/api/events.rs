@@ -9,8 +9,8 @@ use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::query::ApiQuery;
-use crate::api::AppState;
 use crate::db::events::{self, Event};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_events))

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::Serialize;
 
-use crate::api::AppState;
+use crate::http::AppState;
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Health {

@@ -17,11 +17,11 @@ use crate::api::extract::ApiPath;
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
-use crate::api::AppState;
 use crate::db::agents;
 use crate::db::messages::{self, ListFilter, Message, NewMessage};
 use crate::db::tokens::Caller;
 use crate::domain::message::{check_body, OPERATOR};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

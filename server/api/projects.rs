@@ -14,14 +14,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::etag::{etag, IfMatch};
 use crate::api::extract::ApiPath;
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
-use crate::api::version::{etag, IfMatch};
-use crate::api::AppState;
 use crate::db::projects::{self, Project, ProjectFields};
 use crate::domain::project::{is_valid_slug, ForkConfig, MergeQueueConfig, PrShepherdConfig};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_project, list_projects)).routes(routes!(

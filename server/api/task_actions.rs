@@ -16,10 +16,10 @@ use crate::api::board_columns::column_full;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::tasks::{max_iterations, parse_id, with_etag};
-use crate::api::AppState;
 use crate::db::board_columns::{Card, LockedColumn};
 use crate::db::tasks::{self, refs, Applied, Change, Task};
 use crate::domain::task::TaskEvent;
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

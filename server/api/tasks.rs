@@ -16,10 +16,11 @@ use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::projects::project_id;
 use crate::api::query::{filter, ApiQuery};
-use crate::api::{task_actions, AppState};
+use crate::api::task_actions;
 use crate::db::board_columns::LockedColumn;
 use crate::db::tasks::{self, refs, DependencyRef, Edit, ListFilter, NewTask, Task};
 use crate::domain::task::TaskStatus;
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

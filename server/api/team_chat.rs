@@ -16,10 +16,10 @@ use crate::api::messages::speaker;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
 use crate::api::teams::not_found;
-use crate::api::AppState;
 use crate::db::team_chat::{self, ChatPost, BODY_LIMIT};
 use crate::db::teams::{self, Team};
 use crate::db::tokens::Caller;
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(post_chat, read_chat))

@@ -15,17 +15,18 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::etag::{etag, IfMatch};
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::projects::project_id;
 use crate::api::query::{filter, ApiQuery};
-use crate::api::version::{etag, IfMatch};
-use crate::api::{team_chat, AppState};
+use crate::api::team_chat;
 use crate::db::teams::{self, ListFilter, NewTeam, Team};
 use crate::db::{agents, projects};
 use crate::domain::agent_kind::is_valid_branch;
 use crate::domain::team::{is_valid_name, transition, TeamStatus};
-use crate::worker::clones::{self, UnmergedWork};
+use crate::git::clones::{self, UnmergedWork};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -111,7 +112,7 @@ pub async fn create_team(State(state): State<AppState>, ApiJson(body): ApiJson<C
     }
     drop(conn);
     let repo = FsPath::new(&project.repo_path);
-    let git = |e: clones::CloneError| ApiError::Internal(e.into());
+    let git = |e: crate::git::GitError| ApiError::Internal(e.into());
     if !clones::branch_exists(repo, &base).await.map_err(git)? {
         return Err(ApiError::validation("base_branch", format!("the project's repository has no branch `{base}`")));
     }

@@ -10,9 +10,9 @@ use utoipa_axum::routes;
 use crate::api::auth::Authenticated;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
-use crate::api::AppState;
 use crate::auth::Scope;
 use crate::db::tokens::{self, Token};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_token, list_tokens)).routes(routes!(revoke_token)).routes(routes!(me))

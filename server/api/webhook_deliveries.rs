@@ -13,10 +13,10 @@ use crate::api::extract::ApiPath;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
 use crate::api::webhooks::no_webhook;
-use crate::api::AppState;
 use crate::auth::Scope;
 use crate::db::webhook_deliveries::{self, Delivery};
 use crate::db::webhooks;
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_deliveries)).routes(routes!(redeliver)).routes(routes!(send_test_event))

@@ -18,11 +18,12 @@ use crate::api::extract::ApiPath;
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
-use crate::api::{webhook_deliveries, AppState};
+use crate::api::webhook_deliveries;
 use crate::auth::Scope;
 use crate::db::webhooks::{self, NewSubscription, Subscription, SubscriptionPatch};
 use crate::domain::project::is_valid_slug;
 use crate::domain::webhook::EventFilter;
+use crate::http::AppState;
 use crate::webhooks::signature;
 
 pub fn router() -> OpenApiRouter<AppState> {

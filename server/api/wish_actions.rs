@@ -14,11 +14,11 @@ use crate::api::board_columns::column_full;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::wishes::{detail, find, to_groups, validate_plan, GroupInput, WishDetail};
-use crate::api::AppState;
 use crate::db::board_columns::{Card, LockedColumn};
 use crate::db::wishes::{self, Outcome, Wish};
 use crate::domain::review::{self, ReviewOutcome, ReviewState, Verdict};
 use crate::domain::wish::{WishEvent, WishStatus};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

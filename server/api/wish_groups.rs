@@ -13,11 +13,11 @@ use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::task_actions::RetryBody;
 use crate::api::wish_actions::act;
-use crate::api::AppState;
 use crate::db::tasks::{self, Applied, Change};
 use crate::db::wishes::{self, Group, Wish};
 use crate::domain::task::TaskEvent;
 use crate::domain::wish::{WishEvent, WishStatus};
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -13,10 +13,10 @@ use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::projects::project_id;
 use crate::api::query::ApiQuery;
-use crate::api::AppState;
 use crate::db::wishes::{self, Blocker, Group, NewGroup, NewWish, Wish};
 use crate::domain::plan::{self, PlanError};
 use crate::domain::wish::WishStatus;
+use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

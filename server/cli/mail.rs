@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::client::Credentials;
-use crate::config::{ChatCommand, MsgCommand};
+use crate::cli::args::{ChatCommand, MsgCommand};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -3,17 +3,17 @@
 //! its event row commit together.
 
 pub mod agents;
+pub mod batched_reads;
 pub mod board_columns;
 pub mod board_templates;
 pub mod boards;
 pub mod embedded;
 pub mod events;
-pub mod gathered;
-pub mod held;
 pub mod messages;
 pub mod nodes;
 pub mod projects;
 pub mod sessions;
+pub mod spare_connections;
 pub mod tasks;
 pub mod team_chat;
 pub mod teams;

@@ -25,8 +25,8 @@ use serde_json::json;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+use crate::db::batched_reads::BatchedReads;
 use crate::db::events::{self, NewEvent};
-use crate::db::gathered::Gathered;
 use crate::domain::task::{initial_status, transition, TaskEvent, TaskStatus};
 
 /// A task as stored and as the API shows it.
@@ -232,13 +232,13 @@ pub async fn with_dependencies(
     rows.into_iter().map(|r| Ok((r.id, (Task::try_from(r.task.0)?, r.dependencies.0)))).collect()
 }
 
-/// The reads of `GET /tasks/{id}`, gathered under load (see [`crate::db::gathered`]).
-pub type Reads = Gathered<Uuid, (Task, Vec<DependencyRef>)>;
+/// The reads of `GET /tasks/{id}`, gathered under load (see [`crate::db::batched_reads`]).
+pub type Reads = BatchedReads<Uuid, (Task, Vec<DependencyRef>)>;
 
 /// Starts the gatherer of task reads, on connections of its own beside `pool`'s.
 pub fn reads(pool: &PgPool) -> Reads {
-    let pool = crate::db::planned_once(pool, crate::db::gathered::IN_FLIGHT as u32);
-    Gathered::start(move |ids: Vec<Uuid>| {
+    let pool = crate::db::planned_once(pool, crate::db::batched_reads::IN_FLIGHT as u32);
+    BatchedReads::start(move |ids: Vec<Uuid>| {
         let pool = pool.clone();
         async move { with_dependencies(&pool, &ids).await }
     })

@@ -11,11 +11,11 @@ use serde::Deserialize;
 
 use crate::api::agent_actions;
 use crate::api::error::ApiError;
-use crate::api::AppState;
 use crate::db::agents::{self, Agent, ListFilter};
 use crate::db::sessions::Session;
 use crate::detect::prompt::{self, PromptOption};
 use crate::domain::agent::{AgentEvent, AgentState};
+use crate::http::AppState;
 use crate::pages::live::topic;
 use crate::pages::view::{
     ago, iso, no_block, render, see_other, truncate, words, BlockQuery, Chrome, PageForm, PageResult,

@@ -11,7 +11,7 @@ use axum::routing::get;
 use axum::Router;
 use sha2::{Digest, Sha256};
 
-use crate::api::AppState;
+use crate::http::AppState;
 
 const HTMX: &[u8] = include_bytes!("../../web/static/htmx-2.0.11.min.js");
 const SSE: &[u8] = include_bytes!("../../web/static/htmx-ext-sse-2.2.4.min.js");

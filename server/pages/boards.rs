@@ -15,11 +15,12 @@ use uuid::Uuid;
 use crate::api::boards::{self as board_api, no_board, CreateBoard};
 use crate::api::error::ApiError;
 use crate::api::tasks::{insert_task, CreateTask};
-use crate::api::{task_actions, wish_actions, AppState};
+use crate::api::{task_actions, wish_actions};
 use crate::db::board_columns as columns_db;
 use crate::db::boards::{self, Board};
 use crate::db::sessions::Session;
 use crate::db::{board_templates, projects, tasks, wishes};
+use crate::http::AppState;
 use crate::pages::live::topic;
 use crate::pages::view::{no_block, render, see_other, words, BlockQuery, Chrome, PageForm, PageResult};
 

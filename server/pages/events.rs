@@ -8,9 +8,9 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use crate::api::AppState;
 use crate::db::events::{self, Event};
 use crate::db::sessions::Session;
+use crate::http::AppState;
 use crate::pages::view::{ago, iso, no_block, render, truncate, Chrome, PageResult};
 
 pub fn router() -> Router<AppState> {

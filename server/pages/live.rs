@@ -25,10 +25,10 @@ use axum::Router;
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
 
-use crate::api::AppState;
 use crate::db::events::{self, Event};
 use crate::db::sessions::{self, Session};
 use crate::feed::Follower;
+use crate::http::AppState;
 use crate::pages::session::{cookie, SESSION_COOKIE};
 use crate::pages::view::PageResult;
 

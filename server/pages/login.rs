@@ -15,8 +15,8 @@ use axum::Router;
 use serde::Deserialize;
 
 use crate::api::error::ApiError;
-use crate::api::AppState;
 use crate::db::sessions::{self, Session};
+use crate::http::AppState;
 use crate::pages::assets;
 use crate::pages::session::{cookie, session_cookie, SESSION_COOKIE};
 use crate::pages::view::{html_response, PageError, PageForm, PageResult};

@@ -11,11 +11,11 @@ use serde::Deserialize;
 
 use crate::api::messages::send;
 use crate::api::pagination::Position;
-use crate::api::AppState;
 use crate::db::agents::{self, ListFilter};
 use crate::db::messages::{self, Message};
 use crate::db::sessions::Session;
 use crate::domain::message::OPERATOR;
+use crate::http::AppState;
 use crate::pages::paging::{ListAt, PageLinks, Paged};
 use crate::pages::view::{ago, iso, no_block, render, see_other, truncate, Chrome, PageForm, PageResult};
 

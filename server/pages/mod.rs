@@ -28,7 +28,7 @@ use axum::middleware;
 use axum::Router;
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::api::AppState;
+use crate::http::AppState;
 
 pub use session::{CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE};
 

@@ -9,13 +9,13 @@ use axum::routing::get;
 use axum::Router;
 use chrono::Utc;
 
-use crate::api::AppState;
 use crate::db::agents::{self, ListFilter};
 use crate::db::sessions::Session;
 use crate::db::tasks;
 use crate::db::{events, wishes};
 use crate::domain::agent::AgentState;
 use crate::domain::wish::WishStatus;
+use crate::http::AppState;
 use crate::pages::agents::AgentRow;
 use crate::pages::events::EventRow;
 use crate::pages::view::{ago, no_block, render, BlockQuery, Chrome, PageResult};

@@ -9,8 +9,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use crate::api::error::ApiError;
-use crate::api::AppState;
 use crate::db::sessions::{self, SESSION_DAYS};
+use crate::http::AppState;
 use crate::pages::view::{is_htmx, PageError};
 
 pub const SESSION_COOKIE: &str = "switchyard_session";
@@ -67,7 +67,7 @@ async fn check_csrf(request: Request, expected: &str) -> Result<Request, Respons
         return Err(refused());
     }
     let (parts, body) = request.into_parts();
-    let bytes = axum::body::to_bytes(body, crate::api::BODY_LIMIT)
+    let bytes = axum::body::to_bytes(body, crate::http::BODY_LIMIT)
         .await
         .map_err(|_| PageError(ApiError::PayloadTooLarge("the form is too large".into())).into_response())?;
     let sent = form_urlencoded::parse(&bytes).find(|(k, _)| k == CSRF_FIELD).map(|(_, v)| v.into_owned());

@@ -11,12 +11,13 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use crate::api::pagination::Position;
+use crate::api::team_chat;
 use crate::api::teams::not_found;
-use crate::api::{team_chat, AppState};
 use crate::db::sessions::Session;
 use crate::db::team_chat as chat;
 use crate::db::teams::{self, ListFilter, Team};
 use crate::domain::message::OPERATOR;
+use crate::http::AppState;
 use crate::pages::live::topic;
 use crate::pages::paging::{ListAt, PageLinks};
 use crate::pages::view::{ago, iso, no_block, render, see_other, words, BlockQuery, Chrome, PageForm, PageResult};

@@ -11,10 +11,10 @@ use uuid::Uuid;
 
 use crate::api::webhook_deliveries::{queue_test, redeliver_now};
 use crate::api::webhooks::no_webhook;
-use crate::api::AppState;
 use crate::db::sessions::Session;
 use crate::db::webhook_deliveries::{self, Delivery};
 use crate::db::webhooks::{self, Subscription};
+use crate::http::AppState;
 use crate::pages::live::topic;
 use crate::pages::view::{ago, iso, no_block, render, see_other, BlockQuery, Chrome, PageResult};
 

@@ -14,9 +14,9 @@ use axum::Router;
 
 use crate::api::error::ApiError;
 use crate::api::wishes::{insert_wish, CreateWish, GroupInput};
-use crate::api::AppState;
 use crate::db::projects;
 use crate::db::sessions::Session;
+use crate::http::AppState;
 use crate::pages::view::{render, see_other, Chrome, PageForm, PageResult};
 
 pub fn router() -> Router<AppState> {

@@ -22,7 +22,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::WebhookSettings;
-use crate::db::held::Held;
+use crate::db::spare_connections::SpareConnections;
 use crate::db::webhook_deliveries::{self, AttemptResult, Claimed};
 use crate::db::webhooks;
 use crate::domain::webhook::{next_retry, parse_retry_after};
@@ -191,7 +191,7 @@ impl Sender {
     /// delivery is due, and wakes a loop when one is.
     async fn watch(&self, wake: &tokio::sync::Notify, shutdown: CancellationToken) {
         let mut commits = self.feed.subscribe();
-        let held = Held::new(self.pool.clone(), 1);
+        let spare = SpareConnections::new(self.pool.clone(), 1);
         let mut unsubscribed_at: Option<Instant> = None;
         loop {
             match unsubscribed_at.map(|at| UNSUBSCRIBED_RECHECK.saturating_sub(at.elapsed())) {
@@ -208,10 +208,10 @@ impl Sender {
                 },
             }
             commits.borrow_and_update();
-            let found = match held.take().await {
+            let found = match spare.take().await {
                 Ok(mut conn) => {
                     let found = webhook_deliveries::due_check(&mut conn).await;
-                    held.give_back(conn, &found);
+                    spare.give_back(conn, &found);
                     found
                 }
                 Err(e) => Err(e),

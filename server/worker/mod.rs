@@ -1,16 +1,13 @@
 //! The worker: runs agents in tmux on this node. [`fleet`] is its loop; [`spawner`] makes panes
-//! (from [`providers`], in [`clones`], with Claude Code's hooks from [`claude_hooks`]);
+//! (from [`crate::providers`], in [`crate::git::clones`], with Claude Code's hooks from [`claude_hooks`]);
 //! [`watcher`] turns control-mode output and screens into states; [`reconciler`] holds the
 //! registry against tmux; [`mailbox`] delivers messages to idle agents, each through a
 //! [`delivery`] that confirms it was submitted exactly once.
 
 pub mod claude_hooks;
-pub mod clones;
 pub mod delivery;
 pub mod fleet;
 pub mod mailbox;
-pub mod panes;
-pub mod providers;
 pub mod reconciler;
 pub mod spawner;
 pub mod watcher;

@@ -11,9 +11,10 @@ use crate::db::agents::{Agent, Cause};
 use crate::db::{agents, tokens};
 use crate::domain::agent::AgentEvent;
 use crate::feed::EventFeed;
+use crate::git::clones;
+use crate::providers::{Placeholders, Providers};
 use crate::tmux::{Pane, Tmux, WindowSpec};
-use crate::worker::providers::{Placeholders, Providers};
-use crate::worker::{claude_hooks, clones};
+use crate::worker::claude_hooks;
 
 /// What spawning needs from the worker.
 pub struct Spawner<'a> {

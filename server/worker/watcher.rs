@@ -13,7 +13,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::db::agents::{self, Agent, Applied, Cause};
-use crate::db::held::Held;
+use crate::db::spare_connections::SpareConnections;
 use crate::detect::decision::{Decision, Detector, DetectorConfig, Source};
 use crate::detect::screen::ScreenRules;
 use crate::domain::agent::{AgentEvent, AgentState};
@@ -238,16 +238,16 @@ fn activity_of(state: AgentState) -> Option<crate::domain::agent::Activity> {
 }
 
 /// The connections the watcher writes its swaps on ([`agents::swap`]), kept (see
-/// [`crate::db::held`]): a round's swaps for different agents are written at once, as many as
+/// [`crate::db::spare_connections`]): a round's swaps for different agents are written at once, as many as
 /// [`WRITERS`] on kept connections.
-pub struct Writer(Held);
+pub struct Writer(SpareConnections);
 
 /// Connections kept for swaps: a round seldom has more decisions than this.
 const WRITERS: usize = 4;
 
 impl Writer {
     pub fn new(db: PgPool) -> Writer {
-        Writer(Held::new(db, WRITERS))
+        Writer(SpareConnections::new(db, WRITERS))
     }
 
     async fn swap(

@@ -7,7 +7,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use switchyard::db::agents::{self, Cause};
 use switchyard::domain::agent::{Activity, AgentEvent};
-use switchyard::worker::clones;
+use switchyard::git::clones;
 
 use crate::agents::{create, engineer, events_of, get, id, project_at};
 use crate::helpers::{assert_problem, spawn_app, TestApp};

@@ -71,7 +71,7 @@ async fn broken_json_is_400_and_a_missing_content_type_is_415() {
 #[tokio::test]
 async fn a_body_over_the_limit_is_413() {
     let app = spawn_app().await;
-    let huge = format!("{{\"name\":\"{}\",\"scope\":\"read\"}}", "a".repeat(switchyard::api::BODY_LIMIT + 1));
+    let huge = format!("{{\"name\":\"{}\",\"scope\":\"read\"}}", "a".repeat(switchyard::http::BODY_LIMIT + 1));
     let response = app
         .admin(Method::POST, "/api/v1/tokens")
         .header("content-type", "application/json")

@@ -26,8 +26,8 @@ use crate::api::extract::ApiPath;
 use crate::api::json::parse;
 use crate::api::tasks::{insert_task, with_etag, CreateTask};
 use crate::api::wishes::{insert_wish, CreateWish};
-use crate::api::AppState;
 use crate::db::{self, events};
+use crate::http::AppState;
 use crate::webhooks::signature;
 
 pub fn router() -> OpenApiRouter<AppState> {

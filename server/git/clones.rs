@@ -4,20 +4,11 @@
 //!
 //! Before a clone is removed, [`unmerged_work`] says what would be lost: commits not in the
 //! project's target branch (and how many are not pushed anywhere) and uncommitted files.
-//! git runs as an argument list, never through a shell.
-
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use serde::Serialize;
+use std::path::{Path, PathBuf};
 
-#[derive(Debug, thiserror::Error)]
-pub enum CloneError {
-    #[error("git {args} failed: {stderr}")]
-    Git { args: String, stderr: String },
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-}
+use super::{run as git, GitError};
 
 /// Where an agent's clone lives.
 pub fn clone_dir(data_dir: &Path, agent_name: &str) -> PathBuf {
@@ -29,40 +20,11 @@ pub fn default_branch(agent_name: &str) -> String {
     format!("switchyard/{agent_name}")
 }
 
-/// git in `dir`, as an argument list. The variables git hooks set are removed so git answers
-/// about `dir`, not about whatever repository called us; it never prompts.
-pub(crate) fn git_command(dir: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new("git");
-    command
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    command
-}
-
-/// Runs git in `dir` and returns its standard output.
-async fn git(dir: &Path, args: &[&str]) -> Result<String, CloneError> {
-    let output = git_command(dir, args).output().await?;
-    if !output.status.success() {
-        return Err(CloneError::Git {
-            args: args.join(" "),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
 /// Makes the agent's clone at `dest` from `repo`, on `branch` started from `origin/<target_branch>`
 /// (or following `origin/<branch>` when the repository already has that branch). A clone that is
 /// already there (a resumed agent) is kept as it is.
 #[tracing::instrument(skip_all, fields(dest = %dest.display(), branch = %branch), err)]
-pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -> Result<(), CloneError> {
+pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -> Result<(), GitError> {
     if dest.join(".git").is_dir() {
         return Ok(());
     }
@@ -84,12 +46,12 @@ pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -
 }
 
 /// Whether `repo` has a local branch named `branch`.
-pub async fn branch_exists(repo: &Path, branch: &str) -> Result<bool, CloneError> {
+pub async fn branch_exists(repo: &Path, branch: &str) -> Result<bool, GitError> {
     let reference = format!("refs/heads/{branch}");
     match git(repo, &["rev-parse", "--verify", "--quiet", &reference]).await {
         Ok(_) => Ok(true),
         // `--quiet` fails without a message when the ref is missing; anything else is a real error.
-        Err(CloneError::Git { stderr, .. }) if stderr.is_empty() => Ok(false),
+        Err(GitError::Failed { stderr, .. }) if stderr.is_empty() => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -132,7 +94,7 @@ impl UnmergedWork {
 /// What removing the clone would lose, or `None` when nothing would (or there is no clone). The
 /// clone first fetches from the project's repository, so work merged there since counts as merged.
 #[tracing::instrument(skip_all, fields(clone = %clone.display()), err)]
-pub async fn unmerged_work(clone: &Path, target_branch: &str) -> Result<Option<UnmergedWork>, CloneError> {
+pub async fn unmerged_work(clone: &Path, target_branch: &str) -> Result<Option<UnmergedWork>, GitError> {
     if !clone.exists() {
         return Ok(None);
     }
@@ -160,7 +122,7 @@ pub async fn unmerged_work(clone: &Path, target_branch: &str) -> Result<Option<U
 
 /// Removes the clone directory (gone already is fine).
 #[tracing::instrument(skip_all, fields(clone = %clone.display()), err)]
-pub async fn remove(clone: &Path) -> Result<(), CloneError> {
+pub async fn remove(clone: &Path) -> Result<(), GitError> {
     match tokio::fs::remove_dir_all(clone).await {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
         _ => Ok(()),

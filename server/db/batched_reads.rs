@@ -32,17 +32,17 @@ type Reply<V> = oneshot::Sender<Result<Option<V>, Arc<sqlx::Error>>>;
 type Request<K, V> = (K, Reply<V>, tracing::Span);
 
 /// A handle for reads by key; clones share one gatherer. The gatherer ends with its last handle.
-pub struct Gathered<K, V> {
+pub struct BatchedReads<K, V> {
     requests: mpsc::UnboundedSender<Request<K, V>>,
 }
 
-impl<K, V> Clone for Gathered<K, V> {
+impl<K, V> Clone for BatchedReads<K, V> {
     fn clone(&self) -> Self {
-        Gathered { requests: self.requests.clone() }
+        BatchedReads { requests: self.requests.clone() }
     }
 }
 
-impl<K, V> Gathered<K, V>
+impl<K, V> BatchedReads<K, V>
 where
     K: Eq + Hash + Clone + Send + 'static,
     V: Clone + Send + 'static,
@@ -57,7 +57,7 @@ where
         let fetch: Fetch<K, V> = Arc::new(move |keys| Box::pin(fetch(keys)));
         let (requests, received) = mpsc::unbounded_channel();
         tokio::spawn(dispatch(received, fetch));
-        Gathered { requests }
+        BatchedReads { requests }
     }
 
     /// The value for `key`, `None` if there is none.
@@ -133,15 +133,15 @@ mod tests {
     type Answer = tokio::task::JoinHandle<Result<Option<String>, Arc<sqlx::Error>>>;
 
     /// A read of `key`, running on its own.
-    fn spawn_get(reads: &Gathered<u32, String>, key: u32) -> Answer {
+    fn spawn_get(reads: &BatchedReads<u32, String>, key: u32) -> Answer {
         let reads = reads.clone();
         tokio::spawn(async move { reads.get(key).await })
     }
 
     impl Recorder {
-        fn gatherer(&self) -> Gathered<u32, String> {
+        fn gatherer(&self) -> BatchedReads<u32, String> {
             let this = self.clone();
-            Gathered::start(move |mut keys: Vec<u32>| {
+            BatchedReads::start(move |mut keys: Vec<u32>| {
                 let this = this.clone();
                 async move {
                     keys.sort();

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
 
-pub struct Held {
+pub struct SpareConnections {
     pool: PgPool,
     spare: Mutex<Vec<PoolConnection<Postgres>>>,
     /// How many connections are kept at most: as many as steps that run at once, usually, while
@@ -16,9 +16,9 @@ pub struct Held {
     keep: usize,
 }
 
-impl Held {
-    pub fn new(pool: PgPool, keep: usize) -> Held {
-        Held { pool, spare: Mutex::new(Vec::new()), keep }
+impl SpareConnections {
+    pub fn new(pool: PgPool, keep: usize) -> SpareConnections {
+        SpareConnections { pool, spare: Mutex::new(Vec::new()), keep }
     }
 
     /// A kept connection, or one from the pool when none is spare.
@@ -30,7 +30,7 @@ impl Held {
         }
     }
 
-    /// Keeps `conn` for the next [`Held::take`], unless its statement failed (it may be broken)
+    /// Keeps `conn` for the next [`SpareConnections::take`], unless its statement failed (it may be broken)
     /// or enough are kept: those go back to the pool.
     pub fn give_back<T>(&self, conn: PoolConnection<Postgres>, result: &Result<T, sqlx::Error>) {
         let mut spare = self.spare.lock().expect("held connections lock");

@@ -1,13 +1,9 @@
-//! Optimistic concurrency over a row's `version`: responses carry `ETag: "<version>"`, and a
-//! change sent with `If-Match` applies only if the row is still at that version (else 412).
+//! Optimistic concurrency over a row's `version`: a change made with `If-Match` applies only if
+//! the row is still at one of the versions it names.
 
-use axum::extract::FromRequestParts;
-use axum::http::header::{self, HeaderName};
-use axum::http::request::Parts;
+use super::Error;
 
-use crate::api::error::ApiError;
-
-/// The `If-Match` header of a request, if it sent one.
+/// The versions a caller says it last read (an HTTP `If-Match`), if it said any.
 #[derive(Debug, Clone, Default)]
 pub struct IfMatch(Option<String>);
 
@@ -17,7 +13,7 @@ impl IfMatch {
     }
 
     /// Ok when there is no `If-Match`, or one of its tags (`"3"`, `3`, or `*`) names `version`.
-    pub fn check(&self, what: &str, version: i32) -> Result<(), ApiError> {
+    pub fn check(&self, what: &str, version: i32) -> Result<(), Error> {
         let Some(raw) = &self.0 else { return Ok(()) };
         let wanted = version.to_string();
         // Bare numbers are accepted as well as quoted tags: scripts send the `version` field.
@@ -28,30 +24,11 @@ impl IfMatch {
         if matches {
             Ok(())
         } else {
-            Err(ApiError::PreconditionFailed(format!(
+            Err(Error::Stale(format!(
                 "If-Match {raw} does not match {what}, which is at version {version}; fetch it again and retry"
             )))
         }
     }
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for IfMatch {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        match parts.headers.get(header::IF_MATCH) {
-            None => Ok(IfMatch(None)),
-            Some(value) => value
-                .to_str()
-                .map(|v| IfMatch(Some(v.to_owned())))
-                .map_err(|_| ApiError::BadRequest("If-Match must be ASCII, e.g. \"3\"".into())),
-        }
-    }
-}
-
-/// The `ETag` header for a row at `version`.
-pub fn etag(version: i32) -> [(HeaderName, String); 1] {
-    [(header::ETAG, format!("\"{version}\""))]
 }
 
 #[cfg(test)]
@@ -74,7 +51,7 @@ mod tests {
     fn another_version_is_a_412() {
         for header in ["\"2\"", "4", "\"\"", "abc"] {
             let err = IfMatch::new(Some(header)).check("the project", 3).expect_err(header);
-            assert!(matches!(err, ApiError::PreconditionFailed(_)), "{header}");
+            assert!(matches!(err, Error::Stale(_)), "{header}");
         }
     }
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::worker::clones::git_command;
+use super::command as git_command;
 
 /// What a trial merge of two branches says.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! The panes of this node's agents, for the API routes that act on a pane (input, interrupt,
+//! The panes of this node's agents, for the use cases that act on a pane (input, interrupt,
 //! screen, suspend, kill). An agent on another node is refused with where it runs: only its own
 //! node's tmux can reach it.
 

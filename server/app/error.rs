@@ -1,0 +1,101 @@
+//! What a use case can answer besides its result, in the model's words and free of any protocol:
+//! the API renders it as problem+json, the dashboard as a page or a flash, the worker as a log
+//! line or a retry.
+
+use serde::Serialize;
+
+/// One bad field and what is wrong with it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"field": "groups[1].depends_on", "message": "unknown group key `db`"}))]
+pub struct FieldError {
+    /// The field's JSON path, e.g. `groups[2].depends_on`.
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+        FieldError { field: field.into(), message: message.into() }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// What the caller named does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The thing is not in a state that allows this: an illegal transition, a duplicate, a full
+    /// column, unmerged work. `current_state` is the thing's state now, when it has one.
+    #[error("{detail}")]
+    Conflict { detail: String, current_state: Option<String> },
+    /// The caller's input is wrong; each field says how.
+    #[error("{}", describe(.0))]
+    Invalid(Vec<FieldError>),
+    /// The caller's copy is out of date (an `If-Match` that no longer matches).
+    #[error("{0}")]
+    Stale(String),
+    /// Ours, not the caller's: the database or git failed.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+fn describe(errors: &[FieldError]) -> String {
+    errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>().join("; ")
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::Invalid(vec![FieldError::new(field, message)])
+    }
+
+    pub fn conflict(detail: impl Into<String>, current_state: Option<&str>) -> Error {
+        Error::Conflict { detail: detail.into(), current_state: current_state.map(str::to_owned) }
+    }
+
+    pub fn internal(error: impl Into<anyhow::Error>) -> Error {
+        Error::Internal(error.into())
+    }
+
+    /// A unique violation of `constraint` becomes a conflict saying `detail` in the model's
+    /// words; every other error converts as usual.
+    pub fn unique_as(constraint: &'static str, detail: impl Into<String>) -> impl FnOnce(sqlx::Error) -> Error {
+        let detail = detail.into();
+        move |error| match &error {
+            sqlx::Error::Database(db) if db.is_unique_violation() && db.constraint() == Some(constraint) => {
+                Error::conflict(detail, None)
+            }
+            _ => Error::from(error),
+        }
+    }
+}
+
+/// Database errors: constraint violations are the caller's doing (a conflict, a bad field),
+/// everything else is ours. The one place that makes this decision.
+impl From<sqlx::Error> for Error {
+    fn from(error: sqlx::Error) -> Error {
+        if let sqlx::Error::Database(db) = &error {
+            let constraint = db.constraint().unwrap_or("").to_owned();
+            match db.kind() {
+                sqlx::error::ErrorKind::UniqueViolation => {
+                    return Error::conflict(format!("already exists ({constraint})"), None)
+                }
+                sqlx::error::ErrorKind::ForeignKeyViolation => {
+                    return Error::invalid(constraint, "refers to something that does not exist")
+                }
+                sqlx::error::ErrorKind::CheckViolation | sqlx::error::ErrorKind::NotNullViolation => {
+                    return Error::invalid(constraint, "is not an allowed value")
+                }
+                _ => {}
+            }
+        }
+        Error::Internal(error.into())
+    }
+}
+
+impl From<crate::git::GitError> for Error {
+    fn from(error: crate::git::GitError) -> Error {
+        Error::Internal(error.into())
+    }
+}

@@ -1,0 +1,80 @@
+//! The one place that runs git: agents' and teams' clones ([`clones`]), conflict prediction
+//! ([`conflicts`]) and the check that a project's `repo_path` is a repository. git always runs
+//! as an argument list (never through a shell), never prompts, and answers about the directory
+//! it is given, whatever repository called us.
+
+pub mod clones;
+pub mod conflicts;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// git ran and said no.
+    #[error("git {args} failed: {stderr}")]
+    Failed { args: String, stderr: String },
+    /// git did not answer in time.
+    #[error("git {args} did not answer within {} seconds", .after.as_secs())]
+    Timeout { args: String, after: Duration },
+    /// git could not be run at all.
+    #[error("cannot run git: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// git in `dir`, as an argument list. The variables git hooks set are removed so git answers
+/// about `dir`, not about whatever repository called us; it never prompts.
+pub(crate) fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new("git");
+    command
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// Runs git in `dir` and returns its standard output.
+pub(crate) async fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    finished(args, command(dir, args).output().await?)
+}
+
+fn finished(args: &[&str], output: std::process::Output) -> Result<String, GitError> {
+    if !output.status.success() {
+        return Err(GitError::Failed {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// How long the repository check may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether `path` is a git repository itself: `git rev-parse --git-dir` run in it, with the
+/// parent as a ceiling so a folder inside some other repository does not pass for one.
+/// `Failed` carries git's first line of complaint (without `fatal: `).
+pub async fn check_repository(path: &Path) -> Result<(), GitError> {
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let args = ["rev-parse", "--git-dir"];
+    let mut run = command(path, &args);
+    run.env("GIT_CEILING_DIRECTORIES", parent);
+    let output = match tokio::time::timeout(CHECK_TIMEOUT, run.output()).await {
+        Err(_) => return Err(GitError::Timeout { args: args.join(" "), after: CHECK_TIMEOUT }),
+        Ok(output) => output?,
+    };
+    finished(&args, output).map(drop).map_err(|e| match e {
+        GitError::Failed { args, stderr } => {
+            let why = stderr.lines().next().unwrap_or("").trim().trim_start_matches("fatal: ").to_owned();
+            GitError::Failed { args, stderr: why }
+        }
+        other => other,
+    })
+}
