@@ -16,7 +16,7 @@ use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::etag::{etag, IfMatch};
 use crate::api::extract::ApiPath;
 use crate::api::json::{nullable, ApiJson};
-use crate::db::board_columns::{self as columns_db, LockedColumn, Moved};
+use crate::db::board_columns::{self as columns_db, Moved};
 use crate::db::boards::{self, Board, Column};
 use crate::domain::board::{validate_action_skill, validate_wip_limit, ColumnSpec, Gate, MAX_COLUMNS};
 use crate::http::AppState;
@@ -238,11 +238,6 @@ pub async fn delete_column(
 }
 
 /// The refusal of a card (task or wish) that one more would put over the column's WIP limit.
-pub(crate) fn column_full(column: &LockedColumn) -> ApiError {
-    let limit = column.wip_limit.unwrap_or_default();
-    ApiError::conflict(format!("column `{}` is full: its WIP limit is {limit}", column.name), None)
-}
-
 /// Column names are unique per board regardless of case, as in templates: "Done" and "done"
 /// side by side would confuse anyone. (The table's own constraint is case-sensitive.)
 fn name_is_free(columns: &[Column], name: &str, except: Option<Uuid>) -> ApiResult<()> {

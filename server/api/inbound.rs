@@ -25,7 +25,7 @@ use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::extract::ApiPath;
 use crate::api::json::parse;
 use crate::api::tasks::{insert_task, with_etag, CreateTask};
-use crate::api::wishes::{insert_wish, CreateWish};
+use crate::api::wishes::CreateWish;
 use crate::db::{self, events};
 use crate::http::AppState;
 use crate::webhooks::signature;
@@ -227,7 +227,9 @@ pub async fn generic(
             *response.status_mut() = StatusCode::CREATED;
             response
         }
-        (None, Some(wish)) => (StatusCode::CREATED, Json(json!(insert_wish(&mut tx, wish).await?))).into_response(),
+        (None, Some(wish)) => {
+            (StatusCode::CREATED, Json(json!(crate::app::wishes::create(&mut tx, wish.into()).await?))).into_response()
+        }
         _ => return Err(ApiError::validation("task", "send exactly one of `task` and `wish`")),
     };
     state.feed.commit(tx).await?;

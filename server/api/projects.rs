@@ -252,11 +252,6 @@ fn changed_fields(old: &ProjectFields, new: &ProjectFields) -> Vec<&'static str>
 
 /// `repo_path` must be a git repository itself: `git rev-parse --git-dir` run in it, with the
 /// parent as a ceiling so a folder inside some other repository does not pass for one.
-/// The id of the project a request names by slug in `field`; an unknown slug is a 422 naming it.
-pub async fn project_id(conn: &mut sqlx::PgConnection, slug: &str, field: &str) -> ApiResult<uuid::Uuid> {
-    projects::id_by_slug(conn, slug).await?.ok_or_else(|| ApiError::validation(field, format!("no project `{slug}`")))
-}
-
 async fn check_git_repository(path: &str) -> ApiResult<()> {
     let parent = Path::new(path).parent().unwrap_or(Path::new("/"));
     let run = tokio::process::Command::new("git")

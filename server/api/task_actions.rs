@@ -12,10 +12,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::api::board_columns::column_full;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::tasks::{max_iterations, parse_id, with_etag};
+use crate::app::boards::column_full;
 use crate::db::board_columns::{Card, LockedColumn};
 use crate::db::tasks::{self, refs, Applied, Change, Task};
 use crate::domain::task::TaskEvent;
@@ -242,7 +242,7 @@ pub(crate) async fn move_to(tx: &mut sqlx::PgConnection, id: Uuid, column_id: Uu
         .filter(|c| c.project_id == task.project_id)
         .ok_or_else(|| ApiError::validation("column_id", "no such column on a board of this task's project"))?;
     if column.is_full() {
-        return Err(column_full(&column));
+        return Err(column_full(&column).into());
     }
     tasks::move_to_column(tx, id, &column).await?.ok_or_else(not_found)
 }

@@ -10,13 +10,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::api::board_columns::column_full;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::projects::project_id;
 use crate::api::query::{filter, ApiQuery};
 use crate::api::task_actions;
+use crate::app::boards::column_full;
+use crate::app::projects::id as project_id;
 use crate::db::board_columns::LockedColumn;
 use crate::db::tasks::{self, refs, DependencyRef, Edit, ListFilter, NewTask, Task};
 use crate::domain::task::TaskStatus;
@@ -118,7 +118,7 @@ pub(crate) async fn insert_task(tx: &mut sqlx::PgConnection, body: CreateTask) -
                 return Err(ApiError::validation(field, "belongs to another project"));
             }
             if column.is_full() {
-                return Err(column_full(&column));
+                return Err(column_full(&column).into());
             }
             Some(column)
         }

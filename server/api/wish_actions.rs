@@ -5,18 +5,15 @@
 use axum::extract::{Path, State};
 use axum::Json;
 use serde::Deserialize;
-use sqlx::PgConnection;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::api::board_columns::column_full;
-use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
-use crate::api::wishes::{detail, find, to_groups, validate_plan, GroupInput, WishDetail};
-use crate::db::board_columns::{Card, LockedColumn};
-use crate::db::wishes::{self, Outcome, Wish};
-use crate::domain::review::{self, ReviewOutcome, ReviewState, Verdict};
+use crate::api::wishes::{to_groups, GroupInput};
+use crate::app::wishes::{self, MergeOutcome, WishDetail};
+use crate::domain::review::Verdict;
 use crate::domain::wish::{WishEvent, WishStatus};
 use crate::http::AppState;
 
@@ -36,35 +33,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(move_wish))
 }
 
-/// Applies one lifecycle event to a wish and answers with the wish as it is now.
-pub async fn act(conn: &mut PgConnection, wish: &Wish, event: WishEvent, reason: Option<&str>) -> ApiResult<Wish> {
-    match wishes::apply(conn, wish, event, reason).await? {
-        Outcome::Applied(wish) => Ok(wish),
-        Outcome::Refused { error, current } => {
-            Err(ApiError::conflict(error.to_string(), Some(current.status.as_str())))
-        }
-    }
-}
-
-/// One lifecycle event that needs nothing but the wish: plan (keeping its plan), queue, start,
-/// hold, release, cancel, interrupt, resume, submit.
-pub(crate) async fn lifecycle(
-    state: &AppState,
-    slug: &str,
-    event: WishEvent,
-    reason: Option<&str>,
-) -> ApiResult<WishDetail> {
-    let mut tx = state.db.begin().await?;
-    let wish = find(&mut tx, slug).await?;
-    let mut wish = act(&mut tx, &wish, event, reason).await?;
-    if event == WishEvent::Release {
-        wish = crate::api::wish_groups::complete_if_done(&mut tx, wish).await?;
-    }
-    let detail = detail(&mut tx, wish).await?;
-    state.feed.commit(tx).await?;
-    Ok(detail)
-}
-
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"groups": [{"key": "api", "title": "API"}, {"key": "ui", "title": "UI", "depends_on": ["api"]}]}))]
@@ -82,22 +50,8 @@ pub async fn plan_wish(
     Path(slug): Path<String>,
     body: Option<ApiJson<PlanBody>>,
 ) -> ApiResult<Json<WishDetail>> {
-    let body = body.map(|ApiJson(b)| b).unwrap_or_default();
-    let mut tx = state.db.begin().await?;
-    let mut wish = find(&mut tx, &slug).await?;
-    if let Some(groups) = body.groups {
-        if wish.status != WishStatus::Draft {
-            return Err(ApiError::conflict("only a draft's plan can be replaced", Some(wish.status.as_str())));
-        }
-        let groups = to_groups(groups)?;
-        let order = validate_plan(&groups)?;
-        wishes::delete_groups(&mut tx, wish.id).await?;
-        wish = wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
-    }
-    let wish = act(&mut tx, &wish, WishEvent::Plan, None).await?;
-    let detail = detail(&mut tx, wish).await?;
-    state.feed.commit(tx).await?;
-    Ok(Json(detail))
+    let groups = body.and_then(|ApiJson(b)| b.groups).map(to_groups);
+    Ok(Json(wishes::plan(&state, &slug, groups).await?))
 }
 
 macro_rules! lifecycle_action {
@@ -107,7 +61,7 @@ macro_rules! lifecycle_action {
             responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
         #[tracing::instrument(skip_all, fields(slug = %slug), err)]
         pub async fn $name(State(state): State<AppState>, Path(slug): Path<String>) -> ApiResult<Json<WishDetail>> {
-            Ok(Json(lifecycle(&state, &slug, $event, None).await?))
+            Ok(Json(wishes::lifecycle(&state, &slug, $event, None).await?))
         }
     };
 }
@@ -155,7 +109,7 @@ pub async fn resume_wish(
     body: Option<ApiJson<ResumeBody>>,
 ) -> ApiResult<Json<WishDetail>> {
     let to = body.and_then(|ApiJson(b)| b.to);
-    Ok(Json(lifecycle(&state, &slug, WishEvent::Resume { to }, None).await?))
+    Ok(Json(wishes::lifecycle(&state, &slug, WishEvent::Resume { to }, None).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -177,36 +131,7 @@ pub async fn review_wish(
     Path(slug): Path<String>,
     ApiJson(body): ApiJson<ReviewBody>,
 ) -> ApiResult<Json<WishDetail>> {
-    let mut tx = state.db.begin().await?;
-    let wish = find(&mut tx, &slug).await?;
-    if wish.status != WishStatus::Executing || wish.held {
-        let why = if wish.held { "the wish is on hold" } else { "only an executing wish is reviewed" };
-        return Err(ApiError::conflict(why, Some(wish.status.as_str())));
-    }
-    let review_state = ReviewState { iteration: wish.review_iteration as u32, cap: wish.review_cap as u32 };
-    let outcome = review::record(review_state, body.verdict)
-        .map_err(|e| ApiError::conflict(e.to_string(), Some(wish.status.as_str())))?;
-    let payload =
-        serde_json::json!({"slug": wish.slug, "verdict": body.verdict, "notes": body.notes, "outcome": outcome});
-    let mut updated = wishes::record_review(&mut tx, &wish, outcome.iteration() as i32, payload)
-        .await?
-        .ok_or_else(|| ApiError::conflict("the wish changed meanwhile; try again", Some(wish.status.as_str())))?;
-    if let ReviewOutcome::CapReached { iteration } = outcome {
-        let reason = format!("review failed {iteration} times (cap {})", wish.review_cap);
-        updated = act(&mut tx, &updated, WishEvent::GroupFailed, Some(&reason)).await?;
-    }
-    let detail = detail(&mut tx, updated).await?;
-    state.feed.commit(tx).await?;
-    Ok(Json(detail))
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(example = "merged")]
-pub enum MergeOutcome {
-    Merged,
-    Conflict,
-    Failed,
+    Ok(Json(wishes::review(&state, &slug, body.verdict, &body.notes).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -227,25 +152,7 @@ pub async fn record_merge(
     Path(slug): Path<String>,
     ApiJson(body): ApiJson<MergeBody>,
 ) -> ApiResult<Json<WishDetail>> {
-    let event = match body.outcome {
-        MergeOutcome::Merged => WishEvent::Merged,
-        MergeOutcome::Conflict => WishEvent::Conflict,
-        MergeOutcome::Failed => WishEvent::MergeFailed,
-    };
-    let mut tx = state.db.begin().await?;
-    let wish = find(&mut tx, &slug).await?;
-    let wish = act(&mut tx, &wish, event, body.detail.as_deref()).await?;
-    if wish.status == WishStatus::Merged {
-        for waiting in wishes::waiting_on(&mut tx, wish.id).await? {
-            if let Some(dependent) = wishes::get(&mut tx, &waiting).await? {
-                // Still blocked by another wish, or changed meanwhile: it stays queued.
-                let _ = wishes::apply(&mut tx, &dependent, WishEvent::Start, None).await?;
-            }
-        }
-    }
-    let detail = detail(&mut tx, wish).await?;
-    state.feed.commit(tx).await?;
-    Ok(Json(detail))
+    Ok(Json(wishes::record_merge(&state, &slug, body.outcome, body.detail.as_deref()).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -270,28 +177,5 @@ pub async fn move_wish(
     Path(slug): Path<String>,
     ApiJson(body): ApiJson<MoveWishBody>,
 ) -> ApiResult<Json<WishDetail>> {
-    let mut tx = state.db.begin().await?;
-    let wish = move_to(&mut tx, &slug, body.column_id).await?;
-    let detail = detail(&mut tx, wish).await?;
-    state.feed.commit(tx).await?;
-    Ok(Json(detail))
-}
-
-/// Moves wish `slug` to a column of its board (or, on no board yet, of a board of its project)
-/// under the column's WIP limit, in the caller's transaction (the API and the dashboard's board).
-pub(crate) async fn move_to(tx: &mut PgConnection, slug: &str, column_id: Uuid) -> ApiResult<Wish> {
-    let wish = find(&mut *tx, slug).await?;
-    let column = LockedColumn::lock(&mut *tx, None, Some(column_id), Some(Card::Wish(wish.id)))
-        .await?
-        .filter(|c| c.project_id == wish.project_id && wish.board_id.is_none_or(|board| board == c.board_id))
-        .ok_or_else(|| {
-            let on = if wish.board_id.is_some() { "this wish's board" } else { "a board of this wish's project" };
-            ApiError::validation("column_id", format!("no such column on {on}"))
-        })?;
-    if column.is_full() {
-        return Err(column_full(&column));
-    }
-    wishes::move_to_column(tx, &wish, &column)
-        .await?
-        .ok_or_else(|| ApiError::conflict(format!("wish `{slug}` was put on another board meanwhile; try again"), None))
+    Ok(Json(wishes::move_card(&state, &slug, body.column_id).await?))
 }

@@ -8,9 +8,13 @@
 //! Dependencies point one way: `api`, `pages`, `worker` → `app` → `db`, `git`, `tmux`,
 //! `providers` → `domain`; nothing here knows about the ways in.
 
+pub mod boards;
 pub mod error;
+pub mod groups;
 pub mod if_match;
 pub mod panes;
+pub mod projects;
+pub mod wishes;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -123,6 +123,7 @@ pub struct NewWish {
 }
 
 /// One execution group of a plan, as given by the user.
+#[derive(Debug, Clone)]
 pub struct NewGroup {
     pub key: String,
     pub title: String,

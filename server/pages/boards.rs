@@ -14,8 +14,8 @@ use uuid::Uuid;
 
 use crate::api::boards::{self as board_api, no_board, CreateBoard};
 use crate::api::error::ApiError;
+use crate::api::task_actions;
 use crate::api::tasks::{insert_task, CreateTask};
-use crate::api::{task_actions, wish_actions};
 use crate::db::board_columns as columns_db;
 use crate::db::boards::{self, Board};
 use crate::db::sessions::Session;
@@ -301,7 +301,9 @@ impl CardKey {
     async fn move_to(&self, tx: &mut sqlx::PgConnection, column: Uuid) -> Result<(), ApiError> {
         match self {
             CardKey::Task(id) => task_actions::move_to(tx, *id, column).await.map(drop),
-            CardKey::Wish(slug) => wish_actions::move_to(tx, slug, column).await.map(drop),
+            CardKey::Wish(slug) => {
+                crate::app::wishes::move_to(tx, slug, column).await.map(drop).map_err(ApiError::from)
+            }
         }
     }
 }

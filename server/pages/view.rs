@@ -102,6 +102,13 @@ impl From<ApiError> for PageError {
     }
 }
 
+/// A use case's refusal: shown in the API's words (the same mapping, the same status).
+impl From<crate::app::Error> for PageError {
+    fn from(error: crate::app::Error) -> PageError {
+        PageError(error.into())
+    }
+}
+
 impl From<sqlx::Error> for PageError {
     fn from(error: sqlx::Error) -> PageError {
         PageError(error.into())

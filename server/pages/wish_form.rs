@@ -1,7 +1,8 @@
 //! `/new-wish`: the form that makes a wish with its plan, and `POST /wishes` that takes it. The
 //! form is plain HTML (it works without JavaScript): "Add a group" posts it back for one more row;
-//! a refused wish comes back with each message beside its field. Creation is the API's own
-//! `insert_wish`, so the form and `POST /api/v1/wishes` accept and refuse exactly the same.
+//! a refused wish comes back with each message beside its field. Creation is the use case
+//! [`crate::app::wishes::create`], so the form and `POST /api/v1/wishes` accept and refuse exactly
+//! the same.
 
 use std::collections::HashMap;
 
@@ -13,9 +14,11 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::api::error::ApiError;
-use crate::api::wishes::{insert_wish, CreateWish, GroupInput};
+use crate::app::wishes::{self, NewWish};
+use crate::app::Error;
 use crate::db::projects;
 use crate::db::sessions::Session;
+use crate::db::wishes::NewGroup;
 use crate::http::AppState;
 use crate::pages::view::{render, see_other, Chrome, PageForm, PageResult};
 
@@ -87,13 +90,13 @@ impl WishFields {
         fields
     }
 
-    /// The API's request; a bad number is refused here, everything else by `insert_wish`.
-    fn to_request(&self) -> Result<CreateWish, ApiError> {
+    /// The new wish; a bad number is refused here, everything else by the use case.
+    fn to_new_wish(&self) -> Result<NewWish, Error> {
         let review_cap = match self.review_cap.trim() {
             "" => None,
-            n => Some(n.parse().map_err(|_| ApiError::validation("review_cap", "must be a whole number"))?),
+            n => Some(n.parse().map_err(|_| Error::invalid("review_cap", "must be a whole number"))?),
         };
-        Ok(CreateWish {
+        Ok(NewWish {
             slug: self.slug.trim().to_owned(),
             project: self.project.trim().to_owned(),
             title: self.title.clone(),
@@ -104,7 +107,7 @@ impl WishFields {
             groups: self
                 .groups
                 .iter()
-                .map(|g| GroupInput {
+                .map(|g| NewGroup {
                     key: g.key.trim().to_owned(),
                     title: g.title.clone(),
                     goal: g.goal.trim().to_owned(),
@@ -175,15 +178,12 @@ async fn create(
         return Ok(render(&form_page(&state, &session, fields).await?));
     }
     let attempt = async {
-        let request = fields.to_request()?;
-        let mut tx = state.db.begin().await?;
-        let detail = insert_wish(&mut tx, request).await?;
-        state.feed.commit(tx).await?;
-        Ok::<_, ApiError>(detail.wish.slug)
+        let detail = wishes::create_now(&state, fields.to_new_wish()?).await?;
+        Ok::<_, Error>(detail.wish.slug)
     };
     let refusal = match attempt.await {
         Ok(slug) => return Ok(see_other(&format!("/wishes/{slug}"))),
-        Err(e @ (ApiError::Validation { .. } | ApiError::Conflict { .. })) => e,
+        Err(e @ (Error::Invalid(_) | Error::Conflict { .. })) => e,
         Err(other) => return Err(other.into()),
     };
     if fields.groups.is_empty() {
@@ -191,7 +191,7 @@ async fn create(
     }
     let mut page = form_page(&state, &session, fields).await?;
     let status = match refusal {
-        ApiError::Validation { errors, .. } => {
+        Error::Invalid(errors) => {
             page.errors = errors.into_iter().map(|e| (e.field, e.message)).collect();
             StatusCode::UNPROCESSABLE_ENTITY
         }
@@ -226,7 +226,7 @@ mod tests {
         assert_eq!(fields.slug, "billing");
         let keys: Vec<&str> = fields.groups.iter().map(|g| g.key.as_str()).collect();
         assert_eq!(keys, ["schema", "e2e"]);
-        let request = fields.to_request().expect("a request");
+        let request = fields.to_new_wish().expect("a request");
         assert_eq!(request.groups[1].depends_on, ["schema", "web"]);
         assert!(request.branch.is_none());
     }
@@ -234,8 +234,8 @@ mod tests {
     #[test]
     fn a_review_cap_that_is_not_a_number_names_its_field() {
         let fields = WishFields { review_cap: "three".into(), ..WishFields::default() };
-        match fields.to_request() {
-            Err(ApiError::Validation { errors, .. }) => assert_eq!(errors[0].field, "review_cap"),
+        match fields.to_new_wish() {
+            Err(Error::Invalid(errors)) => assert_eq!(errors[0].field, "review_cap"),
             other => panic!("{other:?}"),
         }
         assert_eq!(group_field("groups[12].goal"), Some((12, "goal")));

@@ -1,7 +1,7 @@
 //! `/wishes`: every wish with its lifecycle state and progress; `/wishes/{slug}`: one wish with its
 //! plan drawn as a graph (each group's state, arrows from dependencies), its reviews, its
 //! blockers, a conflict prediction for its branch, and the lifecycle actions that are legal now.
-//! The actions are the API's own (`wish_actions::lifecycle`, `wish_groups::group_action`).
+//! The actions are the use cases the API calls too ([`crate::app::wishes`], [`crate::app::groups`]).
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
@@ -12,8 +12,8 @@ use serde::Deserialize;
 use sqlx::PgConnection;
 
 use crate::api::error::ApiError;
-use crate::api::wish_groups::group_action;
-use crate::api::wishes::{detail as wish_detail, find};
+use crate::app::groups;
+use crate::app::wishes::{detail as wish_detail, find};
 use crate::db::sessions::Session;
 use crate::db::tasks::Change;
 use crate::db::wishes::{self, Blocker, Wish};
@@ -252,13 +252,13 @@ async fn project_of(conn: &mut PgConnection, id: uuid::Uuid) -> Result<Option<pr
 #[tracing::instrument(skip_all, fields(slug = %slug, action = %action), err(Debug))]
 async fn act(State(state): State<AppState>, Path((slug, action)): Path<(String, String)>) -> PageResult {
     let event = event_for(&action).ok_or_else(|| ApiError::NotFound(format!("no wish action `{action}`")))?;
-    crate::api::wish_actions::lifecycle(&state, &slug, event, None).await?;
+    crate::app::wishes::lifecycle(&state, &slug, event, None).await?;
     Ok(see_other(&format!("/wishes/{slug}")))
 }
 
 #[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err(Debug))]
 async fn retry_group(State(state): State<AppState>, Path((slug, key)): Path<(String, String)>) -> PageResult {
-    group_action(&state, &slug, &key, TaskEvent::Retry { unmet_dependencies: 0 }, Change::default()).await?;
+    groups::act_on(&state, &slug, &key, TaskEvent::Retry { unmet_dependencies: 0 }, Change::default()).await?;
     Ok(see_other(&format!("/wishes/{slug}")))
 }
 

@@ -1,0 +1,268 @@
+//! Wishes: create one with its plan, walk its lifecycle (v0's operation state machine), review
+//! it, record the merge queue's verdict, move its card. Group progress is [`super::groups`].
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{boards, projects, Ctx, Error, FieldError, Result};
+use crate::db::board_columns::{Card, LockedColumn};
+use crate::db::wishes::{self, Blocker, Group, NewGroup, Outcome, Wish};
+use crate::domain::plan::{self, PlanError};
+use crate::domain::review::{self, ReviewOutcome, ReviewState, Verdict};
+use crate::domain::wish::{WishEvent, WishStatus};
+
+/// A wish with its groups (states and dependencies) and what it waits for.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WishDetail {
+    #[serde(flatten)]
+    pub wish: Wish,
+    pub groups: Vec<Group>,
+    pub blocked_by: Vec<Blocker>,
+}
+
+/// What a new wish is made of.
+#[derive(Debug, Default)]
+pub struct NewWish {
+    pub slug: String,
+    /// The project's slug.
+    pub project: String,
+    pub title: String,
+    pub description: String,
+    pub branch: Option<String>,
+    pub review_cap: Option<i32>,
+    /// Slugs of wishes that must merge first.
+    pub blocked_by: Vec<String>,
+    /// The plan; may be empty (a draft planned later).
+    pub groups: Vec<NewGroup>,
+}
+
+/// The merge queue's verdict on a `pending_merge` wish.
+#[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(example = "merged")]
+pub enum MergeOutcome {
+    Merged,
+    Conflict,
+    Failed,
+}
+
+pub async fn find(conn: &mut PgConnection, slug: &str) -> Result<Wish> {
+    wishes::get(conn, slug).await?.ok_or_else(|| Error::NotFound(format!("no wish `{slug}`")))
+}
+
+pub async fn detail(conn: &mut PgConnection, wish: Wish) -> Result<WishDetail> {
+    let groups = wishes::groups(conn, wish.id).await?;
+    let blocked_by = wishes::blockers(conn, wish.id).await?;
+    Ok(WishDetail { wish, groups, blocked_by })
+}
+
+/// Validates and inserts a wish with its plan, in the caller's transaction.
+pub async fn create(conn: &mut PgConnection, new: NewWish) -> Result<WishDetail> {
+    if !plan::is_valid_key(&new.slug) {
+        return Err(Error::invalid("slug", "use lowercase letters, digits and '-' (at most 63)"));
+    }
+    if new.title.trim().is_empty() || new.title.len() > 300 {
+        return Err(Error::invalid("title", "must be 1 to 300 characters"));
+    }
+    if new.review_cap.is_some_and(|c| c < 1) {
+        return Err(Error::invalid("review_cap", "must be at least 1"));
+    }
+    let groups = checked_groups(new.groups)?;
+    let order = if groups.is_empty() { Vec::new() } else { validate_plan(&groups)? };
+    let project_id = projects::id(conn, &new.project, "project").await?;
+    let blocked_by = blocker_ids(conn, &new.blocked_by).await?;
+    let row = wishes::NewWish {
+        slug: new.slug,
+        project_id,
+        title: new.title.trim().to_owned(),
+        description: new.description,
+        branch: new.branch,
+        review_cap: new.review_cap,
+        blocked_by,
+    };
+    let wish = wishes::insert(conn, &row).await.map_err(|e| match e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => {
+            Error::conflict(format!("a wish `{}` exists already", row.slug), None)
+        }
+        other => other.into(),
+    })?;
+    let wish = wishes::insert_groups(conn, &wish, &groups, &order).await?;
+    detail(conn, wish).await
+}
+
+/// Creates a wish in its own transaction.
+#[tracing::instrument(skip_all, fields(slug = %new.slug), err)]
+pub async fn create_now(ctx: &Ctx, new: NewWish) -> Result<WishDetail> {
+    let mut tx = ctx.db.begin().await?;
+    let detail = create(&mut tx, new).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(detail)
+}
+
+/// Applies one lifecycle event to a wish and answers with the wish as it is now.
+pub async fn act(conn: &mut PgConnection, wish: &Wish, event: WishEvent, reason: Option<&str>) -> Result<Wish> {
+    match wishes::apply(conn, wish, event, reason).await? {
+        Outcome::Applied(wish) => Ok(wish),
+        Outcome::Refused { error, current } => Err(Error::conflict(error.to_string(), Some(current.status.as_str()))),
+    }
+}
+
+/// One lifecycle event that needs nothing but the wish: queue, start, hold, release, cancel,
+/// interrupt, resume, submit (and plan, keeping the plan it has).
+#[tracing::instrument(skip_all, fields(slug = %slug, event = ?event), err)]
+pub async fn lifecycle(ctx: &Ctx, slug: &str, event: WishEvent, reason: Option<&str>) -> Result<WishDetail> {
+    let mut tx = ctx.db.begin().await?;
+    let wish = find(&mut tx, slug).await?;
+    let mut wish = act(&mut tx, &wish, event, reason).await?;
+    if event == WishEvent::Release {
+        wish = super::groups::complete_if_done(&mut tx, wish).await?;
+    }
+    let detail = detail(&mut tx, wish).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(detail)
+}
+
+/// `draft → planned`; with `groups`, the draft's plan is replaced first (checked as on create).
+#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+pub async fn plan(ctx: &Ctx, slug: &str, groups: Option<Vec<NewGroup>>) -> Result<WishDetail> {
+    let mut tx = ctx.db.begin().await?;
+    let mut wish = find(&mut tx, slug).await?;
+    if let Some(groups) = groups {
+        if wish.status != WishStatus::Draft {
+            return Err(Error::conflict("only a draft's plan can be replaced", Some(wish.status.as_str())));
+        }
+        let groups = checked_groups(groups)?;
+        let order = validate_plan(&groups)?;
+        wishes::delete_groups(&mut tx, wish.id).await?;
+        wish = wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
+    }
+    let wish = act(&mut tx, &wish, WishEvent::Plan, None).await?;
+    let detail = detail(&mut tx, wish).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(detail)
+}
+
+/// Records a review of an executing wish (agentmux's loop): each verdict moves
+/// `review_iteration`; a fail at the cap fails the wish.
+#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+pub async fn review(ctx: &Ctx, slug: &str, verdict: Verdict, notes: &str) -> Result<WishDetail> {
+    let mut tx = ctx.db.begin().await?;
+    let wish = find(&mut tx, slug).await?;
+    if wish.status != WishStatus::Executing || wish.held {
+        let why = if wish.held { "the wish is on hold" } else { "only an executing wish is reviewed" };
+        return Err(Error::conflict(why, Some(wish.status.as_str())));
+    }
+    let review_state = ReviewState { iteration: wish.review_iteration as u32, cap: wish.review_cap as u32 };
+    let outcome = review::record(review_state, verdict)
+        .map_err(|e| Error::conflict(e.to_string(), Some(wish.status.as_str())))?;
+    let payload = serde_json::json!({"slug": wish.slug, "verdict": verdict, "notes": notes, "outcome": outcome});
+    let mut updated = wishes::record_review(&mut tx, &wish, outcome.iteration() as i32, payload)
+        .await?
+        .ok_or_else(|| Error::conflict("the wish changed meanwhile; try again", Some(wish.status.as_str())))?;
+    if let ReviewOutcome::CapReached { iteration } = outcome {
+        let reason = format!("review failed {iteration} times (cap {})", wish.review_cap);
+        updated = act(&mut tx, &updated, WishEvent::GroupFailed, Some(&reason)).await?;
+    }
+    let detail = detail(&mut tx, updated).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(detail)
+}
+
+/// The merge queue's verdict on a `pending_merge` wish. On `merged`, queued wishes that waited
+/// for it are re-checked and start if nothing else blocks them.
+#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+pub async fn record_merge(ctx: &Ctx, slug: &str, outcome: MergeOutcome, why: Option<&str>) -> Result<WishDetail> {
+    let event = match outcome {
+        MergeOutcome::Merged => WishEvent::Merged,
+        MergeOutcome::Conflict => WishEvent::Conflict,
+        MergeOutcome::Failed => WishEvent::MergeFailed,
+    };
+    let mut tx = ctx.db.begin().await?;
+    let wish = find(&mut tx, slug).await?;
+    let wish = act(&mut tx, &wish, event, why).await?;
+    if wish.status == WishStatus::Merged {
+        for waiting in wishes::waiting_on(&mut tx, wish.id).await? {
+            if let Some(dependent) = wishes::get(&mut tx, &waiting).await? {
+                // Still blocked by another wish, or changed meanwhile: it stays queued.
+                let _ = wishes::apply(&mut tx, &dependent, WishEvent::Start, None).await?;
+            }
+        }
+    }
+    let detail = detail(&mut tx, wish).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(detail)
+}
+
+/// Moves wish `slug` to a column of its board (or, on no board yet, of a board of its project)
+/// under the column's WIP limit, in the caller's transaction.
+pub async fn move_to(conn: &mut PgConnection, slug: &str, column_id: Uuid) -> Result<Wish> {
+    let wish = find(&mut *conn, slug).await?;
+    let column = LockedColumn::lock(&mut *conn, None, Some(column_id), Some(Card::Wish(wish.id)))
+        .await?
+        .filter(|c| c.project_id == wish.project_id && wish.board_id.is_none_or(|board| board == c.board_id))
+        .ok_or_else(|| {
+            let on = if wish.board_id.is_some() { "this wish's board" } else { "a board of this wish's project" };
+            Error::invalid("column_id", format!("no such column on {on}"))
+        })?;
+    if column.is_full() {
+        return Err(boards::column_full(&column));
+    }
+    wishes::move_to_column(conn, &wish, &column)
+        .await?
+        .ok_or_else(|| Error::conflict(format!("wish `{slug}` was put on another board meanwhile; try again"), None))
+}
+
+/// Moves a wish's card in its own transaction.
+#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+pub async fn move_card(ctx: &Ctx, slug: &str, column_id: Uuid) -> Result<WishDetail> {
+    let mut tx = ctx.db.begin().await?;
+    let wish = move_to(&mut tx, slug, column_id).await?;
+    let detail = detail(&mut tx, wish).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(detail)
+}
+
+/// The groups as given, titles trimmed, each checked; errors name `groups[i].<field>`.
+fn checked_groups(groups: Vec<NewGroup>) -> Result<Vec<NewGroup>> {
+    groups
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| {
+            if g.title.trim().is_empty() || g.title.len() > 300 {
+                return Err(Error::invalid(format!("groups[{i}].title"), "must be 1 to 300 characters"));
+            }
+            if g.max_iterations.is_some_and(|m| m < 1) {
+                return Err(Error::invalid(format!("groups[{i}].max_iterations"), "must be at least 1"));
+            }
+            Ok(NewGroup { title: g.title.trim().to_owned(), ..g })
+        })
+        .collect()
+}
+
+/// Checks the plan and returns its topological order; errors name the offending keys.
+pub fn validate_plan(groups: &[NewGroup]) -> Result<Vec<usize>> {
+    let specs: Vec<_> = groups.iter().map(NewGroup::spec).collect();
+    let index_of = |key: &str| groups.iter().position(|g| g.key == key).unwrap_or(0);
+    plan::validate(&specs).map_err(|error| {
+        let field = match &error {
+            PlanError::Empty => "groups".to_owned(),
+            PlanError::InvalidKey { key } | PlanError::DuplicateKey { key } => {
+                format!("groups[{}].key", index_of(key))
+            }
+            PlanError::SelfDependency { key } => format!("groups[{}].depends_on", index_of(key)),
+            PlanError::UnknownDependency { group, .. } => format!("groups[{}].depends_on", index_of(group)),
+            PlanError::Cycle { .. } => "groups".to_owned(),
+        };
+        Error::Invalid(vec![FieldError::new(field, error.to_string())])
+    })
+}
+
+async fn blocker_ids(conn: &mut PgConnection, slugs: &[String]) -> Result<Vec<Uuid>> {
+    let found = wishes::ids_by_slug(conn, slugs).await?;
+    let missing: Vec<&str> = slugs.iter().filter(|s| !found.iter().any(|(f, _)| f == *s)).map(String::as_str).collect();
+    if !missing.is_empty() {
+        return Err(Error::invalid("blocked_by", format!("no such wish: {}", missing.join(", "))));
+    }
+    Ok(found.into_iter().map(|(_, id)| id).collect())
+}
