@@ -8,12 +8,18 @@
 //! Dependencies point one way: `api`, `pages`, `worker` → `app` → `db`, `git`, `tmux`,
 //! `providers` → `domain`; nothing here knows about the ways in.
 
+pub mod agents;
 pub mod boards;
 pub mod error;
 pub mod groups;
 pub mod if_match;
+pub mod messages;
 pub mod panes;
 pub mod projects;
+pub mod tasks;
+pub mod teams;
+pub mod tokens;
+pub mod webhooks;
 pub mod wishes;
 
 use std::path::PathBuf;
