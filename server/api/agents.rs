@@ -6,10 +6,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::etag::{etag, IfMatch};
@@ -17,13 +16,12 @@ use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::{filter, ApiQuery};
 use crate::api::{agent_actions, agent_hooks};
+pub use crate::app::agents::DeletedAgent;
+use crate::app::agents::{self as agents_app, text, NewAgentInput, Workspace};
 use crate::app::projects::id as project_id;
-use crate::db::agents::{self, Agent, Edit, ListFilter, NewAgent};
-use crate::db::{projects, teams, wishes};
+use crate::db::agents::{self, Agent, Edit, ListFilter};
 use crate::domain::agent::AgentState;
-use crate::domain::agent_kind::{default_name, is_valid_branch, is_valid_name, AgentKind, AgentRole};
-use crate::domain::team::TeamStatus;
-use crate::git::clones::{self, UnmergedWork};
+use crate::domain::agent_kind::{AgentKind, AgentRole};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -40,17 +38,7 @@ fn with_etag(agent: Agent) -> Response {
 }
 
 fn not_found(name: &str) -> ApiError {
-    ApiError::NotFound(format!("no agent `{name}`"))
-}
-
-/// Free text that may be absent; present means 1 to `max` characters once trimmed.
-fn text(field: &str, value: Option<String>, max: usize) -> Result<Option<String>, ApiError> {
-    let Some(value) = value else { return Ok(None) };
-    let value = value.trim();
-    if value.is_empty() || value.chars().count() > max {
-        return Err(ApiError::validation(field, format!("must be 1 to {max} characters")));
-    }
-    Ok(Some(value.to_owned()))
+    agents_app::not_found(name).into()
 }
 
 /// Where the agent works.
@@ -101,107 +89,23 @@ pub struct CreateAgent {
         (status = 422, body = Problem, description = "A bad field: unknown project, provider, wish or group")))]
 #[tracing::instrument(skip_all, fields(project = %body.project, provider = %body.provider), err)]
 pub async fn create_agent(State(state): State<AppState>, ApiJson(body): ApiJson<CreateAgent>) -> ApiResult<Response> {
-    let id = Uuid::new_v4();
-    let name = match body.name.as_deref().map(str::trim) {
-        Some(name) if !is_valid_name(name) => {
-            return Err(ApiError::validation("name", "must be lowercase letters, digits and dashes (1 to 63)"))
-        }
-        Some(name) => name.to_owned(),
-        None => default_name(body.kind, id),
-    };
-    if state.providers.get(&body.provider).is_none() {
-        let known = state.providers.names().join(", ");
-        return Err(ApiError::validation("provider", format!("unknown provider `{}`; known: {known}", body.provider)));
-    }
-    let branch_given = body.branch.is_some();
-    let clone_mode = body.clone.unwrap_or_default();
-    let branch = match (clone_mode, body.branch) {
-        (CloneMode::None, Some(_)) => {
-            return Err(ApiError::validation("branch", "only an agent with its own clone has a branch"))
-        }
-        (CloneMode::None, None) => None,
-        (CloneMode::Agent, Some(b)) if !is_valid_branch(b.trim()) => {
-            return Err(ApiError::validation("branch", "is not a branch name git accepts"))
-        }
-        (CloneMode::Agent, Some(b)) => Some(b.trim().to_owned()),
-        (CloneMode::Agent, None) => Some(clones::default_branch(&name)),
-    };
-    let clone_mode = match clone_mode {
-        CloneMode::Agent => "agent",
-        CloneMode::None => "none",
-    };
-    let task = text("task", body.task, 20_000)?;
-    let mut tx = state.db.begin().await?;
-    let project = projects::find(&mut tx, &body.project, false)
-        .await?
-        .ok_or_else(|| ApiError::validation("project", format!("no project `{}`", body.project)))?;
-    let team = match body.team.as_deref().map(str::trim) {
-        None => None,
-        Some(_) if body.clone.is_some() || branch_given => {
-            return Err(ApiError::validation(
-                "team",
-                "an agent in a team works in the team's clone: leave out `clone` and `branch`",
-            ))
-        }
-        Some(name) => {
-            let team = teams::lock(&mut tx, name)
-                .await?
-                .ok_or_else(|| ApiError::validation("team", format!("no team `{name}`")))?;
-            if team.project_id != project.id {
-                return Err(ApiError::validation("team", format!("team `{name}` works on another project")));
-            }
-            if team.status == TeamStatus::Done {
-                return Err(ApiError::conflict(format!("team `{name}` is done"), Some(team.status.as_str())));
-            }
-            Some(team)
-        }
-    };
-    let (clone_mode, branch) = match &team {
-        Some(team) => ("team", Some(team.branch.clone())),
-        None => (clone_mode, branch),
-    };
-    let (wish_id, task_id) = match (body.wish, body.group) {
-        (None, None) => (None, None),
-        (None, Some(_)) => return Err(ApiError::validation("group", "needs `wish`: the wish the group belongs to")),
-        (Some(slug), group) => {
-            let wish = wishes::get(&mut tx, &slug).await?.filter(|w| w.project_id == project.id).ok_or_else(|| {
-                ApiError::validation("wish", format!("no wish `{slug}` in project `{}`", project.slug))
-            })?;
-            let task_id = match group {
-                Some(key) => Some(
-                    wishes::group_task(&mut tx, wish.id, &key)
-                        .await?
-                        .ok_or_else(|| ApiError::validation("group", format!("wish `{slug}` has no group `{key}`")))?,
-                ),
-                None => None,
-            };
-            (Some(wish.id), task_id)
-        }
-    };
-    let new = NewAgent {
-        id,
-        name: name.clone(),
-        project_id: project.id,
+    let input = NewAgentInput {
+        name: body.name,
+        project: body.project,
         kind: body.kind,
         role: body.role,
         provider: body.provider,
-        clone_mode: clone_mode.to_owned(),
-        branch,
-        repo: project.repo_path,
-        team: team.as_ref().map(|t| t.name.clone()),
-        wish_id,
-        task_id,
-        task,
+        task: body.task,
+        wish: body.wish,
+        group: body.group,
+        workspace: body.clone.map(|mode| match mode {
+            CloneMode::Agent => Workspace::OwnClone,
+            CloneMode::None => Workspace::ProjectRepo,
+        }),
+        branch: body.branch,
+        team: body.team,
     };
-    let agent = agents::insert(&mut tx, &new)
-        .await
-        .map_err(ApiError::unique_as("agents_name_key", format!("an agent named `{name}` exists")))?;
-    if let Some(team) = &team {
-        teams::member_event(&mut tx, team, &agent.name, "team.member_added").await?;
-        crate::api::teams::started(&mut tx, team).await?;
-    }
-    state.feed.commit(tx).await?;
-    let mut response = with_etag(agent);
+    let mut response = with_etag(agents_app::create(&state, input).await?);
     *response.status_mut() = StatusCode::CREATED;
     Ok(response)
 }
@@ -309,19 +213,7 @@ pub async fn update_agent(
         task: body.task.map(|t| text("task", t, 20_000)).transpose()?,
         ready_for_cleanup: body.ready_for_cleanup,
     };
-    let mut tx = state.db.begin().await?;
-    let current = agents::lock(&mut tx, &name).await?.ok_or_else(|| not_found(&name))?;
-    if_match.check("the agent", current.version)?;
-    let agent = match agents::update_fields(&mut tx, &name, Some(current.version), &edit).await? {
-        Ok(Some(agent)) => agent,
-        Ok(None) => return Err(not_found(&name)),
-        // The row is locked, so only a bug could get here; say what happened all the same.
-        Err(now) => {
-            return Err(ApiError::PreconditionFailed(format!("the agent is at version {}; read it again", now.version)))
-        }
-    };
-    state.feed.commit(tx).await?;
-    Ok(with_etag(agent))
+    Ok(with_etag(agents_app::update(&state, &name, &if_match, edit).await?))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -331,17 +223,6 @@ pub struct DeleteQuery {
     /// Delete even a live agent, and remove its clone even with unmerged work.
     #[serde(default)]
     pub force: bool,
-}
-
-/// What deleting an agent did.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct DeletedAgent {
-    pub name: String,
-    pub clone_path: Option<String>,
-    /// Whether the agent's clone was removed (only its own clone, under the data directory).
-    pub clone_removed: bool,
-    /// With `force`: the work that was thrown away.
-    pub discarded: Option<UnmergedWork>,
 }
 
 /// Deletes an agent that is not live (or is `ready_for_cleanup`) and removes its clone — only when
@@ -357,65 +238,5 @@ pub async fn delete_agent(
     Path(name): Path<String>,
     ApiQuery(query): ApiQuery<DeleteQuery>,
 ) -> ApiResult<Json<DeletedAgent>> {
-    let mut tx = state.db.begin().await?;
-    let agent = agents::lock(&mut tx, &name).await?.ok_or_else(|| not_found(&name))?;
-    if agent.state.is_live() && !agent.ready_for_cleanup && !query.force {
-        return Err(ApiError::conflict(
-            format!(
-                "agent `{name}` is {}: stop it first, or mark it ready_for_cleanup (or pass force=true)",
-                agent.state
-            ),
-            Some(agent.state.as_str()),
-        ));
-    }
-    // Only the agent's own clone, and only under our clones directory, is ever removed: never
-    // the project's repository an agent without a clone ran in.
-    let clones_root = state.data_dir.join("clones");
-    let own_clone = agent
-        .clone_path
-        .as_deref()
-        .map(std::path::PathBuf::from)
-        .filter(|p| agent.clone_mode == "agent" && p.starts_with(&clones_root) && p != &clones_root);
-    let mut discarded = None;
-    if let Some(path) = &own_clone {
-        let target = agents::project_target_branch(&mut tx, agent.project_id).await?;
-        let work = match clones::unmerged_work(path, &target).await {
-            Ok(work) => work,
-            Err(e) if !query.force => {
-                return Err(ApiError::conflict(
-                    format!("cannot tell whether agent `{name}`'s clone holds unmerged work ({e}); pass force=true to remove it anyway"),
-                    Some(agent.state.as_str()),
-                ))
-            }
-            Err(_) => None,
-        };
-        match work {
-            Some(work) if !query.force => {
-                return Err(ApiError::conflict(
-                    format!(
-                        "agent `{name}`'s clone {} holds unmerged work: {}; merge or push it, or pass force=true",
-                        path.display(),
-                        work.describe()
-                    ),
-                    Some(agent.state.as_str()),
-                ))
-            }
-            other => discarded = other,
-        }
-    }
-    agents::delete(&mut tx, &agent, own_clone.is_some()).await?;
-    // Removed before the commit: if removal fails the agent stays registered and can be retried;
-    // a failed commit after it leaves a row whose clone is gone, which deleting again settles.
-    if let Some(path) = &own_clone {
-        clones::remove(path).await.map_err(|e| ApiError::Internal(e.into()))?;
-    }
-    state.feed.commit(tx).await?;
-    // Its token went with the row; the file that held it goes too.
-    let token_file = crate::worker::spawner::token_file(&state.data_dir, &name);
-    if let Err(e) = std::fs::remove_file(&token_file) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(agent = %name, error = %e, "removing the agent's token file");
-        }
-    }
-    Ok(Json(DeletedAgent { name, clone_path: agent.clone_path, clone_removed: own_clone.is_some(), discarded }))
+    Ok(Json(agents_app::delete(&state, &name, query.force).await?))
 }

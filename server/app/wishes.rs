@@ -37,7 +37,7 @@ pub struct NewWish {
     pub groups: Vec<NewGroup>,
 }
 
-/// The merge queue's verdict on a `pending_merge` wish.
+// The merge queue's verdict on a `pending_merge` wish.
 #[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[schema(example = "merged")]

@@ -29,8 +29,12 @@ pub struct Team {
     /// The branch it was made from.
     pub base_branch: String,
     pub status: TeamStatus,
-    /// The team's `git clone --shared` of the project's repository.
-    pub clone_path: String,
+    /// The team's `git clone --shared` of the project's repository, on the node `node_id`; made by
+    /// that node's worker when it spawns the team's first agent (until then `null`).
+    pub clone_path: Option<String>,
+    /// The worker node that runs the team's agents and holds its clone: the first node to claim
+    /// one of them (until then `null`).
+    pub node_id: Option<String>,
     pub leader: Option<String>,
     /// Member agents' names, oldest first.
     pub members: Vec<String>,
@@ -43,25 +47,24 @@ pub(crate) fn subject(name: &str) -> String {
     format!("team:{name}")
 }
 
-/// A team to create; the caller made its clone and checked every field.
+/// A team to create; the caller checked every field. Its clone comes later, from the worker that
+/// runs its agents.
 #[derive(Debug, Clone)]
 pub struct NewTeam {
     pub id: Uuid,
     pub name: String,
     pub project_id: Uuid,
     pub base_branch: String,
-    pub clone_path: String,
 }
 
 #[tracing::instrument(skip_all, fields(team = %new.name), err)]
 pub async fn insert(conn: &mut PgConnection, new: &NewTeam) -> Result<Team, sqlx::Error> {
     sqlx::query!(
-        "INSERT INTO teams (id, name, project_id, base_branch, clone_path) VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO teams (id, name, project_id, base_branch) VALUES ($1, $2, $3, $4)",
         new.id,
         new.name,
         new.project_id,
-        new.base_branch,
-        new.clone_path
+        new.base_branch
     )
     .execute(&mut *conn)
     .await?;
@@ -85,7 +88,7 @@ pub struct ListFilter {
 pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> Result<Vec<Team>, sqlx::Error> {
     let (after_at, after_id) = filter.after.unzip();
     let rows = sqlx::query!(
-        r#"SELECT t.id, t.name, p.slug AS project, t.project_id, t.base_branch, t.status, t.clone_path, t.leader,
+        r#"SELECT t.id, t.name, p.slug AS project, t.project_id, t.base_branch, t.status, t.clone_path, t.node_id, t.leader,
                   t.version, t.created_at, t.updated_at,
                   ARRAY(SELECT a.name FROM agents a WHERE a.team = t.name ORDER BY a.created_at, a.id) AS "members!"
            FROM teams t JOIN projects p ON p.id = t.project_id
@@ -115,6 +118,7 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
                 project_id: r.project_id,
                 base_branch: r.base_branch,
                 clone_path: r.clone_path,
+                node_id: r.node_id,
                 leader: r.leader,
                 members: r.members,
                 version: r.version,
@@ -242,7 +246,36 @@ pub async fn live_in_clone(conn: &mut PgConnection, team: &str) -> Result<Vec<St
     .await
 }
 
-/// The clone of the team an agent was spawned into.
-pub async fn clone_of(conn: &mut PgConnection, team: &str) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar!("SELECT clone_path FROM teams WHERE name = $1", team).fetch_optional(conn).await
+/// Records the clone the team's node made, once (`team.clone_made`); false when the team is gone
+/// or had a clone recorded already.
+pub async fn record_clone(conn: &mut PgConnection, team: &str, node_id: &str, path: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE teams SET clone_path = $3, version = version + 1, updated_at = now()
+         WHERE name = $1 AND node_id = $2 AND clone_path IS NULL",
+        team,
+        node_id,
+        path
+    )
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    events::record(conn, "team.clone_made", &subject(team), json!({"node_id": node_id, "clone_path": path})).await?;
+    Ok(true)
+}
+
+/// Pins the team to `node_id` unless it is pinned already; answers the node it is pinned to
+/// (`None`: no such team).
+pub async fn pin_to_node(conn: &mut PgConnection, team: &str, node_id: &str) -> Result<Option<String>, sqlx::Error> {
+    let pinned = sqlx::query_scalar!(
+        "UPDATE teams SET node_id = COALESCE(node_id, $2),
+             version = CASE WHEN node_id IS NULL THEN version + 1 ELSE version END, updated_at = now()
+         WHERE name = $1 RETURNING node_id AS \"node_id!\"",
+        team,
+        node_id
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(pinned)
 }

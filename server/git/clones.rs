@@ -15,6 +15,11 @@ pub fn clone_dir(data_dir: &Path, agent_name: &str) -> PathBuf {
     data_dir.join("clones").join(agent_name)
 }
 
+/// Where a team's clone lives on the node that runs its agents.
+pub fn team_clone_dir(data_dir: &Path, team: &str) -> PathBuf {
+    data_dir.join("teams").join(team)
+}
+
 /// The branch an agent works on when none is given.
 pub fn default_branch(agent_name: &str) -> String {
     format!("switchyard/{agent_name}")

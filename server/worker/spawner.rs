@@ -96,14 +96,8 @@ impl Spawner<'_> {
     async fn workspace(&self, agent: &Agent) -> anyhow::Result<PathBuf> {
         match agent.clone_mode.as_str() {
             "agent" => {}
-            // A team's members share the clone the team was made with.
-            "team" => {
-                let team = agent.team.as_deref().ok_or_else(|| anyhow::anyhow!("the agent's team was disbanded"))?;
-                let mut conn = self.db.acquire().await?;
-                let clone = crate::db::teams::clone_of(&mut conn, team).await?;
-                let clone = clone.ok_or_else(|| anyhow::anyhow!("team `{team}` was disbanded"))?;
-                return Ok(PathBuf::from(clone));
-            }
+            // A team's members share its clone, which this node makes for the first of them.
+            "team" => return self.team_clone(agent).await,
             _ => return Ok(PathBuf::from(&agent.repo)),
         }
         let dest = clones::clone_dir(self.data_dir, &agent.name);
@@ -115,11 +109,31 @@ impl Spawner<'_> {
         clones::make(Path::new(&agent.repo), &dest, &branch, &target).await?;
         Ok(dest)
     }
-}
 
-/// Where an agent's token file lives (removed with the agent).
-pub fn token_file(data_dir: &Path, name: &str) -> PathBuf {
-    data_dir.join("agent-tokens").join(name)
+    /// The clone of the agent's team on this node (the node the team was pinned to when the
+    /// agent was claimed): made now for its first agent, and recorded once made. git runs with
+    /// no row locked.
+    async fn team_clone(&self, agent: &Agent) -> anyhow::Result<PathBuf> {
+        let name = agent.team.as_deref().ok_or_else(|| anyhow::anyhow!("the agent's team was disbanded"))?;
+        let node = agent.node_id.as_deref().ok_or_else(|| anyhow::anyhow!("the agent was not claimed"))?;
+        let team = {
+            let mut conn = self.db.acquire().await?;
+            crate::db::teams::get(&mut conn, name).await?
+        };
+        let team = team.ok_or_else(|| anyhow::anyhow!("team `{name}` was disbanded"))?;
+        if team.node_id.as_deref().is_some_and(|pinned| pinned != node) {
+            anyhow::bail!("team `{name}` runs on node `{}`", team.node_id.unwrap_or_default());
+        }
+        if let Some(path) = &team.clone_path {
+            return Ok(PathBuf::from(path));
+        }
+        let dest = clones::team_clone_dir(self.data_dir, name);
+        clones::make(Path::new(&agent.repo), &dest, &team.branch, &team.base_branch).await?;
+        let mut tx = self.db.begin().await?;
+        crate::db::teams::record_clone(&mut tx, name, node, &dest.to_string_lossy()).await?;
+        self.feed.commit(tx).await?;
+        Ok(dest)
+    }
 }
 
 /// Writes the agent's token to `<data_dir>/agent-tokens/<name>`, readable by this user only
@@ -127,7 +141,7 @@ pub fn token_file(data_dir: &Path, name: &str) -> PathBuf {
 fn write_token(data_dir: &Path, name: &str, token: &str) -> std::io::Result<PathBuf> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let path = token_file(data_dir, name);
+    let path = crate::app::agents::token_file(data_dir, name);
     let dir = path.parent().unwrap_or(data_dir).to_path_buf();
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     let tmp = dir.join(format!(".{name}.tmp"));

@@ -1,6 +1,8 @@
 //! Teams with a real project repository: the team's clone is a real `git clone --shared` on the
-//! team's new branch, agents spawned into the team are registered to work in it, disbanding keeps
-//! unmerged work unless forced, the lifecycle refuses illegal moves, and the chat keeps its order.
+//! team's new branch, made by the worker that spawns its first agent (the team is then pinned to
+//! that node: other nodes leave its agents alone), agents spawned into the team work in it,
+//! disbanding keeps unmerged work unless forced, the lifecycle refuses illegal moves, and the chat
+//! keeps its order.
 
 use std::path::Path;
 
@@ -9,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::agent_clones::{git, repo};
 use crate::agents::{agent_token, create, project_at};
-use crate::helpers::{assert_problem, spawn_app, TestApp};
+use crate::helpers::{assert_problem, eventually, spawn_app, spawn_app_with_worker, TestApp};
 
 async fn post(app: &TestApp, path: &str, body: Value) -> reqwest::Response {
     app.admin(Method::POST, path).json(&body).send().await.expect("request")
@@ -28,28 +30,42 @@ async fn login_team(app: &TestApp, dir: &Path) -> (String, std::path::PathBuf, V
     (project, repo, made.json().await.expect("json"))
 }
 
+/// A shell agent `name` in team `login`; answers once the worker made the team's clone for it.
+async fn team_member(app: &TestApp, project: &str, name: &str) -> std::path::PathBuf {
+    create(
+        app,
+        json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "shell",
+        "team": "login"}),
+    )
+    .await;
+    eventually("the worker makes the team's clone", std::time::Duration::from_secs(20), || async {
+        team(app, "login").await["clone_path"].is_string()
+    })
+    .await;
+    let login = team(app, "login").await;
+    std::path::PathBuf::from(login["clone_path"].as_str().expect("clone_path"))
+}
+
 #[tokio::test]
-async fn a_team_gets_a_shared_clone_on_its_new_branch_and_agents_spawned_into_it_work_there() {
-    let app = spawn_app().await;
+async fn a_team_gets_a_shared_clone_on_its_new_branch_from_the_worker_that_runs_its_agents() {
+    let app = spawn_app_with_worker().await;
     let dir = tempfile::tempdir().expect("dir");
     let (project, repo, login) = login_team(&app, dir.path()).await;
     assert_eq!(login["status"], "created");
     assert_eq!((&login["branch"], &login["base_branch"]), (&json!("login"), &json!("main")));
-    let clone = Path::new(login["clone_path"].as_str().expect("clone_path"));
-    assert!(clone.starts_with(app._data_dir.path()), "under the data directory: {clone:?}");
+    assert_eq!((&login["clone_path"], &login["node_id"]), (&Value::Null, &Value::Null), "no clone before an agent");
+
+    let clone = team_member(&app, &project, "fox").await;
+    let clone = clone.as_path();
+    assert!(clone.starts_with(app._data_dir.path()), "under the worker's data directory: {clone:?}");
     assert!(clone.join(".git/objects/info/alternates").is_file(), "--shared borrows the project's objects");
     assert!(clone.join(".git").is_dir(), "a real clone, not a worktree");
     assert_eq!(git(clone, &["symbolic-ref", "--short", "HEAD"]).trim(), "login");
     assert_eq!(git(clone, &["rev-parse", "HEAD"]), git(&repo, &["rev-parse", "main"]), "made from main");
-
-    let fox = create(
-        &app,
-        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer",
-        "provider": "claude", "team": "login"}),
-    )
-    .await;
+    let fox: Value = app.admin(Method::GET, "/api/v1/agents/fox").send().await.expect("get").json().await.expect("j");
     assert_eq!((&fox["team"], &fox["clone_mode"], &fox["branch"]), (&json!("login"), &json!("team"), &json!("login")));
     let login = team(&app, "login").await;
+    assert_eq!(login["node_id"], fox["node_id"], "pinned to the node that runs its agents");
     assert_eq!(login["members"], json!(["fox"]));
     assert_eq!(login["status"], "in_progress", "its first member started it");
     // An existing agent joins; the leader must be a member.
@@ -80,21 +96,15 @@ async fn a_team_gets_a_shared_clone_on_its_new_branch_and_agents_spawned_into_it
 
 #[tokio::test]
 async fn disbanding_refuses_to_delete_a_clone_holding_unmerged_commits_unless_forced_and_says_so() {
-    let app = spawn_app().await;
+    let app = spawn_app_with_worker().await;
     let dir = tempfile::tempdir().expect("dir");
-    let (project, _repo, login) = login_team(&app, dir.path()).await;
-    create(
-        &app,
-        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude",
-        "team": "login"}),
-    )
-    .await;
-    let clone = Path::new(login["clone_path"].as_str().expect("clone_path")).to_path_buf();
+    let (project, _repo, _login) = login_team(&app, dir.path()).await;
+    let clone = team_member(&app, &project, "fox").await;
     std::fs::write(clone.join("login.rs"), "fn login() {}\n").expect("write");
     git(&clone, &["add", "-A"]);
     git(&clone, &["commit", "--quiet", "-m", "login"]);
 
-    // A member working in the clone (spawning counts) holds it first.
+    // A member working in the clone holds it first.
     let refused = app.admin(Method::DELETE, "/api/v1/teams/login").send().await.expect("delete");
     let problem = assert_problem(refused, 409).await;
     assert!(problem["detail"].as_str().unwrap_or("").contains("fox"), "{problem}");
@@ -126,13 +136,46 @@ async fn disbanding_refuses_to_delete_a_clone_holding_unmerged_commits_unless_fo
 
 #[tokio::test]
 async fn a_fully_merged_team_disbands_without_force() {
-    let app = spawn_app().await;
+    let app = spawn_app_with_worker().await;
     let dir = tempfile::tempdir().expect("dir");
-    let (_project, _repo, login) = login_team(&app, dir.path()).await;
-    let clone = Path::new(login["clone_path"].as_str().expect("clone_path")).to_path_buf();
+    let (project, _repo, _login) = login_team(&app, dir.path()).await;
+    let clone = team_member(&app, &project, "fox").await;
+    app.admin(Method::POST, "/api/v1/agents/fox/kill").send().await.expect("kill");
     let done = app.admin(Method::DELETE, "/api/v1/teams/login").send().await.expect("delete");
     assert_eq!(done.status(), 200, "{:?}", done.text().await);
     assert!(!clone.exists());
+}
+
+#[tokio::test]
+async fn a_teams_agents_are_claimed_only_by_the_node_it_is_pinned_to() {
+    let app = spawn_app().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let (project, _repo, _login) = login_team(&app, dir.path()).await;
+    let member = |name: &'static str| {
+        let project = project.clone();
+        let app = &app;
+        async move {
+            create(
+                app,
+                json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "shell",
+                "team": "login"}),
+            )
+            .await
+        }
+    };
+    member("fox").await;
+    let mut conn = app.pool.acquire().await.expect("conn");
+    for node in ["node-a", "node-b"] {
+        switchyard::db::nodes::register(&mut conn, node, "host", "worker", chrono::Utc::now()).await.expect("node");
+    }
+    let claimed = switchyard::db::agents::claim_spawning(&mut conn, "node-a", 10).await.expect("claim");
+    assert_eq!(claimed.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["fox"]);
+    assert_eq!(team(&app, "login").await["node_id"], "node-a", "the first claim pins the team");
+    member("owl").await;
+    let elsewhere = switchyard::db::agents::claim_spawning(&mut conn, "node-b", 10).await.expect("claim");
+    assert!(elsewhere.is_empty(), "another node leaves the team's agents alone: {elsewhere:?}");
+    let claimed = switchyard::db::agents::claim_spawning(&mut conn, "node-a", 10).await.expect("claim");
+    assert_eq!(claimed.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["owl"]);
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{get, list, subject, Agent, ListFilter};
-use crate::db::{events, tasks};
+use crate::db::{events, tasks, teams};
 use crate::domain::agent::{swapped_from, transition, AgentEvent, AgentState};
 use crate::domain::task::TaskEvent;
 
@@ -209,10 +209,14 @@ async fn follow_task(
 /// `SKIP LOCKED` lets several workers claim at once without waiting for or doubling each other.
 #[tracing::instrument(skip_all, fields(node = %node_id), err)]
 pub async fn claim_spawning(conn: &mut PgConnection, node_id: &str, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
+    // A team's agents run where its clone is: on the node the team is pinned to, or (not pinned
+    // yet) on whichever node claims one of them first, which pins it.
     let ids = sqlx::query_scalar!(
         "UPDATE agents SET node_id = $1, version = version + 1, updated_at = now()
-         WHERE id IN (SELECT id FROM agents WHERE state = 'spawning' AND node_id IS NULL
-                      ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+         WHERE id IN (SELECT a.id FROM agents a LEFT JOIN teams t ON t.name = a.team
+                      WHERE a.state = 'spawning' AND a.node_id IS NULL
+                        AND (t.node_id IS NULL OR t.node_id = $1)
+                      ORDER BY a.created_at, a.id LIMIT $2 FOR UPDATE OF a SKIP LOCKED)
          RETURNING id",
         node_id,
         limit
@@ -222,6 +226,13 @@ pub async fn claim_spawning(conn: &mut PgConnection, node_id: &str, limit: i64) 
     let mut claimed = Vec::with_capacity(ids.len());
     for id in ids {
         let agent = get(conn, id).await?.ok_or(sqlx::Error::RowNotFound)?;
+        if let Some(team) = &agent.team {
+            // Another node pinned the team meanwhile: the agent is that node's to claim.
+            if teams::pin_to_node(conn, team, node_id).await?.is_some_and(|pinned| pinned != node_id) {
+                sqlx::query!("UPDATE agents SET node_id = NULL WHERE id = $1", id).execute(&mut *conn).await?;
+                continue;
+            }
+        }
         events::record(&mut *conn, "agent.claimed", &subject(&agent.name), json!({"node_id": node_id})).await?;
         claimed.push(agent);
     }
