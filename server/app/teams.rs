@@ -282,13 +282,15 @@ fn own_clone(ctx: &Ctx, team: &Team, force: bool) -> Result<Option<PathBuf>> {
 async fn unmerged(clone: &Path, team: &Team, force: bool) -> Result<Option<UnmergedWork>> {
     let work = match clones::unmerged_work(clone, &team.base_branch).await {
         Ok(work) => work,
-        Err(e) if !force => return Err(Error::conflict(
-            format!(
+        Err(e) if !force => {
+            return Err(Error::conflict(
+                format!(
                 "cannot tell whether team `{}`'s clone holds unmerged work ({e}); pass force=true to remove it anyway",
                 team.name
             ),
-            Some(team.status.as_str()),
-        )),
+                Some(team.status.as_str()),
+            ))
+        }
         Err(_) => None,
     };
     match work {
