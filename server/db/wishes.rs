@@ -1,10 +1,13 @@
-//! Wishes in the database: rows, blockers, their execution groups (tasks with `wish_id`),
-//! applying a lifecycle event as one conditional update plus its event row, and moving a wish's
-//! card between board columns.
+//! Wishes in the database: rows, creating, reading and listing them, and their blockers. Their
+//! execution groups are [`groups`], their lifecycle [`lifecycle`], card moves [`moves`].
 
+mod groups;
+mod lifecycle;
 mod listing;
 mod moves;
 
+pub use groups::{delete_groups, for_group, group, group_done, group_task, groups, insert_groups, Group, NewGroup};
+pub use lifecycle::{apply, lock, record_review, snapshot, waiting_on, Outcome};
 pub use listing::{in_states, on_board, progress};
 pub use moves::move_to_column;
 
@@ -14,10 +17,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::events;
-use crate::db::tasks::{self, NewTask};
-use crate::domain::plan::GroupSpec;
-use crate::domain::task::TaskStatus;
-use crate::domain::wish::{transition, WishChange, WishError, WishEvent, WishSnapshot, WishStatus};
+use crate::domain::wish::WishStatus;
 
 /// A wish as the API shows it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -122,22 +122,6 @@ pub struct NewWish {
     pub blocked_by: Vec<Uuid>,
 }
 
-/// One execution group of a plan, as given by the user.
-#[derive(Debug, Clone)]
-pub struct NewGroup {
-    pub key: String,
-    pub title: String,
-    pub goal: String,
-    pub depends_on: Vec<String>,
-    pub max_iterations: Option<i32>,
-}
-
-impl NewGroup {
-    pub fn spec(&self) -> GroupSpec {
-        GroupSpec { key: self.key.clone(), depends_on: self.depends_on.clone() }
-    }
-}
-
 pub async fn insert(conn: &mut PgConnection, new: &NewWish) -> Result<Wish, sqlx::Error> {
     let row = sqlx::query_as!(
         WishRow,
@@ -163,89 +147,6 @@ pub async fn insert(conn: &mut PgConnection, new: &NewWish) -> Result<Wish, sqlx
     events::record(conn, "wish.created", &subject(&wish), serde_json::json!({"slug": wish.slug, "status": "draft"}))
         .await?;
     Ok(wish)
-}
-
-/// Stores a plan's groups as tasks, in topological `order`, each depending on its groups' tasks;
-/// returns the wish counting them open.
-pub async fn insert_groups(
-    conn: &mut PgConnection,
-    wish: &Wish,
-    groups: &[NewGroup],
-    order: &[usize],
-) -> Result<Wish, sqlx::Error> {
-    let mut ids = std::collections::HashMap::new();
-    for &i in order {
-        let group = &groups[i];
-        let depends_on = group.depends_on.iter().filter_map(|k| ids.get(k.as_str()).copied()).collect();
-        let task = tasks::insert(
-            conn,
-            &NewTask {
-                project_id: wish.project_id,
-                wish_id: Some(wish.id),
-                group_key: Some(group.key.clone()),
-                title: group.title.clone(),
-                goal: group.goal.clone(),
-                depends_on,
-                max_iterations: group.max_iterations,
-                ..NewTask::default()
-            },
-        )
-        .await?;
-        ids.insert(group.key.as_str(), task.id);
-    }
-    let added = i32::try_from(groups.len()).unwrap_or(i32::MAX);
-    let row = sqlx::query_as!(
-        WishRow,
-        "UPDATE wishes SET groups_open = groups_open + $2 WHERE id = $1 RETURNING *",
-        wish.id,
-        added
-    )
-    .fetch_one(conn)
-    .await?;
-    Wish::try_from(row)
-}
-
-/// Replaces a draft's plan.
-pub async fn delete_groups(conn: &mut PgConnection, wish_id: Uuid) -> Result<u64, sqlx::Error> {
-    let deleted = sqlx::query!("DELETE FROM tasks WHERE wish_id = $1", wish_id).execute(&mut *conn).await?;
-    sqlx::query!("UPDATE wishes SET groups_open = 0 WHERE id = $1", wish_id).execute(conn).await?;
-    Ok(deleted.rows_affected())
-}
-
-/// What a group action starts from, in one statement: the wish, and its group `key` (when it
-/// has one) with the keys that group depends on.
-pub async fn for_group(
-    conn: &mut PgConnection,
-    slug: &str,
-    key: &str,
-) -> Result<Option<(Wish, Option<(tasks::Task, Vec<String>)>)>, sqlx::Error> {
-    let row = sqlx::query!(
-        r#"SELECT to_jsonb(w) AS "wish!: sqlx::types::Json<WishRow>",
-                  to_jsonb(t) AS "task: sqlx::types::Json<tasks::TaskRow>",
-                  ARRAY(SELECT d.group_key FROM task_dependencies td JOIN tasks d ON d.id = td.depends_on
-                        WHERE td.task_id = t.id ORDER BY d.group_key) AS "depends_on!: Vec<String>"
-           FROM wishes w LEFT JOIN tasks t ON t.wish_id = w.id AND t.group_key = $2
-           WHERE w.slug = $1"#,
-        slug,
-        key
-    )
-    .fetch_optional(conn)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let wish = Wish::try_from(row.wish.0)?;
-    let group = row.task.map(|t| tasks::Task::try_from(t.0)).transpose()?.map(|task| (task, row.depends_on));
-    Ok(Some((wish, group)))
-}
-
-/// Counts one more of the wish's groups done and returns the wish as it is now. The update
-/// waits for any other completion of the same wish to commit, so of two concurrent last
-/// completions exactly one reads `groups_open == 0`.
-pub async fn group_done(conn: &mut PgConnection, wish_id: Uuid) -> Result<Option<Wish>, sqlx::Error> {
-    let row =
-        sqlx::query_as!(WishRow, "UPDATE wishes SET groups_open = groups_open - 1 WHERE id = $1 RETURNING *", wish_id)
-            .fetch_optional(conn)
-            .await?;
-    row.map(Wish::try_from).transpose()
 }
 
 pub async fn get(conn: &mut PgConnection, slug: &str) -> Result<Option<Wish>, sqlx::Error> {
@@ -303,219 +204,6 @@ pub async fn blockers(conn: &mut PgConnection, wish_id: Uuid) -> Result<Vec<Bloc
 pub struct Blocker {
     pub slug: String,
     pub merged: bool,
-}
-
-/// What the lifecycle rules need, read from the row and its relations.
-pub async fn snapshot(conn: &mut PgConnection, wish: &Wish) -> Result<WishSnapshot, sqlx::Error> {
-    let counts = sqlx::query!(
-        r#"SELECT
-             (SELECT count(*) FROM wish_blockers b JOIN wishes w ON w.id = b.blocked_by
-               WHERE b.wish_id = $1 AND w.status <> 'merged') AS "unmerged!",
-             EXISTS (SELECT 1 FROM tasks WHERE wish_id = $1) AS "has_plan!""#,
-        wish.id
-    )
-    .fetch_one(conn)
-    .await?;
-    Ok(WishSnapshot {
-        status: wish.status,
-        held: wish.held,
-        blockers_unmerged: usize::try_from(counts.unmerged).unwrap_or(usize::MAX),
-        has_plan: counts.has_plan,
-        has_tasks: wish.queued_at.is_some(),
-    })
-}
-
-/// The outcome of a lifecycle event.
-pub enum Outcome {
-    Applied(Wish),
-    Refused { error: WishError, current: Wish },
-}
-
-/// Applies a lifecycle event: the domain decides, then one update conditional on the status and
-/// hold flag that were decided on, so two concurrent writers never both win.
-pub async fn apply(
-    conn: &mut PgConnection,
-    wish: &Wish,
-    event: WishEvent,
-    reason: Option<&str>,
-) -> Result<Outcome, sqlx::Error> {
-    let snapshot = snapshot(conn, wish).await?;
-    let change = match transition(&snapshot, &event) {
-        Ok(change) => change,
-        Err(error) => return Ok(Outcome::Refused { error, current: wish.clone() }),
-    };
-    let (to_status, to_held) = match change {
-        WishChange::Status(s) => (s, wish.held),
-        WishChange::Held(h) => (wish.status, h),
-    };
-    let row = sqlx::query_as!(
-        WishRow,
-        "UPDATE wishes SET
-           status = $2, held = $3, version = version + 1, updated_at = now(),
-           held_at = CASE WHEN $3 THEN COALESCE(held_at, now()) END,
-           queued_at = CASE WHEN $2 = 'queued' THEN COALESCE(queued_at, now()) ELSE queued_at END,
-           started_at = CASE WHEN $2 = 'executing' AND status <> 'executing' THEN now() ELSE started_at END,
-           completed_at = CASE WHEN $2 = 'completed' AND status <> 'completed' THEN now() ELSE completed_at END,
-           merged_at = CASE WHEN $2 = 'merged' THEN now() ELSE merged_at END,
-           failure_reason = CASE WHEN $2 IN ('failed', 'conflict', 'interrupted', 'cancelled')
-                                 THEN COALESCE($6, failure_reason)
-                                 WHEN $2 = status THEN failure_reason END
-         WHERE id = $1 AND status = $4 AND held = $5
-         RETURNING *",
-        wish.id,
-        to_status.as_str(),
-        to_held,
-        wish.status.as_str(),
-        wish.held,
-        reason
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(row) = row else {
-        // Another writer changed the wish first: report its state now.
-        let current = get(conn, &wish.slug).await?.unwrap_or_else(|| wish.clone());
-        let error = WishError::Illegal { from: current.status, event: event.name() };
-        return Ok(Outcome::Refused { error, current });
-    };
-    let updated = Wish::try_from(row)?;
-    let event_type = match (event, change) {
-        (WishEvent::Hold, _) => "wish.held".to_owned(),
-        (WishEvent::Release, _) => "wish.released".to_owned(),
-        (WishEvent::Resume { .. }, _) => "wish.resumed".to_owned(),
-        (_, _) => format!("wish.{}", updated.status.as_str()),
-    };
-    let payload = serde_json::json!({
-        "slug": updated.slug, "from": wish.status, "to": updated.status, "held": updated.held, "reason": reason,
-    });
-    events::record(conn, &event_type, &subject(&updated), payload).await?;
-    Ok(Outcome::Applied(updated))
-}
-
-/// Records a review verdict: moves `review_iteration` (conditional on the value read).
-pub async fn record_review(
-    conn: &mut PgConnection,
-    wish: &Wish,
-    iteration: i32,
-    payload: serde_json::Value,
-) -> Result<Option<Wish>, sqlx::Error> {
-    let row = sqlx::query_as!(
-        WishRow,
-        "UPDATE wishes SET review_iteration = $2, version = version + 1, updated_at = now()
-         WHERE id = $1 AND review_iteration = $3 AND status = 'executing' RETURNING *",
-        wish.id,
-        iteration,
-        wish.review_iteration
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let updated = Wish::try_from(row)?;
-    events::record(conn, "wish.reviewed", &subject(&updated), payload).await?;
-    Ok(Some(updated))
-}
-
-/// The wish, locked until the transaction ends, so a decision on its `groups_open` and status
-/// cannot race a group completion.
-pub async fn lock(conn: &mut PgConnection, wish_id: Uuid) -> Result<Option<Wish>, sqlx::Error> {
-    let row =
-        sqlx::query_as!(WishRow, "SELECT * FROM wishes WHERE id = $1 FOR UPDATE", wish_id).fetch_optional(conn).await?;
-    row.map(Wish::try_from).transpose()
-}
-
-/// Queued wishes that were waiting for this one, to re-check when it merges.
-pub async fn waiting_on(conn: &mut PgConnection, wish_id: Uuid) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar!(
-        "SELECT w.slug FROM wish_blockers b JOIN wishes w ON w.id = b.wish_id
-         WHERE b.blocked_by = $1 AND w.status = 'queued' AND NOT w.held ORDER BY w.created_at, w.id",
-        wish_id
-    )
-    .fetch_all(conn)
-    .await
-}
-
-/// A group as shown with its wish: the task, and the keys it depends on.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Group {
-    pub key: String,
-    pub task_id: Uuid,
-    pub title: String,
-    pub goal: String,
-    #[schema(value_type = String, example = "ready")]
-    pub status: TaskStatus,
-    pub depends_on: Vec<String>,
-    pub assignee: Option<String>,
-    pub result: Option<String>,
-    pub iterations: i32,
-    pub max_iterations: i32,
-}
-
-impl Group {
-    /// The group that `task` is, depending on the groups `depends_on`.
-    pub fn of(task: &tasks::Task, depends_on: Vec<String>) -> Group {
-        Group {
-            key: task.group_key.clone().unwrap_or_default(),
-            task_id: task.id,
-            title: task.title.clone(),
-            goal: task.goal.clone(),
-            status: task.status,
-            depends_on,
-            assignee: task.assignee.clone(),
-            result: task.result.clone(),
-            iterations: task.iterations,
-            max_iterations: task.max_iterations,
-        }
-    }
-}
-
-/// The wish's groups with their dependencies' keys, in creation order.
-pub async fn groups(conn: &mut PgConnection, wish_id: Uuid) -> Result<Vec<Group>, sqlx::Error> {
-    group_rows(conn, wish_id, None).await
-}
-
-/// One group of the wish, read without touching the others.
-pub async fn group(conn: &mut PgConnection, wish_id: Uuid, key: &str) -> Result<Option<Group>, sqlx::Error> {
-    Ok(group_rows(conn, wish_id, Some(key)).await?.pop())
-}
-
-async fn group_rows(conn: &mut PgConnection, wish_id: Uuid, key: Option<&str>) -> Result<Vec<Group>, sqlx::Error> {
-    let rows = sqlx::query!(
-        r#"SELECT t.id, t.group_key AS "key!", t.title, t.goal, t.status, t.assignee, t.result, t.iterations,
-                  t.max_iterations,
-                  COALESCE(array_agg(d.group_key ORDER BY d.group_key) FILTER (WHERE d.id IS NOT NULL), '{}')
-                    AS "depends_on!: Vec<String>"
-           FROM tasks t
-           LEFT JOIN task_dependencies td ON td.task_id = t.id
-           LEFT JOIN tasks d ON d.id = td.depends_on
-           WHERE t.wish_id = $1 AND ($2::text IS NULL OR t.group_key = $2)
-           GROUP BY t.id
-           ORDER BY t.created_at, t.id"#,
-        wish_id,
-        key
-    )
-    .fetch_all(conn)
-    .await?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(Group {
-                status: r.status.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-                key: r.key,
-                task_id: r.id,
-                title: r.title,
-                goal: r.goal,
-                depends_on: r.depends_on,
-                assignee: r.assignee,
-                result: r.result,
-                iterations: r.iterations,
-                max_iterations: r.max_iterations,
-            })
-        })
-        .collect()
-}
-
-pub async fn group_task(conn: &mut PgConnection, wish_id: Uuid, key: &str) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!("SELECT id FROM tasks WHERE wish_id = $1 AND group_key = $2", wish_id, key)
-        .fetch_optional(conn)
-        .await
 }
 
 pub fn subject(wish: &Wish) -> String {
