@@ -1,7 +1,7 @@
 //! Deleting an agent with its clone: a real project repository and a real `git clone --shared`,
 //! made as the worker makes them; the clone goes only when nothing in it is unmerged.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -9,39 +9,13 @@ use switchyard::db::agents::{self, Cause};
 use switchyard::domain::agent::{Activity, AgentEvent};
 use switchyard::git::clones;
 
-use crate::agents::{create, engineer, events_of, get, id, project_at};
-use crate::helpers::{assert_problem, spawn_app, TestApp};
-
-/// Runs git in `dir`, panicking on failure.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let output = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// A project repository with one commit on `main`.
-pub fn repo(dir: &Path) -> PathBuf {
-    let repo = dir.join("project");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "--quiet", "--initial-branch=main"]);
-    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "--quiet", "-m", "first"]);
-    repo
-}
+use crate::helpers::{assert_problem, engineer, git, id, repo_of, spawn_app, TestApp};
 
 /// An engineer whose clone the worker made; returns the agent, the project's repository and
-/// the clone (the temp dir holds the repository).
-async fn engineer_with_clone(app: &TestApp, dir: &Path, name: &str) -> (Value, PathBuf, PathBuf) {
-    let repo = repo(dir);
-    let project = project_at(app, repo.to_str().unwrap()).await;
-    let agent = engineer(app, &project, name).await;
+/// the clone.
+async fn engineer_with_clone(app: &TestApp, name: &str) -> (Value, PathBuf, PathBuf) {
+    let repo = repo_of(&app.create_project("alpha").await);
+    let agent = app.create_agent(engineer("alpha", name)).await;
     let clone = clones::clone_dir(app._data_dir.path(), name);
     clones::make(&repo, &clone, &format!("switchyard/{name}"), "main").await.unwrap();
     let mut conn = app.pool.acquire().await.unwrap();
@@ -56,8 +30,7 @@ async fn delete(app: &TestApp, name: &str, query: &str) -> reqwest::Response {
 #[tokio::test]
 async fn deleting_refuses_a_live_agent_and_a_clone_with_unmerged_work_and_says_what_it_is() {
     let app = spawn_app().await;
-    let dir = tempfile::tempdir().unwrap();
-    let (fox, repo, clone) = engineer_with_clone(&app, dir.path(), "fox").await;
+    let (fox, repo, clone) = engineer_with_clone(&app, "fox").await;
     let mut conn = app.pool.acquire().await.unwrap();
     let working = AgentEvent::Observed(Activity::Working);
     agents::apply(&mut conn, id(&fox), None, working, &Cause::from("hook")).await.unwrap();
@@ -74,7 +47,7 @@ async fn deleting_refuses_a_live_agent_and_a_clone_with_unmerged_work_and_says_w
     assert!(detail.contains("branch `switchyard/fox` has 1 commit not in `main` (1 not pushed)"), "{detail}");
     assert!(detail.contains("1 uncommitted file: wip.rs"), "{detail}");
     assert!(clone.is_dir());
-    get(&app, "fox").await;
+    app.agent("fox").await;
 
     // Merged into the project and nothing left uncommitted: the clone goes with the agent.
     std::fs::remove_file(clone.join("wip.rs")).unwrap();
@@ -85,15 +58,14 @@ async fn deleting_refuses_a_live_agent_and_a_clone_with_unmerged_work_and_says_w
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["clone_removed"], true);
     assert!(!clone.exists());
-    assert_problem(app.admin(Method::GET, "/api/v1/agents/fox").send().await.unwrap(), 404).await;
-    assert_eq!(events_of(&app, "agent.deleted", "fox").await, 1);
+    assert_problem(app.get("/api/v1/agents/fox").await, 404).await;
+    assert_eq!(app.count_events("agent.deleted", "agent:fox").await, 1);
 }
 
 #[tokio::test]
 async fn force_deletes_a_clone_with_unmerged_work_and_reports_what_was_discarded() {
     let app = spawn_app().await;
-    let dir = tempfile::tempdir().unwrap();
-    let (_, repo, clone) = engineer_with_clone(&app, dir.path(), "owl").await;
+    let (_, repo, clone) = engineer_with_clone(&app, "owl").await;
     std::fs::write(clone.join("wip.rs"), "todo\n").unwrap();
     let patched = app.admin(Method::PATCH, "/api/v1/agents/owl").json(&json!({"ready_for_cleanup": true})).send();
     assert_eq!(patched.await.unwrap().status(), 200);
@@ -111,15 +83,11 @@ async fn force_deletes_a_clone_with_unmerged_work_and_reports_what_was_discarded
 #[tokio::test]
 async fn deleting_an_agent_without_a_clone_never_touches_the_projects_repository() {
     let app = spawn_app().await;
-    let dir = tempfile::tempdir().unwrap();
-    let repo = repo(dir.path());
-    let project = project_at(&app, repo.to_str().unwrap()).await;
-    let cat = create(
-        &app,
-        json!({"name": "cat", "project": project, "kind": "workspace", "role": "engineer", "provider": "shell",
-            "clone": "none"}),
-    )
-    .await;
+    let repo = repo_of(&app.create_project("alpha").await);
+    let cat = app
+        .create_agent(json!({"name": "cat", "project": "alpha", "kind": "workspace", "role": "engineer",
+            "provider": "shell", "clone": "none"}))
+        .await;
     let mut conn = app.pool.acquire().await.unwrap();
     agents::record_pane(&mut conn, id(&cat), "s", "@1", "%1", None, repo.to_str()).await.unwrap();
     std::fs::write(repo.join("dirty.txt"), "x").unwrap();

@@ -5,12 +5,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::agents::{agent_token, create, engineer, events_of, get, post, project_at};
 use crate::binary::BIN;
-use crate::helpers::{assert_problem, eventually, spawn_app, TestApp};
+use crate::helpers::{assert_problem, engineer, eventually, merged, spawn_app, TestApp};
 
 async fn hook(app: &TestApp, token: &str, name: &str, body: Value) -> reqwest::Response {
     app.client
@@ -22,30 +20,18 @@ async fn hook(app: &TestApp, token: &str, name: &str, body: Value) -> reqwest::R
         .expect("request")
 }
 
-async fn task_status(app: &TestApp, task_id: &str) -> String {
-    let task: Value =
-        app.admin(Method::GET, &format!("/api/v1/tasks/{task_id}")).send().await.unwrap().json().await.unwrap();
-    task["status"].as_str().unwrap().to_owned()
-}
-
 /// An agent working on an `in_progress` wish group; returns the agent and the group's task id.
 async fn agent_on_a_started_group(app: &TestApp) -> (Value, String) {
-    let project = project_at(app, "/tmp/repo").await;
-    let wish =
-        json!({"slug": "login", "project": project, "title": "Login", "groups": [{"key": "api", "title": "API"}]});
-    assert_eq!(post(app, "/api/v1/wishes", wish).await.status(), 201);
-    for path in ["plan", "queue", "start", "groups/api/start"] {
-        let response = post(app, &format!("/api/v1/wishes/login/{path}"), json!({})).await;
-        assert!(response.status().is_success(), "{path}: {}", response.text().await.unwrap());
-    }
-    let agent = create(
-        app,
-        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer", "provider": "claude",
-            "wish": "login", "group": "api"}),
+    app.create_project("alpha").await;
+    app.create_wish(
+        json!({"slug": "login", "project": "alpha", "title": "Login", "groups": [{"key": "api", "title": "API"}]}),
     )
     .await;
+    app.start_wish("login").await;
+    app.post_ok("/api/v1/wishes/login/groups/api/start", json!({})).await;
+    let agent = app.create_agent(merged(engineer("alpha", "fox"), json!({"wish": "login", "group": "api"}))).await;
     let task_id = agent["task_id"].as_str().unwrap().to_owned();
-    assert_eq!(task_status(app, &task_id).await, "in_progress");
+    assert_eq!(app.task(&task_id).await["status"], "in_progress");
     (agent, task_id)
 }
 
@@ -53,7 +39,7 @@ async fn agent_on_a_started_group(app: &TestApp) -> (Value, String) {
 async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_asks() {
     let app = spawn_app().await;
     let (agent, task_id) = agent_on_a_started_group(&app).await;
-    let token = agent_token(&app, &agent).await;
+    let token = app.agent_token(&agent).await;
     let steps = [
         (json!({"hook_event_name": "SessionStart", "source": "startup"}), "idle", "in_progress"),
         (json!({"hook_event_name": "UserPromptSubmit", "prompt": "Build the API"}), "working", "in_progress"),
@@ -75,14 +61,14 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
         assert_eq!(response.status(), 200, "{event}");
         let outcome: Value = response.json().await.unwrap();
         assert_eq!(outcome["state"], state, "{event}");
-        let agent = get(&app, "fox").await;
+        let agent = app.agent("fox").await;
         assert_eq!(agent["state"], state, "{event}");
         assert_eq!(agent["last_hook_state"], state, "{event}");
         assert!(agent["last_hook_at"].is_string());
-        assert_eq!(task_status(&app, &task_id).await, task, "{event}");
+        assert_eq!(app.task(&task_id).await["status"], task, "{event}");
     }
     // One state_changed per change (the second PreToolUse changed nothing), from the hook.
-    assert_eq!(events_of(&app, "agent.state_changed", "fox").await, 8);
+    assert_eq!(app.count_events("agent.state_changed", "agent:fox").await, 8);
     let sources: Vec<String> = sqlx::query_scalar(
         "SELECT DISTINCT payload->>'source' FROM events WHERE type = 'agent.state_changed' AND subject = 'agent:fox'",
     )
@@ -104,9 +90,9 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
 #[tokio::test]
 async fn a_hook_body_must_be_an_object_naming_its_event() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    let agent = engineer(&app, &project, "owl").await;
-    let token = agent_token(&app, &agent).await;
+    app.create_project("alpha").await;
+    let agent = app.create_agent(engineer("alpha", "owl")).await;
+    let token = app.agent_token(&agent).await;
     for body in [json!([1, 2]), json!({"event": "Stop"}), json!({"hook_event_name": 3})] {
         let problem = assert_problem(hook(&app, &token, "owl", body).await, 422).await;
         assert_eq!(problem["errors"][0]["field"], "hook_event_name");
@@ -116,7 +102,7 @@ async fn a_hook_body_must_be_an_object_naming_its_event() {
     // A hook that says nothing about the state is recorded and changes nothing.
     let response = hook(&app, &token, "owl", json!({"hook_event_name": "PreCompact"})).await;
     assert_eq!(response.status(), 200);
-    let agent = get(&app, "owl").await;
+    let agent = app.agent("owl").await;
     assert_eq!(agent["state"], "spawning");
     assert!(agent["last_hook_at"].is_string());
 }
@@ -140,9 +126,9 @@ fn run_hook(env: &[(&str, &str)], stdin: &str) -> std::process::Output {
 #[tokio::test]
 async fn the_hook_command_posts_its_stdin_as_the_agent_and_always_exits_0_quietly() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    let agent = engineer(&app, &project, "cat").await;
-    let token = agent_token(&app, &agent).await;
+    app.create_project("alpha").await;
+    let agent = app.create_agent(engineer("alpha", "cat")).await;
+    let token = app.agent_token(&agent).await;
     let env = [("SWITCHYARD_URL", app.address.as_str()), ("SWITCHYARD_AGENT", "cat"), ("SWITCHYARD_TOKEN", &token)];
     let input = r#"{"session_id":"x","hook_event_name":"UserPromptSubmit","prompt":"go"}"#;
     let output = tokio::task::spawn_blocking({
@@ -158,7 +144,7 @@ async fn the_hook_command_posts_its_stdin_as_the_agent_and_always_exits_0_quietl
     assert!(output.stdout.is_empty(), "Claude Code reads a hook's stdout");
     assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
     eventually("the agent is working", Duration::from_secs(5), || async {
-        get(&app, "cat").await["state"] == "working"
+        app.agent("cat").await["state"] == "working"
     })
     .await;
 

@@ -1,6 +1,5 @@
 //! `/api/v1/agents`: registering, listing, reading, editing and deleting agents, agent tokens, and
 //! the db functions the worker calls. Hooks are in `agent_hooks.rs`, clones in `agent_clones.rs`.
-//! Projects are inserted directly: their API is tested on its own.
 
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -8,76 +7,19 @@ use switchyard::db::agents::{self, Applied, Cause};
 use switchyard::domain::agent::{Activity, AgentEvent, AgentState};
 use uuid::Uuid;
 
-use crate::helpers::{assert_problem, spawn_app, TestApp};
-
-/// A project whose repository is `repo_path`; returns its slug.
-pub async fn project_at(app: &TestApp, repo_path: &str) -> String {
-    let slug = format!("p{}", &Uuid::new_v4().simple().to_string()[..8]);
-    sqlx::query("INSERT INTO projects (id, slug, name, repo_path) VALUES ($1, $2, $2, $3)")
-        .bind(Uuid::new_v4())
-        .bind(&slug)
-        .bind(repo_path)
-        .execute(&app.pool)
-        .await
-        .expect("insert project");
-    slug
-}
-
-pub async fn post(app: &TestApp, path: &str, body: Value) -> reqwest::Response {
-    app.admin(Method::POST, path).json(&body).send().await.expect("request")
-}
-
-/// Registers an agent through the API and returns it.
-pub async fn create(app: &TestApp, body: Value) -> Value {
-    let response = post(app, "/api/v1/agents", body).await;
-    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap_or_default());
-    response.json().await.expect("json")
-}
-
-pub async fn get(app: &TestApp, name: &str) -> Value {
-    let response = app.admin(Method::GET, &format!("/api/v1/agents/{name}")).send().await.expect("request");
-    assert_eq!(response.status(), 200);
-    response.json().await.expect("json")
-}
-
-/// Registers a Claude Code engineer named `name` in `project`.
-pub async fn engineer(app: &TestApp, project: &str, name: &str) -> Value {
-    create(app, json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}))
-        .await
-}
-
-pub fn id(agent: &Value) -> Uuid {
-    agent["id"].as_str().and_then(|s| Uuid::parse_str(s).ok()).expect("id")
-}
-
-/// The agent's token, as the worker gets it when it spawns the agent.
-pub async fn agent_token(app: &TestApp, agent: &Value) -> String {
-    let mut tx = app.pool.begin().await.expect("begin");
-    let secret = switchyard::db::tokens::issue_agent_token(&mut tx, id(agent)).await.expect("token");
-    tx.commit().await.expect("commit");
-    secret
-}
-
-pub async fn events_of(app: &TestApp, event_type: &str, name: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM events WHERE type = $1 AND subject = $2")
-        .bind(event_type)
-        .bind(format!("agent:{name}"))
-        .fetch_one(&app.pool)
-        .await
-        .expect("count events")
-}
+use crate::helpers::{assert_problem, engineer, id, spawn_app};
 
 #[tokio::test]
 async fn registering_an_agent_writes_a_spawning_row_with_no_node_and_its_event() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    let response = post(
-        &app,
-        "/api/v1/agents",
-        json!({"name": "clever-fox", "project": project, "kind": "merge-queue", "role": "engineer",
+    let project = app.create_project("alpha").await;
+    let response = app
+        .post(
+            "/api/v1/agents",
+            json!({"name": "clever-fox", "project": "alpha", "kind": "merge-queue", "role": "engineer",
             "provider": "claude", "task": "Add a login page"}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(response.status(), 201);
     assert_eq!(response.headers()["etag"], "\"1\"");
     let agent: Value = response.json().await.unwrap();
@@ -87,19 +29,19 @@ async fn registering_an_agent_writes_a_spawning_row_with_no_node_and_its_event()
     assert_eq!(agent["node_id"], Value::Null);
     assert_eq!(agent["branch"], "switchyard/clever-fox");
     assert_eq!(agent["clone_mode"], "agent");
-    assert_eq!(agent["repo"], "/tmp/repo");
+    assert_eq!(agent["repo"], project["repo_path"]);
     assert!(agent["provider_session_id"].as_str().is_some_and(|s| Uuid::parse_str(s).is_ok()));
-    assert_eq!(get(&app, "clever-fox").await, agent);
-    assert_eq!(events_of(&app, "agent.spawned", "clever-fox").await, 1);
+    assert_eq!(app.agent("clever-fox").await, agent);
+    assert_eq!(app.count_events("agent.spawned", "agent:clever-fox").await, 1);
 }
 
 #[tokio::test]
 async fn an_agent_without_a_name_is_named_after_its_kind() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    let agent =
-        create(&app, json!({"project": project, "kind": "worker", "role": "qa", "provider": "shell", "clone": "none"}))
-            .await;
+    app.create_project("alpha").await;
+    let agent = app
+        .create_agent(json!({"project": "alpha", "kind": "worker", "role": "qa", "provider": "shell", "clone": "none"}))
+        .await;
     let name = agent["name"].as_str().unwrap();
     assert!(name.starts_with("worker-") && name.len() == "worker-".len() + 8, "{name}");
     assert_eq!(agent["branch"], Value::Null);
@@ -109,8 +51,8 @@ async fn an_agent_without_a_name_is_named_after_its_kind() {
 #[tokio::test]
 async fn bad_fields_are_422s_naming_the_field() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    let base = json!({"project": project, "kind": "worker", "role": "engineer", "provider": "claude"});
+    app.create_project("alpha").await;
+    let base = json!({"project": "alpha", "kind": "worker", "role": "engineer", "provider": "claude"});
     let with = |field: &str, value: Value| {
         let mut body = base.clone();
         body[field] = value;
@@ -129,49 +71,45 @@ async fn bad_fields_are_422s_naming_the_field() {
         (with("colour", json!("red")), "colour"),
     ];
     for (body, field) in cases {
-        let problem = assert_problem(post(&app, "/api/v1/agents", body).await, 422).await;
+        let problem = assert_problem(app.post("/api/v1/agents", body).await, 422).await;
         assert_eq!(problem["errors"][0]["field"], field, "{problem}");
     }
-    let problem = assert_problem(post(&app, "/api/v1/agents", with("provider", json!("cursor"))).await, 422).await;
+    let problem = assert_problem(app.post("/api/v1/agents", with("provider", json!("cursor"))).await, 422).await;
     assert!(problem["detail"].as_str().unwrap().contains("claude, codex, gemini, shell"), "{problem}");
 }
 
 #[tokio::test]
 async fn a_wish_group_links_the_agent_to_the_groups_task() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    let wish = post(
-        &app,
-        "/api/v1/wishes",
-        json!({"slug": "login", "project": project, "title": "Login", "groups": [{"key": "api", "title": "API"}]}),
-    )
-    .await;
-    assert_eq!(wish.status(), 201);
-    let wish: Value = wish.json().await.unwrap();
-    let base = json!({"project": project, "kind": "worker", "role": "engineer", "provider": "claude", "wish": "login"});
+    app.create_project("alpha").await;
+    let wish = app
+        .create_wish(json!({"slug": "login", "project": "alpha", "title": "Login",
+            "groups": [{"key": "api", "title": "API"}]}))
+        .await;
+    let base = json!({"project": "alpha", "kind": "worker", "role": "engineer", "provider": "claude", "wish": "login"});
     let mut body = base.clone();
     body["group"] = json!("ui");
-    let problem = assert_problem(post(&app, "/api/v1/agents", body).await, 422).await;
+    let problem = assert_problem(app.post("/api/v1/agents", body).await, 422).await;
     assert_eq!(problem["errors"][0]["field"], "group");
     let mut body = base.clone();
     body["group"] = json!("api");
-    let agent = create(&app, body).await;
+    let agent = app.create_agent(body).await;
     assert_eq!(agent["wish_id"], wish["id"]);
     assert_eq!(agent["task_id"], wish["groups"][0]["task_id"]);
-    let other = project_at(&app, "/tmp/other").await;
+    app.create_project("beta").await;
     let mut body = base;
-    body["project"] = json!(other);
-    let problem = assert_problem(post(&app, "/api/v1/agents", body).await, 422).await;
+    body["project"] = json!("beta");
+    let problem = assert_problem(app.post("/api/v1/agents", body).await, 422).await;
     assert_eq!(problem["errors"][0]["field"], "wish");
 }
 
 #[tokio::test]
 async fn a_taken_name_is_a_409_and_an_unknown_agent_a_404() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    let body = json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"});
-    create(&app, body.clone()).await;
-    let problem = assert_problem(post(&app, "/api/v1/agents", body).await, 409).await;
+    app.create_project("alpha").await;
+    let body = engineer("alpha", "owl");
+    app.create_agent(body.clone()).await;
+    let problem = assert_problem(app.post("/api/v1/agents", body).await, 409).await;
     assert!(problem["detail"].as_str().unwrap().contains("`owl`"), "{problem}");
     for method in [Method::GET, Method::PATCH, Method::DELETE] {
         let request = app.admin(method.clone(), "/api/v1/agents/nobody");
@@ -183,11 +121,15 @@ async fn a_taken_name_is_a_409_and_an_unknown_agent_a_404() {
 #[tokio::test]
 async fn agents_are_listed_by_project_state_kind_and_node_a_page_at_a_time() {
     let app = spawn_app().await;
-    let a = project_at(&app, "/tmp/a").await;
-    let b = project_at(&app, "/tmp/b").await;
-    for (name, project, kind) in [("a1", &a, "worker"), ("a2", &a, "review"), ("b1", &b, "worker")] {
-        create(&app, json!({"name": name, "project": project, "kind": kind, "role": "engineer", "provider": "claude"}))
-            .await;
+    let (a, b) = ("alpha", "beta");
+    for project in [a, b] {
+        app.create_project(project).await;
+    }
+    for (name, project, kind) in [("a1", a, "worker"), ("a2", a, "review"), ("b1", b, "worker")] {
+        app.create_agent(
+            json!({"name": name, "project": project, "kind": kind, "role": "engineer", "provider": "claude"}),
+        )
+        .await;
     }
     let mut conn = app.pool.acquire().await.unwrap();
     switchyard::db::nodes::register(&mut conn, "node-x", "host", "worker", chrono::Utc::now()).await.unwrap();
@@ -197,7 +139,7 @@ async fn agents_are_listed_by_project_state_kind_and_node_a_page_at_a_time() {
     let names = move |query: &str| {
         let url = format!("/api/v1/agents?{query}");
         async move {
-            let response = app.admin(Method::GET, &url).send().await.unwrap();
+            let response = app.get(&url).await;
             assert_eq!(response.status(), 200, "{url}");
             let page: Value = response.json().await.unwrap();
             page["items"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
@@ -209,20 +151,13 @@ async fn agents_are_listed_by_project_state_kind_and_node_a_page_at_a_time() {
     assert_eq!(names("node=node-x").await, ["a1"]);
     assert_eq!(names("state=spawning&kind=review").await, ["a2"]);
     assert!(names("state=working").await.is_empty());
-    let first: Value = app.admin(Method::GET, "/api/v1/agents?limit=2").send().await.unwrap().json().await.unwrap();
+    let first = app.get_ok("/api/v1/agents?limit=2").await;
     assert_eq!(first["items"].as_array().unwrap().len(), 2);
     let cursor = first["next_cursor"].as_str().unwrap();
-    let second: Value = app
-        .admin(Method::GET, &format!("/api/v1/agents?limit=2&cursor={cursor}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let second = app.get_ok(&format!("/api/v1/agents?limit=2&cursor={cursor}")).await;
     assert_eq!(second["items"][0]["name"], "b1");
     for query in ["state=busy", "kind=boss", "project=nope", "limit=0"] {
-        let response = app.admin(Method::GET, &format!("/api/v1/agents?{query}")).send().await.unwrap();
+        let response = app.get(&format!("/api/v1/agents?{query}")).await;
         assert_problem(response, 422).await;
     }
 }
@@ -230,8 +165,8 @@ async fn agents_are_listed_by_project_state_kind_and_node_a_page_at_a_time() {
 #[tokio::test]
 async fn patching_checks_if_match_and_refuses_the_state() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    engineer(&app, &project, "fox").await;
+    app.create_project("alpha").await;
+    app.create_agent(engineer("alpha", "fox")).await;
     let patch = |body: Value, if_match: Option<&str>| {
         let mut request = app.admin(Method::PATCH, "/api/v1/agents/fox").json(&body);
         if let Some(tag) = if_match {
@@ -249,18 +184,18 @@ async fn patching_checks_if_match_and_refuses_the_state() {
     assert_eq!(cleared["summary"], Value::Null);
     let problem = assert_problem(patch(json!({"state": "done"}), None).await.unwrap(), 422).await;
     assert_eq!(problem["errors"][0]["field"], "state");
-    assert_eq!(events_of(&app, "agent.updated", "fox").await, 2);
+    assert_eq!(app.count_events("agent.updated", "agent:fox").await, 2);
 }
 
 #[tokio::test]
 async fn an_agent_token_may_only_read_itself_and_post_its_own_hooks() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
+    app.create_project("alpha").await;
     for name in ["fox", "owl"] {
-        engineer(&app, &project, name).await;
+        app.create_agent(engineer("alpha", name)).await;
     }
-    let fox = get(&app, "fox").await;
-    let token = agent_token(&app, &fox).await;
+    let fox = app.agent("fox").await;
+    let token = app.agent_token(&fox).await;
     let call = |method: Method, path: &str| app.client.request(method, app.url(path)).bearer_auth(&token);
     assert_eq!(call(Method::GET, "/api/v1/agents/fox").send().await.unwrap().status(), 200);
     let hook = json!({"hook_event_name": "SessionStart"});
@@ -278,20 +213,20 @@ async fn an_agent_token_may_only_read_itself_and_post_its_own_hooks() {
         assert_problem(request.send().await.unwrap(), 403).await;
     }
     // A new token (a respawn) revokes the old one.
-    let newer = agent_token(&app, &fox).await;
+    let newer = app.agent_token(&fox).await;
     assert_problem(call(Method::GET, "/api/v1/agents/fox").send().await.unwrap(), 401).await;
     let response = app.client.get(app.url("/api/v1/agents/fox")).bearer_auth(&newer).send().await.unwrap();
     assert_eq!(response.status(), 200);
     // Nobody makes an agent token through the tokens API.
-    let problem = assert_problem(post(&app, "/api/v1/tokens", json!({"name": "x", "scope": "agent"})).await, 422).await;
+    let problem = assert_problem(app.post("/api/v1/tokens", json!({"name": "x", "scope": "agent"})).await, 422).await;
     assert_eq!(problem["errors"][0]["field"], "scope");
 }
 
 #[tokio::test]
 async fn a_swap_between_working_and_idle_writes_what_apply_writes_and_leaves_other_states_to_it() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    let fox = id(&engineer(&app, &project, "fox").await);
+    app.create_project("alpha").await;
+    let fox = id(&app.create_agent(engineer("alpha", "fox")).await);
     let mut conn = app.pool.acquire().await.unwrap();
     let cause = Cause { source: "screen", detail: Some("shown".into()), suspended_until: None };
     let observe = |activity| AgentEvent::Observed(activity);
@@ -326,8 +261,8 @@ async fn a_swap_between_working_and_idle_writes_what_apply_writes_and_leaves_oth
 #[tokio::test]
 async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_changes() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    let fox = engineer(&app, &project, "fox").await;
+    app.create_project("alpha").await;
+    let fox = app.create_agent(engineer("alpha", "fox")).await;
     let mut conn = app.pool.acquire().await.unwrap();
     for node in ["node-a", "node-b"] {
         switchyard::db::nodes::register(&mut conn, node, "host", "worker", chrono::Utc::now()).await.unwrap();
@@ -367,8 +302,8 @@ async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_chang
     assert!(agents::list_live_on_node(&mut conn, "node-a").await.unwrap().is_empty());
     let refused = agents::apply(&mut conn, id, None, working, &Cause::from("hook")).await.unwrap();
     assert!(matches!(refused, Some(Applied::Refused { current: AgentState::Suspended, .. })), "{refused:?}");
-    assert_eq!(events_of(&app, "agent.state_changed", "fox").await, 2);
-    assert_eq!(events_of(&app, "agent.stopped", "fox").await, 1);
+    assert_eq!(app.count_events("agent.state_changed", "agent:fox").await, 2);
+    assert_eq!(app.count_events("agent.stopped", "agent:fox").await, 1);
     // Resuming puts it back in the queue, for any node.
     agents::apply(&mut conn, id, None, AgentEvent::Resume, &Cause::from("api")).await.unwrap();
     let again = agents::claim_spawning(&mut conn, "node-b", 10).await.unwrap();
@@ -385,15 +320,15 @@ async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_chang
 #[tokio::test]
 async fn a_project_with_agents_is_not_deleted_from_under_them() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    engineer(&app, &project, "fox").await;
-    let refused = app.admin(Method::DELETE, &format!("/api/v1/projects/{project}")).send().await.unwrap();
+    app.create_project("alpha").await;
+    app.create_agent(engineer("alpha", "fox")).await;
+    let refused = app.admin(Method::DELETE, "/api/v1/projects/alpha").send().await.unwrap();
     let problem = assert_problem(refused, 409).await;
     assert!(problem["detail"].as_str().unwrap().contains("1 agent"), "{problem}");
     let deleted = app.admin(Method::DELETE, "/api/v1/agents/fox").send().await.unwrap();
     assert_problem(deleted, 409).await;
     let forced = app.admin(Method::DELETE, "/api/v1/agents/fox?force=true").send().await.unwrap();
     assert_eq!(forced.status(), 200);
-    let deleted = app.admin(Method::DELETE, &format!("/api/v1/projects/{project}")).send().await.unwrap();
+    let deleted = app.admin(Method::DELETE, "/api/v1/projects/alpha").send().await.unwrap();
     assert_eq!(deleted.status(), 204);
 }

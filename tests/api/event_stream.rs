@@ -64,14 +64,12 @@ impl Stream {
 }
 
 async fn all_event_ids(app: &TestApp) -> Vec<i64> {
-    let body: Value =
-        app.admin(Method::GET, "/api/v1/events?limit=1000").send().await.expect("request").json().await.expect("json");
+    let body = app.get_ok("/api/v1/events?limit=1000").await;
     body["items"].as_array().expect("items").iter().filter_map(|e| e["id"].as_i64()).collect()
 }
 
 async fn revoke(app: &TestApp, name_prefix: &str) {
-    let body: Value =
-        app.admin(Method::GET, "/api/v1/tokens").send().await.expect("request").json().await.expect("json");
+    let body = app.get_ok("/api/v1/tokens").await;
     let items = body["items"].as_array().or(body.as_array()).cloned().unwrap_or_default();
     let token = items.iter().find(|t| t["name"].as_str().is_some_and(|n| n.starts_with(name_prefix))).expect("token");
     let response =
@@ -112,10 +110,10 @@ async fn the_stream_filters_by_type_and_pattern() {
     revoke(&app, "read-").await;
     let seen = stream.until("token.revoked").await;
     assert!(seen.iter().all(|e| e.1 == "token.revoked"), "{seen:?}");
-    let response = app.admin(Method::GET, "/api/v1/events/stream?types=nope.*").send().await.expect("request");
+    let response = app.get("/api/v1/events/stream?types=nope.*").await;
     let problem = assert_problem(response, 422).await;
     assert_eq!(problem["errors"][0]["field"], "types");
-    let response = app.admin(Method::GET, "/api/v1/events/stream?after=99999999").send().await.expect("request");
+    let response = app.get("/api/v1/events/stream?after=99999999").await;
     assert_problem(response, 422).await;
 }
 

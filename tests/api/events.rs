@@ -1,4 +1,3 @@
-use reqwest::Method;
 use serde_json::Value;
 
 use crate::helpers::{assert_problem, spawn_app, TestApp};
@@ -21,7 +20,7 @@ async fn follow(app: &TestApp, after: Option<i64>) -> (Vec<Value>, Option<i64>) 
         Some(after) => format!("/api/v1/events?after={after}&limit=1000"),
         None => "/api/v1/events?limit=1000".to_owned(),
     };
-    let response = app.admin(Method::GET, &path).send().await.expect("request");
+    let response = app.get(&path).await;
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.expect("json");
     (body["items"].as_array().cloned().unwrap_or_default(), body["next_after"].as_i64())
@@ -48,7 +47,7 @@ async fn bad_cursors_and_limits_are_422_naming_the_parameter() {
     let app = spawn_app().await;
     for (query, field) in [("after=999999", "after"), ("after=abc", "after"), ("limit=0", "limit"), ("limt=5", "limt")]
     {
-        let response = app.admin(Method::GET, &format!("/api/v1/events?{query}")).send().await.expect("request");
+        let response = app.get(&format!("/api/v1/events?{query}")).await;
         let body = assert_problem(response, 422).await;
         assert_eq!(body["errors"][0]["field"], field, "{query}: {body}");
     }

@@ -8,11 +8,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::helpers::{eventually, restart, spawn_app_with_worker_and_providers, stop, TestApp};
-use crate::projects::create_project;
-use crate::wishes::executing;
+use crate::helpers::{assert_json, eventually, restart, spawn_app_with_worker_and_providers, stop, TestApp};
 
 /// The fake agent as a provider; its resume command passes `resumed`.
 pub(crate) fn providers_toml() -> String {
@@ -28,16 +26,6 @@ env = {{ FAKE_SCREENS = "{root}/tests/fixtures/screens/claude", SWITCHYARD_BIN =
 "#,
         bin = env!("CARGO_BIN_EXE_switchyard")
     )
-}
-
-async fn agent(app: &TestApp, name: &str) -> Value {
-    app.admin(Method::GET, &format!("/api/v1/agents/{name}")).send().await.expect("get").json().await.expect("json")
-}
-
-async fn task_status(app: &TestApp, id: &str) -> String {
-    let task: Value =
-        app.admin(Method::GET, &format!("/api/v1/tasks/{id}")).send().await.expect("get").json().await.expect("json");
-    task["status"].as_str().unwrap_or_default().to_owned()
 }
 
 /// `tmux` on the app's private server.
@@ -56,18 +44,12 @@ fn windows(socket: &str) -> Vec<(String, String)> {
 
 /// Tells the fake agent to go on to its next screen, by typing a line into its pane.
 pub(crate) async fn go_on(app: &TestApp, name: &str) {
-    let sent = app
-        .admin(Method::POST, &format!("/api/v1/agents/{name}/input"))
-        .json(&json!({"text": "go on"}))
-        .send()
-        .await
-        .expect("input");
-    assert_eq!(sent.status(), 200, "{:?}", sent.text().await);
+    assert_json(app.post(&format!("/api/v1/agents/{name}/input"), json!({"text": "go on"})).await, 200).await;
 }
 
 pub(crate) async fn wait_for_state(app: &TestApp, name: &str, state: &str) {
     eventually(&format!("{name} is {state}"), Duration::from_secs(15), || async {
-        agent(app, name).await["state"] == state
+        app.agent(name).await["state"] == state
     })
     .await;
 }
@@ -75,31 +57,20 @@ pub(crate) async fn wait_for_state(app: &TestApp, name: &str, state: &str) {
 /// A project with a one-group wish, and a fake Claude Code agent on that group's started task;
 /// returns the task id once the agent has a pane.
 pub(crate) async fn fake_agent_on_a_task(app: &TestApp, name: &str) -> String {
-    let (project, _repo) = create_project(app, "alpha").await;
-    let project = project["slug"].as_str().expect("slug").to_owned();
-    let wish = app
-        .admin(Method::POST, "/api/v1/wishes")
-        .json(&json!({"slug": "login", "project": project, "title": "Login",
-            "groups": [{"key": "api", "title": "API"}]}))
-        .send()
-        .await
-        .expect("wish");
-    assert_eq!(wish.status(), 201, "{:?}", wish.text().await);
-    executing(app, "login").await;
+    app.create_project("alpha").await;
+    app.create_wish(
+        json!({"slug": "login", "project": "alpha", "title": "Login", "groups": [{"key": "api", "title": "API"}]}),
+    )
+    .await;
+    app.start_wish("login").await;
     let created = app
-        .admin(Method::POST, "/api/v1/agents")
-        .json(&json!({"name": name, "project": project, "kind": "worker", "role": "engineer",
+        .create_agent(json!({"name": name, "project": "alpha", "kind": "worker", "role": "engineer",
             "provider": "fake-claude", "clone": "none", "wish": "login", "group": "api"}))
-        .send()
-        .await
-        .expect("create");
-    assert_eq!(created.status(), 201, "{:?}", created.text().await);
-    let created: Value = created.json().await.expect("json");
+        .await;
     let task = created["task_id"].as_str().expect("the agent works on the group's task").to_owned();
-    let started = app.admin(Method::POST, "/api/v1/wishes/login/groups/api/start").send().await.expect("start");
-    assert_eq!(started.status(), 200, "{:?}", started.text().await);
+    assert_json(app.send(Method::POST, "/api/v1/wishes/login/groups/api/start", None).await, 200).await;
     eventually("the worker gives the agent a pane", Duration::from_secs(15), || async {
-        agent(app, name).await["tmux_pane"].is_string()
+        app.agent(name).await["tmux_pane"].is_string()
     })
     .await;
     task
@@ -124,7 +95,7 @@ async fn play_to_idle(app: &TestApp, name: &str, task: &str) {
         }
         wait_for_state(app, name, state).await;
         // The task moves in the same transaction as the state: no window where they disagree.
-        assert_eq!(task_status(app, task).await, *task_wants, "step {}: {state}", step + 1);
+        assert_eq!(app.task(task).await["status"], *task_wants, "step {}: {state}", step + 1);
     }
 }
 
@@ -168,11 +139,7 @@ async fn a_fake_claude_code_goes_through_each_state_in_order_and_its_task_waits_
     .await
     .expect("events");
     assert!(sources.iter().any(|s| s == "hook"), "the hooks sent through `switchyard hook` counted: {sources:?}");
-    let asked: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'task.asked' AND subject = $1")
-        .bind(format!("task:{task}"))
-        .fetch_one(&app.pool)
-        .await
-        .expect("events");
+    let asked = app.count_events("task.asked", &format!("task:{task}")).await;
     assert_eq!(asked, 2, "asked once for the permission and once for the question");
 }
 
@@ -185,7 +152,7 @@ async fn a_usage_limit_suspends_the_agent_until_the_reset_and_the_worker_resumes
     // The next screen: "You've hit your limit · resets in 3 seconds".
     go_on(&app, "fox").await;
     wait_for_state(&app, "fox", "suspended").await;
-    let fox = agent(&app, "fox").await;
+    let fox = app.agent("fox").await;
     let until: chrono::DateTime<chrono::Utc> =
         fox["suspended_until"].as_str().expect("suspended_until").parse().expect("a time");
     let from_now = until - chrono::Utc::now();
@@ -197,7 +164,7 @@ async fn a_usage_limit_suspends_the_agent_until_the_reset_and_the_worker_resumes
 
     // After the reset the worker resumes it: spawning, a pane running the resume command, idle.
     eventually("the agent is resumed with a pane", Duration::from_secs(20), || async {
-        let fox = agent(&app, "fox").await;
+        let fox = app.agent("fox").await;
         fox["state"] == "idle" && fox["tmux_pane"].is_string()
     })
     .await;
@@ -216,7 +183,7 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
     wait_for_state(&app, "fox", "idle").await;
     go_on(&app, "fox").await;
     wait_for_state(&app, "fox", "working").await;
-    let before = agent(&app, "fox").await;
+    let before = app.agent("fox").await;
     let node = app.status().await["node_id"].as_str().expect("node id").to_owned();
 
     let stopped = stop(app).await;
@@ -244,11 +211,11 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
     let names: Vec<String> = windows(&app.tmux_socket).into_iter().map(|(name, _)| name).collect();
     assert_eq!(names.iter().filter(|n| *n == "stray").count(), 1, "never killed: {names:?}");
     assert_eq!(names.iter().filter(|n| *n == "fox").count(), 1, "no duplicate window: {names:?}");
-    let after = agent(&app, "fox").await;
+    let after = app.agent("fox").await;
     assert_eq!((&after["tmux_pane"], &after["state"]), (&before["tmux_pane"], &before["state"]), "{after}");
     let agents: i64 = sqlx::query_scalar("SELECT count(*) FROM agents").fetch_one(&app.pool).await.expect("count");
     assert_eq!(agents, 1);
-    assert_eq!(task_status(&app, &task).await, "in_progress");
+    assert_eq!(app.task(&task).await["status"], "in_progress");
 
     // Another restart does not report the same stray window again.
     let app = restart(stop(app).await).await;
@@ -263,6 +230,6 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
     go_on(&app, "fox").await;
     wait_for_state(&app, "fox", "permission").await;
     // The task follows in the same transaction as the state.
-    assert_eq!(task_status(&app, &task).await, "waiting_input");
-    assert_eq!(agent(&app, "fox").await["tmux_pane"], before["tmux_pane"]);
+    assert_eq!(app.task(&task).await["status"], "waiting_input");
+    assert_eq!(app.agent("fox").await["tmux_pane"], before["tmux_pane"]);
 }

@@ -127,9 +127,4 @@ impl TestApp {
     pub async fn message(&self, id: Uuid) -> Value {
         message(&self.client, &self.address, &self.admin_token, id).await
     }
-
-    pub async fn status_json(&self) -> Value {
-        let url = format!("{}/status", self.status_address);
-        self.client.get(url).send().await.expect("status").json().await.expect("json")
-    }
 }

@@ -1,10 +1,13 @@
 //! The test harness: the real application on port 0 with a fresh database per test, from
-//! `DATABASE_URL` when it is set, else from a shared embedded test cluster the harness starts.
+//! `DATABASE_URL` when it is set, else from a shared embedded test cluster the harness starts;
+//! and the typed client the tests drive it with (`app.create_wish(..)`, `app.post_ok(..)`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use reqwest::Method;
 use secrecy::SecretString;
+use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
 use switchyard::auth::Scope;
 use switchyard::config::{LogFormat, Settings, WebhookSettings, WorkerConfig};
@@ -12,6 +15,7 @@ use switchyard::db::embedded::{Durability, EmbeddedPostgres};
 use switchyard::{Application, Role};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 pub struct TestApp {
     pub address: String,
@@ -25,6 +29,8 @@ pub struct TestApp {
     /// The app's private tmux socket (its worker's agents run there); empty once [`stop`] took it.
     pub tmux_socket: String,
     pub _data_dir: tempfile::TempDir,
+    /// Where [`TestApp::create_project`] makes each project's repository.
+    pub repos: tempfile::TempDir,
     /// The running application, to wait for it to stop.
     pub running: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -160,12 +166,14 @@ pub async fn spawn_app_with_worker_settings(providers: &str, tweak: impl FnOnce(
     launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker).await
 }
 
-/// What is left of a stopped instance: its database, data directory (so its node id) and tmux
-/// server, whose agents' panes live on. Dropped without [`restart`], it kills the tmux server.
+/// What is left of a stopped instance: its database, data directory (so its node id), projects'
+/// repositories and tmux server, whose agents' panes live on. Dropped without [`restart`], it
+/// kills the tmux server.
 pub struct Stopped {
     pub database_url: String,
     pub database_name: String,
     pub data_dir: tempfile::TempDir,
+    pub repos: tempfile::TempDir,
     pub tmux_socket: String,
 }
 
@@ -190,7 +198,9 @@ pub async fn stop(mut app: TestApp) -> Stopped {
     }
     let tmux_socket = std::mem::take(&mut app.tmux_socket);
     let data_dir = std::mem::replace(&mut app._data_dir, tempfile::tempdir().expect("temp data dir"));
-    Stopped { database_url: app.database_url.clone(), database_name: app.database_name.clone(), data_dir, tmux_socket }
+    let repos = std::mem::replace(&mut app.repos, tempfile::tempdir().expect("temp dir"));
+    let (database_url, database_name) = (app.database_url.clone(), app.database_name.clone());
+    Stopped { database_url, database_name, data_dir, repos, tmux_socket }
 }
 
 /// Starts the next instance with its worker on a stopped one's database, data directory and tmux
@@ -199,7 +209,9 @@ pub async fn restart(mut stopped: Stopped) -> TestApp {
     let data_dir = std::mem::replace(&mut stopped.data_dir, tempfile::tempdir().expect("temp data dir"));
     let socket = std::mem::take(&mut stopped.tmux_socket);
     let (url, name) = (stopped.database_url.clone(), stopped.database_name.clone());
-    launch_in(url, name, WebhookSettings::default(), true, data_dir, socket).await
+    let mut app = launch_in(url, name, WebhookSettings::default(), true, data_dir, socket).await;
+    app.repos = std::mem::replace(&mut stopped.repos, tempfile::tempdir().expect("temp dir"));
+    app
 }
 
 /// Another instance on an existing database, as a second replica would be.
@@ -280,6 +292,7 @@ async fn launch_with(
         shutdown,
         tmux_socket,
         _data_dir: data_dir,
+        repos: tempfile::tempdir().expect("temp dir"),
         running: Some(running),
     }
 }
@@ -290,29 +303,169 @@ impl TestApp {
     }
 
     /// The status endpoint's report (`GET /status` on the status port).
-    pub async fn status(&self) -> serde_json::Value {
+    pub async fn status(&self) -> Value {
         let response = self.client.get(format!("{}/status", self.status_address)).send().await.expect("status");
         response.json().await.expect("status json")
     }
 
+    // The typed client: the API as the admin (or the worker, for an agent's token) sees it.
+
     /// A request with the admin token.
-    pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub fn admin(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
         self.client.request(method, self.url(path)).bearer_auth(&self.admin_token)
     }
 
     /// Makes a token with the given scope through the API and returns its secret.
     pub async fn token(&self, scope: &str) -> String {
-        let name = format!("{scope}-{}", uuid::Uuid::new_v4().simple());
-        let response = self
-            .admin(reqwest::Method::POST, "/api/v1/tokens")
-            .json(&serde_json::json!({"name": name, "scope": scope}))
-            .send()
-            .await
-            .expect("request");
-        assert_eq!(response.status(), 201);
-        let body: serde_json::Value = response.json().await.expect("json");
-        body["secret"].as_str().expect("secret").to_owned()
+        let name = format!("{scope}-{}", Uuid::new_v4().simple());
+        let created = assert_json(self.post("/api/v1/tokens", json!({"name": name, "scope": scope})).await, 201).await;
+        created["secret"].as_str().expect("secret").to_owned()
     }
+
+    /// The agent's token, as the worker gets it when it spawns the agent.
+    pub async fn agent_token(&self, agent: &Value) -> String {
+        let mut tx = self.pool.begin().await.expect("begin");
+        let secret = switchyard::db::tokens::issue_agent_token(&mut tx, id(agent)).await.expect("token");
+        tx.commit().await.expect("commit");
+        secret
+    }
+
+    /// `method path` with the admin token, and `body` as JSON when there is one.
+    pub async fn send(&self, method: Method, path: &str, body: Option<Value>) -> reqwest::Response {
+        let request = self.admin(method, path);
+        let request = match body {
+            Some(body) => request.json(&body),
+            None => request,
+        };
+        request.send().await.expect("request")
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> reqwest::Response {
+        self.send(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.send(Method::GET, path, None).await
+    }
+
+    /// POSTs `body` to `path`, asserts a 2xx answer (showing it if not) and returns its JSON.
+    pub async fn post_ok(&self, path: &str, body: Value) -> Value {
+        answer(self.post(path, body).await, |status| status.is_success()).await
+    }
+
+    /// GETs `path`, asserts a 200 (showing the answer if not) and returns its JSON.
+    pub async fn get_ok(&self, path: &str) -> Value {
+        assert_json(self.get(path).await, 200).await
+    }
+
+    /// Project `slug` over a repository of its own with one commit on `main` (its `repo_path`),
+    /// which lives as long as the app.
+    pub async fn create_project(&self, slug: &str) -> Value {
+        let repo = self.repos.path().join(slug);
+        init_repo(&repo);
+        let body = json!({"slug": slug, "name": format!("Project {slug}"), "repo_path": repo});
+        assert_json(self.post("/api/v1/projects", body).await, 201).await
+    }
+
+    /// A board of `project` made from `body` (name, and columns or a template); see [`column_ids`].
+    pub async fn create_board(&self, project: &str, body: Value) -> Value {
+        assert_json(self.post(&format!("/api/v1/projects/{project}/boards"), body).await, 201).await
+    }
+
+    pub async fn create_task(&self, body: Value) -> Value {
+        assert_json(self.post("/api/v1/tasks", body).await, 201).await
+    }
+
+    pub async fn create_wish(&self, body: Value) -> Value {
+        assert_json(self.post("/api/v1/wishes", body).await, 201).await
+    }
+
+    /// Registers an agent (see [`engineer`] for the usual body).
+    pub async fn create_agent(&self, body: Value) -> Value {
+        assert_json(self.post("/api/v1/agents", body).await, 201).await
+    }
+
+    /// Plans, queues and starts wish `slug`: it is `executing`.
+    pub async fn start_wish(&self, slug: &str) {
+        for action in ["plan", "queue", "start"] {
+            self.post_ok(&format!("/api/v1/wishes/{slug}/{action}"), json!({})).await;
+        }
+    }
+
+    pub async fn agent(&self, name: &str) -> Value {
+        self.get_ok(&format!("/api/v1/agents/{name}")).await
+    }
+
+    pub async fn task(&self, id: impl std::fmt::Display) -> Value {
+        self.get_ok(&format!("/api/v1/tasks/{id}")).await
+    }
+
+    /// How many events of `event_type` were written about `subject` (`task:<id>`, `agent:<name>`).
+    pub async fn count_events(&self, event_type: &str, subject: &str) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM events WHERE type = $1 AND subject = $2")
+            .bind(event_type)
+            .bind(subject)
+            .fetch_one(&self.pool)
+            .await
+            .expect("count events")
+    }
+}
+
+/// The body registering a Claude Code engineer `name` in `project`; [`merged`] changes it.
+pub fn engineer(project: &str, name: &str) -> Value {
+    json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "claude"})
+}
+
+/// `body` with each of `fields` added or replaced.
+pub fn merged(mut body: Value, fields: Value) -> Value {
+    for (key, value) in fields.as_object().expect("fields") {
+        body[key] = value.clone();
+    }
+    body
+}
+
+/// The `id` of a project, board, task or agent.
+pub fn id(value: &Value) -> Uuid {
+    value["id"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no id in {value}"))
+}
+
+/// The ids of a board's columns, in order.
+pub fn column_ids(board: &Value) -> Vec<Uuid> {
+    board["columns"].as_array().expect("columns").iter().map(id).collect()
+}
+
+/// The repository a project was made over.
+pub fn repo_of(project: &Value) -> PathBuf {
+    PathBuf::from(project["repo_path"].as_str().expect("repo_path"))
+}
+
+/// Runs git in `dir`, panicking on failure.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A repository with one commit on `main`, in a temp dir of its own.
+pub fn git_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    init_repo(dir.path());
+    dir
+}
+
+/// Makes `path` a repository with one commit on `main`.
+fn init_repo(path: &Path) {
+    std::fs::create_dir_all(path).expect("mkdir");
+    git(path, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(path.join("README.md"), "hello\n").expect("write");
+    git(path, &["add", "-A"]);
+    git(path, &["commit", "--quiet", "-m", "first"]);
 }
 
 /// Waits for a condition with a deadline instead of sleeping a fixed time.
@@ -328,12 +481,28 @@ where
     }
 }
 
+/// Asserts a response has this status (showing its body if not) and returns its JSON body.
+pub async fn assert_json(response: reqwest::Response, status: u16) -> Value {
+    answer(response, |got| got.as_u16() == status).await
+}
+
+/// The JSON body of a response whose status `wanted` accepts (null if it is empty).
+async fn answer(response: reqwest::Response, wanted: impl Fn(reqwest::StatusCode) -> bool) -> Value {
+    let (url, status) = (response.url().path().to_owned(), response.status());
+    let text = response.text().await.expect("body");
+    assert!(wanted(status), "{url}: {status} {text}");
+    if text.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e} in {text}"))
+}
+
 /// Asserts a response is RFC 9457 problem+json with this status, and returns its body.
-pub async fn assert_problem(response: reqwest::Response, status: u16) -> serde_json::Value {
+pub async fn assert_problem(response: reqwest::Response, status: u16) -> Value {
     assert_eq!(response.status().as_u16(), status, "status");
     let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
     assert_eq!(content_type, "application/problem+json");
-    let body: serde_json::Value = response.json().await.expect("problem body");
+    let body: Value = response.json().await.expect("problem body");
     assert_eq!(body["status"], status);
     assert!(body["type"].as_str().is_some_and(|t| t.starts_with("/problems/")), "{body}");
     assert!(body["title"].as_str().is_some_and(|t| !t.is_empty()), "{body}");

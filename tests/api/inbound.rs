@@ -2,15 +2,13 @@
 //! Webhooks that file tasks or wishes. Signatures are made here from the specs, independently.
 
 use hmac::{Hmac, Mac};
-use reqwest::Method;
 use secrecy::SecretString;
 use serde_json::{json, Value};
 use sha2::Sha256;
 use switchyard::config::WebhookSettings;
 
-use crate::helpers::{assert_problem, spawn_app_with, TestApp};
+use crate::helpers::{assert_problem, engineer, merged, spawn_app_with, TestApp};
 use crate::receiver::sign;
-use crate::tasks::project;
 
 const GITHUB_SECRET: &str = "gh-test-secret";
 const HOOK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -44,8 +42,7 @@ async fn github(app: &TestApp, event: &str, body: &[u8], signature: &str) -> req
 }
 
 async fn events_of(app: &TestApp, event_type: &str) -> Vec<Value> {
-    let body: Value =
-        app.admin(Method::GET, "/api/v1/events?limit=1000").send().await.expect("request").json().await.expect("json");
+    let body = app.get_ok("/api/v1/events?limit=1000").await;
     body["items"].as_array().expect("items").iter().filter(|e| e["type"] == event_type).cloned().collect()
 }
 
@@ -65,14 +62,8 @@ async fn recorded(app: &TestApp, event_type: &str) -> Vec<Value> {
 #[tokio::test]
 async fn a_failed_github_check_run_becomes_ci_failed_on_the_wish_with_that_branch() {
     let app = app().await;
-    project(&app, "shop").await;
-    let response = app
-        .admin(Method::POST, "/api/v1/wishes")
-        .json(&json!({"project": "shop", "slug": "login", "title": "Login", "branch": "wish/login"}))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(response.status(), 201);
+    app.create_project("shop").await;
+    app.create_wish(json!({"project": "shop", "slug": "login", "title": "Login", "branch": "wish/login"})).await;
     let body = serde_json::to_vec(&json!({"action": "completed", "repository": {"full_name": "acme/shop"},
         "check_run": {"name": "tests", "conclusion": "failure", "head_sha": "abc123", "html_url": "https://github.com/x",
             "check_suite": {"head_branch": "wish/login"}}}))
@@ -95,15 +86,8 @@ async fn a_failed_github_check_run_becomes_ci_failed_on_the_wish_with_that_branc
 #[tokio::test]
 async fn a_failed_check_run_on_an_agents_branch_is_ci_failed_on_that_agent() {
     let app = app().await;
-    project(&app, "shop").await;
-    let created = app
-        .admin(Method::POST, "/api/v1/agents")
-        .json(&json!({"project": "shop", "name": "otter", "kind": "worker", "role": "engineer", "provider": "shell",
-            "branch": "feature/pay"}))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(created.status(), 201, "{:?}", created.text().await);
+    app.create_project("shop").await;
+    app.create_agent(merged(engineer("shop", "otter"), json!({"provider": "shell", "branch": "feature/pay"}))).await;
     let body =
         serde_json::to_vec(&json!({"action": "completed", "workflow_run": {"name": "ci", "conclusion": "failure",
         "head_branch": "feature/pay", "head_sha": "def456", "html_url": "https://github.com/y"}}))
@@ -165,7 +149,7 @@ async fn generic_with_id(
 #[tokio::test]
 async fn a_signed_generic_hook_files_a_task_or_a_wish() {
     let app = app().await;
-    project(&app, "shop").await;
+    app.create_project("shop").await;
     let now = chrono::Utc::now().timestamp();
     let body = serde_json::to_vec(&json!({"task": {"project": "shop", "title": "Fix the flaky test"}})).expect("json");
     let response = generic(&app, "tracker", &body, now, None).await;
@@ -185,7 +169,7 @@ async fn a_signed_generic_hook_files_a_task_or_a_wish() {
 #[tokio::test]
 async fn a_tampered_or_six_minute_old_generic_hook_is_refused() {
     let app = app().await;
-    project(&app, "shop").await;
+    app.create_project("shop").await;
     let now = chrono::Utc::now().timestamp();
     let body = serde_json::to_vec(&json!({"task": {"project": "shop", "title": "Sneaky"}})).expect("json");
     let signature = sign(HOOK_SECRET, "msg_fixed", now, &body);
@@ -211,7 +195,7 @@ async fn a_tampered_or_six_minute_old_generic_hook_is_refused() {
 #[tokio::test]
 async fn a_replayed_generic_hook_files_its_work_once() {
     let app = app().await;
-    project(&app, "shop").await;
+    app.create_project("shop").await;
     let now = chrono::Utc::now().timestamp();
     let body = serde_json::to_vec(&json!({"task": {"project": "shop", "title": "Once"}})).expect("json");
     let first = generic_with_id(&app, "tracker", "msg_replayed", &body, now, None).await;

@@ -6,12 +6,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use reqwest::Method;
-use serde_json::Value;
 use uuid::Uuid;
 
 use crate::fake_inbox::{prompts, providers_toml};
 use crate::helpers::{eventually, spawn_app_with_worker_settings, TestApp};
-use crate::projects::create_project;
 
 /// The app with the fake agent and quick message settle and confirmation times.
 async fn app_with_fake_agents(log_dir: &std::path::Path, settle_ms: u64) -> TestApp {
@@ -20,11 +18,6 @@ async fn app_with_fake_agents(log_dir: &std::path::Path, settle_ms: u64) -> Test
         worker.message_confirm = Duration::from_secs(3);
     })
     .await
-}
-
-async fn project(app: &TestApp) -> (String, tempfile::TempDir) {
-    let (project, repo) = create_project(app, "alpha").await;
-    (project["slug"].as_str().expect("slug").to_owned(), repo)
 }
 
 /// When delivery recorded the paste and the Enter of a message.
@@ -50,35 +43,24 @@ async fn became_after(app: &TestApp, name: &str, to: &str, since: DateTime<Utc>)
     .expect("events")
 }
 
-async fn state(app: &TestApp, name: &str) -> Value {
-    let agent: Value = app
-        .admin(Method::GET, &format!("/api/v1/agents/{name}"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
-    agent["state"].clone()
-}
-
 #[tokio::test]
 async fn a_message_to_a_working_agent_waits_and_is_delivered_once_as_soon_as_it_is_idle() {
     let logs = tempfile::tempdir().expect("logs");
     let app = app_with_fake_agents(logs.path(), 50).await;
-    let (project, _repo) = project(&app).await;
-    app.idle_inbox_agent(&project, "fox").await;
+    app.create_project("alpha").await;
+    app.idle_inbox_agent("alpha", "fox").await;
 
     // The first message starts a long turn.
     let first = app.send_message("fox", "work 1500ms").await;
     let first = app.delivered(first, Duration::from_secs(10)).await;
     let working_from: DateTime<Utc> = first["delivered_at"].as_str().expect("delivered_at").parse().expect("time");
-    eventually("fox is working", Duration::from_secs(5), || async { state(&app, "fox").await == "working" }).await;
+    eventually("fox is working", Duration::from_secs(5), || async { app.agent("fox").await["state"] == "working" })
+        .await;
     let second = app.send_message("fox", "hello after work").await;
     // While it works, the second message is only stored.
     let waiting = app.message(second).await;
     assert_eq!(waiting["state"], "pending", "{waiting}");
-    assert_eq!(state(&app, "fox").await, "working");
+    assert_eq!(app.agent("fox").await["state"], "working");
 
     let delivered = app.delivered(second, Duration::from_secs(15)).await;
     assert_eq!(delivered["attempts"], 1, "typed once: {delivered}");
@@ -103,10 +85,10 @@ async fn a_message_to_a_working_agent_waits_and_is_delivered_once_as_soon_as_it_
 async fn a_hundred_rapid_messages_and_ten_agents_at_once_each_get_theirs_once_in_order() {
     let logs = tempfile::tempdir().expect("logs");
     let app = app_with_fake_agents(logs.path(), 15).await;
-    let (project, _repo) = project(&app).await;
+    app.create_project("alpha").await;
     let names: Vec<String> = (0..10).map(|i| format!("a{i}")).collect();
     for name in &names {
-        app.idle_inbox_agent(&project, name).await;
+        app.idle_inbox_agent("alpha", name).await;
     }
     let wanted = |i: usize| if i == 0 { 100 } else { 10 };
     let bodies = |i: usize| -> Vec<String> { (0..wanted(i)).map(|n| format!("to {} #{n}; next", names[i])).collect() };
@@ -138,15 +120,15 @@ async fn a_hundred_rapid_messages_and_ten_agents_at_once_each_get_theirs_once_in
         .await
         .expect("count");
     assert_eq!(retyped, 0, "each message was typed once");
-    assert_eq!(app.status_json().await["pending_messages"], 0);
+    assert_eq!(app.status().await["pending_messages"], 0);
 }
 
 #[tokio::test]
 async fn bodies_arrive_byte_exact_whatever_they_hold() {
     let logs = tempfile::tempdir().expect("logs");
     let app = app_with_fake_agents(logs.path(), 30).await;
-    let (project, _repo) = project(&app).await;
-    app.idle_inbox_agent(&project, "fox").await;
+    app.create_project("alpha").await;
+    app.idle_inbox_agent("alpha", "fox").await;
     let big: String = (0..2300).map(|i| format!("line {i:05} of a hundred kilobytes; with text\n")).collect();
     assert!(big.len() >= 100_000, "{}", big.len());
     let corpus: Vec<String> = [
@@ -181,8 +163,8 @@ async fn a_pane_that_dies_mid_delivery_loses_nothing_and_types_nothing_twice() {
     let logs = tempfile::tempdir().expect("logs");
     // A long settle: the pane dies between the paste and the Enter.
     let app = app_with_fake_agents(logs.path(), 2500).await;
-    let (project, _repo) = project(&app).await;
-    let fox = app.idle_inbox_agent(&project, "fox").await;
+    app.create_project("alpha").await;
+    let fox = app.idle_inbox_agent("alpha", "fox").await;
     let id = app.send_message("fox", "survive the pane").await;
     eventually("the message is pasted, Enter not yet pressed", Duration::from_secs(10), || async {
         matches!(steps(&app, id).await, (Some(_), None))
@@ -194,14 +176,17 @@ async fn a_pane_that_dies_mid_delivery_loses_nothing_and_types_nothing_twice() {
         .status()
         .expect("tmux");
     assert!(killed.success());
-    eventually("fox is suspended", Duration::from_secs(10), || async { state(&app, "fox").await == "suspended" }).await;
+    eventually("fox is suspended", Duration::from_secs(10), || async {
+        app.agent("fox").await["state"] == "suspended"
+    })
+    .await;
     let waiting = app.message(id).await;
     assert_eq!(waiting["state"], "pending", "kept while the agent is down: {waiting}");
-    assert_eq!(app.status_json().await["pending_messages"], 1, "the worker reports what it still has to deliver");
+    assert_eq!(app.status().await["pending_messages"], 1, "the worker reports what it still has to deliver");
     // Nothing was submitted in the dead pane.
     assert!(prompts(logs.path(), "fox").is_empty());
 
-    let resumed = app.admin(Method::POST, "/api/v1/agents/fox/resume").send().await.expect("resume");
+    let resumed = app.send(Method::POST, "/api/v1/agents/fox/resume", None).await;
     assert_eq!(resumed.status(), 200, "{:?}", resumed.text().await);
     let delivered = app.delivered(id, Duration::from_secs(30)).await;
     assert_eq!(delivered["attempts"], 2, "typed once in each pane: {delivered}");

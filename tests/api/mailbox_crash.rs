@@ -12,14 +12,13 @@ use uuid::Uuid;
 
 use crate::binary::{switchyard, Served};
 use crate::fake_inbox::{idle_agent, prompts, providers_toml, send, wait_delivered};
-use crate::helpers::{eventually, fresh_database};
+use crate::helpers::{eventually, fresh_database, git_repo};
 
 /// One switchyard installation that is started, killed and started again.
 struct Installation {
     data: tempfile::TempDir,
     logs: tempfile::TempDir,
-    _repo: tempfile::TempDir,
-    repo: std::path::PathBuf,
+    repo: tempfile::TempDir,
     database_url: String,
     /// The API's port, the same across restarts: agents' hooks call it.
     port: u16,
@@ -55,8 +54,6 @@ impl Installation {
     async fn new(submit_delay_ms: u64) -> Installation {
         let data = tempfile::tempdir().expect("data dir");
         let logs = tempfile::tempdir().expect("logs");
-        let repo_dir = tempfile::tempdir().expect("repo");
-        let repo = crate::agent_clones::repo(repo_dir.path());
         let delay = submit_delay_ms.to_string();
         let providers = providers_toml(logs.path(), &[("FAKE_SUBMIT_DELAY_MS", &delay)]);
         std::fs::write(data.path().join("providers.toml"), providers).expect("providers.toml");
@@ -64,8 +61,7 @@ impl Installation {
         Installation {
             data,
             logs,
-            _repo: repo_dir,
-            repo,
+            repo: git_repo(),
             database_url,
             port: free_port(),
             socket: format!("sy-crash-{}", &Uuid::new_v4().simple().to_string()[..10]),
@@ -116,7 +112,7 @@ impl Installation {
             .client
             .post(format!("{}/api/v1/projects", self.api()))
             .bearer_auth(token)
-            .json(&json!({"slug": "alpha", "name": "Alpha", "repo_path": self.repo}))
+            .json(&json!({"slug": "alpha", "name": "Alpha", "repo_path": self.repo.path()}))
             .send()
             .await
             .expect("project");

@@ -8,18 +8,8 @@ use std::process::Command;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::agents::{agent_token, create, project_at};
 use crate::binary::BIN;
-use crate::helpers::{assert_problem, spawn_app, TestApp};
-
-async fn engineer(app: &TestApp, project: &str, name: &str, team: Option<&str>) -> Value {
-    let mut body =
-        json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "claude"});
-    if let Some(team) = team {
-        body["team"] = json!(team);
-    }
-    create(app, body).await
-}
+use crate::helpers::{assert_problem, engineer, merged, spawn_app, TestApp};
 
 async fn send_as(app: &TestApp, token: &str, body: Value) -> reqwest::Response {
     app.client.post(app.url("/api/v1/messages")).bearer_auth(token).json(&body).send().await.expect("send")
@@ -28,16 +18,15 @@ async fn send_as(app: &TestApp, token: &str, body: Value) -> reqwest::Response {
 #[tokio::test]
 async fn a_message_is_stored_pending_first_shows_in_the_inbox_and_the_outbox_and_can_be_marked_read() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    engineer(&app, &project, "fox", None).await;
+    app.create_project("alpha").await;
+    app.create_agent(engineer("alpha", "fox")).await;
     let sent = send_as(&app, &app.admin_token, json!({"to": "fox", "body": "rebase; then test"})).await;
     assert_eq!(sent.status(), 201);
     let sent: Value = sent.json().await.expect("json");
     assert_eq!((&sent["from"], &sent["state"], &sent["read"]), (&json!("operator"), &json!("pending"), &json!(false)));
     assert!(sent["delivered_at"].is_null(), "no worker runs: stored, not delivered");
 
-    let inbox: Value =
-        app.admin(Method::GET, "/api/v1/agents/fox/messages").send().await.expect("inbox").json().await.expect("json");
+    let inbox = app.get_ok("/api/v1/agents/fox/messages").await;
     assert_eq!(inbox["items"][0]["id"], sent["id"]);
     let outbox = std::fs::read_to_string(app._data_dir.path().join("outbox.jsonl")).expect("outbox file");
     let line: Value = serde_json::from_str(outbox.lines().last().expect("a line")).expect("json line");
@@ -49,14 +38,7 @@ async fn a_message_is_stored_pending_first_shows_in_the_inbox_and_the_outbox_and
     let again = app.admin(Method::POST, &format!("/api/v1/messages/{id}/read")).send().await.expect("read");
     let again: Value = again.json().await.expect("json");
     assert_eq!(again["read"], true);
-    let unread: Value = app
-        .admin(Method::GET, "/api/v1/agents/fox/messages?unread=true")
-        .send()
-        .await
-        .expect("inbox")
-        .json()
-        .await
-        .expect("json");
+    let unread = app.get_ok("/api/v1/agents/fox/messages?unread=true").await;
     assert_eq!(unread["items"], json!([]));
     let counts: Vec<(String, i64)> =
         sqlx::query_as("SELECT type, count(*) FROM events WHERE type LIKE 'message.%' GROUP BY type ORDER BY type")
@@ -69,10 +51,10 @@ async fn a_message_is_stored_pending_first_shows_in_the_inbox_and_the_outbox_and
 #[tokio::test]
 async fn agents_send_and_read_only_as_themselves_and_mail_to_the_operator_is_delivered_by_being_stored() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    let fox = engineer(&app, &project, "fox", None).await;
-    engineer(&app, &project, "owl", None).await;
-    let fox_token = agent_token(&app, &fox).await;
+    app.create_project("alpha").await;
+    let fox = app.create_agent(engineer("alpha", "fox")).await;
+    app.create_agent(engineer("alpha", "owl")).await;
+    let fox_token = app.agent_token(&fox).await;
 
     let forged = send_as(&app, &fox_token, json!({"from": "owl", "to": "operator", "body": "hi"})).await;
     assert_problem(forged, 403).await;
@@ -96,8 +78,7 @@ async fn agents_send_and_read_only_as_themselves_and_mail_to_the_operator_is_del
     let report = send_as(&app, &fox_token, json!({"to": "operator", "body": "done with the login page"})).await;
     let report: Value = report.json().await.expect("json");
     assert_eq!((&report["state"], &report["confirmed_by"]), (&json!("delivered"), &json!("operator")));
-    let operator: Value =
-        app.admin(Method::GET, "/api/v1/messages?to=operator").send().await.expect("list").json().await.expect("j");
+    let operator = app.get_ok("/api/v1/messages?to=operator").await;
     assert_eq!(operator["items"][0]["body"], "done with the login page");
     // Delivered means `on_message_sent`.
     let sent: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'message.delivered'")
@@ -110,8 +91,8 @@ async fn agents_send_and_read_only_as_themselves_and_mail_to_the_operator_is_del
 #[tokio::test]
 async fn bad_messages_are_refused_naming_the_field() {
     let app = spawn_app().await;
-    let project = project_at(&app, "/tmp/repo").await;
-    engineer(&app, &project, "fox", None).await;
+    app.create_project("alpha").await;
+    app.create_agent(engineer("alpha", "fox")).await;
     let huge = "x".repeat(256 * 1024 + 1);
     for (body, field) in [
         (json!({"to": "ghost", "body": "hi"}), "to"),
@@ -123,9 +104,9 @@ async fn bad_messages_are_refused_naming_the_field() {
         let problem = assert_problem(refused, 422).await;
         assert_eq!(problem["errors"][0]["field"], field, "{problem}");
     }
-    let missing = app.admin(Method::GET, "/api/v1/messages/not-an-id").send().await.expect("get");
+    let missing = app.get("/api/v1/messages/not-an-id").await;
     assert_problem(missing, 404).await;
-    let state = app.admin(Method::GET, "/api/v1/messages?state=lost").send().await.expect("list");
+    let state = app.get("/api/v1/messages?state=lost").await;
     assert_eq!(assert_problem(state, 422).await["errors"][0]["field"], "state");
 }
 
@@ -162,18 +143,12 @@ fn run_cli(args: &[String], env: &[(String, String)], stdin: Option<&str>) -> (b
 async fn an_agent_uses_msg_and_chat_from_its_pane_environment_without_curl() {
     let app = spawn_app().await;
     let dir = tempfile::tempdir().expect("dir");
-    let repo = crate::agent_clones::repo(dir.path());
-    let project = project_at(&app, repo.to_str().expect("utf-8")).await;
-    let made = app
-        .admin(Method::POST, "/api/v1/teams")
-        .json(&json!({"name": "login", "project": project}))
-        .send()
-        .await
-        .expect("team");
+    app.create_project("alpha").await;
+    let made = app.post("/api/v1/teams", json!({"name": "login", "project": "alpha"})).await;
     assert_eq!(made.status(), 201);
-    let fox = engineer(&app, &project, "fox", Some("login")).await;
+    let fox = app.create_agent(merged(engineer("alpha", "fox"), json!({"team": "login"}))).await;
     let token_file = dir.path().join("fox.token");
-    std::fs::write(&token_file, agent_token(&app, &fox).await).expect("token file");
+    std::fs::write(&token_file, app.agent_token(&fox).await).expect("token file");
     let token_file = token_file.to_str().expect("utf-8");
     let pane =
         [("SWITCHYARD_URL", app.address.as_str()), ("SWITCHYARD_AGENT", "fox"), ("SWITCHYARD_TOKEN_FILE", token_file)];

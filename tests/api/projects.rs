@@ -4,44 +4,19 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_problem, spawn_app, TestApp};
-
-/// A real, empty git repository in a temp dir.
-pub fn git_repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let status =
-        std::process::Command::new("git").args(["init", "--quiet"]).arg(dir.path()).status().expect("run git init");
-    assert!(status.success());
-    dir
-}
-
-/// Creates a project over a fresh repository; keep the returned dir alive while it is used.
-pub async fn create_project(app: &TestApp, slug: &str) -> (Value, tempfile::TempDir) {
-    let repo = git_repo();
-    let response = app
-        .admin(Method::POST, "/api/v1/projects")
-        .json(&json!({"slug": slug, "name": format!("Project {slug}"), "repo_path": repo.path()}))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(response.status(), 201, "{:?}", response.text().await);
-    (response.json().await.expect("json"), repo)
-}
-
-async fn post(app: &TestApp, body: Value) -> reqwest::Response {
-    app.admin(Method::POST, "/api/v1/projects").json(&body).send().await.expect("request")
-}
+use crate::helpers::{assert_problem, git_repo, id, spawn_app};
 
 #[tokio::test]
 async fn a_project_is_created_with_defaults_and_read_back_with_its_etag() {
     let app = spawn_app().await;
     let repo = git_repo();
-    let response = post(
-        &app,
-        json!({"slug": "alpha", "name": "Alpha", "repo_path": repo.path(),
+    let response = app
+        .post(
+            "/api/v1/projects",
+            json!({"slug": "alpha", "name": "Alpha", "repo_path": repo.path(),
                "merge_queue_config": {"enabled": false, "track_mode": "assigned"}}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(response.status(), 201);
     assert_eq!(response.headers()["etag"], "\"1\"");
     assert_eq!(response.headers()["location"], "/api/v1/projects/alpha");
@@ -52,18 +27,13 @@ async fn a_project_is_created_with_defaults_and_read_back_with_its_etag() {
     assert_eq!(created["fork_config"]["is_fork"], false);
     assert_eq!(created["version"], 1);
 
-    let fetched = app.admin(Method::GET, "/api/v1/projects/alpha").send().await.expect("request");
+    let fetched = app.get("/api/v1/projects/alpha").await;
     assert_eq!(fetched.status(), 200);
     assert_eq!(fetched.headers()["etag"], "\"1\"");
     let fetched: Value = fetched.json().await.expect("json");
     assert_eq!(fetched, created);
 
-    let events: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'project.created' AND subject = 'project:alpha'")
-            .fetch_one(&app.pool)
-            .await
-            .expect("count");
-    assert_eq!(events, 1);
+    assert_eq!(app.count_events("project.created", "project:alpha").await, 1);
 }
 
 #[tokio::test]
@@ -74,7 +44,7 @@ async fn a_repo_path_that_is_not_a_git_repository_is_a_422_naming_repo_path() {
     let folder = inside.path().join("src");
     std::fs::create_dir(&folder).expect("mkdir");
     for path in [plain.path().to_path_buf(), plain.path().join("missing"), folder, "relative/path".into()] {
-        let response = post(&app, json!({"slug": "beta", "name": "Beta", "repo_path": path})).await;
+        let response = app.post("/api/v1/projects", json!({"slug": "beta", "name": "Beta", "repo_path": path})).await;
         let body = assert_problem(response, 422).await;
         assert_eq!(body["errors"][0]["field"], "repo_path", "{path:?}: {body}");
     }
@@ -99,7 +69,7 @@ async fn a_bad_slug_an_unknown_field_or_a_bad_track_mode_is_a_422_naming_it() {
         ),
     ];
     for (body, field) in cases {
-        let response = post(&app, body.clone()).await;
+        let response = app.post("/api/v1/projects", body.clone()).await;
         let problem = assert_problem(response, 422).await;
         assert_eq!(problem["errors"][0]["field"], field, "{body}: {problem}");
     }
@@ -108,9 +78,10 @@ async fn a_bad_slug_an_unknown_field_or_a_bad_track_mode_is_a_422_naming_it() {
 #[tokio::test]
 async fn a_duplicate_slug_is_a_409() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "twice").await;
+    app.create_project("twice").await;
     let other = git_repo();
-    let response = post(&app, json!({"slug": "twice", "name": "Again", "repo_path": other.path()})).await;
+    let response =
+        app.post("/api/v1/projects", json!({"slug": "twice", "name": "Again", "repo_path": other.path()})).await;
     let body = assert_problem(response, 409).await;
     assert!(body["detail"].as_str().unwrap_or("").contains("twice"), "{body}");
 }
@@ -118,9 +89,8 @@ async fn a_duplicate_slug_is_a_409() {
 #[tokio::test]
 async fn projects_are_listed_oldest_first_across_pages() {
     let app = spawn_app().await;
-    let mut repos = Vec::new();
     for i in 0..5 {
-        repos.push(create_project(&app, &format!("p{i}")).await.1);
+        app.create_project(&format!("p{i}")).await;
     }
     let mut slugs = Vec::new();
     let mut cursor: Option<String> = None;
@@ -142,16 +112,16 @@ async fn projects_are_listed_oldest_first_across_pages() {
     }
     assert_eq!(slugs, ["p0", "p1", "p2", "p3", "p4"]);
     assert_eq!(pages, 3);
-    let bad = app.admin(Method::GET, "/api/v1/projects?limit=0").send().await.expect("request");
+    let bad = app.get("/api/v1/projects?limit=0").await;
     assert_eq!(assert_problem(bad, 422).await["errors"][0]["field"], "limit");
-    let garbled = app.admin(Method::GET, "/api/v1/projects?limit=abc").send().await.expect("request");
+    let garbled = app.get("/api/v1/projects?limit=abc").await;
     assert_eq!(assert_problem(garbled, 422).await["errors"][0]["field"], "limit");
 }
 
 #[tokio::test]
 async fn a_patch_changes_only_the_fields_sent_and_bumps_the_version() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "gamma").await;
+    app.create_project("gamma").await;
     let response = app
         .admin(Method::PATCH, "/api/v1/projects/gamma")
         .header("if-match", "\"1\"")
@@ -187,7 +157,7 @@ async fn a_patch_changes_only_the_fields_sent_and_bumps_the_version() {
 #[tokio::test]
 async fn a_stale_if_match_is_a_412_and_changes_nothing() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "delta").await;
+    app.create_project("delta").await;
     let response = app
         .admin(Method::PATCH, "/api/v1/projects/delta")
         .header("if-match", "\"7\"")
@@ -196,8 +166,7 @@ async fn a_stale_if_match_is_a_412_and_changes_nothing() {
         .await
         .expect("request");
     assert_problem(response, 412).await;
-    let project: Value =
-        app.admin(Method::GET, "/api/v1/projects/delta").send().await.expect("get").json().await.expect("json");
+    let project = app.get_ok("/api/v1/projects/delta").await;
     assert_eq!(project["name"], "Project delta");
     assert_eq!(project["version"], 1);
 }
@@ -205,7 +174,7 @@ async fn a_stale_if_match_is_a_412_and_changes_nothing() {
 #[tokio::test]
 async fn a_patch_cannot_change_the_slug_or_point_at_a_non_repository() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "eps").await;
+    app.create_project("eps").await;
     let plain = tempfile::tempdir().expect("temp dir");
     for (body, field) in [(json!({"slug": "other"}), "slug"), (json!({"repo_path": plain.path()}), "repo_path")] {
         let response = app.admin(Method::PATCH, "/api/v1/projects/eps").json(&body).send().await.expect("request");
@@ -218,8 +187,7 @@ async fn a_patch_cannot_change_the_slug_or_point_at_a_non_repository() {
 #[tokio::test]
 async fn a_project_with_tasks_or_wishes_cannot_be_deleted_and_says_how_many() {
     let app = spawn_app().await;
-    let (project, _repo) = create_project(&app, "zeta").await;
-    let id: uuid::Uuid = project["id"].as_str().expect("id").parse().expect("uuid");
+    let id = id(&app.create_project("zeta").await);
     for title in ["one", "two"] {
         sqlx::query("INSERT INTO tasks (id, project_id, title, status) VALUES ($1, $2, $3, 'ready')")
             .bind(uuid::Uuid::new_v4())
@@ -244,7 +212,7 @@ async fn a_project_with_tasks_or_wishes_cannot_be_deleted_and_says_how_many() {
     sqlx::query("DELETE FROM tasks").execute(&app.pool).await.expect("delete tasks");
     let deleted = app.admin(Method::DELETE, "/api/v1/projects/zeta").send().await.expect("request");
     assert_eq!(deleted.status(), 204);
-    let gone = app.admin(Method::GET, "/api/v1/projects/zeta").send().await.expect("request");
+    let gone = app.get("/api/v1/projects/zeta").await;
     assert_problem(gone, 404).await;
 }
 

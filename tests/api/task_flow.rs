@@ -8,30 +8,23 @@ use uuid::Uuid;
 use switchyard::db::tasks::{self, Applied, Change, NewTask};
 use switchyard::domain::task::{TaskEvent, TaskStatus};
 
-use crate::helpers::{assert_problem, spawn_app, TestApp};
-use crate::tasks::{create, events_of, get, id, project};
+use crate::helpers::{assert_json, assert_problem, id, spawn_app, TestApp};
 
-async fn act(app: &TestApp, task: &str, action: &str, body: Option<Value>) -> reqwest::Response {
-    let request = app.admin(Method::POST, &format!("/api/v1/tasks/{task}/{action}"));
-    let request = match body {
-        Some(body) => request.json(&body),
-        None => request,
-    };
-    request.send().await.expect("request")
+/// Task `task`'s `action`, with `body` if there is one.
+async fn act(app: &TestApp, task: &Uuid, action: &str, body: Option<Value>) -> reqwest::Response {
+    app.send(Method::POST, &format!("/api/v1/tasks/{task}/{action}"), body).await
 }
 
 /// Runs an action that must succeed and returns the task.
-async fn ok(app: &TestApp, task: &str, action: &str, body: Option<Value>) -> Value {
-    let response = act(app, task, action, body).await;
-    assert_eq!(response.status(), 200, "{action}: {}", response.text().await.unwrap_or_default());
-    response.json().await.expect("json")
+async fn ok(app: &TestApp, task: &Uuid, action: &str, body: Option<Value>) -> Value {
+    assert_json(act(app, task, action, body).await, 200).await
 }
 
 #[tokio::test]
 async fn a_task_goes_from_start_through_a_question_to_done() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let task = id(&create(&app, json!({"project": "alpha", "title": "t"})).await);
+    app.create_project("alpha").await;
+    let task = id(&app.create_task(json!({"project": "alpha", "title": "t"})).await);
     let started = ok(&app, &task, "start", None).await;
     assert_eq!((started["status"].as_str(), started["iterations"].as_i64()), (Some("in_progress"), Some(1)));
     assert!(started["started_at"].is_string());
@@ -43,7 +36,7 @@ async fn a_task_goes_from_start_through_a_question_to_done() {
     assert_eq!((done["status"].as_str(), done["result"].as_str()), (Some("done"), Some("shipped")));
     assert!(done["completed_at"].is_string());
     for event in ["task.started", "task.asked", "task.answered", "task.completed"] {
-        assert_eq!(events_of(&app, event, &task).await, 1, "{event}");
+        assert_eq!(app.count_events(event, &format!("task:{task}")).await, 1, "{event}");
     }
     let answer: Value = sqlx::query_scalar("SELECT payload FROM events WHERE type = 'task.answered'")
         .fetch_one(&app.pool)
@@ -55,8 +48,8 @@ async fn a_task_goes_from_start_through_a_question_to_done() {
 #[tokio::test]
 async fn an_illegal_action_is_a_409_with_the_current_state() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let task = id(&create(&app, json!({"project": "alpha", "title": "t"})).await);
+    app.create_project("alpha").await;
+    let task = id(&app.create_task(json!({"project": "alpha", "title": "t"})).await);
     let cases = [("complete", "ready"), ("answer", "ready"), ("retry", "ready")];
     for (action, state) in cases {
         let body = (action == "answer").then(|| json!({"answer": "x"}));
@@ -84,16 +77,16 @@ async fn an_illegal_action_is_a_409_with_the_current_state() {
     let untyped =
         app.admin(Method::POST, &format!("/api/v1/tasks/{task}/fail")).body("x").send().await.expect("request");
     assert_problem(untyped, 415).await;
-    assert_eq!(events_of(&app, "task.retried", &task).await, 1);
+    assert_eq!(app.count_events("task.retried", &format!("task:{task}")).await, 1);
 }
 
 #[tokio::test]
 async fn completing_the_last_dependency_makes_the_dependent_ready_exactly_once() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let a = id(&create(&app, json!({"project": "alpha", "title": "Schema"})).await);
-    let b = id(&create(&app, json!({"project": "alpha", "title": "API"})).await);
-    let c = create(&app, json!({"project": "alpha", "title": "UI", "depends_on": [a, b, a]})).await;
+    app.create_project("alpha").await;
+    let a = id(&app.create_task(json!({"project": "alpha", "title": "Schema"})).await);
+    let b = id(&app.create_task(json!({"project": "alpha", "title": "API"})).await);
+    let c = app.create_task(json!({"project": "alpha", "title": "UI", "depends_on": [a, b, a]})).await;
     assert_eq!((c["status"].as_str(), c["unmet_dependencies"].as_i64()), (Some("blocked"), Some(2)));
     let c = id(&c);
     assert_eq!(assert_problem(act(&app, &c, "start", None).await, 409).await["current_state"], "blocked");
@@ -101,67 +94,68 @@ async fn completing_the_last_dependency_makes_the_dependent_ready_exactly_once()
         ok(&app, task, "start", None).await;
     }
     ok(&app, &a, "complete", None).await;
-    let waiting = get(&app, &c).await;
+    let waiting = app.task(c).await;
     assert_eq!(waiting["status"], "blocked");
     let reason = waiting["blocked_reason"].as_str().expect("a reason");
     assert!(
         reason.contains("1 of 2") && reason.contains("`API` is in_progress") && !reason.contains("Schema"),
         "{reason}"
     );
-    assert_eq!(events_of(&app, "task.ready", &c).await, 0);
+    assert_eq!(app.count_events("task.ready", &format!("task:{c}")).await, 0);
     ok(&app, &b, "complete", None).await;
-    let ready = get(&app, &c).await;
+    let ready = app.task(c).await;
     assert_eq!((ready["status"].as_str(), ready["unmet_dependencies"].as_i64()), (Some("ready"), Some(0)));
     assert!(ready["blocked_reason"].is_null());
     assert_eq!(ready["dependencies"].as_array().map(Vec::len), Some(2));
-    assert_eq!(events_of(&app, "task.ready", &c).await, 1);
-    let late = create(&app, json!({"project": "alpha", "title": "docs", "depends_on": [a]})).await;
+    assert_eq!(app.count_events("task.ready", &format!("task:{c}")).await, 1);
+    let late = app.create_task(json!({"project": "alpha", "title": "docs", "depends_on": [a]})).await;
     assert_eq!(late["status"], "ready", "a dependency already done counts as met");
 }
 
 #[tokio::test]
 async fn a_failed_dependency_blocks_the_dependent_until_it_is_retried_and_completed() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let a = id(&create(&app, json!({"project": "alpha", "title": "Schema"})).await);
-    let b = id(&create(&app, json!({"project": "alpha", "title": "UI", "depends_on": [a]})).await);
+    app.create_project("alpha").await;
+    let a = id(&app.create_task(json!({"project": "alpha", "title": "Schema"})).await);
+    let b = id(&app.create_task(json!({"project": "alpha", "title": "UI", "depends_on": [a]})).await);
     ok(&app, &a, "start", None).await;
     ok(&app, &a, "fail", Some(json!({"result": "migration error"}))).await;
-    let blocked = get(&app, &b).await;
+    let blocked = app.task(b).await;
     assert_eq!(blocked["status"], "blocked");
     let reason = blocked["blocked_reason"].as_str().expect("a reason");
     assert!(reason.contains("`Schema` is failed and needs a retry"), "{reason}");
     assert_eq!(ok(&app, &a, "retry", None).await["status"], "ready");
     ok(&app, &a, "start", None).await;
     ok(&app, &a, "complete", None).await;
-    assert_eq!(get(&app, &b).await["status"], "ready");
-    assert_eq!(events_of(&app, "task.ready", &b).await, 1);
-    let retried = get(&app, &a).await;
+    assert_eq!(app.task(b).await["status"], "ready");
+    assert_eq!(app.count_events("task.ready", &format!("task:{b}")).await, 1);
+    let retried = app.task(a).await;
     assert_eq!(retried["iterations"], 2);
 }
 
 #[tokio::test]
 async fn a_cancelled_dependent_retried_after_its_dependencies_finish_comes_back_ready() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let a = id(&create(&app, json!({"project": "alpha", "title": "a"})).await);
-    let b = id(&create(&app, json!({"project": "alpha", "title": "b", "depends_on": [a]})).await);
+    app.create_project("alpha").await;
+    let a = id(&app.create_task(json!({"project": "alpha", "title": "a"})).await);
+    let b = id(&app.create_task(json!({"project": "alpha", "title": "b", "depends_on": [a]})).await);
     ok(&app, &b, "cancel", None).await;
     ok(&app, &a, "start", None).await;
     ok(&app, &a, "complete", None).await;
-    assert_eq!(get(&app, &b).await["status"], "cancelled", "completion does not revive a cancelled task");
+    assert_eq!(app.task(b).await["status"], "cancelled", "completion does not revive a cancelled task");
     assert_eq!(ok(&app, &b, "retry", None).await["status"], "ready");
 }
 
 #[tokio::test]
 async fn fifty_concurrent_completions_of_one_task_succeed_exactly_once() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let task = id(&create(&app, json!({"project": "alpha", "title": "hot"})).await);
+    app.create_project("alpha").await;
+    let task = id(&app.create_task(json!({"project": "alpha", "title": "hot"})).await);
     let mut dependents = Vec::new();
     for i in 0..3 {
-        dependents
-            .push(id(&create(&app, json!({"project": "alpha", "title": format!("d{i}"), "depends_on": [task]})).await));
+        dependents.push(id(&app
+            .create_task(json!({"project": "alpha", "title": format!("d{i}"), "depends_on": [task]}))
+            .await));
     }
     ok(&app, &task, "start", None).await;
     let url = app.url(&format!("/api/v1/tasks/{task}/complete"));
@@ -177,17 +171,17 @@ async fn fifty_concurrent_completions_of_one_task_succeed_exactly_once() {
     }
     assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 1, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == 409).count(), 49, "{statuses:?}");
-    assert_eq!(events_of(&app, "task.completed", &task).await, 1);
+    assert_eq!(app.count_events("task.completed", &format!("task:{task}")).await, 1);
     for dependent in &dependents {
-        assert_eq!(events_of(&app, "task.ready", dependent).await, 1);
-        assert_eq!(get(&app, dependent).await["status"], "ready");
+        assert_eq!(app.count_events("task.ready", &format!("task:{dependent}")).await, 1);
+        assert_eq!(app.task(dependent).await["status"], "ready");
     }
 }
 
 #[tokio::test]
 async fn a_wish_group_cannot_be_driven_through_the_tasks_routes() {
     let app = spawn_app().await;
-    let alpha = project(&app, "alpha").await;
+    let alpha = id(&app.create_project("alpha").await);
     let wish_id = Uuid::new_v4();
     sqlx::query("INSERT INTO wishes (id, slug, project_id, title) VALUES ($1, 'login', $2, 'Login')")
         .bind(wish_id)
@@ -205,7 +199,7 @@ async fn a_wish_group_cannot_be_driven_through_the_tasks_routes() {
     };
     let group = tasks::insert(&mut tx, &new).await.expect("insert group");
     tx.commit().await.expect("commit");
-    let problem = assert_problem(act(&app, &group.id.to_string(), "start", None).await, 409).await;
+    let problem = assert_problem(act(&app, &group.id, "start", None).await, 409).await;
     assert_eq!(problem["current_state"], "ready");
     assert!(problem["detail"].as_str().unwrap_or("").contains("/wishes/login/groups/backend/start"), "{problem}");
     let mut conn = app.pool.acquire().await.expect("acquire");
@@ -240,13 +234,13 @@ async fn concurrently(app: &TestApp, requests: Vec<(String, Value)>) -> Vec<(u16
 #[tokio::test]
 async fn two_dependencies_completing_together_release_each_shared_dependent_once() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let a = id(&create(&app, json!({"project": "alpha", "title": "a"})).await);
-    let b = id(&create(&app, json!({"project": "alpha", "title": "b"})).await);
+    app.create_project("alpha").await;
+    let a = id(&app.create_task(json!({"project": "alpha", "title": "a"})).await);
+    let b = id(&app.create_task(json!({"project": "alpha", "title": "b"})).await);
     let mut dependents = Vec::new();
     for i in 0..10 {
         let body = json!({"project": "alpha", "title": format!("d{i}"), "depends_on": [a, b]});
-        dependents.push(id(&create(&app, body).await));
+        dependents.push(id(&app.create_task(body).await));
     }
     ok(&app, &a, "start", None).await;
     ok(&app, &b, "start", None).await;
@@ -254,16 +248,16 @@ async fn two_dependencies_completing_together_release_each_shared_dependent_once
     let results = concurrently(&app, completions.to_vec()).await;
     assert!(results.iter().all(|(status, _)| *status == 200), "{results:?}");
     for dependent in &dependents {
-        assert_eq!(events_of(&app, "task.ready", dependent).await, 1);
-        assert_eq!(get(&app, dependent).await["status"], "ready");
+        assert_eq!(app.count_events("task.ready", &format!("task:{dependent}")).await, 1);
+        assert_eq!(app.task(dependent).await["status"], "ready");
     }
 }
 
 #[tokio::test]
 async fn tasks_created_while_their_dependency_completes_are_never_left_blocked() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let a = id(&create(&app, json!({"project": "alpha", "title": "a"})).await);
+    app.create_project("alpha").await;
+    let a = id(&app.create_task(json!({"project": "alpha", "title": "a"})).await);
     ok(&app, &a, "start", None).await;
     let mut requests: Vec<(String, Value)> = (0..20)
         .map(|i| ("/api/v1/tasks".to_owned(), json!({"project": "alpha", "title": format!("d{i}"), "depends_on": [a]})))
@@ -272,9 +266,9 @@ async fn tasks_created_while_their_dependency_completes_are_never_left_blocked()
     let results = concurrently(&app, requests).await;
     assert!(results.iter().all(|(status, _)| *status == 200 || *status == 201), "{results:?}");
     for (_, task) in results.iter().filter(|(status, _)| *status == 201) {
-        let now = get(&app, &id(task)).await;
+        let now = app.task(id(task)).await;
         assert_eq!((now["status"].as_str(), now["unmet_dependencies"].as_i64()), (Some("ready"), Some(0)), "{task}");
-        let ready_events = events_of(&app, "task.ready", &id(task)).await;
+        let ready_events = app.count_events("task.ready", &format!("task:{}", id(task))).await;
         assert_eq!(ready_events, i64::from(task["status"] == "blocked"), "released once, and only if it was blocked");
     }
 }
@@ -282,8 +276,8 @@ async fn tasks_created_while_their_dependency_completes_are_never_left_blocked()
 #[tokio::test]
 async fn a_task_that_used_all_its_iterations_is_retried_only_with_a_higher_cap() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let task = id(&create(&app, json!({"project": "alpha", "title": "t", "max_iterations": 1})).await);
+    app.create_project("alpha").await;
+    let task = id(&app.create_task(json!({"project": "alpha", "title": "t", "max_iterations": 1})).await);
     ok(&app, &task, "start", None).await;
     ok(&app, &task, "fail", Some(json!({"result": "red"}))).await;
     let refused = assert_problem(act(&app, &task, "retry", None).await, 409).await;

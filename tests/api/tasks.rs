@@ -1,88 +1,17 @@
 //! `/api/v1/tasks`: creating, reading, listing, editing and placing tasks on boards. The state
-//! machine and dependencies are in `task_flow.rs`. Projects and boards are inserted directly:
-//! their API is built elsewhere.
+//! machine and dependencies are in `task_flow.rs`.
 
 use reqwest::Method;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::helpers::{assert_problem, spawn_app, TestApp};
-
-/// A project row, inserted directly.
-pub async fn project(app: &TestApp, slug: &str) -> Uuid {
-    let id = Uuid::new_v4();
-    sqlx::query("INSERT INTO projects (id, slug, name, repo_path) VALUES ($1, $2, $2, '/tmp/repo')")
-        .bind(id)
-        .bind(slug)
-        .execute(&app.pool)
-        .await
-        .expect("insert project");
-    id
-}
-
-/// A board with columns `(name, wip_limit)` in order; returns the board and column ids.
-pub async fn board(app: &TestApp, project_id: Uuid, columns: &[(&str, Option<i32>)]) -> (Uuid, Vec<Uuid>) {
-    let board_id = Uuid::new_v4();
-    sqlx::query("INSERT INTO boards (id, project_id, name) VALUES ($1, $2, $3)")
-        .bind(board_id)
-        .bind(project_id)
-        .bind(format!("board-{board_id}"))
-        .execute(&app.pool)
-        .await
-        .expect("insert board");
-    let mut ids = Vec::new();
-    for (position, (name, wip_limit)) in columns.iter().enumerate() {
-        let id = Uuid::new_v4();
-        sqlx::query("INSERT INTO board_columns (id, board_id, name, position, wip_limit) VALUES ($1, $2, $3, $4, $5)")
-            .bind(id)
-            .bind(board_id)
-            .bind(name)
-            .bind(position as i32)
-            .bind(wip_limit)
-            .execute(&app.pool)
-            .await
-            .expect("insert column");
-        ids.push(id);
-    }
-    (board_id, ids)
-}
-
-pub async fn post(app: &TestApp, path: &str, body: Value) -> reqwest::Response {
-    app.admin(Method::POST, path).json(&body).send().await.expect("request")
-}
-
-/// Creates a task through the API and returns it.
-pub async fn create(app: &TestApp, body: Value) -> Value {
-    let response = post(app, "/api/v1/tasks", body).await;
-    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap_or_default());
-    response.json().await.expect("json")
-}
-
-pub async fn get(app: &TestApp, id: &str) -> Value {
-    let response = app.admin(Method::GET, &format!("/api/v1/tasks/{id}")).send().await.expect("request");
-    assert_eq!(response.status(), 200);
-    response.json().await.expect("json")
-}
-
-pub fn id(task: &Value) -> String {
-    task["id"].as_str().expect("id").to_owned()
-}
-
-/// How many events of `event_type` were written about a task.
-pub async fn events_of(app: &TestApp, event_type: &str, task_id: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM events WHERE type = $1 AND subject = $2")
-        .bind(event_type)
-        .bind(format!("task:{task_id}"))
-        .fetch_one(&app.pool)
-        .await
-        .expect("count events")
-}
+use crate::helpers::{assert_problem, column_ids, id, spawn_app, TestApp};
 
 #[tokio::test]
 async fn creating_a_task_without_dependencies_makes_it_ready_and_records_it() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let response = post(&app, "/api/v1/tasks", json!({"project": "alpha", "title": " Login page ", "goal": "g"})).await;
+    app.create_project("alpha").await;
+    let response = app.post("/api/v1/tasks", json!({"project": "alpha", "title": " Login page ", "goal": "g"})).await;
     assert_eq!(response.status(), 201);
     assert_eq!(response.headers()["etag"], "\"1\"");
     let task: Value = response.json().await.expect("json");
@@ -91,8 +20,8 @@ async fn creating_a_task_without_dependencies_makes_it_ready_and_records_it() {
     assert_eq!(task["iterations"], 0);
     assert_eq!(task["max_iterations"], 10);
     assert_eq!(task["unmet_dependencies"], 0);
-    assert_eq!(events_of(&app, "task.created", &id(&task)).await, 1);
-    let read = get(&app, &id(&task)).await;
+    assert_eq!(app.count_events("task.created", &format!("task:{}", id(&task))).await, 1);
+    let read = app.task(id(&task)).await;
     assert_eq!(read["dependencies"], json!([]));
     assert!(read["blocked_reason"].is_null());
 }
@@ -100,10 +29,10 @@ async fn creating_a_task_without_dependencies_makes_it_ready_and_records_it() {
 #[tokio::test]
 async fn creating_a_task_with_a_bad_field_is_a_422_naming_it() {
     let app = spawn_app().await;
-    let alpha = project(&app, "alpha").await;
-    project(&app, "beta").await;
-    let other = create(&app, json!({"project": "beta", "title": "elsewhere"})).await;
-    let (board_id, _) = board(&app, alpha, &[("todo", None)]).await;
+    app.create_project("alpha").await;
+    app.create_project("beta").await;
+    let other = app.create_task(json!({"project": "beta", "title": "elsewhere"})).await;
+    let board_id = id(&app.create_board("alpha", json!({"name": "Main", "columns": [{"name": "todo"}]})).await);
     let cases = [
         (json!({"project": "nope", "title": "t"}), "project"),
         (json!({"project": "alpha", "title": "  "}), "title"),
@@ -118,7 +47,7 @@ async fn creating_a_task_with_a_bad_field_is_a_422_naming_it() {
         (json!({"title": "t"}), "project"),
     ];
     for (body, field) in cases {
-        let problem = assert_problem(post(&app, "/api/v1/tasks", body.clone()).await, 422).await;
+        let problem = assert_problem(app.post("/api/v1/tasks", body.clone()).await, 422).await;
         assert_eq!(problem["errors"][0]["field"], field, "{body}");
     }
 }
@@ -126,9 +55,9 @@ async fn creating_a_task_with_a_bad_field_is_a_422_naming_it() {
 #[tokio::test]
 async fn an_unknown_task_is_404_and_a_malformed_id_is_422_naming_id() {
     let app = spawn_app().await;
-    let missing = app.admin(Method::GET, &format!("/api/v1/tasks/{}", Uuid::new_v4())).send().await.expect("request");
+    let missing = app.get(&format!("/api/v1/tasks/{}", Uuid::new_v4())).await;
     assert_problem(missing, 404).await;
-    let start = post(&app, &format!("/api/v1/tasks/{}/start", Uuid::new_v4()), json!({})).await;
+    let start = app.post(&format!("/api/v1/tasks/{}/start", Uuid::new_v4()), json!({})).await;
     assert_problem(start, 404).await;
     for path in ["/api/v1/tasks/not-a-uuid", "/api/v1/tasks/not-a-uuid/complete"] {
         let method = if path.ends_with("complete") { Method::POST } else { Method::GET };
@@ -140,8 +69,8 @@ async fn an_unknown_task_is_404_and_a_malformed_id_is_422_naming_id() {
 #[tokio::test]
 async fn a_patch_with_a_stale_if_match_is_412_and_status_is_not_patchable() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let task = create(&app, json!({"project": "alpha", "title": "t", "assignee": "worker-1"})).await;
+    app.create_project("alpha").await;
+    let task = app.create_task(json!({"project": "alpha", "title": "t", "assignee": "worker-1"})).await;
     let path = format!("/api/v1/tasks/{}", id(&task));
     let patch = |if_match: &str, body: Value| {
         app.admin(Method::PATCH, &path).header("if-match", if_match.to_owned()).json(&body).send()
@@ -167,7 +96,7 @@ async fn a_patch_with_a_stale_if_match_is_412_and_status_is_not_patchable() {
     let unconditional =
         app.admin(Method::PATCH, &path).json(&json!({"provider": "codex"})).send().await.expect("request");
     assert_eq!(unconditional.status(), 200);
-    assert_eq!(events_of(&app, "task.updated", &id(&task)).await, 4);
+    assert_eq!(app.count_events("task.updated", &format!("task:{}", id(&task))).await, 4);
     let missing = app.admin(Method::PATCH, &format!("/api/v1/tasks/{}", Uuid::new_v4())).json(&json!({})).send();
     assert_problem(missing.await.expect("request"), 404).await;
 }
@@ -175,22 +104,22 @@ async fn a_patch_with_a_stale_if_match_is_412_and_status_is_not_patchable() {
 #[tokio::test]
 async fn listing_filters_by_project_status_column_and_assignee_across_pages() {
     let app = spawn_app().await;
-    let alpha = project(&app, "alpha").await;
-    project(&app, "beta").await;
-    let (board_id, columns) = board(&app, alpha, &[("todo", None), ("doing", None)]).await;
+    app.create_project("alpha").await;
+    app.create_project("beta").await;
+    let board =
+        app.create_board("alpha", json!({"name": "Main", "columns": [{"name": "todo"}, {"name": "doing"}]})).await;
+    let (board_id, columns) = (id(&board), column_ids(&board));
     let mut wanted = Vec::new();
     for i in 0..5 {
-        let task = create(
-            &app,
-            json!({"project": "alpha", "title": format!("a{i}"), "assignee": "human",
-            "board_id": board_id, "column_id": columns[1]}),
-        )
-        .await;
+        let task = app
+            .create_task(json!({"project": "alpha", "title": format!("a{i}"), "assignee": "human",
+            "board_id": board_id, "column_id": columns[1]}))
+            .await;
         wanted.push(id(&task));
-        create(&app, json!({"project": "alpha", "title": format!("other{i}"), "assignee": "worker-1"})).await;
-        create(&app, json!({"project": "beta", "title": format!("b{i}"), "assignee": "human"})).await;
+        app.create_task(json!({"project": "alpha", "title": format!("other{i}"), "assignee": "worker-1"})).await;
+        app.create_task(json!({"project": "beta", "title": format!("b{i}"), "assignee": "human"})).await;
     }
-    post(&app, &format!("/api/v1/tasks/{}/start", wanted[4]), json!({})).await;
+    app.post(&format!("/api/v1/tasks/{}/start", wanted[4]), json!({})).await;
     let base = format!("/api/v1/tasks?project=alpha&status=ready&assignee=human&column={}&limit=2", columns[1]);
     let (mut seen, mut cursor) = (Vec::new(), None::<String>);
     loop {
@@ -198,7 +127,7 @@ async fn listing_filters_by_project_status_column_and_assignee_across_pages() {
             Some(c) => format!("{base}&cursor={c}"),
             None => base.clone(),
         };
-        let page: Value = app.admin(Method::GET, &url).send().await.expect("request").json().await.expect("json");
+        let page = app.get_ok(&url).await;
         seen.extend(page["items"].as_array().expect("items").iter().map(id));
         match page["next_cursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),
@@ -206,31 +135,35 @@ async fn listing_filters_by_project_status_column_and_assignee_across_pages() {
         }
     }
     assert_eq!(seen, wanted[..4]);
-    let all: Value = app.admin(Method::GET, "/api/v1/tasks").send().await.expect("request").json().await.expect("json");
+    let all = app.get_ok("/api/v1/tasks").await;
     assert_eq!(all["items"].as_array().map(Vec::len), Some(15));
     for (query, field) in [("status=running", "status"), ("project=nope", "project"), ("column=x", "column")] {
-        let response = app.admin(Method::GET, &format!("/api/v1/tasks?{query}")).send().await.expect("request");
+        let response = app.get(&format!("/api/v1/tasks?{query}")).await;
         assert_eq!(assert_problem(response, 422).await["errors"][0]["field"], field);
     }
 }
 
 async fn move_to(app: &TestApp, task: &Value, column: Uuid) -> reqwest::Response {
-    post(app, &format!("/api/v1/tasks/{}/move", id(task)), json!({"column_id": column})).await
+    app.post(&format!("/api/v1/tasks/{}/move", id(task)), json!({"column_id": column})).await
 }
 
 #[tokio::test]
 async fn a_full_column_refuses_new_and_moved_tasks_with_409() {
     let app = spawn_app().await;
-    let alpha = project(&app, "alpha").await;
-    let beta = project(&app, "beta").await;
-    let (board_id, columns) = board(&app, alpha, &[("todo", Some(1)), ("doing", Some(1))]).await;
-    let (_, other_board) = board(&app, alpha, &[("elsewhere", None)]).await;
-    let (_, foreign) = board(&app, beta, &[("theirs", None)]).await;
-    let first = create(&app, json!({"project": "alpha", "title": "first", "board_id": board_id})).await;
+    app.create_project("alpha").await;
+    app.create_project("beta").await;
+    let columns = json!([{"name": "todo", "wip_limit": 1}, {"name": "doing", "wip_limit": 1}]);
+    let board = app.create_board("alpha", json!({"name": "Main", "columns": columns})).await;
+    let (board_id, columns) = (id(&board), column_ids(&board));
+    let other_board =
+        column_ids(&app.create_board("alpha", json!({"name": "Other", "columns": [{"name": "elsewhere"}]})).await);
+    let foreign =
+        column_ids(&app.create_board("beta", json!({"name": "Theirs", "columns": [{"name": "theirs"}]})).await);
+    let first = app.create_task(json!({"project": "alpha", "title": "first", "board_id": board_id})).await;
     assert_eq!(first["column_id"], columns[0].to_string(), "the board's first column by default");
-    let full = post(&app, "/api/v1/tasks", json!({"project": "alpha", "title": "second", "board_id": board_id})).await;
+    let full = app.post("/api/v1/tasks", json!({"project": "alpha", "title": "second", "board_id": board_id})).await;
     assert!(assert_problem(full, 409).await["detail"].as_str().unwrap_or("").contains("full"));
-    let second = create(&app, json!({"project": "alpha", "title": "second", "column_id": other_board[0]})).await;
+    let second = app.create_task(json!({"project": "alpha", "title": "second", "column_id": other_board[0]})).await;
     let moved = move_to(&app, &first, columns[1]).await;
     assert_eq!(moved.status(), 200);
     let moved: Value = moved.json().await.expect("json");
@@ -244,21 +177,21 @@ async fn a_full_column_refuses_new_and_moved_tasks_with_409() {
     assert_eq!(move_to(&app, &second, columns[0]).await.status(), 200);
     let foreign_move = move_to(&app, &second, foreign[0]).await;
     assert_eq!(assert_problem(foreign_move, 422).await["errors"][0]["field"], "column_id");
-    let mismatch = post(
-        &app,
-        "/api/v1/tasks",
-        json!({"project": "alpha", "title": "x", "board_id": board_id, "column_id": other_board[0]}),
-    )
-    .await;
+    let mismatch = app
+        .post(
+            "/api/v1/tasks",
+            json!({"project": "alpha", "title": "x", "board_id": board_id, "column_id": other_board[0]}),
+        )
+        .await;
     assert_eq!(assert_problem(mismatch, 422).await["errors"][0]["field"], "column_id");
-    assert_eq!(events_of(&app, "task.moved", &id(&first)).await, 2);
+    assert_eq!(app.count_events("task.moved", &format!("task:{}", id(&first))).await, 2);
 }
 
 #[tokio::test]
 async fn a_read_token_can_read_tasks_but_not_change_them() {
     let app = spawn_app().await;
-    project(&app, "alpha").await;
-    let task = create(&app, json!({"project": "alpha", "title": "t"})).await;
+    app.create_project("alpha").await;
+    let task = app.create_task(json!({"project": "alpha", "title": "t"})).await;
     let read = app.token("read").await;
     let url = app.url(&format!("/api/v1/tasks/{}", id(&task)));
     let ok = app.client.get(&url).bearer_auth(&read).send().await.expect("request");
@@ -271,7 +204,7 @@ async fn a_read_token_can_read_tasks_but_not_change_them() {
 async fn a_malformed_list_parameter_is_a_422_naming_it() {
     let app = spawn_app().await;
     for (query, field) in [("limit=abc", "limit"), ("project=nope", "project"), ("status=asleep", "status")] {
-        let response = app.admin(Method::GET, &format!("/api/v1/tasks?{query}")).send().await.expect("request");
+        let response = app.get(&format!("/api/v1/tasks?{query}")).await;
         let body = assert_problem(response, 422).await;
         assert_eq!(body["errors"][0]["field"], field, "{query}: {body}");
     }
@@ -280,11 +213,13 @@ async fn a_malformed_list_parameter_is_a_422_naming_it() {
 #[tokio::test]
 async fn concurrent_moves_into_a_column_never_exceed_its_wip_limit() {
     let app = spawn_app().await;
-    let alpha = project(&app, "alpha").await;
-    let (board_id, columns) = board(&app, alpha, &[("todo", None), ("doing", Some(2))]).await;
+    app.create_project("alpha").await;
+    let columns = json!([{"name": "todo"}, {"name": "doing", "wip_limit": 2}]);
+    let board = app.create_board("alpha", json!({"name": "Main", "columns": columns})).await;
+    let (board_id, columns) = (id(&board), column_ids(&board));
     let mut tasks = Vec::new();
     for i in 0..12 {
-        tasks.push(create(&app, json!({"project": "alpha", "title": format!("t{i}"), "board_id": board_id})).await);
+        tasks.push(app.create_task(json!({"project": "alpha", "title": format!("t{i}"), "board_id": board_id})).await);
     }
     let moves = tasks.iter().map(|task| move_to(&app, task, columns[1]));
     let statuses: Vec<u16> = futures::future::join_all(moves).await.iter().map(|r| r.status().as_u16()).collect();

@@ -4,81 +4,66 @@
 //! disbanding keeps unmerged work unless forced, the lifecycle refuses illegal moves, and the chat
 //! keeps its order.
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::agent_clones::{git, repo};
-use crate::agents::{agent_token, create, project_at};
-use crate::helpers::{assert_problem, eventually, spawn_app, spawn_app_with_worker, TestApp};
-
-async fn post(app: &TestApp, path: &str, body: Value) -> reqwest::Response {
-    app.admin(Method::POST, path).json(&body).send().await.expect("request")
-}
+use crate::helpers::{
+    assert_json, assert_problem, engineer, eventually, git, merged, repo_of, spawn_app, spawn_app_with_worker, TestApp,
+};
 
 async fn team(app: &TestApp, name: &str) -> Value {
-    app.admin(Method::GET, &format!("/api/v1/teams/{name}")).send().await.expect("get").json().await.expect("json")
+    app.get_ok(&format!("/api/v1/teams/{name}")).await
 }
 
-/// A project over a repository with one commit on `main`, and a team `login` made from it.
-async fn login_team(app: &TestApp, dir: &Path) -> (String, std::path::PathBuf, Value) {
-    let repo = repo(dir);
-    let project = project_at(app, repo.to_str().expect("utf-8")).await;
-    let made = post(app, "/api/v1/teams", json!({"name": "login", "project": project, "base_branch": "main"})).await;
-    assert_eq!(made.status(), 201, "{:?}", made.text().await);
-    (project, repo, made.json().await.expect("json"))
+/// A project `alpha` over a repository with one commit on `main`, and a team `login` made from
+/// it; returns the repository and the team.
+async fn login_team(app: &TestApp) -> (PathBuf, Value) {
+    let repo = repo_of(&app.create_project("alpha").await);
+    let made = app.post("/api/v1/teams", json!({"name": "login", "project": "alpha", "base_branch": "main"})).await;
+    (repo, assert_json(made, 201).await)
 }
 
 /// A shell agent `name` in team `login`; answers once the worker made the team's clone for it.
-async fn team_member(app: &TestApp, project: &str, name: &str) -> std::path::PathBuf {
-    create(
-        app,
-        json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "shell",
-        "team": "login"}),
-    )
-    .await;
+async fn team_member(app: &TestApp, name: &str) -> PathBuf {
+    let body = merged(engineer("alpha", name), json!({"provider": "shell", "team": "login"}));
+    app.create_agent(body).await;
     eventually("the worker makes the team's clone", std::time::Duration::from_secs(20), || async {
         team(app, "login").await["clone_path"].is_string()
     })
     .await;
-    let login = team(app, "login").await;
-    std::path::PathBuf::from(login["clone_path"].as_str().expect("clone_path"))
+    PathBuf::from(team(app, "login").await["clone_path"].as_str().expect("clone_path"))
 }
 
 #[tokio::test]
 async fn a_team_gets_a_shared_clone_on_its_new_branch_from_the_worker_that_runs_its_agents() {
     let app = spawn_app_with_worker().await;
-    let dir = tempfile::tempdir().expect("dir");
-    let (project, repo, login) = login_team(&app, dir.path()).await;
+    let (repo, login) = login_team(&app).await;
     assert_eq!(login["status"], "created");
     assert_eq!((&login["branch"], &login["base_branch"]), (&json!("login"), &json!("main")));
     assert_eq!((&login["clone_path"], &login["node_id"]), (&Value::Null, &Value::Null), "no clone before an agent");
 
-    let clone = team_member(&app, &project, "fox").await;
+    let clone = team_member(&app, "fox").await;
     let clone = clone.as_path();
     assert!(clone.starts_with(app._data_dir.path()), "under the worker's data directory: {clone:?}");
     assert!(clone.join(".git/objects/info/alternates").is_file(), "--shared borrows the project's objects");
     assert!(clone.join(".git").is_dir(), "a real clone, not a worktree");
     assert_eq!(git(clone, &["symbolic-ref", "--short", "HEAD"]).trim(), "login");
     assert_eq!(git(clone, &["rev-parse", "HEAD"]), git(&repo, &["rev-parse", "main"]), "made from main");
-    let fox: Value = app.admin(Method::GET, "/api/v1/agents/fox").send().await.expect("get").json().await.expect("j");
+    let fox = app.agent("fox").await;
     assert_eq!((&fox["team"], &fox["clone_mode"], &fox["branch"]), (&json!("login"), &json!("team"), &json!("login")));
     let login = team(&app, "login").await;
     assert_eq!(login["node_id"], fox["node_id"], "pinned to the node that runs its agents");
     assert_eq!(login["members"], json!(["fox"]));
     assert_eq!(login["status"], "in_progress", "its first member started it");
     // An existing agent joins; the leader must be a member.
-    create(
-        &app,
-        json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer", "provider": "claude"}),
-    )
-    .await;
+    app.create_agent(engineer("alpha", "owl")).await;
     let bad =
         app.admin(Method::PATCH, "/api/v1/teams/login").json(&json!({"leader": "owl"})).send().await.expect("patch");
     let problem = assert_problem(bad, 422).await;
     assert_eq!(problem["errors"][0]["field"], "leader");
-    let joined = post(&app, "/api/v1/teams/login/members", json!({"agent": "owl"})).await;
+    let joined = app.post("/api/v1/teams/login/members", json!({"agent": "owl"})).await;
     assert_eq!(joined.status(), 200);
     let led =
         app.admin(Method::PATCH, "/api/v1/teams/login").json(&json!({"leader": "owl"})).send().await.expect("patch");
@@ -89,17 +74,15 @@ async fn a_team_gets_a_shared_clone_on_its_new_branch_from_the_worker_that_runs_
     assert_eq!(left.status(), 200);
     let login: Value = left.json().await.expect("json");
     assert_eq!((&login["members"], &login["leader"]), (&json!(["fox"]), &Value::Null), "off the lead too");
-    let listed: Value =
-        app.admin(Method::GET, "/api/v1/teams?status=in_progress").send().await.expect("list").json().await.expect("j");
+    let listed = app.get_ok("/api/v1/teams?status=in_progress").await;
     assert_eq!(listed["items"].as_array().map(Vec::len), Some(1));
 }
 
 #[tokio::test]
 async fn disbanding_refuses_to_delete_a_clone_holding_unmerged_commits_unless_forced_and_says_so() {
     let app = spawn_app_with_worker().await;
-    let dir = tempfile::tempdir().expect("dir");
-    let (project, _repo, _login) = login_team(&app, dir.path()).await;
-    let clone = team_member(&app, &project, "fox").await;
+    login_team(&app).await;
+    let clone = team_member(&app, "fox").await;
     std::fs::write(clone.join("login.rs"), "fn login() {}\n").expect("write");
     git(&clone, &["add", "-A"]);
     git(&clone, &["commit", "--quiet", "-m", "login"]);
@@ -123,9 +106,9 @@ async fn disbanding_refuses_to_delete_a_clone_holding_unmerged_commits_unless_fo
     assert_eq!(forced["discarded"]["commits_ahead"], 1);
     assert_eq!(forced["members"], json!(["fox"]));
     assert!(!clone.exists());
-    let gone = app.admin(Method::GET, "/api/v1/teams/login").send().await.expect("get");
+    let gone = app.get("/api/v1/teams/login").await;
     assert_problem(gone, 404).await;
-    let fox: Value = app.admin(Method::GET, "/api/v1/agents/fox").send().await.expect("get").json().await.expect("j");
+    let fox = app.get_ok("/api/v1/agents/fox").await;
     assert_eq!(fox["team"], Value::Null, "no longer in a team");
     let disbanded: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'team.disbanded'")
         .fetch_one(&app.pool)
@@ -137,9 +120,8 @@ async fn disbanding_refuses_to_delete_a_clone_holding_unmerged_commits_unless_fo
 #[tokio::test]
 async fn a_fully_merged_team_disbands_without_force() {
     let app = spawn_app_with_worker().await;
-    let dir = tempfile::tempdir().expect("dir");
-    let (project, _repo, _login) = login_team(&app, dir.path()).await;
-    let clone = team_member(&app, &project, "fox").await;
+    login_team(&app).await;
+    let clone = team_member(&app, "fox").await;
     app.admin(Method::POST, "/api/v1/agents/fox/kill").send().await.expect("kill");
     let done = app.admin(Method::DELETE, "/api/v1/teams/login").send().await.expect("delete");
     assert_eq!(done.status(), 200, "{:?}", done.text().await);
@@ -149,56 +131,43 @@ async fn a_fully_merged_team_disbands_without_force() {
 #[tokio::test]
 async fn a_teams_agents_are_claimed_only_by_the_node_it_is_pinned_to() {
     let app = spawn_app().await;
-    let dir = tempfile::tempdir().expect("dir");
-    let (project, _repo, _login) = login_team(&app, dir.path()).await;
-    let member = |name: &'static str| {
-        let project = project.clone();
-        let app = &app;
-        async move {
-            create(
-                app,
-                json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "shell",
-                "team": "login"}),
-            )
-            .await
-        }
-    };
-    member("fox").await;
+    login_team(&app).await;
+    let member = |name: &str| merged(engineer("alpha", name), json!({"provider": "shell", "team": "login"}));
+    app.create_agent(member("fox")).await;
     let mut conn = app.pool.acquire().await.expect("conn");
     for node in ["node-a", "node-b"] {
         switchyard::db::nodes::register(&mut conn, node, "host", "worker", chrono::Utc::now()).await.expect("node");
     }
+    let names = |agents: Vec<switchyard::db::agents::Agent>| agents.into_iter().map(|a| a.name).collect::<Vec<_>>();
     let claimed = switchyard::db::agents::claim_spawning(&mut conn, "node-a", 10).await.expect("claim");
-    assert_eq!(claimed.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["fox"]);
+    assert_eq!(names(claimed), ["fox"]);
     assert_eq!(team(&app, "login").await["node_id"], "node-a", "the first claim pins the team");
-    member("owl").await;
+    app.create_agent(member("owl")).await;
     let elsewhere = switchyard::db::agents::claim_spawning(&mut conn, "node-b", 10).await.expect("claim");
-    assert!(elsewhere.is_empty(), "another node leaves the team's agents alone: {elsewhere:?}");
+    assert!(elsewhere.is_empty(), "another node leaves the team's agents alone: {:?}", names(elsewhere));
     let claimed = switchyard::db::agents::claim_spawning(&mut conn, "node-a", 10).await.expect("claim");
-    assert_eq!(claimed.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["owl"]);
+    assert_eq!(names(claimed), ["owl"]);
 }
 
 #[tokio::test]
 async fn bad_teams_are_refused_naming_the_field_and_the_lifecycle_only_moves_forward() {
     let app = spawn_app().await;
-    let dir = tempfile::tempdir().expect("dir");
-    let (project, _repo, _login) = login_team(&app, dir.path()).await;
+    let (repo, _) = login_team(&app).await;
     for (body, field) in [
-        (json!({"name": "Bad Name", "project": project}), "name"),
+        (json!({"name": "Bad Name", "project": "alpha"}), "name"),
         (json!({"name": "x", "project": "nope"}), "project"),
-        (json!({"name": "x", "project": project, "base_branch": "develop"}), "base_branch"),
-        (json!({"name": "x", "project": project, "members": ["ghost"]}), "members[0]"),
+        (json!({"name": "x", "project": "alpha", "base_branch": "develop"}), "base_branch"),
+        (json!({"name": "x", "project": "alpha", "members": ["ghost"]}), "members[0]"),
     ] {
-        let refused = post(&app, "/api/v1/teams", body).await;
+        let refused = app.post("/api/v1/teams", body).await;
         let problem = assert_problem(refused, 422).await;
         assert_eq!(problem["errors"][0]["field"], field, "{problem}");
     }
-    let again = post(&app, "/api/v1/teams", json!({"name": "login", "project": project})).await;
+    let again = app.post("/api/v1/teams", json!({"name": "login", "project": "alpha"})).await;
     assert_problem(again, 409).await;
     // A branch of that name in the repository already: a team starts a new one.
-    let repo = Path::new(dir.path()).join("project");
     git(&repo, &["branch", "taken"]);
-    let taken = post(&app, "/api/v1/teams", json!({"name": "taken", "project": project})).await;
+    let taken = app.post("/api/v1/teams", json!({"name": "taken", "project": "alpha"})).await;
     let problem = assert_problem(taken, 409).await;
     assert!(problem["detail"].as_str().unwrap_or("").contains("already has a branch `taken`"), "{problem}");
 
@@ -222,25 +191,14 @@ async fn bad_teams_are_refused_naming_the_field_and_the_lifecycle_only_moves_for
 #[tokio::test]
 async fn the_team_chat_keeps_its_order_pages_by_cursor_and_lets_only_members_speak_as_themselves() {
     let app = spawn_app().await;
-    let dir = tempfile::tempdir().expect("dir");
-    let (project, _repo, _login) = login_team(&app, dir.path()).await;
-    let fox = create(
-        &app,
-        json!({"name": "fox", "project": project, "kind": "worker", "role": "engineer",
-        "provider": "claude", "team": "login"}),
-    )
-    .await;
-    let owl = create(
-        &app,
-        json!({"name": "owl", "project": project, "kind": "worker", "role": "engineer",
-        "provider": "claude"}),
-    )
-    .await;
+    login_team(&app).await;
+    let fox = app.create_agent(merged(engineer("alpha", "fox"), json!({"team": "login"}))).await;
+    let owl = app.create_agent(engineer("alpha", "owl")).await;
     for body in ["one", "two; three", "four"] {
-        let posted = post(&app, "/api/v1/teams/login/chat", json!({"body": body})).await;
+        let posted = app.post("/api/v1/teams/login/chat", json!({"body": body})).await;
         assert_eq!(posted.status(), 201);
     }
-    let fox_token = agent_token(&app, &fox).await;
+    let fox_token = app.agent_token(&fox).await;
     let as_fox = app
         .client
         .post(app.url("/api/v1/teams/login/chat"))
@@ -259,19 +217,12 @@ async fn the_team_chat_keeps_its_order_pages_by_cursor_and_lets_only_members_spe
         .await
         .expect("post");
     assert_problem(as_owl, 403).await;
-    let owl_token = agent_token(&app, &owl).await;
+    let owl_token = app.agent_token(&owl).await;
     let outsider =
         app.client.get(app.url("/api/v1/teams/login/chat")).bearer_auth(&owl_token).send().await.expect("get");
     assert_problem(outsider, 403).await;
 
-    let first: Value = app
-        .admin(Method::GET, "/api/v1/teams/login/chat?limit=3")
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let first = app.get_ok("/api/v1/teams/login/chat?limit=3").await;
     let cursor = first["next_cursor"].as_str().expect("more");
     let rest: Value = app
         .client

@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use switchyard::config::{AllowList, WebhookSettings};
 
-use crate::helpers::{assert_problem, eventually, spawn_app_with, TestApp};
+use crate::helpers::{assert_json, assert_problem, eventually, spawn_app_with, TestApp};
 use crate::receiver::{signed_by, Receiver};
 
 /// Loopback allowed (the receiver is on 127.0.0.1) and retries in milliseconds.
@@ -23,26 +23,17 @@ pub fn test_settings() -> WebhookSettings {
 
 /// Subscribes `url` to `events`; returns the subscription's id and secret.
 pub async fn subscribe(app: &TestApp, url: &str, events: Value) -> (String, String) {
-    let response = app
-        .admin(Method::POST, "/api/v1/webhooks")
-        .json(&json!({"url": url, "events": events}))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(response.status(), 201);
-    let body: Value = response.json().await.expect("json");
+    let body = assert_json(app.post("/api/v1/webhooks", json!({"url": url, "events": events})).await, 201).await;
     (body["id"].as_str().expect("id").to_owned(), body["secret"].as_str().expect("secret").to_owned())
 }
 
 async fn deliveries(app: &TestApp, id: &str) -> Vec<Value> {
-    let response = app.admin(Method::GET, &format!("/api/v1/webhooks/{id}/deliveries")).send().await.expect("request");
-    assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.expect("json");
+    let body = app.get_ok(&format!("/api/v1/webhooks/{id}/deliveries")).await;
     body["items"].as_array().cloned().unwrap_or_default()
 }
 
 async fn webhook(app: &TestApp, id: &str) -> Value {
-    app.admin(Method::GET, &format!("/api/v1/webhooks/{id}")).send().await.expect("request").json().await.expect("json")
+    app.get_ok(&format!("/api/v1/webhooks/{id}")).await
 }
 
 /// An app with one `token.*` subscriber, once it has received the event of a token made; the
@@ -133,14 +124,7 @@ async fn a_410_disables_the_endpoint_with_an_event() {
     eventually("disabled", Duration::from_secs(10), || async { webhook(&app, &id).await["enabled"] == false }).await;
     assert!(webhook(&app, &id).await["disabled_reason"].as_str().is_some_and(|r| r.contains("410")));
     eventually("a webhook.disabled event", Duration::from_secs(10), || async {
-        let events: Value = app
-            .admin(Method::GET, "/api/v1/events?limit=1000")
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
+        let events = app.get_ok("/api/v1/events?limit=1000").await;
         events["items"].as_array().expect("items").iter().any(|e| e["type"] == "webhook.disabled")
     })
     .await;
@@ -341,7 +325,7 @@ async fn unknown_event_names_and_bad_fields_are_422_naming_the_entry() {
         (json!({"url": "http://127.0.0.1:9/x", "events": ["on_event"], "secret": "hunter2"}), "secret"),
         (json!({"url": "http://127.0.0.1:9/x", "events": ["on_event"], "project": "Not A Slug"}), "project"),
     ] {
-        let response = app.admin(Method::POST, "/api/v1/webhooks").json(&body).send().await.expect("request");
+        let response = app.post("/api/v1/webhooks", body.clone()).await;
         let problem = assert_problem(response, 422).await;
         assert_eq!(problem["errors"][0]["field"], field, "{body}: {problem}");
     }
@@ -363,12 +347,7 @@ async fn private_destinations_are_refused_when_saved_and_when_connecting() {
     let receiver = Receiver::start(&[], 200).await;
     for url in ["http://127.0.0.1:9/x", "http://169.254.169.254/latest/meta-data", "http://[::1]/x", "http://10.0.0.1/"]
     {
-        let response = strict
-            .admin(Method::POST, "/api/v1/webhooks")
-            .json(&json!({"url": url, "events": ["on_event"]}))
-            .send()
-            .await
-            .expect("request");
+        let response = strict.post("/api/v1/webhooks", json!({"url": url, "events": ["on_event"]})).await;
         let problem = assert_problem(response, 422).await;
         assert_eq!(problem["errors"][0]["field"], "url", "{url}");
     }

@@ -6,7 +6,6 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{spawn_app, TestApp};
@@ -33,14 +32,6 @@ fn random_plan() -> impl Strategy<Value = (Vec<Vec<usize>>, u64)> {
         })
 }
 
-async fn post(app: &TestApp, path: &str) -> Value {
-    let response = app.admin(Method::POST, path).json(&json!({})).send().await.expect("request");
-    let status = response.status();
-    let body: Value = response.json().await.expect("json");
-    assert!(status.is_success(), "{path}: {status} {body}");
-    body
-}
-
 /// Runs one plan to completion and checks the property; returns a description of a failure.
 async fn run_plan(app: &TestApp, case: usize, deps: &[Vec<usize>], mut seed: u64) -> Result<(), String> {
     let slug = format!("dag-{case}");
@@ -49,20 +40,12 @@ async fn run_plan(app: &TestApp, case: usize, deps: &[Vec<usize>], mut seed: u64
         .enumerate()
         .map(|(i, d)| json!({"key": format!("g{i}"), "title": "g", "depends_on": d.iter().map(|j| format!("g{j}")).collect::<Vec<_>>()}))
         .collect();
-    let project =
-        sqlx::query_scalar::<_, String>("SELECT slug FROM projects LIMIT 1").fetch_one(&app.pool).await.expect("p");
-    let response = app
-        .admin(Method::POST, "/api/v1/wishes")
-        .json(&json!({"slug": slug, "project": project, "title": "DAG", "groups": groups}))
-        .send()
-        .await
-        .expect("create");
+    let response =
+        app.post("/api/v1/wishes", json!({"slug": slug, "project": "dag", "title": "DAG", "groups": groups})).await;
     if !response.status().is_success() {
         return Err(format!("create: {}", response.text().await.unwrap_or_default()));
     }
-    for action in ["plan", "queue", "start"] {
-        post(app, &format!("/api/v1/wishes/{slug}/{action}")).await;
-    }
+    app.start_wish(&slug).await;
     let mut done: HashSet<usize> = HashSet::new();
     let mut last = Value::Null;
     while done.len() < deps.len() {
@@ -70,8 +53,8 @@ async fn run_plan(app: &TestApp, case: usize, deps: &[Vec<usize>], mut seed: u64
             (0..deps.len()).filter(|i| !done.contains(i) && deps[*i].iter().all(|d| done.contains(d))).collect();
         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let pick = ready[(seed >> 33) as usize % ready.len()];
-        post(app, &format!("/api/v1/wishes/{slug}/groups/g{pick}/start")).await;
-        last = post(app, &format!("/api/v1/wishes/{slug}/groups/g{pick}/complete")).await;
+        app.post_ok(&format!("/api/v1/wishes/{slug}/groups/g{pick}/start"), json!({})).await;
+        last = app.post_ok(&format!("/api/v1/wishes/{slug}/groups/g{pick}/complete"), json!({})).await;
         done.insert(pick);
         let mut expected: Vec<String> = (0..deps.len())
             .filter(|i| deps[*i].contains(&pick) && deps[*i].iter().all(|d| done.contains(d)))
@@ -120,13 +103,7 @@ async fn run_plan(app: &TestApp, case: usize, deps: &[Vec<usize>], mut seed: u64
 fn random_plans_run_to_completed_with_each_group_ready_exactly_once() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let app = runtime.block_on(spawn_app());
-    runtime.block_on(async {
-        sqlx::query("INSERT INTO projects (id, slug, name, repo_path) VALUES ($1, 'dag', 'DAG', '/tmp')")
-            .bind(uuid::Uuid::new_v4())
-            .execute(&app.pool)
-            .await
-            .expect("project");
-    });
+    runtime.block_on(app.create_project("dag"));
     let mut runner = TestRunner::new(Config { cases: 6, ..Config::default() });
     let case = std::sync::atomic::AtomicUsize::new(0);
     let result = runner.run(&random_plan(), |(deps, seed)| {

@@ -7,57 +7,43 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::agents::{create, events_of, id, post};
 use crate::fake_inbox::{prompts, providers_toml};
 use crate::helpers::{
-    eventually, restart, spawn_app, spawn_app_with_worker, spawn_app_with_worker_settings, stop, TestApp,
+    engineer, eventually, id, merged, restart, spawn_app, spawn_app_with_worker, spawn_app_with_worker_settings, stop,
+    TestApp,
 };
-use crate::projects::create_project;
-
-async fn agent(app: &TestApp, name: &str) -> Value {
-    app.admin(Method::GET, &format!("/api/v1/agents/{name}")).send().await.expect("get").json().await.expect("json")
-}
 
 async fn screen(app: &TestApp, name: &str) -> String {
-    let response = app.admin(Method::GET, &format!("/api/v1/agents/{name}/screen")).send().await.expect("screen");
+    let response = app.get(&format!("/api/v1/agents/{name}/screen")).await;
     let body: Value = response.json().await.expect("json");
     body["text"].as_str().unwrap_or_default().to_owned()
 }
 
-/// A `shell` agent in the project's repository, waiting until it has a pane.
-async fn shell_agent(app: &TestApp, project: &str, name: &str) -> Value {
-    let response = app
-        .admin(Method::POST, "/api/v1/agents")
-        .json(&json!({"name": name, "project": project, "kind": "worker", "role": "engineer",
-            "provider": "shell", "clone": "none"}))
-        .send()
-        .await
-        .expect("create");
-    assert_eq!(response.status(), 201, "{:?}", response.text().await);
+/// A `shell` agent of project `alpha` in its repository, waiting until it has a pane.
+async fn shell_agent(app: &TestApp, name: &str) -> Value {
+    app.create_agent(merged(engineer("alpha", name), json!({"provider": "shell", "clone": "none"}))).await;
     eventually("the worker gives the agent a pane", Duration::from_secs(15), || async {
-        agent(app, name).await["tmux_pane"].is_string()
+        app.agent(name).await["tmux_pane"].is_string()
     })
     .await;
-    agent(app, name).await
+    app.agent(name).await
 }
 
 #[tokio::test]
 async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_literally() {
     let app = spawn_app_with_worker().await;
-    let (project, _repo) = create_project(&app, "alpha").await;
-    let project = project["slug"].as_str().expect("slug").to_owned();
-    let fox = shell_agent(&app, &project, "fox").await;
+    app.create_project("alpha").await;
+    let fox = shell_agent(&app, "fox").await;
     let node = app.status().await;
     assert_eq!(fox["node_id"], node["node_id"], "claimed by this node");
     eventually("a quiet shell is idle", Duration::from_secs(15), || async {
-        agent(&app, "fox").await["state"] == "idle"
+        app.agent("fox").await["state"] == "idle"
     })
     .await;
 
     // `;` and a `C-c` written as text must arrive as text, not as tmux commands or keys.
     let text = "echo 'sy;marker C-c'";
-    let sent =
-        app.admin(Method::POST, "/api/v1/agents/fox/input").json(&json!({"text": text})).send().await.expect("input");
+    let sent = app.post("/api/v1/agents/fox/input", json!({"text": text})).await;
     assert_eq!(sent.status(), 200, "{:?}", sent.text().await);
     eventually("the command ran in the pane", Duration::from_secs(10), || async {
         screen(&app, "fox").await.lines().any(|l| l.trim() == "sy;marker C-c")
@@ -65,27 +51,17 @@ async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_lit
     .await;
 
     // A loop printing keeps it working; interrupting it lets it settle back to idle.
-    app.admin(Method::POST, "/api/v1/agents/fox/input")
-        .json(&json!({"text": "while true; do date +%N; sleep 0.1; done"}))
-        .send()
-        .await
-        .expect("input");
+    app.post("/api/v1/agents/fox/input", json!({"text": "while true; do date +%N; sleep 0.1; done"})).await;
     eventually("printing is working", Duration::from_secs(10), || async {
-        agent(&app, "fox").await["state"] == "working"
+        app.agent("fox").await["state"] == "working"
     })
     .await;
     let interrupted = app.admin(Method::POST, "/api/v1/agents/fox/interrupt").send().await.expect("interrupt");
     assert_eq!(interrupted.status(), 200);
-    eventually("quiet again is idle", Duration::from_secs(15), || async {
-        agent(&app, "fox").await["state"] == "idle"
-    })
-    .await;
+    eventually("quiet again is idle", Duration::from_secs(15), || async { app.agent("fox").await["state"] == "idle" })
+        .await;
 
-    let changes: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'agent.state_changed' AND subject = 'agent:fox'")
-            .fetch_one(&app.pool)
-            .await
-            .expect("events");
+    let changes = app.count_events("agent.state_changed", "agent:fox").await;
     assert!(changes >= 3, "spawning → idle → working → idle each wrote an event ({changes})");
     let status = app.status().await;
     assert_eq!(status["worker"]["control_link_up"], true, "{status}");
@@ -95,9 +71,8 @@ async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_lit
 #[tokio::test]
 async fn a_pane_that_dies_is_settled_within_one_reconcile_and_never_duplicated() {
     let app = spawn_app_with_worker().await;
-    let (project, _repo) = create_project(&app, "alpha").await;
-    let project = project["slug"].as_str().expect("slug").to_owned();
-    let owl = shell_agent(&app, &project, "owl").await;
+    app.create_project("alpha").await;
+    let owl = shell_agent(&app, "owl").await;
     let window = owl["tmux_window"].as_str().expect("window").to_owned();
     let killed = std::process::Command::new("tmux")
         .args(["-L", &app.tmux_socket, "kill-window", "-t", &window])
@@ -105,31 +80,21 @@ async fn a_pane_that_dies_is_settled_within_one_reconcile_and_never_duplicated()
         .expect("tmux");
     assert!(killed.success());
     // Input to a pane that is gone is the agent's state (409), never a server fault.
-    let gone = app
-        .admin(Method::POST, "/api/v1/agents/owl/input")
-        .json(&json!({"text": "hello"}))
-        .send()
-        .await
-        .expect("input");
+    let gone = app.post("/api/v1/agents/owl/input", json!({"text": "hello"})).await;
     assert_eq!(gone.status(), 409, "{:?}", gone.text().await);
     eventually("the vanished pane is settled", Duration::from_secs(10), || async {
-        agent(&app, "owl").await["state"] == "error"
+        app.agent("owl").await["state"] == "error"
     })
     .await;
-    let owl = agent(&app, "owl").await;
+    let owl = app.agent("owl").await;
     assert!(owl["failure_reason"].as_str().unwrap_or("").contains("pane"), "{owl}");
-    let stopped: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'agent.stopped' AND subject = 'agent:owl'")
-            .fetch_one(&app.pool)
-            .await
-            .expect("events");
-    assert_eq!(stopped, 1);
+    assert_eq!(app.count_events("agent.stopped", "agent:owl").await, 1);
 
     // Resumed, it gets exactly one new window.
     let resumed = app.admin(Method::POST, "/api/v1/agents/owl/resume").send().await.expect("resume");
     assert_eq!(resumed.status(), 200, "{:?}", resumed.text().await);
     eventually("the resumed agent has a pane again", Duration::from_secs(15), || async {
-        agent(&app, "owl").await["tmux_pane"].is_string()
+        app.agent("owl").await["tmux_pane"].is_string()
     })
     .await;
     let windows = std::process::Command::new("tmux")
@@ -150,25 +115,20 @@ async fn a_quiet_agent_with_work_left_is_nudged_until_it_is_reported_stuck_and_t
         worker.max_nudges = 2;
     })
     .await;
-    let (project, _repo) = create_project(&app, "alpha").await;
-    let project = project["slug"].as_str().expect("slug");
+    app.create_project("alpha").await;
     for (name, task) in [("owl", Some("port the parser")), ("fox", None)] {
-        create(
-            &app,
-            json!({"name": name, "project": project, "kind": "worker", "role": "engineer",
-            "provider": "fake-inbox", "clone": "none", "task": task}),
-        )
-        .await;
+        let fields = json!({"provider": "fake-inbox", "clone": "none", "task": task});
+        app.create_agent(merged(engineer("alpha", name), fields)).await;
     }
     eventually("owl is nudged twice, then reported stuck", Duration::from_secs(30), || async {
-        events_of(&app, "agent.stuck", "owl").await == 1
+        app.count_events("agent.stuck", "agent:owl").await == 1
     })
     .await;
     let stuck_at = chrono::Utc::now();
     let nudges = prompts(logs.path(), "owl");
     assert_eq!(nudges.len(), 2, "{nudges:?}");
     assert!(nudges.iter().all(|n| n.starts_with("Are you still working?")), "{nudges:?}");
-    let owl = agent(&app, "owl").await;
+    let owl = app.agent("owl").await;
     assert_eq!(owl["nudge_count"], 2, "{owl}");
     assert!(owl["last_nudge"].is_string(), "{owl}");
 
@@ -182,9 +142,9 @@ async fn a_quiet_agent_with_work_left_is_nudged_until_it_is_reported_stuck_and_t
     })
     .await;
     assert_eq!(prompts(logs.path(), "owl").len(), 2);
-    assert_eq!(events_of(&app, "agent.nudged", "owl").await, 2);
+    assert_eq!(app.count_events("agent.nudged", "agent:owl").await, 2);
     assert!(prompts(logs.path(), "fox").is_empty());
-    assert_eq!(events_of(&app, "agent.nudged", "fox").await, 0);
+    assert_eq!(app.count_events("agent.nudged", "agent:fox").await, 0);
 }
 
 #[tokio::test]
@@ -194,20 +154,15 @@ async fn a_node_that_stops_heartbeating_has_its_agents_failed_their_tasks_handed
 
     // Set up with no worker running: two agents claimed by another node, one with a pane there.
     let app = spawn_app().await;
-    let (project, _repo) = create_project(&app, "alpha").await;
-    let project = project["slug"].as_str().expect("slug");
-    let wish =
-        json!({"slug": "login", "project": project, "title": "Login", "groups": [{"key": "api", "title": "API"}]});
-    assert_eq!(post(&app, "/api/v1/wishes", wish).await.status(), 201);
-    let base = json!({"project": project, "kind": "worker", "role": "engineer", "provider": "shell", "clone": "none"});
-    let mut owl = base.clone();
-    owl["name"] = json!("owl");
-    owl["wish"] = json!("login");
-    owl["group"] = json!("api");
-    let mut fox = base;
-    fox["name"] = json!("fox");
-    let ids = [id(&create(&app, owl).await), id(&create(&app, fox).await)];
-    let owl_task = agent(&app, "owl").await["task_id"].as_str().expect("owl has the group's task").to_owned();
+    app.create_project("alpha").await;
+    app.create_wish(
+        json!({"slug": "login", "project": "alpha", "title": "Login", "groups": [{"key": "api", "title": "API"}]}),
+    )
+    .await;
+    let shell = |name: &str| merged(engineer("alpha", name), json!({"provider": "shell", "clone": "none"}));
+    let owl = merged(shell("owl"), json!({"wish": "login", "group": "api"}));
+    let ids = [id(&app.create_agent(owl).await), id(&app.create_agent(shell("fox")).await)];
+    let owl_task = app.agent("owl").await["task_id"].as_str().expect("owl has the group's task").to_owned();
     let mut conn = app.pool.acquire().await.expect("conn");
     switchyard::db::nodes::register(&mut conn, "node-gone", "elsewhere", "worker", chrono::Utc::now())
         .await
@@ -228,16 +183,16 @@ async fn a_node_that_stops_heartbeating_has_its_agents_failed_their_tasks_handed
     // This node's worker starts and finds node-gone silent.
     let app = restart(stop(app).await).await;
     eventually("owl, out of reach, is failed", Duration::from_secs(15), || async {
-        agent(&app, "owl").await["state"] == "error"
+        app.agent("owl").await["state"] == "error"
     })
     .await;
-    let owl = agent(&app, "owl").await;
+    let owl = app.agent("owl").await;
     assert!(owl["failure_reason"].as_str().unwrap_or_default().contains("node-gone"), "{owl}");
-    let task = crate::tasks::get(&app, &owl_task).await;
+    let task = app.task(&owl_task).await;
     assert_eq!(task["assignee"], "human", "{task}");
     let status = app.status().await;
     eventually("fox's claim is released and taken by the live node", Duration::from_secs(15), || async {
-        let fox = agent(&app, "fox").await;
+        let fox = app.agent("fox").await;
         fox["node_id"] == status["node_id"] && fox["tmux_pane"].is_string()
     })
     .await;

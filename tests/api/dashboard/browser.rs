@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::fake_agent::{fake_agent_on_a_task, go_on, providers_toml, wait_for_state};
 use crate::helpers::{eventually, spawn_app_with_worker_and_providers, TestApp};
@@ -126,21 +126,11 @@ async fn fill(client: &Client, css: &str, text: &str) {
     client.find(Locator::Css(css)).await.expect(css).send_keys(text).await.expect("type");
 }
 
-async fn api(app: &TestApp, path: &str, body: Value) -> Value {
-    let response = app.admin(Method::POST, path).json(&body).send().await.expect("request");
-    assert!(response.status().is_success(), "{path}: {:?}", response.text().await);
-    response.json().await.expect("json")
-}
-
-async fn get(app: &TestApp, path: &str) -> Value {
-    app.admin(Method::GET, path).send().await.expect("request").json().await.expect("json")
-}
-
 /// Waits until the API says the task or wish at `api_path` is in `column`, and the page shows its
 /// card (`element`: `t-<task id>` or `w-<wish id>`) there.
 async fn card_lands_in(app: &TestApp, client: &Client, api_path: &str, element: &str, column: &str) {
     eventually(&format!("{api_path} is in column {column}"), Duration::from_secs(10), || async {
-        get(app, api_path).await["column_id"] == column
+        app.get_ok(api_path).await["column_id"] == column
     })
     .await;
     let shown = format!("form[data-column='{column}'] #{element}");
@@ -194,8 +184,8 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
     client.execute("window.notReloaded = true;", vec![]).await.expect("mark the page");
 
     // The first group is completed through the API; the page shows the second become ready.
-    api(&app, "/api/v1/wishes/checkout/groups/api/start", json!({})).await;
-    api(&app, "/api/v1/wishes/checkout/groups/api/complete", json!({"result": "done"})).await;
+    app.post_ok("/api/v1/wishes/checkout/groups/api/start", json!({})).await;
+    app.post_ok("/api/v1/wishes/checkout/groups/api/complete", json!({"result": "done"})).await;
     until_text(&client, "#group-ui .badge", "ready").await;
     until_text(&client, "#group-api .badge", "done").await;
     let class =
@@ -213,11 +203,11 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
     fill(&client, "#nt-title", "Write the docs").await;
     click_button(&client, "Add task").await;
     until_text(&client, "#board", "Write the docs").await;
-    let tasks = get(&app, "/api/v1/tasks?project=alpha").await;
+    let tasks = app.get_ok("/api/v1/tasks?project=alpha").await;
     let task = tasks["items"].as_array().expect("items").iter().find(|t| t["title"] == "Write the docs").expect("task");
     let task_id = task["id"].as_str().expect("id").to_owned();
     let board_id = task["board_id"].as_str().expect("board").to_owned();
-    let board = get(&app, &format!("/api/v1/boards/{board_id}")).await;
+    let board = app.get_ok(&format!("/api/v1/boards/{board_id}")).await;
     let column = |name: &str| {
         board["columns"].as_array().expect("columns").iter().find(|c| c["name"] == name).expect("column")["id"]
             .as_str()
@@ -243,8 +233,8 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
     // A wish card: put on the board through the API, it appears by itself; then, from the
     // keyboard, its → button moves it to the next column, without a reload.
     client.execute("window.notReloaded = true;", vec![]).await.expect("mark the page");
-    let wish_card = format!("w-{}", get(&app, "/api/v1/wishes/checkout").await["id"].as_str().expect("id"));
-    api(&app, "/api/v1/wishes/checkout/move", json!({"column_id": column("Backlog")})).await;
+    let wish_card = format!("w-{}", app.get_ok("/api/v1/wishes/checkout").await["id"].as_str().expect("id"));
+    app.post_ok("/api/v1/wishes/checkout/move", json!({"column_id": column("Backlog")})).await;
     let shown = format!("form[data-column='{}'] #{wish_card}", column("Backlog"));
     client.wait().for_element(Locator::Css(&shown)).await.expect("the wish card shown on the board");
     let right = client.find(Locator::Css(&format!("#{wish_card} button[name='right']"))).await.expect("→");
@@ -262,8 +252,7 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
         .await
         .expect("limit");
     assert_eq!(limit.status(), 200, "{:?}", limit.text().await);
-    let second = api(&app, "/api/v1/tasks", json!({"project": "alpha", "title": "Second task", "board_id": board_id}))
-        .await["id"]
+    let second = app.create_task(json!({"project": "alpha", "title": "Second task", "board_id": board_id})).await["id"]
         .as_str()
         .expect("id")
         .to_owned();
@@ -296,8 +285,8 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
     // The other pages, at laptop width and then at phone width.
     let hook = json!({"url": "https://hooks.example.com/switchyard", "events": ["on_pr_created"],
         "description": "Release notes"});
-    let webhook = api(&app, "/api/v1/webhooks", hook).await["id"].as_str().expect("id").to_owned();
-    api(&app, &format!("/api/v1/webhooks/{webhook}/test"), json!({})).await;
+    let webhook = app.post_ok("/api/v1/webhooks", hook).await["id"].as_str().expect("id").to_owned();
+    app.post_ok(&format!("/api/v1/webhooks/{webhook}/test"), json!({})).await;
     for width in [1366, 390] {
         if width == 390 {
             client.set_window_size(390, 844).await.expect("phone size");

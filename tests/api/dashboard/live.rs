@@ -6,17 +6,16 @@ use reqwest::Method;
 use serde_json::json;
 
 use super::Dashboard;
-use crate::helpers::{spawn_app, TestApp};
-use crate::projects::create_project;
+use crate::helpers::{id, spawn_app, TestApp};
 
 /// A project `alpha`, a logged-in dashboard, and its live stream from now on.
-async fn watching(app: &TestApp) -> (tempfile::TempDir, Dashboard, reqwest::Response) {
-    let (_, repo) = create_project(app, "alpha").await;
+async fn watching(app: &TestApp) -> (Dashboard, reqwest::Response) {
+    app.create_project("alpha").await;
     let dashboard = Dashboard::login(app).await;
     let head: i64 = sqlx::query_scalar("SELECT max(id) FROM events").fetch_one(&app.pool).await.expect("max");
     let stream = dashboard.request(Method::GET, &format!("/live?after={head}")).send().await.expect("live");
     assert_eq!(stream.status(), 200);
-    (repo, dashboard, stream)
+    (dashboard, stream)
 }
 
 /// Reads the stream until `enough` says so of the text read, or the stream closes, within a
@@ -47,20 +46,12 @@ async fn read_until(response: &mut reqwest::Response, wanted: &[&str]) -> String
 #[tokio::test]
 async fn the_live_stream_names_what_changed_after_the_page_was_rendered() {
     let app = spawn_app().await;
-    let (_repo, dashboard, mut stream) = watching(&app).await;
+    let (dashboard, mut stream) = watching(&app).await;
     assert_eq!(stream.headers()["content-type"], "text/event-stream");
 
-    let created = app
-        .admin(Method::POST, "/api/v1/wishes")
-        .json(
-            &json!({"slug": "login", "project": "alpha", "title": "Login", "groups": [{"key": "api", "title": "API"}]}),
-        )
-        .send()
-        .await
-        .expect("wish");
-    assert_eq!(created.status(), 201);
-    let wish_id = created.json::<serde_json::Value>().await.expect("json")["id"].as_str().expect("id").to_owned();
-    let by_id = format!("event: wish-{wish_id}");
+    let wish =
+        json!({"slug": "login", "project": "alpha", "title": "Login", "groups": [{"key": "api", "title": "API"}]});
+    let by_id = format!("event: wish-{}", id(&app.create_wish(wish).await));
     let text = read_until(&mut stream, &["event: wish-login", &by_id, "event: wishes", "event: tasks"]).await;
     assert!(!text.contains("project"), "what happened before the page was rendered is not replayed: {text}");
     assert_eq!(text.matches("event: wishes").count(), 1, "one message per topic per burst: {text}");
@@ -81,15 +72,15 @@ async fn the_live_stream_names_what_changed_after_the_page_was_rendered() {
 #[tokio::test]
 async fn a_live_stream_ends_when_its_session_does() {
     let app = spawn_app().await;
-    let (_repo, dashboard, mut stream) = watching(&app).await;
+    let (dashboard, mut stream) = watching(&app).await;
     let wish = json!({"slug": "one", "project": "alpha", "title": "One", "groups": [{"key": "a", "title": "A"}]});
-    app.admin(Method::POST, "/api/v1/wishes").json(&wish).send().await.expect("wish");
+    app.post("/api/v1/wishes", wish).await;
     read_until(&mut stream, &["event: wish-one"]).await;
 
     let logout = dashboard.post_form("/logout", &[]).await;
     assert!(logout.status().is_success() || logout.status().is_redirection(), "logout: {}", logout.status());
     let wish = json!({"slug": "two", "project": "alpha", "title": "Two", "groups": [{"key": "a", "title": "A"}]});
-    app.admin(Method::POST, "/api/v1/wishes").json(&wish).send().await.expect("wish");
+    app.post("/api/v1/wishes", wish).await;
     // What follows the logout is never sent: the stream closes instead.
     let (after, closed) = read_while(&mut stream, |_| false).await;
     assert!(closed, "the stream stayed open after logout");

@@ -101,7 +101,7 @@ async fn pages_without_a_session_send_the_browser_to_the_login_form() {
 #[tokio::test]
 async fn a_state_changing_post_without_the_csrf_token_is_refused() {
     let app = spawn_app().await;
-    let (project, _repo) = crate::projects::create_project(&app, "alpha").await;
+    let project = app.create_project("alpha").await;
     let slug = project["slug"].as_str().expect("slug");
     let dashboard = Dashboard::login(&app).await;
     let board = [("project", slug), ("name", "Delivery")];

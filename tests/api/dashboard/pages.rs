@@ -5,50 +5,29 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use super::{redirected, Dashboard};
-use crate::helpers::{spawn_app, spawn_app_with, TestApp};
-use crate::projects::create_project;
+use crate::helpers::{engineer, merged, spawn_app, spawn_app_with, TestApp};
 
 mod paging;
 
 const SCRIPT: &str = "<script>alert('x')</script>";
 const SCRIPT_ESCAPED: &str = "&#60;script&#62;alert(&#39;x&#39;)&#60;/script&#62;";
 
-async fn api(app: &TestApp, method: Method, path: &str, body: Value) -> Value {
-    let response = app.admin(method, path).json(&body).send().await.expect("request");
-    assert!(response.status().is_success(), "{path}: {:?}", response.text().await);
-    response.json().await.unwrap_or(Value::Null)
-}
-
-async fn post(app: &TestApp, path: &str, body: Value) -> Value {
-    api(app, Method::POST, path, body).await
-}
-
-async fn get(app: &TestApp, path: &str) -> Value {
-    api(app, Method::GET, path, Value::Null).await
-}
-
 /// An agent of project `alpha` running a shell (it stays `spawning`: no worker runs).
 async fn agent(app: &TestApp, name: &str, task: &str) {
-    let body = json!({"name": name, "project": "alpha", "kind": "worker", "role": "engineer", "provider": "shell",
-        "task": task});
-    post(app, "/api/v1/agents", body).await;
+    app.create_agent(merged(engineer("alpha", name), json!({"provider": "shell", "task": task}))).await;
 }
 
 /// Wish `login` of project `alpha` with groups `api` and `ui` (after `api`), and `extra` fields.
 async fn login_wish(app: &TestApp, extra: Value) {
-    let mut body = json!({"slug": "login", "project": "alpha", "title": "Login",
+    let body = json!({"slug": "login", "project": "alpha", "title": "Login",
         "groups": [{"key": "api", "title": "API"}, {"key": "ui", "title": "UI", "depends_on": ["api"]}]});
-    for (k, v) in extra.as_object().expect("fields") {
-        body[k] = v.clone();
-    }
-    post(app, "/api/v1/wishes", body).await;
+    app.create_wish(merged(body, extra)).await;
 }
 
 /// A board with a WIP-limited middle column; returns its id and its columns' ids.
 async fn board(app: &TestApp, project: &str) -> (String, Vec<String>) {
     let columns = json!([{"name": "Todo"}, {"name": "Review", "gate": "human", "wip_limit": 1}, {"name": "Done"}]);
-    let board =
-        post(app, &format!("/api/v1/projects/{project}/boards"), json!({"name": "Delivery", "columns": columns})).await;
+    let board = app.create_board(project, json!({"name": "Delivery", "columns": columns})).await;
     let columns =
         board["columns"].as_array().expect("columns").iter().map(|c| c["id"].as_str().expect("id").to_owned());
     (board["id"].as_str().expect("id").to_owned(), columns.collect())
@@ -57,13 +36,13 @@ async fn board(app: &TestApp, project: &str) -> (String, Vec<String>) {
 #[tokio::test]
 async fn text_people_typed_is_shown_as_text_on_every_page() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "alpha").await;
+    app.create_project("alpha").await;
     let evil = json!({"slug": "evil", "project": "alpha", "title": SCRIPT, "description": SCRIPT,
         "groups": [{"key": "api", "title": SCRIPT}]});
-    post(&app, "/api/v1/wishes", evil).await;
+    app.create_wish(evil).await;
     let (board_id, _) = board(&app, "alpha").await;
     let task = json!({"project": "alpha", "title": SCRIPT, "board_id": board_id, "assignee": SCRIPT});
-    post(&app, "/api/v1/tasks", task).await;
+    app.create_task(task).await;
     agent(&app, "fox", SCRIPT).await;
     let dashboard = Dashboard::login(&app).await;
     for path in ["/", "/wishes", "/wishes/evil", &format!("/boards/{board_id}"), "/agents", "/agents/fox", "/events"] {
@@ -79,15 +58,15 @@ async fn text_people_typed_is_shown_as_text_on_every_page() {
 #[tokio::test]
 async fn the_overview_puts_what_needs_a_person_first() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "alpha").await;
+    app.create_project("alpha").await;
     for name in ["owl", "fox"] {
         agent(&app, name, "Help").await;
     }
     // A worker would observe this; here the row is set as it would be.
     sqlx::query("UPDATE agents SET state = 'question' WHERE name = 'fox'").execute(&app.pool).await.expect("state");
-    post(&app, "/api/v1/tasks", json!({"project": "alpha", "title": "Sign the release", "assignee": "human"})).await;
+    app.create_task(json!({"project": "alpha", "title": "Sign the release", "assignee": "human"})).await;
     login_wish(&app, json!({})).await;
-    crate::wishes::executing(&app, "login").await;
+    app.start_wish("login").await;
 
     let dashboard = Dashboard::login(&app).await;
     let newest = || async { sqlx::query_scalar::<_, i64>("SELECT max(id) FROM events").fetch_one(&app.pool).await };
@@ -130,7 +109,7 @@ fn section<'a>(html: &'a str, id: &str) -> &'a str {
 #[tokio::test]
 async fn a_board_shows_gates_and_limits_and_moves_cards_within_them() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "alpha").await;
+    app.create_project("alpha").await;
     let (board_id, columns) = board(&app, "alpha").await;
     let dashboard = Dashboard::login(&app).await;
     let path = format!("/boards/{board_id}");
@@ -140,7 +119,7 @@ async fn a_board_shows_gates_and_limits_and_moves_cards_within_them() {
     assert_eq!(redirected(created).await, path);
     let other = dashboard.post_form(&format!("{path}/tasks"), &[("title", "Fix bug"), ("assignee", "human")]).await;
     assert_eq!(redirected(other).await, path);
-    let tasks = get(&app, "/api/v1/tasks?project=alpha").await;
+    let tasks = app.get_ok("/api/v1/tasks?project=alpha").await;
     let id_of = |title: &str| {
         tasks["items"].as_array().expect("items").iter().find(|t| t["title"] == title).expect("task")["id"]
             .as_str()
@@ -157,7 +136,7 @@ async fn a_board_shows_gates_and_limits_and_moves_cards_within_them() {
     // → moves a card to the next column; the WIP limit then refuses a second one there.
     let moved = dashboard.post_form(&format!("{path}/move"), &[("right", &docs)]).await;
     assert_eq!(redirected(moved).await, path);
-    let task = get(&app, &format!("/api/v1/tasks/{docs}")).await;
+    let task = app.task(&docs).await;
     assert_eq!(task["column_id"], columns[1].as_str());
     let (_, html) = dashboard.get(&format!("{path}?block=board")).await;
     assert!(html.contains("WIP 1 / 1 (full)"), "{html}");
@@ -177,7 +156,7 @@ async fn a_board_shows_gates_and_limits_and_moves_cards_within_them() {
     let (_, html) = dashboard.get(&path).await;
     assert!(html.contains("1 card(s) of this board sit in no column"), "{html}");
     assert_eq!(redirected(dashboard.post_form(&format!("{path}/reconcile"), &[]).await).await, path);
-    let task = get(&app, &format!("/api/v1/tasks/{bug}")).await;
+    let task = app.task(&bug).await;
     assert_eq!(task["column_id"], columns[0].as_str());
 }
 
@@ -191,10 +170,10 @@ fn column<'a>(html: &'a str, id: &str) -> &'a str {
 #[tokio::test]
 async fn a_wish_card_moves_on_the_board_page_with_the_csrf_token_and_not_without() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "alpha").await;
+    app.create_project("alpha").await;
     let (board_id, columns) = board(&app, "alpha").await;
     login_wish(&app, json!({})).await;
-    let wish_id = get(&app, "/api/v1/wishes/login").await["id"].as_str().expect("id").to_owned();
+    let wish_id = app.get_ok("/api/v1/wishes/login").await["id"].as_str().expect("id").to_owned();
     let dashboard = Dashboard::login(&app).await;
     let path = format!("/boards/{board_id}");
 
@@ -210,18 +189,18 @@ async fn a_wish_card_moves_on_the_board_page_with_the_csrf_token_and_not_without
     // Without the token nothing moves.
     let bare = dashboard.request(Method::POST, &format!("{path}/move")).form(&[("right", "wish:login")]).send().await;
     assert_eq!(bare.expect("post").status(), 403);
-    assert_eq!(get(&app, "/api/v1/wishes/login").await["column_id"], columns[0].as_str());
+    assert_eq!(app.get_ok("/api/v1/wishes/login").await["column_id"], columns[0].as_str());
 
     // → with the token: the wish is in Review, which it fills (wishes count toward the limit).
     let moved = dashboard.post_form(&format!("{path}/move"), &[("right", "wish:login")]).await;
     assert_eq!(redirected(moved).await, path);
-    let wish = get(&app, "/api/v1/wishes/login").await;
+    let wish = app.get_ok("/api/v1/wishes/login").await;
     assert_eq!((&wish["board_id"], &wish["column_id"]), (&json!(board_id), &json!(columns[1])));
     let (_, html) = dashboard.get(&format!("{path}?block=board")).await;
     let review = column(&html, &columns[1]);
     assert!(review.contains(&format!("id=\"w-{wish_id}\"")) && review.contains("WIP 1 / 1 (full)"), "{review}");
     assert!(!column(&html, &columns[0]).contains("wish:login"), "it left Todo");
-    let task = post(&app, "/api/v1/tasks", json!({"project": "alpha", "title": "Fix bug", "board_id": board_id})).await;
+    let task = app.create_task(json!({"project": "alpha", "title": "Fix bug", "board_id": board_id})).await;
     let task = task["id"].as_str().expect("id");
     let full = dashboard.post_form(&format!("{path}/move"), &[("card", task), ("column_id", &columns[1])]).await;
     assert_eq!(full.status(), 409);
@@ -231,10 +210,10 @@ async fn a_wish_card_moves_on_the_board_page_with_the_csrf_token_and_not_without
 #[tokio::test]
 async fn a_board_is_made_from_a_template_on_the_boards_page() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "alpha").await;
+    app.create_project("alpha").await;
     let template =
         json!({"name": "review-heavy", "columns": [{"name": "Todo"}, {"name": "Sign-off", "gate": "human"}]});
-    post(&app, "/api/v1/board-templates", template).await;
+    app.post_ok("/api/v1/board-templates", template).await;
     let dashboard = Dashboard::login(&app).await;
     let (_, html) = dashboard.get("/boards").await;
     assert!(html.contains("<option value=\"review-heavy\">template review-heavy</option>"), "{html}");
@@ -252,7 +231,7 @@ async fn a_board_is_made_from_a_template_on_the_boards_page() {
 #[tokio::test]
 async fn the_wish_form_makes_a_wish_with_its_plan_and_explains_a_refusal_beside_the_field() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "alpha").await;
+    app.create_project("alpha").await;
     let dashboard = Dashboard::login(&app).await;
     let (_, form) = dashboard.get("/new-wish").await;
     assert!(form.contains("name=\"groups[2].key\""), "three empty rows to start with");
@@ -285,7 +264,7 @@ async fn the_wish_form_makes_a_wish_with_its_plan_and_explains_a_refusal_beside_
         cycle.iter().map(|&(k, v)| if k == "groups[2].depends_on" { (k, "api") } else { (k, v) }).collect();
     let made = dashboard.post_form("/wishes", &good).await;
     assert_eq!(redirected(made).await, "/wishes/login");
-    let wish = get(&app, "/api/v1/wishes/login").await;
+    let wish = app.get_ok("/api/v1/wishes/login").await;
     let ui = wish["groups"].as_array().expect("groups").iter().find(|g| g["key"] == "ui").expect("ui").clone();
     assert_eq!(ui["depends_on"], json!(["api"]));
     let again = dashboard.post_form("/wishes", &good).await;
@@ -296,7 +275,7 @@ async fn the_wish_form_makes_a_wish_with_its_plan_and_explains_a_refusal_beside_
 #[tokio::test]
 async fn a_wish_page_draws_its_plan_and_offers_only_the_legal_actions() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "alpha").await;
+    app.create_project("alpha").await;
     login_wish(&app, json!({"branch": "feature/login"})).await;
     let dashboard = Dashboard::login(&app).await;
     let (_, html) = dashboard.get("/wishes/login").await;
@@ -312,11 +291,11 @@ async fn a_wish_page_draws_its_plan_and_offers_only_the_legal_actions() {
     }
     let refused = dashboard.post_form("/wishes/login/actions/queue", &[]).await;
     assert_eq!(refused.status(), 409, "an illegal step is refused as by the API");
-    post(&app, "/api/v1/wishes/login/groups/api/start", json!({})).await;
-    post(&app, "/api/v1/wishes/login/groups/api/fail", json!({"result": "tests red"})).await;
+    app.post_ok("/api/v1/wishes/login/groups/api/start", json!({})).await;
+    app.post_ok("/api/v1/wishes/login/groups/api/fail", json!({"result": "tests red"})).await;
     let (_, plan) = dashboard.get("/wishes/login?block=plan").await;
     assert!(plan.contains("1 of 10"), "a failed group with iterations left goes back to ready: {plan}");
-    post(&app, "/api/v1/wishes/login/review", json!({"verdict": "fail", "notes": "missing tests"})).await;
+    app.post_ok("/api/v1/wishes/login/review", json!({"verdict": "fail", "notes": "missing tests"})).await;
     let (_, reviews) = dashboard.get("/wishes/login?block=reviews").await;
     assert!(reviews.contains("missing tests") && reviews.contains(">fail<"), "{reviews}");
 
@@ -329,7 +308,7 @@ async fn a_wish_page_draws_its_plan_and_offers_only_the_legal_actions() {
 #[tokio::test]
 async fn the_agent_pages_show_state_and_say_why_a_pane_cannot_be_shown() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "alpha").await;
+    app.create_project("alpha").await;
     agent(&app, "fox", "Add a login page").await;
     let dashboard = Dashboard::login(&app).await;
     let (_, list) = dashboard.get("/agents").await;
@@ -350,13 +329,13 @@ async fn the_agent_pages_show_state_and_say_why_a_pane_cannot_be_shown() {
 #[tokio::test]
 async fn the_webhook_pages_show_deliveries_and_send_one_again() {
     let app = spawn_app_with(crate::webhooks::test_settings()).await;
-    let created = post(
-        &app,
-        "/api/v1/webhooks",
-        json!({"url": "http://127.0.0.1:9/hook",
+    let created = app
+        .post_ok(
+            "/api/v1/webhooks",
+            json!({"url": "http://127.0.0.1:9/hook",
         "events": ["on_pr_created"], "description": "CI bridge"}),
-    )
-    .await;
+        )
+        .await;
     let id = created["id"].as_str().expect("id").to_owned();
     let dashboard = Dashboard::login(&app).await;
     let (_, list) = dashboard.get("/webhooks").await;
@@ -377,7 +356,7 @@ async fn the_webhook_pages_show_deliveries_and_send_one_again() {
 #[tokio::test]
 async fn the_events_page_filters_by_type_and_pages_back() {
     let app = spawn_app().await;
-    let (_, _repo) = create_project(&app, "alpha").await;
+    app.create_project("alpha").await;
     login_wish(&app, json!({})).await;
     let dashboard = Dashboard::login(&app).await;
     let (_, all) = dashboard.get("/events").await;
@@ -406,35 +385,31 @@ async fn a_wrong_link_shows_a_page_to_a_browser_and_problem_json_to_a_script() {
     crate::helpers::assert_problem(api, 404).await;
 }
 
-/// A project over a repository with a `main` branch, agents `fox` and `owl` of it, and team
-/// `login` of both, led by `fox`; returns the project's slug.
-async fn login_team(app: &TestApp, dir: &std::path::Path) -> String {
-    let repo = crate::agent_clones::repo(dir);
-    let project = crate::agents::project_at(app, repo.to_str().expect("utf-8")).await;
+/// A project `alpha` over a repository with a `main` branch, agents `fox` and `owl` of it, and
+/// team `login` of both, led by `fox`.
+async fn login_team(app: &TestApp) {
+    app.create_project("alpha").await;
     for name in ["fox", "owl"] {
-        let body = json!({"name": name, "project": project, "kind": "worker", "role": "engineer", "provider": "shell"});
-        post(app, "/api/v1/agents", body).await;
+        app.create_agent(merged(engineer("alpha", name), json!({"provider": "shell"}))).await;
     }
-    let team = json!({"name": "login", "project": project, "base_branch": "main", "leader": "fox",
+    let team = json!({"name": "login", "project": "alpha", "base_branch": "main", "leader": "fox",
         "members": ["fox", "owl"]});
-    post(app, "/api/v1/teams", team).await;
-    project
+    app.post_ok("/api/v1/teams", team).await;
 }
 
 #[tokio::test]
 async fn teams_show_their_members_and_chat_and_the_operator_posts_with_the_csrf_token() {
     let app = spawn_app().await;
-    let dir = tempfile::tempdir().expect("dir");
-    let project = login_team(&app, dir.path()).await;
-    post(&app, "/api/v1/teams/login/chat", json!({"body": "first post"})).await;
-    post(&app, "/api/v1/teams/login/chat", json!({"body": SCRIPT})).await;
+    login_team(&app).await;
+    app.post_ok("/api/v1/teams/login/chat", json!({"body": "first post"})).await;
+    app.post_ok("/api/v1/teams/login/chat", json!({"body": SCRIPT})).await;
     let dashboard = Dashboard::login(&app).await;
 
     let (status, html) = dashboard.get("/teams").await;
     assert_eq!(status, 200);
     assert!(html.contains("href=\"/teams\" aria-current=\"page\""), "the nav marks Teams");
     let teams = section(&html, "teams");
-    assert!(teams.contains("href=\"/teams/login\"") && teams.contains(&project), "{teams}");
+    assert!(teams.contains("href=\"/teams/login\"") && teams.contains("alpha"), "{teams}");
     assert!(teams.contains(">in progress<") && teams.contains("href=\"/agents/fox\""), "{teams}");
     assert!(teams.contains("<td class=\"num\">2</td>"), "two members: {teams}");
 
@@ -454,7 +429,7 @@ async fn teams_show_their_members_and_chat_and_the_operator_posts_with_the_csrf_
     assert_eq!(bare.expect("post").status(), 403);
     let posted = dashboard.post_form("/teams/login/chat", &[("body", "From the dashboard")]).await;
     assert_eq!(redirected(posted).await, "/teams/login");
-    let history = get(&app, "/api/v1/teams/login/chat").await;
+    let history = app.get_ok("/api/v1/teams/login/chat").await;
     let bodies: Vec<(&str, &str)> = history["items"]
         .as_array()
         .expect("items")
@@ -472,16 +447,15 @@ async fn teams_show_their_members_and_chat_and_the_operator_posts_with_the_csrf_
 #[tokio::test]
 async fn the_mailbox_shows_pending_and_delivered_mail_and_sends_as_operator_with_the_csrf_token() {
     let app = spawn_app().await;
-    let dir = tempfile::tempdir().expect("dir");
-    login_team(&app, dir.path()).await;
-    let waiting = post(&app, "/api/v1/messages", json!({"to": "fox", "body": format!("{SCRIPT}\nsecond line")})).await;
+    login_team(&app).await;
+    let waiting = app.post_ok("/api/v1/messages", json!({"to": "fox", "body": format!("{SCRIPT}\nsecond line")})).await;
     // The worker would record this; here the row is set as it would be.
     sqlx::query("UPDATE messages SET attempts = 2, last_error = 'the pane was busy' WHERE id = $1::uuid")
         .bind(waiting["id"].as_str().expect("id"))
         .execute(&app.pool)
         .await
         .expect("attempts");
-    post(&app, "/api/v1/messages", json!({"to": "operator", "body": "Done with the form"})).await;
+    app.post_ok("/api/v1/messages", json!({"to": "operator", "body": "Done with the form"})).await;
     let dashboard = Dashboard::login(&app).await;
 
     let (status, html) = dashboard.get("/messages").await;
@@ -501,7 +475,7 @@ async fn the_mailbox_shows_pending_and_delivered_mail_and_sends_as_operator_with
     assert_eq!(bare.expect("post").status(), 403);
     let sent = dashboard.post_form("/messages", &[("to", "owl"), ("body", "Review fox's branch")]).await;
     assert_eq!(redirected(sent).await, "/messages");
-    let owl = get(&app, "/api/v1/agents/owl/messages").await;
+    let owl = app.get_ok("/api/v1/agents/owl/messages").await;
     let items = owl["items"].as_array().expect("items");
     assert_eq!(items.len(), 1, "only the one sent with the token: {owl}");
     assert_eq!((&items[0]["from"], &items[0]["body"]), (&json!("operator"), &json!("Review fox's branch")));

@@ -69,8 +69,7 @@ async fn page_through(dashboard: &Dashboard, list: &List<'_>, order: &[u32], siz
 #[tokio::test]
 async fn a_team_chat_pages_back_from_the_newest_posts_without_duplicates_or_gaps() {
     let app = spawn_app().await;
-    let dir = tempfile::tempdir().expect("dir");
-    login_team(&app, dir.path()).await;
+    login_team(&app).await;
     // 450 posts, three to each instant: only their ids order them within it.
     sqlx::query(
         "INSERT INTO team_chat (id, team_id, sender, body, created_at)
@@ -99,8 +98,7 @@ async fn a_team_chat_pages_back_from_the_newest_posts_without_duplicates_or_gaps
 #[tokio::test]
 async fn the_mailbox_pages_back_through_delivered_and_waiting_messages_each_keeping_the_others_page() {
     let app = spawn_app().await;
-    let dir = tempfile::tempdir().expect("dir");
-    login_team(&app, dir.path()).await;
+    login_team(&app).await;
     // 450 delivered messages, three to each instant, and 201 still waiting for fox.
     sqlx::query(
         "INSERT INTO messages (id, sender, recipient, body, delivered_at, confirmed_by, created_at)
