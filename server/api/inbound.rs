@@ -72,8 +72,7 @@ pub async fn github(
     }
     let payload: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("the body is not JSON: {e}")))?;
-    let Some((event_type, branch, details)) =
-        github_event(header(&headers, "x-github-event").unwrap_or(""), &payload)
+    let Some((event_type, branch, details)) = github_event(header(&headers, "x-github-event").unwrap_or(""), &payload)
     else {
         return Ok((StatusCode::ACCEPTED, Json(Recorded { recorded: Vec::new() })));
     };
