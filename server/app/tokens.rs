@@ -11,7 +11,8 @@ use crate::auth::Scope;
 use crate::db::sessions::{self, Opened};
 use crate::db::tokens::{self, Token};
 
-/// A token just created, with its secret: shown only this once.
+// A token just created, with its secret (shown only this once). Not a doc comment: the schema's
+// description in `openapi/openapi.json` stays as it was.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"token": {"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "name": "ci", "scope": "write", "created_at": "2026-11-22T09:30:00Z", "last_used_at": null, "revoked_at": null}, "secret": "sy_3q2Vx…"}))]
 pub struct CreatedToken {
