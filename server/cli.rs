@@ -12,7 +12,7 @@ use crate::cli::args::{Command, TokenCommand};
 use crate::config::Settings;
 use crate::db::{self, tokens, Database};
 use crate::feed::EventFeed;
-use crate::{Application, Role};
+use crate::{app, Application, Role};
 
 pub async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
     match command {
@@ -85,22 +85,23 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
     let mut tx = pool.begin().await?;
     match command {
         TokenCommand::Create { name, scope } => {
-            let name = name.trim();
-            anyhow::ensure!(!name.is_empty() && name.len() <= 100, "--name must be 1 to 100 characters");
-            let (token, secret) = tokens::create(&mut tx, name, scope).await.map_err(|e| match e {
-                sqlx::Error::Database(d) if d.is_unique_violation() => {
-                    anyhow::anyhow!("a live token named `{name}` exists")
+            let created = app::tokens::create(&mut tx, &name, scope).await.map_err(|e| match e {
+                app::Error::Invalid(errors) => {
+                    let said: Vec<String> = errors.iter().map(|e| format!("--{} {}", e.field, e.message)).collect();
+                    anyhow::anyhow!(said.join("; "))
                 }
+                app::Error::Conflict { .. } => anyhow::anyhow!("a live token named `{}` exists", name.trim()),
                 other => other.into(),
             })?;
             feed.commit(tx).await?;
+            let token = created.token;
             eprintln!(
                 "created token `{}` ({}, scope {}); it is shown only this once:",
                 token.name,
                 token.id,
                 scope_name(scope)
             );
-            println!("{secret}");
+            println!("{}", created.secret);
         }
         TokenCommand::List => {
             println!("{:<36}  {:<24}  {:<6}  {:<20}  state", "id", "name", "scope", "created");
@@ -116,8 +117,7 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
             }
         }
         TokenCommand::Revoke { token } => {
-            let revoked = tokens::revoke(&mut tx, &token).await?;
-            let revoked = revoked.ok_or_else(|| anyhow::anyhow!("no live token `{token}`"))?;
+            let revoked = app::tokens::revoke(&mut tx, &token).await?;
             feed.commit(tx).await?;
             println!("revoked token `{}` ({})", revoked.name, revoked.id);
         }

@@ -26,7 +26,7 @@ use crate::api::extract::ApiPath;
 use crate::api::json::parse;
 use crate::api::tasks::{insert_task, with_etag, CreateTask};
 use crate::api::wishes::CreateWish;
-use crate::db::{self, events};
+use crate::app::hooks::{self, GithubEvent};
 use crate::http::AppState;
 use crate::webhooks::signature;
 
@@ -72,48 +72,11 @@ pub async fn github(
     }
     let payload: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("the body is not JSON: {e}")))?;
-    let Some((event_type, branch, mut details)) =
-        github_event(header(&headers, "x-github-event").unwrap_or(""), &payload)
+    let Some((event_type, branch, details)) = github_event(header(&headers, "x-github-event").unwrap_or(""), &payload)
     else {
         return Ok((StatusCode::ACCEPTED, Json(Recorded { recorded: Vec::new() })));
     };
-    let mut tx = state.db.begin().await?;
-    let wish = match &branch {
-        Some(b) => {
-            sqlx::query_scalar!("SELECT slug FROM wishes WHERE branch = $1 ORDER BY created_at DESC LIMIT 1", b)
-                .fetch_optional(&mut *tx)
-                .await?
-        }
-        None => None,
-    };
-    // The agent working on the branch (its own, or `switchyard/<name>` by default).
-    let agent = match &branch {
-        Some(b) => sqlx::query!(
-            "SELECT a.name, p.slug AS project FROM agents a JOIN projects p ON p.id = a.project_id
-             WHERE a.branch = $1 OR (a.branch IS NULL AND 'switchyard/' || a.name = $1)
-             ORDER BY a.created_at DESC LIMIT 1",
-            b
-        )
-        .fetch_optional(&mut *tx)
-        .await?
-        .map(|r| (r.name, r.project)),
-        None => None,
-    };
-    details["wish"] = json!(wish);
-    details["agent"] = json!(agent.as_ref().map(|(name, _)| name));
-    if let Some((_, project)) = &agent {
-        // An agent's subject names no project; the payload does, for filters and subscriptions.
-        details["project"] = json!(project);
-    }
-    let agent = agent.map(|(name, _)| name);
-    let subject = match (&agent, &wish, &branch) {
-        (Some(name), _, _) => format!("agent:{name}"),
-        (None, Some(slug), _) => format!("wish:{slug}"),
-        (None, None, Some(b)) => format!("branch:{b}"),
-        (None, None, None) => "github".to_owned(),
-    };
-    events::record(&mut tx, event_type, &subject, details).await?;
-    state.feed.commit(tx).await?;
+    hooks::record_github(&state, GithubEvent { event_type, branch, details }).await?;
     Ok((StatusCode::ACCEPTED, Json(Recorded { recorded: vec![event_type.to_owned()] })))
 }
 
@@ -217,7 +180,7 @@ pub async fn generic(
     let mut tx = state.db.begin().await?;
     // The work and the record that this `webhook-id` was acted on commit together: a retry after
     // a failure files it, a replay after success does not.
-    if !db::webhooks::first_delivery(&mut tx, &name, message_id).await? {
+    if !hooks::first_delivery(&mut tx, &name, message_id).await? {
         return Ok((StatusCode::OK, Json(json!({"duplicate": true, "webhook_id": message_id}))).into_response());
     }
     let response = match (hook.task, hook.wish) {

@@ -17,10 +17,11 @@ use crate::api::extract::ApiPath;
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
+use crate::app::messages as messages_app;
 use crate::db::agents;
-use crate::db::messages::{self, ListFilter, Message, NewMessage};
+use crate::db::messages::{self, ListFilter, Message};
 use crate::db::tokens::Caller;
-use crate::domain::message::{check_body, OPERATOR};
+use crate::domain::message::OPERATOR;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -75,37 +76,8 @@ pub async fn send_message(
     ApiJson(body): ApiJson<SendMessage>,
 ) -> ApiResult<(StatusCode, Json<Message>)> {
     let from = speaker(&caller, body.from.as_deref())?;
-    let message = send(&state, from, &body.to, body.body).await?;
+    let message = messages_app::send(&state, from, &body.to, body.body).await?;
     Ok((StatusCode::CREATED, Json(message)))
-}
-
-/// Stores a message from `from` (already checked to be who the caller speaks as) and appends it
-/// to the outbox: what `POST /messages` and the dashboard's mailbox form both do.
-pub async fn send(state: &AppState, from: String, to: &str, body: String) -> ApiResult<Message> {
-    check_body(&body).map_err(|why| ApiError::validation("body", why))?;
-    let to = to.trim().to_owned();
-    let mut tx = state.db.begin().await?;
-    // An agent sending: the event belongs to its project (the operator's has none of its own).
-    let sender_project = match from.as_str() {
-        OPERATOR => None,
-        agent => match agents::by_name(&mut tx, agent).await? {
-            Some(agent) => agents::project_slug(&mut tx, agent.id).await?,
-            None => None,
-        },
-    };
-    let (recipient_id, project) = if to == OPERATOR {
-        (None, sender_project)
-    } else {
-        let agent = agents::by_name(&mut tx, &to)
-            .await?
-            .ok_or_else(|| ApiError::validation("to", format!("no agent `{to}` (nor `operator`)")))?;
-        (Some(agent.id), agents::project_slug(&mut tx, agent.id).await?)
-    };
-    let new = NewMessage { from, to, recipient_id, body, project };
-    let message = messages::insert(&mut tx, &new).await?;
-    state.feed.commit(tx).await?;
-    crate::outbox::append(&state.data_dir, &message).await;
-    Ok(message)
 }
 
 /// Filters for listing messages; they combine with AND.
@@ -232,9 +204,5 @@ pub async fn mark_read(
             return Err(ApiError::Forbidden(format!("only `{}` may mark message {id} read", message.to)));
         }
     }
-    let mut tx = state.db.begin().await?;
-    let message =
-        messages::mark_read(&mut tx, id).await?.ok_or_else(|| ApiError::NotFound(format!("no message {id}")))?;
-    state.feed.commit(tx).await?;
-    Ok(Json(message))
+    Ok(Json(messages_app::mark_read(&state, id).await?))
 }

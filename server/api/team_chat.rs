@@ -16,7 +16,8 @@ use crate::api::messages::speaker;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
 use crate::api::teams::not_found;
-use crate::db::team_chat::{self, ChatPost, BODY_LIMIT};
+use crate::app::messages;
+use crate::db::team_chat::{self, ChatPost};
 use crate::db::teams::{self, Team};
 use crate::db::tokens::Caller;
 use crate::http::AppState;
@@ -61,20 +62,8 @@ pub async fn post_chat(
 ) -> ApiResult<(StatusCode, Json<ChatPost>)> {
     let from = speaker(&caller, body.from.as_deref())?;
     let team = team_for(&state, &caller, &name).await?;
-    let post = post(&state, &team, &from, &body.body).await?;
+    let post = messages::post_to_team(&state, &team, &from, &body.body).await?;
     Ok((StatusCode::CREATED, Json(post)))
-}
-
-/// Posts `body` to the team's chat as `from` (already checked to be who the caller speaks as):
-/// what `POST /teams/{name}/chat` and the dashboard's chat form both do.
-pub async fn post(state: &AppState, team: &Team, from: &str, body: &str) -> ApiResult<ChatPost> {
-    if body.trim().is_empty() || body.len() > BODY_LIMIT || body.contains('\0') {
-        return Err(ApiError::validation("body", format!("must be 1 to {BODY_LIMIT} bytes, not blank, without NUL")));
-    }
-    let mut tx = state.db.begin().await?;
-    let post = team_chat::post(&mut tx, team, from, body).await?;
-    state.feed.commit(tx).await?;
-    Ok(post)
 }
 
 /// The team's chat history, oldest first, a page at a time (`next_cursor` continues it). New

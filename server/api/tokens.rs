@@ -8,8 +8,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::auth::Authenticated;
-use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
+use crate::app::tokens as tokens_app;
+pub use crate::app::tokens::CreatedToken;
 use crate::auth::Scope;
 use crate::db::tokens::{self, Token};
 use crate::http::AppState;
@@ -26,15 +28,6 @@ pub struct CreateToken {
     pub scope: Scope,
 }
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"token": {"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "name": "ci", "scope": "write", "created_at": "2026-11-22T09:30:00Z", "last_used_at": null, "revoked_at": null}, "secret": "sy_3q2Vx…"}))]
-pub struct CreatedToken {
-    #[serde(flatten)]
-    pub token: Token,
-    /// The secret: shown only in this response, never again.
-    pub secret: String,
-}
-
 /// Creates a token and returns its secret, once.
 #[utoipa::path(post, path = "/tokens", tag = "tokens", request_body = CreateToken,
     responses((status = 201, body = CreatedToken), (status = 403, body = Problem), (status = 422, body = Problem)))]
@@ -45,17 +38,7 @@ pub async fn create_token(
     ApiJson(body): ApiJson<CreateToken>,
 ) -> ApiResult<(StatusCode, Json<CreatedToken>)> {
     caller.require(Scope::Admin)?;
-    let name = body.name.trim();
-    if name.is_empty() || name.len() > 100 {
-        return Err(ApiError::validation("name", "must be 1 to 100 characters"));
-    }
-    if body.scope == Scope::Agent {
-        return Err(ApiError::validation("scope", "agent tokens are issued by the worker to the agents it spawns"));
-    }
-    let mut tx = state.db.begin().await?;
-    let (token, secret) = tokens::create(&mut tx, name, body.scope).await?;
-    state.feed.commit(tx).await?;
-    Ok((StatusCode::CREATED, Json(CreatedToken { token, secret })))
+    Ok((StatusCode::CREATED, Json(tokens_app::create_now(&state, &body.name, body.scope).await?)))
 }
 
 /// Lists every token, live and revoked, oldest first. Secrets are never shown.
@@ -79,10 +62,7 @@ pub async fn revoke_token(
     Path(token): Path<String>,
 ) -> ApiResult<Json<Token>> {
     caller.require(Scope::Admin)?;
-    let mut tx = state.db.begin().await?;
-    let revoked =
-        tokens::revoke(&mut tx, &token).await?.ok_or_else(|| ApiError::NotFound(format!("no live token `{token}`")))?;
-    state.feed.commit(tx).await?;
+    let revoked = tokens_app::revoke_now(&state, &token).await?;
     // Not one more request with it here; other replicas drop it within a second.
     state.tokens.clear();
     Ok(Json(revoked))

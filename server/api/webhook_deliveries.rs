@@ -8,14 +8,13 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::auth::Authenticated;
-use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::error::{ApiResult, Problem};
 use crate::api::extract::ApiPath;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
-use crate::api::webhooks::no_webhook;
+use crate::app::webhooks;
 use crate::auth::Scope;
 use crate::db::webhook_deliveries::{self, Delivery};
-use crate::db::webhooks;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -38,7 +37,7 @@ pub async fn list_deliveries(
     caller.require(Scope::Admin)?;
     let (limit, before) = query.parse()?;
     let mut conn = state.db.acquire().await?;
-    webhooks::get(&mut conn, id).await?.ok_or_else(|| no_webhook(id))?;
+    webhooks::find(&mut conn, id).await?;
     let rows = webhook_deliveries::list(&mut conn, id, before.map(|p| (p.created_at, p.id)), limit).await?;
     Ok(Json(page(rows, limit, |d| Position { created_at: d.created_at, id: d.id })))
 }
@@ -56,18 +55,7 @@ pub async fn redeliver(
     ApiPath((id, delivery)): ApiPath<(Uuid, Uuid)>,
 ) -> ApiResult<(StatusCode, Json<Delivery>)> {
     caller.require(Scope::Admin)?;
-    let mut tx = state.db.begin().await?;
-    let queued = redeliver_now(&mut tx, id, delivery).await?;
-    state.feed.commit(tx).await?;
-    Ok((StatusCode::ACCEPTED, Json(queued)))
-}
-
-/// Queues one delivery to be sent again now (the API and the dashboard); committed through
-/// `EventFeed::commit`, which wakes the senders.
-pub(crate) async fn redeliver_now(tx: &mut sqlx::PgConnection, id: Uuid, delivery: Uuid) -> ApiResult<Delivery> {
-    webhook_deliveries::redeliver(tx, id, delivery)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no delivery {delivery} for webhook {id}")))
+    Ok((StatusCode::ACCEPTED, Json(webhooks::redeliver(&state, id, delivery).await?)))
 }
 
 /// Queues a `webhook.test` delivery to this subscription, signed like any other; like every
@@ -83,15 +71,5 @@ pub async fn send_test_event(
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<(StatusCode, Json<Delivery>)> {
     caller.require(Scope::Admin)?;
-    let mut tx = state.db.begin().await?;
-    let queued = queue_test(&mut tx, id).await?;
-    state.feed.commit(tx).await?;
-    Ok((StatusCode::ACCEPTED, Json(queued)))
-}
-
-/// Queues a `webhook.test` delivery to the subscription; committed through `EventFeed::commit`,
-/// which wakes the senders.
-pub(crate) async fn queue_test(tx: &mut sqlx::PgConnection, id: Uuid) -> ApiResult<Delivery> {
-    webhooks::get(&mut *tx, id).await?.ok_or_else(|| no_webhook(id))?;
-    Ok(webhook_deliveries::insert_test(tx, id).await?)
+    Ok((StatusCode::ACCEPTED, Json(webhooks::queue_test(&state, id).await?)))
 }

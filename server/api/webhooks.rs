@@ -6,25 +6,24 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use secrecy::{ExposeSecret, SecretString};
-use serde::{Deserialize, Serialize, Serializer};
+use secrecy::SecretString;
+use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::auth::Authenticated;
-use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::error::{ApiResult, Problem};
 use crate::api::extract::ApiPath;
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
 use crate::api::webhook_deliveries;
+pub use crate::app::webhooks::WebhookWithSecret;
+use crate::app::webhooks::{self as webhooks_app, NewWebhook};
 use crate::auth::Scope;
-use crate::db::webhooks::{self, NewSubscription, Subscription, SubscriptionPatch};
-use crate::domain::project::is_valid_slug;
-use crate::domain::webhook::EventFilter;
+use crate::db::webhooks::{self, Subscription, SubscriptionPatch};
 use crate::http::AppState;
-use crate::webhooks::signature;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -75,53 +74,6 @@ pub struct UpdateWebhook {
     pub enabled: Option<bool>,
 }
 
-/// A subscription with its secret: only in the answer to creation and rotation.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct WebhookWithSecret {
-    #[serde(flatten)]
-    pub subscription: Subscription,
-    /// Verify deliveries with it; it is not shown again.
-    #[serde(serialize_with = "expose")]
-    #[schema(value_type = String, example = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")]
-    pub secret: SecretString,
-}
-
-fn expose<S: Serializer>(secret: &SecretString, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(secret.expose_secret())
-}
-
-fn check_url(state: &AppState, url: &str) -> ApiResult<String> {
-    state.webhooks.allowed_hosts.check_url(url).map_err(|why| ApiError::validation("url", why))?;
-    Ok(url.to_owned())
-}
-
-fn check_events(events: &[String]) -> ApiResult<()> {
-    if events.is_empty() || events.len() > 100 {
-        return Err(ApiError::validation("events", "give 1 to 100 entries"));
-    }
-    EventFilter::parse(events)
-        .map(|_| ())
-        .map_err(|e| ApiError::validation(format!("events[{}]", e.index), e.to_string()))
-}
-
-fn check_project(project: &Option<String>) -> ApiResult<()> {
-    match project {
-        Some(p) if !is_valid_slug(p) => Err(ApiError::validation("project", "must be a project slug")),
-        _ => Ok(()),
-    }
-}
-
-fn check_description(description: &Option<String>) -> ApiResult<()> {
-    match description {
-        Some(d) if d.chars().count() > 500 => Err(ApiError::validation("description", "at most 500 characters")),
-        _ => Ok(()),
-    }
-}
-
-pub(crate) fn no_webhook(id: Uuid) -> ApiError {
-    ApiError::NotFound(format!("no webhook {id}"))
-}
-
 /// Subscribes a URL to events. The answer holds the signing secret, shown only this once.
 #[utoipa::path(post, path = "/webhooks", tag = "webhooks", request_body = CreateWebhook,
     responses(
@@ -135,30 +87,17 @@ pub async fn create_webhook(
     ApiJson(body): ApiJson<CreateWebhook>,
 ) -> ApiResult<impl IntoResponse> {
     caller.require(Scope::Admin)?;
-    let url = check_url(&state, &body.url)?;
-    check_events(&body.events)?;
-    check_project(&body.project)?;
-    check_description(&body.description)?;
-    let secret = match body.secret {
-        Some(s) if signature::decode_secret(s.expose_secret()).is_none() => {
-            return Err(ApiError::validation("secret", "must be whsec_ followed by base64 of at least 16 bytes"))
-        }
-        Some(s) => s,
-        None => SecretString::from(signature::generate_secret()),
-    };
-    let new = NewSubscription {
-        url,
+    let new = NewWebhook {
+        url: body.url,
         events: body.events,
         project: body.project,
-        description: body.description.unwrap_or_default(),
-        secret: secret.expose_secret().to_owned(),
-        enabled: body.enabled.unwrap_or(true),
+        description: body.description,
+        secret: body.secret,
+        enabled: body.enabled,
     };
-    let mut tx = state.db.begin().await?;
-    let subscription = webhooks::create(&mut tx, &new).await?;
-    state.feed.commit(tx).await?;
-    let location = [(header::LOCATION, format!("/api/v1/webhooks/{}", subscription.id))];
-    Ok((StatusCode::CREATED, location, Json(WebhookWithSecret { subscription, secret })))
+    let created = webhooks_app::create(&state, &state.webhooks.allowed_hosts, new).await?;
+    let location = [(header::LOCATION, format!("/api/v1/webhooks/{}", created.subscription.id))];
+    Ok((StatusCode::CREATED, location, Json(created)))
 }
 
 /// Subscriptions, oldest first, a page at a time.
@@ -192,7 +131,7 @@ pub async fn get_webhook(
 ) -> ApiResult<Json<Subscription>> {
     caller.require(Scope::Admin)?;
     let mut conn = state.db.acquire().await?;
-    Ok(Json(webhooks::get(&mut conn, id).await?.ok_or_else(|| no_webhook(id))?))
+    Ok(Json(webhooks_app::find(&mut conn, id).await?))
 }
 
 /// Changes some fields; only those sent change.
@@ -209,25 +148,14 @@ pub async fn update_webhook(
     ApiJson(body): ApiJson<UpdateWebhook>,
 ) -> ApiResult<Json<Subscription>> {
     caller.require(Scope::Admin)?;
-    let url = body.url.as_deref().map(|u| check_url(&state, u)).transpose()?;
-    if let Some(events) = &body.events {
-        check_events(events)?;
-    }
-    if let Some(project) = &body.project {
-        check_project(project)?;
-    }
-    check_description(&body.description)?;
     let patch = SubscriptionPatch {
-        url,
+        url: body.url,
         events: body.events,
         project: body.project,
         description: body.description,
         enabled: body.enabled,
     };
-    let mut tx = state.db.begin().await?;
-    let subscription = webhooks::update(&mut tx, id, &patch).await?.ok_or_else(|| no_webhook(id))?;
-    state.feed.commit(tx).await?;
-    Ok(Json(subscription))
+    Ok(Json(webhooks_app::update(&state, &state.webhooks.allowed_hosts, id, patch).await?))
 }
 
 /// Deletes a subscription and its delivery log; pending deliveries are dropped.
@@ -242,11 +170,7 @@ pub async fn delete_webhook(
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<StatusCode> {
     caller.require(Scope::Admin)?;
-    let mut tx = state.db.begin().await?;
-    if !webhooks::delete(&mut tx, id).await? {
-        return Err(no_webhook(id));
-    }
-    state.feed.commit(tx).await?;
+    webhooks_app::delete(&state, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -263,12 +187,5 @@ pub async fn rotate_secret(
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<Json<WebhookWithSecret>> {
     caller.require(Scope::Admin)?;
-    let secret = SecretString::from(signature::generate_secret());
-    let mut tx = state.db.begin().await?;
-    if !webhooks::rotate_secret(&mut tx, id, secret.expose_secret()).await? {
-        return Err(no_webhook(id));
-    }
-    let subscription = webhooks::get(&mut tx, id).await?.ok_or_else(|| no_webhook(id))?;
-    state.feed.commit(tx).await?;
-    Ok(Json(WebhookWithSecret { subscription, secret }))
+    Ok(Json(webhooks_app::rotate_secret(&state, id).await?))
 }

@@ -1,1 +1,71 @@
-//! (filled in by the application-layer refactor)
+//! Messages between the operator and agents, and teams' group chats: send a message, mark one
+//! read, post to a team's chat. Who may speak as whom is the caller's to decide (it knows the
+//! request's token); these take the speaker as already checked.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{Ctx, Error, Result};
+use crate::db::agents;
+use crate::db::messages::{self, Message, NewMessage};
+use crate::db::team_chat::{self, ChatPost, BODY_LIMIT};
+use crate::db::teams::Team;
+use crate::domain::message::{check_body, OPERATOR};
+
+/// Stores a message from `from` to `to` (an agent's name or `operator`), pending delivery, and
+/// appends it to `<data_dir>/outbox.jsonl` once committed. The worker of the recipient's node
+/// delivers it.
+#[tracing::instrument(skip_all, fields(to = %to), err)]
+pub async fn send(ctx: &Ctx, from: String, to: &str, body: String) -> Result<Message> {
+    check_body(&body).map_err(|why| Error::invalid("body", why))?;
+    let to = to.trim().to_owned();
+    let mut tx = ctx.db.begin().await?;
+    // An agent sending: the event belongs to its project (the operator's has none of its own).
+    let sender_project = match from.as_str() {
+        OPERATOR => None,
+        agent => project_of(&mut tx, agent).await?,
+    };
+    let (recipient_id, project) = if to == OPERATOR {
+        (None, sender_project)
+    } else {
+        let agent = agents::by_name(&mut tx, &to)
+            .await?
+            .ok_or_else(|| Error::invalid("to", format!("no agent `{to}` (nor `operator`)")))?;
+        (Some(agent.id), agents::project_slug(&mut tx, agent.id).await?)
+    };
+    let new = NewMessage { from, to, recipient_id, body, project };
+    let message = messages::insert(&mut tx, &new).await?;
+    ctx.feed.commit(tx).await?;
+    crate::outbox::append(&ctx.data_dir, &message).await;
+    Ok(message)
+}
+
+/// The slug of agent `name`'s project, if the agent exists and has one.
+async fn project_of(conn: &mut PgConnection, name: &str) -> Result<Option<String>> {
+    match agents::by_name(&mut *conn, name).await? {
+        Some(agent) => Ok(agents::project_slug(conn, agent.id).await?),
+        None => Ok(None),
+    }
+}
+
+/// Marks message `id` read (again is fine).
+#[tracing::instrument(skip_all, fields(message = %id), err)]
+pub async fn mark_read(ctx: &Ctx, id: Uuid) -> Result<Message> {
+    let mut tx = ctx.db.begin().await?;
+    let message = messages::mark_read(&mut tx, id).await?.ok_or_else(|| Error::NotFound(format!("no message {id}")))?;
+    ctx.feed.commit(tx).await?;
+    Ok(message)
+}
+
+/// Posts `body` to the team's chat as `from`; the post is a `chat.posted` event too, so the live
+/// stream and webhooks see it.
+#[tracing::instrument(skip_all, fields(team = %team.name), err)]
+pub async fn post_to_team(ctx: &Ctx, team: &Team, from: &str, body: &str) -> Result<ChatPost> {
+    if body.trim().is_empty() || body.len() > BODY_LIMIT || body.contains('\0') {
+        return Err(Error::invalid("body", format!("must be 1 to {BODY_LIMIT} bytes, not blank, without NUL")));
+    }
+    let mut tx = ctx.db.begin().await?;
+    let post = team_chat::post(&mut tx, team, from, body).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(post)
+}

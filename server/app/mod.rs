@@ -12,6 +12,7 @@ pub mod agents;
 pub mod boards;
 pub mod error;
 pub mod groups;
+pub mod hooks;
 pub mod if_match;
 pub mod messages;
 pub mod panes;

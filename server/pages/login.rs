@@ -15,6 +15,7 @@ use axum::Router;
 use serde::Deserialize;
 
 use crate::api::error::ApiError;
+use crate::app::tokens::{self, TokenLogin};
 use crate::db::sessions::{self, Session};
 use crate::http::AppState;
 use crate::pages::assets;
@@ -81,14 +82,11 @@ async fn login_page(
         }
         return login_page_with(StatusCode::OK, &next, None);
     };
-    let mut tx = state.db.begin().await?;
-    let Some(token_id) = sessions::redeem_login_code(&mut tx, code.trim()).await? else {
+    let Some(opened) = tokens::log_in_with_code(&state, &code).await? else {
         let message = "This login link was used already, has expired, or its token was revoked. \
                        Paste an admin token instead.";
         return login_page_with(StatusCode::UNAUTHORIZED, &next, Some(message.to_owned()));
     };
-    let opened = sessions::open(&mut tx, token_id, "login link").await?;
-    state.feed.commit(tx).await?;
     Ok(logged_in(&headers, opened, &next))
 }
 
@@ -106,24 +104,20 @@ async fn log_in(State(state): State<AppState>, headers: HeaderMap, PageForm(form
     if !same_origin(&headers) {
         return Err(PageError(ApiError::Forbidden("a login must come from this site's own login form".into())));
     }
-    let mut tx = state.db.begin().await?;
-    let (token_id, scope) = match sessions::token_for_login(&mut tx, form.token.trim()).await? {
-        Some(found) => found,
-        None => {
+    match tokens::log_in_with_token(&state, &form.token).await? {
+        TokenLogin::Opened(opened) => Ok(logged_in(&headers, opened, &next)),
+        TokenLogin::Unknown => {
             let message = "That token is unknown or revoked.".to_owned();
-            return login_page_with(StatusCode::UNAUTHORIZED, &next, Some(message));
+            login_page_with(StatusCode::UNAUTHORIZED, &next, Some(message))
         }
-    };
-    if scope != "admin" {
-        let message = format!(
-            "That is a `{scope}` token; the dashboard needs an admin token \
-             (`switchyard token create --name me --scope admin`)."
-        );
-        return login_page_with(StatusCode::FORBIDDEN, &next, Some(message));
+        TokenLogin::NotAdmin(scope) => {
+            let message = format!(
+                "That is a `{scope}` token; the dashboard needs an admin token \
+                 (`switchyard token create --name me --scope admin`)."
+            );
+            login_page_with(StatusCode::FORBIDDEN, &next, Some(message))
+        }
     }
-    let opened = sessions::open(&mut tx, token_id, "token").await?;
-    state.feed.commit(tx).await?;
-    Ok(logged_in(&headers, opened, &next))
 }
 
 /// The browser names the page a form came from in `Origin` (and `Sec-Fetch-Site`); without
@@ -139,9 +133,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
 
 #[tracing::instrument(skip_all, err(Debug))]
 async fn log_out(State(state): State<AppState>, headers: HeaderMap, session: Session) -> PageResult {
-    let mut tx = state.db.begin().await?;
-    sessions::end(&mut tx, session.id).await?;
-    state.feed.commit(tx).await?;
+    tokens::log_out(&state, session.id).await?;
     let mut response = axum::response::Redirect::to("/login").into_response();
     response.headers_mut().insert(header::SET_COOKIE, session_cookie(&headers, None));
     Ok(response)

@@ -1,6 +1,7 @@
 //! `/messages`: the mailbox. Messages still waiting to be delivered (with their attempts and the
 //! last attempt's error) and those delivered (and how that was confirmed), each a page at a time
-//! ([`paging`](crate::pages::paging)), and a form to send one as the operator. Sending is the API's own (`messages::send`).
+//! ([`paging`](crate::pages::paging)), and a form to send one as the operator. Sending is the use
+//! case [`crate::app::messages::send`], as for `POST /api/v1/messages`.
 
 use askama::Template;
 use axum::extract::{Query, State};
@@ -9,8 +10,8 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use crate::api::messages::send;
 use crate::api::pagination::Position;
+use crate::app::messages::send;
 use crate::db::agents::{self, ListFilter};
 use crate::db::messages::{self, Message};
 use crate::db::sessions::Session;

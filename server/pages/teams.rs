@@ -1,7 +1,7 @@
 //! `/teams`: every team with its project, state, leader and size; `/teams/{name}`: one team's
 //! members, branches and state, and its chat, a page at a time ([`paging`](crate::pages::paging)),
-//! where the operator can post. The chat post is the
-//! API's own (`team_chat::post`).
+//! where the operator can post. The chat post is the use case
+//! [`crate::app::messages::post_to_team`], as for `POST /api/v1/teams/{name}/chat`.
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
@@ -11,8 +11,8 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use crate::api::pagination::Position;
-use crate::api::team_chat;
 use crate::api::teams::not_found;
+use crate::app::messages::post_to_team;
 use crate::db::sessions::Session;
 use crate::db::team_chat as chat;
 use crate::db::teams::{self, ListFilter, Team};
@@ -144,6 +144,6 @@ async fn say(
         let mut conn = state.db.acquire().await?;
         teams::get(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?
     };
-    team_chat::post(&state, &team, OPERATOR, &form.body).await?;
+    post_to_team(&state, &team, OPERATOR, &form.body).await?;
     Ok(see_other(&format!("/teams/{name}")))
 }

@@ -9,8 +9,7 @@ use axum::Router;
 use chrono::Utc;
 use uuid::Uuid;
 
-use crate::api::webhook_deliveries::{queue_test, redeliver_now};
-use crate::api::webhooks::no_webhook;
+use crate::app::webhooks as webhooks_app;
 use crate::db::sessions::Session;
 use crate::db::webhook_deliveries::{self, Delivery};
 use crate::db::webhooks::{self, Subscription};
@@ -129,7 +128,7 @@ async fn detail(
 ) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "webhooks", "Webhook").await?;
-    let subscription = webhooks::get(&mut conn, id).await?.ok_or_else(|| no_webhook(id))?;
+    let subscription = webhooks_app::find(&mut conn, id).await?;
     let deliveries =
         webhook_deliveries::list(&mut conn, id, None, 100).await?.iter().take(100).map(DeliveryRow::new).collect();
     let page = DetailPage {
@@ -147,16 +146,12 @@ async fn detail(
 
 #[tracing::instrument(skip_all, fields(webhook = %id), err(Debug))]
 async fn send_test(State(state): State<AppState>, Path(id): Path<Uuid>) -> PageResult {
-    let mut tx = state.db.begin().await?;
-    queue_test(&mut tx, id).await?;
-    state.feed.commit(tx).await?;
+    webhooks_app::queue_test(&state, id).await?;
     Ok(see_other(&format!("/webhooks/{id}")))
 }
 
 #[tracing::instrument(skip_all, fields(webhook = %id, delivery = %delivery), err(Debug))]
 async fn redeliver(State(state): State<AppState>, Path((id, delivery)): Path<(Uuid, Uuid)>) -> PageResult {
-    let mut tx = state.db.begin().await?;
-    redeliver_now(&mut tx, id, delivery).await?;
-    state.feed.commit(tx).await?;
+    webhooks_app::redeliver(&state, id, delivery).await?;
     Ok(see_other(&format!("/webhooks/{id}")))
 }

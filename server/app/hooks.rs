@@ -1,0 +1,177 @@
+//! What hooks report: an agent's Claude Code hook (its state, and the message a turn started
+//! with), an event GitHub sent (CI failed, a pull request opened or merged), and the record that
+//! an inbound hook's delivery was acted on. Checking signatures and reading the senders' formats
+//! is the way in's; these record what they said.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use sqlx::PgConnection;
+
+use super::{Ctx, Error, Result};
+use crate::db::agents::{self, Applied, Cause};
+use crate::db::{events, messages, webhooks};
+use crate::detect::hooks::{signal, HookSignal};
+use crate::domain::agent::{AgentEvent, AgentState};
+
+/// What the hook did to the agent.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"agent": "clever-fox", "hook_event_name": "PermissionRequest", "state": "permission", "changed": true,
+    "delivered": null}))]
+pub struct HookOutcome {
+    pub agent: String,
+    pub hook_event_name: String,
+    /// The agent's state after the hook.
+    pub state: AgentState,
+    /// Whether the hook changed the state.
+    pub changed: bool,
+    /// The message this hook confirmed as delivered (a `UserPromptSubmit` carrying its text).
+    pub delivered: Option<uuid::Uuid>,
+}
+
+/// The question or permission the hook is about, shown on the agent's task.
+fn detail(payload: &Value) -> Option<String> {
+    let field = |name: &str| payload.get(name).and_then(Value::as_str).filter(|s| !s.is_empty());
+    match field("hook_event_name")? {
+        "PermissionRequest" => field("tool_name").map(|tool| format!("permission to use {tool}")),
+        "Notification" => field("message").map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// Records one Claude Code hook of agent `name` (its JSON as the hook got it): the hook itself
+/// (`last_hook_at`, `last_hook_state`, which let a recent hook win over the screen), the state it
+/// means, applied with its event (the agent's task follows), and — for a `UserPromptSubmit`
+/// whose prompt is the message being delivered — that message's confirmation, all in one
+/// transaction. A refused state change keeps the hook's record all the same: the arbiter should
+/// know a late hook came.
+#[tracing::instrument(skip_all, fields(agent = %name), err)]
+pub async fn record_agent_hook(ctx: &Ctx, name: &str, payload: &Value) -> Result<HookOutcome> {
+    let event_name = payload
+        .as_object()
+        .and_then(|o| o.get("hook_event_name"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Error::invalid("hook_event_name", "the hook JSON must be an object naming its event"))?
+        .to_owned();
+    tracing::debug!(hook = %event_name, "hook received");
+    let (event, mapped) = match signal(payload) {
+        Some(HookSignal::Activity(activity)) => (Some(AgentEvent::Observed(activity)), Some(activity.state())),
+        Some(HookSignal::SessionEnded) => (Some(AgentEvent::Finish), Some(AgentState::Done)),
+        None => (None, None),
+    };
+    let no_agent = || Error::NotFound(format!("no agent `{name}`"));
+    let mut tx = ctx.db.begin().await?;
+    let agent = agents::by_name(&mut tx, name).await?.ok_or_else(no_agent)?;
+    agents::record_hook(&mut tx, agent.id, mapped).await?;
+    // The prompt a turn started with: if it is the message being delivered, that is its
+    // confirmation, committed with the state it causes.
+    let delivered = match (event_name.as_str(), payload.get("prompt").and_then(Value::as_str)) {
+        ("UserPromptSubmit", Some(prompt)) => {
+            messages::delivery::confirm_by_prompt(&mut tx, agent.id, prompt).await?.map(|m| m.id)
+        }
+        _ => None,
+    };
+    let outcome = match event {
+        None => Ok((agent.state, false)),
+        Some(event) => {
+            let cause = Cause { source: "hook", detail: detail(payload), suspended_until: None };
+            match agents::apply(&mut tx, agent.id, None, event, &cause).await? {
+                None => return Err(no_agent()),
+                Some(Applied::Changed { agent, .. }) => Ok((agent.state, true)),
+                Some(Applied::Unchanged(agent)) => Ok((agent.state, false)),
+                Some(Applied::Refused { current, message }) => Err(Error::conflict(message, Some(current.as_str()))),
+                // Not with `expected: None`; answered like a refusal all the same.
+                Some(Applied::Stale { current }) => {
+                    Err(Error::conflict("the agent changed meanwhile", Some(current.as_str())))
+                }
+            }
+        }
+    };
+    // Most hooks change nothing but the hook's own record: those record no event.
+    if matches!(outcome, Ok((_, true))) || delivered.is_some() {
+        ctx.feed.commit(tx).await?;
+    } else {
+        tx.commit().await?;
+    }
+    ctx.feed.hook_recorded();
+    let (state, changed) = outcome?;
+    Ok(HookOutcome { agent: name.to_owned(), hook_event_name: event_name, state, changed, delivered })
+}
+
+/// An event GitHub reported, as the way in read it.
+#[derive(Debug)]
+pub struct GithubEvent {
+    /// `ci.failed`, `pr.created`, `pr.merged` or `pr.closed`.
+    pub event_type: &'static str,
+    /// The branch it is about, when it names one.
+    pub branch: Option<String>,
+    /// The event's payload; the wish, agent and project it concerns are added.
+    pub details: Value,
+}
+
+/// Records a GitHub event on the agent working on its branch (its own branch, or
+/// `switchyard/<name>` by default), else on the wish whose branch it is, else on the branch; the
+/// payload names both the agent and the wish when they exist.
+#[tracing::instrument(skip_all, fields(event = reported.event_type), err)]
+pub async fn record_github(ctx: &Ctx, reported: GithubEvent) -> Result<()> {
+    let GithubEvent { event_type, branch, mut details } = reported;
+    let mut tx = ctx.db.begin().await?;
+    let wish = match &branch {
+        Some(b) => {
+            sqlx::query_scalar!("SELECT slug FROM wishes WHERE branch = $1 ORDER BY created_at DESC LIMIT 1", b)
+                .fetch_optional(&mut *tx)
+                .await?
+        }
+        None => None,
+    };
+    let agent = match &branch {
+        Some(b) => sqlx::query!(
+            "SELECT a.name, p.slug AS project FROM agents a JOIN projects p ON p.id = a.project_id
+             WHERE a.branch = $1 OR (a.branch IS NULL AND 'switchyard/' || a.name = $1)
+             ORDER BY a.created_at DESC LIMIT 1",
+            b
+        )
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|r| (r.name, r.project)),
+        None => None,
+    };
+    details["wish"] = json!(wish);
+    details["agent"] = json!(agent.as_ref().map(|(name, _)| name));
+    if let Some((_, project)) = &agent {
+        // An agent's subject names no project; the payload does, for filters and subscriptions.
+        details["project"] = json!(project);
+    }
+    let agent = agent.map(|(name, _)| name);
+    let subject = match (&agent, &wish, &branch) {
+        (Some(name), _, _) => format!("agent:{name}"),
+        (None, Some(slug), _) => format!("wish:{slug}"),
+        (None, None, Some(b)) => format!("branch:{b}"),
+        (None, None, None) => "github".to_owned(),
+    };
+    events::record(&mut tx, event_type, &subject, details).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(())
+}
+
+/// Records that inbound hook `hook` received delivery `message_id` (its `webhook-id`), in the
+/// caller's transaction, so the work it files and this record commit together: a retry after a
+/// failure files it, a replay after success does not. False when it was received before.
+pub async fn first_delivery(conn: &mut PgConnection, hook: &str, message_id: &str) -> Result<bool> {
+    Ok(webhooks::first_delivery(conn, hook, message_id).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_permission_request_names_its_tool_for_the_task() {
+        let payload = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash"});
+        assert_eq!(detail(&payload).as_deref(), Some("permission to use Bash"));
+        let note = json!({"hook_event_name": "Notification", "message": "Claude needs your permission to use Bash"});
+        assert_eq!(detail(&note).as_deref(), Some("Claude needs your permission to use Bash"));
+    }
+}
