@@ -117,23 +117,11 @@ pub async fn record_github(ctx: &Ctx, reported: GithubEvent) -> Result<()> {
     let GithubEvent { event_type, branch, mut details } = reported;
     let mut tx = ctx.db.begin().await?;
     let wish = match &branch {
-        Some(b) => {
-            sqlx::query_scalar!("SELECT slug FROM wishes WHERE branch = $1 ORDER BY created_at DESC LIMIT 1", b)
-                .fetch_optional(&mut *tx)
-                .await?
-        }
+        Some(b) => crate::db::wishes::slug_on_branch(&mut tx, b).await?,
         None => None,
     };
     let agent = match &branch {
-        Some(b) => sqlx::query!(
-            "SELECT a.name, p.slug AS project FROM agents a JOIN projects p ON p.id = a.project_id
-             WHERE a.branch = $1 OR (a.branch IS NULL AND 'switchyard/' || a.name = $1)
-             ORDER BY a.created_at DESC LIMIT 1",
-            b
-        )
-        .fetch_optional(&mut *tx)
-        .await?
-        .map(|r| (r.name, r.project)),
+        Some(b) => crate::db::agents::on_branch(&mut tx, b).await?,
         None => None,
     };
     details["wish"] = json!(wish);

@@ -103,6 +103,20 @@ pub struct NewAgent {
     pub task: Option<String>,
 }
 
+/// The newest agent working on `branch` (its own, or `switchyard/<name>` by default), with its
+/// project's slug.
+pub async fn on_branch(conn: &mut PgConnection, branch: &str) -> Result<Option<(String, String)>, sqlx::Error> {
+    let row = sqlx::query!(
+        "SELECT a.name, p.slug AS project FROM agents a JOIN projects p ON p.id = a.project_id
+             WHERE a.branch = $1 OR (a.branch IS NULL AND 'switchyard/' || a.name = $1)
+             ORDER BY a.created_at DESC LIMIT 1",
+        branch
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| (r.name, r.project)))
+}
+
 pub(crate) fn subject(name: &str) -> String {
     format!("agent:{name}")
 }

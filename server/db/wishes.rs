@@ -154,6 +154,13 @@ pub async fn get(conn: &mut PgConnection, slug: &str) -> Result<Option<Wish>, sq
     row.map(Wish::try_from).transpose()
 }
 
+/// The newest wish working on `branch`, by slug.
+pub async fn slug_on_branch(conn: &mut PgConnection, branch: &str) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT slug FROM wishes WHERE branch = $1 ORDER BY created_at DESC LIMIT 1", branch)
+        .fetch_optional(conn)
+        .await
+}
+
 pub async fn ids_by_slug(conn: &mut PgConnection, slugs: &[String]) -> Result<Vec<(String, Uuid)>, sqlx::Error> {
     let rows = sqlx::query!("SELECT slug, id FROM wishes WHERE slug = ANY($1)", slugs).fetch_all(conn).await?;
     Ok(rows.into_iter().map(|r| (r.slug, r.id)).collect())
