@@ -11,7 +11,7 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use crate::api::pagination::Position;
-use crate::api::teams::not_found;
+use crate::app::teams::not_found;
 use crate::app::messages::post_to_team;
 use crate::db::sessions::Session;
 use crate::db::team_chat as chat;
