@@ -1,24 +1,24 @@
-//! `/api/v1/boards/{id}/columns`: add, change, reorder and delete a board's columns. Each change
-//! locks the board, honours `If-Match` on the board's version, and answers with the whole board
-//! (positions of other columns may have moved).
+//! `/api/v1/boards/{id}/columns`: add, change, reorder and delete a board's columns
+//! ([`crate::app::boards::columns`]). Each change honours `If-Match` on the board's version and
+//! answers with the whole board (positions of other columns may have moved).
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::api::boards::{column_name, locked_board, no_board};
-use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::error::{ApiResult, Problem};
 use crate::api::etag::{etag, IfMatch};
 use crate::api::extract::ApiPath;
 use crate::api::json::{nullable, ApiJson};
-use crate::db::board_columns::{self as columns_db, Moved};
-use crate::db::boards::{self, Board, Column};
-use crate::domain::board::{validate_action_skill, validate_wip_limit, ColumnSpec, Gate, MAX_COLUMNS};
+pub use crate::app::boards::columns::ColumnDeleted;
+use crate::app::boards::columns::{self, ColumnPatch, NewColumn};
+use crate::db::boards::Board;
+use crate::domain::board::Gate;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -65,16 +65,6 @@ pub struct ReorderColumns {
     pub column_ids: Vec<Uuid>,
 }
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ColumnDeleted {
-    /// The tasks and wishes moved out of the deleted column.
-    pub moved: Moved,
-    /// Where they went: the board's first remaining column.
-    #[schema(example = "7c9e6679-7425-40de-944b-e07fc1f90ae7")]
-    pub moved_to: Option<Uuid>,
-    pub board: Board,
-}
-
 type BoardPath = ApiPath<Uuid>;
 type ColumnPath = ApiPath<(Uuid, Uuid)>;
 
@@ -91,31 +81,14 @@ pub async fn add_column(
     if_match: IfMatch,
     ApiJson(body): ApiJson<AddColumn>,
 ) -> ApiResult<impl IntoResponse> {
-    let column = ColumnSpec {
-        name: column_name("name", &body.name)?,
+    let new = NewColumn {
+        name: body.name,
         gate: body.gate,
-        action_skill: validate_action_skill("action_skill", body.action_skill.as_deref())?,
+        action_skill: body.action_skill,
         wip_limit: body.wip_limit,
+        position: body.position,
     };
-    validate_wip_limit("wip_limit", column.wip_limit)?;
-    let mut tx = state.db.begin().await?;
-    locked_board(&mut tx, id, &if_match).await?;
-    let columns = boards::columns_of(&mut tx, &[id]).await?;
-    name_is_free(&columns, &column.name, None)?;
-    let count = columns.len() as i32;
-    if count as usize >= MAX_COLUMNS {
-        return Err(ApiError::conflict(format!("the board already has {MAX_COLUMNS} columns"), None));
-    }
-    let position = body.position.unwrap_or(count);
-    if !(0..=count).contains(&position) {
-        return Err(ApiError::validation("position", format!("must be between 0 and {count}")));
-    }
-    columns_db::add(&mut tx, id, &column, position).await.map_err(ApiError::unique_as(
-        "board_columns_board_id_name_key",
-        format!("the board has a column named `{}`", column.name),
-    ))?;
-    let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
-    state.feed.commit(tx).await?;
+    let board = columns::add(&state, id, &if_match, new).await?;
     Ok((StatusCode::CREATED, etag(board.version), Json(board)))
 }
 
@@ -133,51 +106,13 @@ pub async fn update_column(
     if_match: IfMatch,
     ApiJson(patch): ApiJson<UpdateColumn>,
 ) -> ApiResult<impl IntoResponse> {
-    let mut tx = state.db.begin().await?;
-    locked_board(&mut tx, id, &if_match).await?;
-    let columns = boards::columns_of(&mut tx, &[id]).await?;
-    let current = find_column(&columns, id, column_id)?;
-    let new = ColumnSpec {
-        name: match &patch.name {
-            Some(name) => column_name("name", name)?,
-            None => current.name.clone(),
-        },
-        gate: patch.gate.unwrap_or(current.gate),
-        action_skill: match patch.action_skill {
-            Some(skill) => validate_action_skill("action_skill", skill.as_deref())?,
-            None => current.action_skill.clone(),
-        },
-        wip_limit: patch.wip_limit.unwrap_or(current.wip_limit),
+    let patch = ColumnPatch {
+        name: patch.name,
+        gate: patch.gate,
+        action_skill: patch.action_skill,
+        wip_limit: patch.wip_limit,
     };
-    validate_wip_limit("wip_limit", new.wip_limit)?;
-    name_is_free(&columns, &new.name, Some(column_id))?;
-    if let Some(limit) = new.wip_limit.filter(|&l| i64::from(l) < current.cards()) {
-        return Err(ApiError::conflict(
-            format!(
-                "column `{}` holds {} tasks and {} wishes; a WIP limit of {limit} would already be exceeded — move \
-                 cards out first",
-                current.name, current.task_count, current.wish_count
-            ),
-            None,
-        ));
-    }
-    let changed: Vec<&str> = [
-        ("name", new.name != current.name),
-        ("gate", new.gate != current.gate),
-        ("action_skill", new.action_skill != current.action_skill),
-        ("wip_limit", new.wip_limit != current.wip_limit),
-    ]
-    .into_iter()
-    .filter_map(|(field, differs)| differs.then_some(field))
-    .collect();
-    if !changed.is_empty() {
-        columns_db::update(&mut tx, id, column_id, &new, &changed).await.map_err(ApiError::unique_as(
-            "board_columns_board_id_name_key",
-            format!("the board has a column named `{}`", new.name),
-        ))?;
-    }
-    let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
-    state.feed.commit(tx).await?;
+    let board = columns::update(&state, id, column_id, &if_match, patch).await?;
     Ok((etag(board.version), Json(board)))
 }
 
@@ -193,16 +128,7 @@ pub async fn reorder_columns(
     if_match: IfMatch,
     ApiJson(body): ApiJson<ReorderColumns>,
 ) -> ApiResult<impl IntoResponse> {
-    let mut tx = state.db.begin().await?;
-    locked_board(&mut tx, id, &if_match).await?;
-    let columns = boards::columns_of(&mut tx, &[id]).await?;
-    check_permutation(&columns, &body.column_ids)?;
-    let current: Vec<Uuid> = columns.iter().map(|c| c.id).collect();
-    if current != body.column_ids {
-        columns_db::reorder(&mut tx, id, &body.column_ids).await?;
-    }
-    let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
-    state.feed.commit(tx).await?;
+    let board = columns::reorder(&state, id, &if_match, &body.column_ids).await?;
     Ok((etag(board.version), Json(board)))
 }
 
@@ -217,62 +143,6 @@ pub async fn delete_column(
     ApiPath((id, column_id)): ColumnPath,
     if_match: IfMatch,
 ) -> ApiResult<impl IntoResponse> {
-    let mut tx = state.db.begin().await?;
-    locked_board(&mut tx, id, &if_match).await?;
-    let columns = boards::columns_of(&mut tx, &[id]).await?;
-    let column = find_column(&columns, id, column_id)?;
-    let target = columns.iter().find(|c| c.id != column_id).map(|c| c.id);
-    if target.is_none() && column.cards() > 0 {
-        return Err(ApiError::conflict(
-            format!(
-                "`{}` is the board's last column and holds {} tasks and {} wishes; there is nowhere to move them",
-                column.name, column.task_count, column.wish_count
-            ),
-            None,
-        ));
-    }
-    let moved = columns_db::delete(&mut tx, id, column_id, target).await?;
-    let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
-    state.feed.commit(tx).await?;
-    Ok((etag(board.version), Json(ColumnDeleted { moved, moved_to: target, board })))
-}
-
-/// The refusal of a card (task or wish) that one more would put over the column's WIP limit.
-/// Column names are unique per board regardless of case, as in templates: "Done" and "done"
-/// side by side would confuse anyone. (The table's own constraint is case-sensitive.)
-fn name_is_free(columns: &[Column], name: &str, except: Option<Uuid>) -> ApiResult<()> {
-    let taken = columns.iter().any(|c| Some(c.id) != except && c.name.to_lowercase() == name.to_lowercase());
-    if taken {
-        return Err(ApiError::conflict(format!("the board has a column named `{name}`"), None));
-    }
-    Ok(())
-}
-
-fn find_column(columns: &[Column], board: Uuid, column_id: Uuid) -> ApiResult<Column> {
-    columns
-        .iter()
-        .find(|c| c.id == column_id)
-        .cloned()
-        .ok_or_else(|| ApiError::NotFound(format!("board {board} has no column {column_id}")))
-}
-
-/// Each of the board's columns exactly once, nothing else; the first fault is named by index.
-fn check_permutation(columns: &[Column], ids: &[Uuid]) -> ApiResult<()> {
-    let mut seen = std::collections::HashSet::new();
-    for (i, id) in ids.iter().enumerate() {
-        if !columns.iter().any(|c| c.id == *id) {
-            return Err(ApiError::validation(format!("column_ids[{i}]"), "is not a column of this board"));
-        }
-        if !seen.insert(*id) {
-            return Err(ApiError::validation(format!("column_ids[{i}]"), "appears more than once"));
-        }
-    }
-    let missing: Vec<String> = columns.iter().filter(|c| !seen.contains(&c.id)).map(|c| c.name.clone()).collect();
-    if !missing.is_empty() {
-        return Err(ApiError::validation(
-            "column_ids",
-            format!("must list every column of the board; missing: {}", missing.join(", ")),
-        ));
-    }
-    Ok(())
+    let deleted = columns::delete(&state, id, column_id, &if_match).await?;
+    Ok((etag(deleted.board.version), Json(deleted)))
 }

@@ -8,15 +8,14 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
+use crate::app::boards;
 use crate::db::board_templates::{self, BoardTemplate};
-use crate::domain::board::{validate_columns, ColumnSpec};
+use crate::domain::board::ColumnSpec;
 use crate::http::AppState;
-
-const MAX_DESCRIPTION: usize = 2000;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_template, list_templates))
@@ -45,20 +44,7 @@ pub async fn create_template(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateTemplate>,
 ) -> ApiResult<(StatusCode, Json<BoardTemplate>)> {
-    let name = body.name.trim();
-    if name.is_empty() || name.chars().count() > 100 {
-        return Err(ApiError::validation("name", "must be 1 to 100 characters"));
-    }
-    let description = body.description.as_deref().unwrap_or("").trim();
-    if description.chars().count() > MAX_DESCRIPTION {
-        return Err(ApiError::validation("description", format!("must be at most {MAX_DESCRIPTION} characters")));
-    }
-    let columns = validate_columns("columns", &body.columns)?;
-    let mut tx = state.db.begin().await?;
-    let template = board_templates::create(&mut tx, name, description, &columns)
-        .await
-        .map_err(ApiError::unique_as("board_templates_name_key", format!("a board template named `{name}` exists")))?;
-    state.feed.commit(tx).await?;
+    let template = boards::create_template(&state, &body.name, body.description.as_deref(), &body.columns).await?;
     Ok((StatusCode::CREATED, Json(template)))
 }
 

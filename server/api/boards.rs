@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -18,10 +18,11 @@ use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
 use crate::api::{board_columns, board_templates};
-use crate::db::board_columns::{self as columns_db, Moved};
-use crate::db::boards::{self, Board, BoardHead};
-use crate::db::{board_templates as templates_db, projects};
-use crate::domain::board::{default_columns, validate_column_name, validate_columns, ColumnSpec, InvalidColumn};
+pub use crate::app::boards::Reconciled;
+use crate::app::boards::{self as boards_app, no_board, NewBoard};
+use crate::db::boards::{self, Board};
+use crate::db::projects;
+use crate::domain::board::ColumnSpec;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -31,12 +32,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(reconcile_board))
         .merge(board_columns::router())
         .merge(board_templates::router())
-}
-
-impl From<InvalidColumn> for ApiError {
-    fn from(invalid: InvalidColumn) -> ApiError {
-        ApiError::validation(invalid.field, invalid.message)
-    }
 }
 
 /// Give `columns` or `template`, not both; with neither the board gets Backlog, In progress,
@@ -58,17 +53,6 @@ pub struct RenameBoard {
     pub name: String,
 }
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"moved": 3, "tasks": 2, "wishes": 1, "column_id": "9a0e6c1e-3f7d-4b5a-8d0e-2b7c4e9f1a11"}))]
-pub struct Reconciled {
-    /// Tasks plus wishes put back on the board.
-    pub moved: i64,
-    pub tasks: i64,
-    pub wishes: i64,
-    /// The column they were put in: the board's first.
-    pub column_id: Option<Uuid>,
-}
-
 /// Creates a board in a project.
 #[utoipa::path(post, path = "/projects/{slug}/boards", tag = "boards", request_body = CreateBoard,
     params(("slug" = String, Path, description = "The project's slug")),
@@ -83,36 +67,15 @@ pub async fn create_board(
     ApiPath(slug): ApiPath<String>,
     ApiJson(body): ApiJson<CreateBoard>,
 ) -> ApiResult<impl IntoResponse> {
-    let mut tx = state.db.begin().await?;
-    let board = create(&mut tx, &slug, body).await?;
-    state.feed.commit(tx).await?;
+    let board = boards_app::create_now(&state, &slug, body.into()).await?;
     let location = [(header::LOCATION, format!("/api/v1/boards/{}", board.id))];
     Ok((StatusCode::CREATED, etag(board.version), location, Json(board)))
 }
 
-/// Validates and creates a board in project `slug`, in the caller's transaction (the API and the
-/// dashboard).
-pub(crate) async fn create(tx: &mut sqlx::PgConnection, slug: &str, body: CreateBoard) -> ApiResult<Board> {
-    let name = board_name(&body.name)?;
-    let project = projects::find(&mut *tx, slug, false)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no project `{slug}`")))?;
-    let columns = match (body.columns, &body.template) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::validation("template", "give either columns or a template, not both"))
-        }
-        (Some(columns), None) => validate_columns("columns", &columns)?,
-        (None, Some(template)) => {
-            templates_db::find_by_name(&mut *tx, template)
-                .await?
-                .ok_or_else(|| ApiError::validation("template", format!("no board template named `{template}`")))?
-                .columns
-        }
-        (None, None) => default_columns(),
-    };
-    boards::create(tx, project.id, &project.slug, &name, &columns, body.template.as_deref()).await.map_err(
-        ApiError::unique_as("boards_project_id_name_key", format!("project `{slug}` has a board named `{name}`")),
-    )
+impl From<CreateBoard> for NewBoard {
+    fn from(body: CreateBoard) -> NewBoard {
+        NewBoard { name: body.name, columns: body.columns, template: body.template }
+    }
 }
 
 /// Lists a project's boards with their columns, oldest first, a page at a time.
@@ -157,17 +120,7 @@ pub async fn rename_board(
     if_match: IfMatch,
     ApiJson(body): ApiJson<RenameBoard>,
 ) -> ApiResult<impl IntoResponse> {
-    let name = board_name(&body.name)?;
-    let mut tx = state.db.begin().await?;
-    let head = locked_board(&mut tx, id, &if_match).await?;
-    if head.name != name {
-        boards::rename(&mut tx, &head, &name).await.map_err(ApiError::unique_as(
-            "boards_project_id_name_key",
-            format!("the project has a board named `{name}`"),
-        ))?;
-    }
-    let board = boards::get(&mut tx, id).await?.ok_or_else(|| no_board(id))?;
-    state.feed.commit(tx).await?;
+    let board = boards_app::rename(&state, id, &if_match, &body.name).await?;
     Ok((etag(board.version), Json(board)))
 }
 
@@ -176,10 +129,7 @@ pub async fn rename_board(
     responses((status = 204, description = "Deleted"), (status = 404, body = Problem, description = "Not found")))]
 #[tracing::instrument(skip_all, fields(board = %id), err)]
 pub async fn delete_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>) -> ApiResult<StatusCode> {
-    let mut tx = state.db.begin().await?;
-    let head = boards::find(&mut tx, id, true).await?.ok_or_else(|| no_board(id))?;
-    boards::delete(&mut tx, &head).await?;
-    state.feed.commit(tx).await?;
+    boards_app::delete(&state, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -190,52 +140,5 @@ pub async fn delete_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uu
         (status = 409, body = Problem, description = "Cards need a column but the board has none")))]
 #[tracing::instrument(skip_all, fields(board = %id), err)]
 pub async fn reconcile_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>) -> ApiResult<Json<Reconciled>> {
-    let mut tx = state.db.begin().await?;
-    let reconciled = reconcile(&mut tx, id).await?;
-    state.feed.commit(tx).await?;
-    Ok(Json(reconciled))
-}
-
-/// Puts the board's stray cards into its first column, in the caller's transaction.
-pub(crate) async fn reconcile(tx: &mut sqlx::PgConnection, id: Uuid) -> ApiResult<Reconciled> {
-    boards::find(&mut *tx, id, true).await?.ok_or_else(|| no_board(id))?;
-    let first = boards::columns_of(&mut *tx, &[id]).await?.first().map(|c| c.id);
-    if first.is_none() {
-        let strays = columns_db::strays(&mut *tx, id).await?;
-        if strays.total() > 0 {
-            return Err(ApiError::conflict(
-                format!(
-                    "{} tasks and {} wishes need a column, but the board has none; add one first",
-                    strays.tasks, strays.wishes
-                ),
-                None,
-            ));
-        }
-    }
-    let Moved { tasks, wishes } = columns_db::reconcile(tx, id, first).await?;
-    Ok(Reconciled { moved: tasks + wishes, tasks, wishes, column_id: first })
-}
-
-pub(crate) fn no_board(id: Uuid) -> ApiError {
-    ApiError::NotFound(format!("no board {id}"))
-}
-
-/// Locks the board for a change and checks `If-Match` against its version.
-pub(crate) async fn locked_board(conn: &mut sqlx::PgConnection, id: Uuid, if_match: &IfMatch) -> ApiResult<BoardHead> {
-    let head = boards::find(conn, id, true).await?.ok_or_else(|| no_board(id))?;
-    if_match.check(&format!("board {id}"), head.version)?;
-    Ok(head)
-}
-
-fn board_name(name: &str) -> ApiResult<String> {
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > 200 {
-        return Err(ApiError::validation("name", "must be 1 to 200 characters"));
-    }
-    Ok(name.to_owned())
-}
-
-/// Column names are checked by the domain rule, reported under this request's field.
-pub(crate) fn column_name(field: &str, name: &str) -> ApiResult<String> {
-    Ok(validate_column_name(field, name)?)
+    Ok(Json(boards_app::reconcile_now(&state, id).await?))
 }

@@ -24,7 +24,7 @@ use utoipa_axum::routes;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::extract::ApiPath;
 use crate::api::json::parse;
-use crate::api::tasks::{insert_task, with_etag, CreateTask};
+use crate::api::tasks::{with_etag, CreateTask};
 use crate::api::wishes::CreateWish;
 use crate::app::hooks::{self, GithubEvent};
 use crate::http::AppState;
@@ -185,7 +185,7 @@ pub async fn generic(
     }
     let response = match (hook.task, hook.wish) {
         (Some(task), None) => {
-            let task = insert_task(&mut tx, task).await?;
+            let task = crate::app::tasks::create(&mut tx, task.into()).await?;
             let mut response = with_etag(task.version, task);
             *response.status_mut() = StatusCode::CREATED;
             response

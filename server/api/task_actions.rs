@@ -1,7 +1,7 @@
 //! `/api/v1/tasks/{id}/…`: the actions that move a task through its state machine
 //! (start, ask, answer, complete, fail, cancel, retry), and moving it between board columns.
 //!
-//! Each action is one `db::tasks::apply` in one transaction; an illegal transition is a 409 with
+//! Each action is the use case [`crate::app::tasks::act`]; an illegal transition is a 409 with
 //! the task's `current_state`. A wish's groups are refused here: their status belongs to the
 //! wish, whose own routes drive them.
 
@@ -12,12 +12,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
-use crate::api::tasks::{max_iterations, parse_id, with_etag};
-use crate::app::boards::column_full;
-use crate::db::board_columns::{Card, LockedColumn};
-use crate::db::tasks::{self, refs, Applied, Change, Task};
+use crate::api::tasks::{parse_id, with_etag};
+use crate::app::{self, tasks};
+use crate::db::tasks::{Change, Task};
 use crate::domain::task::TaskEvent;
 use crate::http::AppState;
 
@@ -33,29 +32,11 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(move_task))
 }
 
-/// Applies one action to a standalone task and answers with the task as it is now.
-#[tracing::instrument(skip_all, fields(task = %id, action = event.name()), err)]
+/// Parses the task's id, applies one action through [`tasks::act`] and answers with the task as
+/// it is now, its version as the `ETag`.
 async fn act(state: &AppState, id: &str, event: TaskEvent, change: Change) -> ApiResult<Response> {
-    let id = parse_id(id)?;
-    let not_found = || ApiError::NotFound(format!("no task {id}"));
-    let mut tx = state.db.begin().await?;
-    let task = tasks::get(&mut tx, id).await?.ok_or_else(not_found)?;
-    if let Some(wish_id) = task.wish_id {
-        let slug = refs::wish_slug(&mut tx, wish_id).await?.unwrap_or_else(|| wish_id.to_string());
-        let key = task.group_key.unwrap_or_default();
-        let detail = format!(
-            "this task is group `{key}` of wish `{slug}`; use /wishes/{slug}/groups/{key}/{} instead",
-            event.name()
-        );
-        return Err(ApiError::conflict(detail, Some(task.status.as_str())));
-    }
-    match tasks::apply(&mut tx, id, event, &change).await?.ok_or_else(not_found)? {
-        Applied::Refused { current, message } => Err(ApiError::conflict(message, Some(current.as_str()))),
-        Applied::Done(task, _released) => {
-            state.feed.commit(tx).await?;
-            Ok(with_etag(task.version, task))
-        }
-    }
+    let task = tasks::act(state, parse_id(id)?, event, change).await?;
+    Ok(with_etag(task.version, task))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -81,13 +62,6 @@ pub struct OutcomeBody {
     pub result: Option<String>,
 }
 
-fn required(field: &str, value: String) -> Result<String, ApiError> {
-    if value.trim().is_empty() {
-        return Err(ApiError::validation(field, "must not be empty"));
-    }
-    Ok(value)
-}
-
 const ID: &str = "task id";
 
 /// Starts a `ready` task: it becomes `in_progress` and its `iterations` count goes up by one.
@@ -110,7 +84,7 @@ pub async fn ask_task(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<AskBody>,
 ) -> ApiResult<Response> {
-    let change = Change { question: Some(required("question", body.question)?), ..Change::default() };
+    let change = Change { question: Some(body.question), ..Change::default() };
     act(&state, &id, TaskEvent::Ask, change).await
 }
 
@@ -124,7 +98,7 @@ pub async fn answer_task(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<AnswerBody>,
 ) -> ApiResult<Response> {
-    let change = Change { answer: Some(required("answer", body.answer)?), ..Change::default() };
+    let change = Change { answer: Some(body.answer), ..Change::default() };
     act(&state, &id, TaskEvent::Answer, change).await
 }
 
@@ -182,8 +156,9 @@ pub struct RetryBody {
 }
 
 impl RetryBody {
-    pub(crate) fn change(self) -> ApiResult<Change> {
-        Ok(Change { max_iterations: max_iterations(self.max_iterations)?, ..Change::default() })
+    /// The retry's data, its cap checked (a wish's group retry takes it too).
+    pub(crate) fn change(self) -> app::Result<Change> {
+        Ok(Change { max_iterations: tasks::max_iterations(self.max_iterations)?, ..Change::default() })
     }
 }
 
@@ -225,24 +200,6 @@ pub async fn move_task(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<MoveBody>,
 ) -> ApiResult<Response> {
-    let id = parse_id(&id)?;
-    let mut tx = state.db.begin().await?;
-    let task = move_to(&mut tx, id, body.column_id).await?;
-    state.feed.commit(tx).await?;
+    let task = tasks::move_card(&state, parse_id(&id)?, body.column_id).await?;
     Ok(with_etag(task.version, task))
-}
-
-/// Moves task `id` to a column of a board of its project, under the column's WIP limit, in the
-/// caller's transaction (the API and the dashboard's board).
-pub(crate) async fn move_to(tx: &mut sqlx::PgConnection, id: Uuid, column_id: Uuid) -> ApiResult<Task> {
-    let not_found = || ApiError::NotFound(format!("no task {id}"));
-    let task = tasks::get(&mut *tx, id).await?.ok_or_else(not_found)?;
-    let column = LockedColumn::lock(&mut *tx, None, Some(column_id), Some(Card::Task(id)))
-        .await?
-        .filter(|c| c.project_id == task.project_id)
-        .ok_or_else(|| ApiError::validation("column_id", "no such column on a board of this task's project"))?;
-    if column.is_full() {
-        return Err(column_full(&column).into());
-    }
-    tasks::move_to_column(tx, id, &column).await?.ok_or_else(not_found)
 }

@@ -15,10 +15,9 @@ use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::{filter, ApiQuery};
 use crate::api::task_actions;
-use crate::app::boards::column_full;
 use crate::app::projects::id as project_id;
-use crate::db::board_columns::LockedColumn;
-use crate::db::tasks::{self, refs, DependencyRef, Edit, ListFilter, NewTask, Task};
+use crate::app::tasks::{self as tasks_app, NewTask};
+use crate::db::tasks::{self, DependencyRef, Edit, ListFilter, Task};
 use crate::domain::task::TaskStatus;
 use crate::http::AppState;
 
@@ -41,22 +40,6 @@ pub(crate) fn with_etag<T: Serialize>(version: i32, body: T) -> Response {
         response.headers_mut().insert(header::ETAG, value);
     }
     response
-}
-
-fn text(field: &str, value: &str, max: usize) -> Result<String, ApiError> {
-    let value = value.trim();
-    if value.is_empty() || value.chars().count() > max {
-        return Err(ApiError::validation(field, format!("must be 1 to {max} characters")));
-    }
-    Ok(value.to_owned())
-}
-
-/// Checks a requested cap on starts.
-pub(crate) fn max_iterations(value: Option<i32>) -> Result<Option<i32>, ApiError> {
-    match value {
-        Some(n) if n < 1 => Err(ApiError::validation("max_iterations", "must be at least 1")),
-        other => Ok(other),
-    }
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -88,54 +71,26 @@ pub struct CreateTask {
         (status = 422, body = Problem, description = "A bad field, an unknown project or dependency")))]
 #[tracing::instrument(skip_all, fields(project = %body.project), err)]
 pub async fn create_task(State(state): State<AppState>, ApiJson(body): ApiJson<CreateTask>) -> ApiResult<Response> {
-    let mut tx = state.db.begin().await?;
-    let task = insert_task(&mut tx, body).await?;
-    state.feed.commit(tx).await?;
+    let task = tasks_app::create_now(&state, body.into()).await?;
     let mut response = with_etag(task.version, task);
     *response.status_mut() = StatusCode::CREATED;
     Ok(response)
 }
 
-/// Validates and inserts a task in the caller's transaction (the API and inbound hooks).
-pub(crate) async fn insert_task(tx: &mut sqlx::PgConnection, body: CreateTask) -> ApiResult<Task> {
-    let title = text("title", &body.title, 300)?;
-    let assignee = body.assignee.as_deref().map(|a| text("assignee", a, 100)).transpose()?;
-    let max_iterations = max_iterations(body.max_iterations)?;
-    let project_id = project_id(&mut *tx, &body.project, "project").await?;
-    let missing = refs::missing_in_project(&mut *tx, project_id, &body.depends_on).await?;
-    if !missing.is_empty() {
-        let ids: Vec<String> = missing.iter().map(Uuid::to_string).collect();
-        return Err(ApiError::validation("depends_on", format!("no such task in this project: {}", ids.join(", "))));
-    }
-    let column = match (body.board_id, body.column_id) {
-        (None, None) => None,
-        (board_id, column_id) => {
-            let field = if column_id.is_some() { "column_id" } else { "board_id" };
-            let column = LockedColumn::lock(&mut *tx, board_id, column_id, None)
-                .await?
-                .ok_or_else(|| ApiError::validation(field, "no such column on this board (or the board has none)"))?;
-            if column.project_id != project_id {
-                return Err(ApiError::validation(field, "belongs to another project"));
-            }
-            if column.is_full() {
-                return Err(column_full(&column).into());
-            }
-            Some(column)
+impl From<CreateTask> for NewTask {
+    fn from(body: CreateTask) -> NewTask {
+        NewTask {
+            project: body.project,
+            title: body.title,
+            goal: body.goal,
+            assignee: body.assignee,
+            provider: body.provider,
+            max_iterations: body.max_iterations,
+            board_id: body.board_id,
+            column_id: body.column_id,
+            depends_on: body.depends_on,
         }
-    };
-    let new = NewTask {
-        project_id,
-        title,
-        goal: body.goal.unwrap_or_default(),
-        assignee,
-        provider: body.provider,
-        max_iterations,
-        board_id: column.as_ref().map(|c| c.board_id),
-        column_id: column.as_ref().map(|c| c.id),
-        depends_on: body.depends_on,
-        ..NewTask::default()
-    };
-    Ok(tasks::insert(tx, &new).await?)
+    }
 }
 
 /// Filters for listing tasks; they combine with AND.
@@ -290,24 +245,12 @@ pub async fn update_task(
     }
     let expected = if_match(&headers)?;
     let edit = Edit {
-        title: body.title.as_deref().map(|t| text("title", t, 300)).transpose()?,
+        title: body.title,
         goal: body.goal,
-        assignee: body.assignee.map(|a| a.as_deref().map(|a| text("assignee", a, 100)).transpose()).transpose()?,
+        assignee: body.assignee,
         provider: body.provider,
-        max_iterations: max_iterations(body.max_iterations)?,
+        max_iterations: body.max_iterations,
     };
-    let mut tx = state.db.begin().await?;
-    let task = match tasks::update_fields(&mut tx, id, expected, &edit).await? {
-        Ok(Some(task)) => task,
-        Ok(None) => return Err(ApiError::NotFound(format!("no task {id}"))),
-        Err(current) => {
-            return Err(ApiError::PreconditionFailed(format!(
-                "the task is at version {}, not {}; read it again",
-                current.version,
-                expected.unwrap_or_default()
-            )))
-        }
-    };
-    state.feed.commit(tx).await?;
+    let task = tasks_app::edit(&state, id, expected, edit).await?;
     Ok(with_etag(task.version, task))
 }

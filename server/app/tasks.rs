@@ -1,1 +1,188 @@
-//! (filled in by the application-layer refactor)
+//! Tasks: create one (on a board or not, with dependencies), edit it, walk it through its state
+//! machine (start, ask, answer, complete, fail, cancel, retry), move its card. A wish's groups are
+//! tasks too, but their status belongs to the wish: [`super::groups`] drives them.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{boards, projects, Ctx, Error, Result};
+use crate::db::board_columns::{Card, LockedColumn};
+use crate::db::tasks::{self, refs, Applied, Change, Edit, Task};
+use crate::domain::task::TaskEvent;
+
+/// What a new task is made of.
+#[derive(Debug, Default)]
+pub struct NewTask {
+    /// The project's slug.
+    pub project: String,
+    pub title: String,
+    pub goal: Option<String>,
+    /// An agent's name or `human`.
+    pub assignee: Option<String>,
+    pub provider: Option<String>,
+    /// How many times the task may be started before it must be retried (default 10).
+    pub max_iterations: Option<i32>,
+    /// Put the task on this board (in its first column unless `column_id` is given).
+    pub board_id: Option<Uuid>,
+    pub column_id: Option<Uuid>,
+    /// Tasks of the same project that must be `done` first.
+    pub depends_on: Vec<Uuid>,
+}
+
+/// `value` trimmed, refused as `field` when empty or longer than `max` characters.
+pub fn text(field: &str, value: &str, max: usize) -> Result<String> {
+    let value = value.trim();
+    if value.is_empty() || value.chars().count() > max {
+        return Err(Error::invalid(field, format!("must be 1 to {max} characters")));
+    }
+    Ok(value.to_owned())
+}
+
+/// Checks a requested cap on starts.
+pub fn max_iterations(value: Option<i32>) -> Result<Option<i32>> {
+    match value {
+        Some(n) if n < 1 => Err(Error::invalid("max_iterations", "must be at least 1")),
+        other => Ok(other),
+    }
+}
+
+fn not_found(id: Uuid) -> Error {
+    Error::NotFound(format!("no task {id}"))
+}
+
+/// Validates and inserts a task in the caller's transaction (the API, the board's form and the
+/// inbound hooks): `ready`, or `blocked` while any of `depends_on` is not done.
+pub async fn create(conn: &mut PgConnection, new: NewTask) -> Result<Task> {
+    let title = text("title", &new.title, 300)?;
+    let assignee = new.assignee.as_deref().map(|a| text("assignee", a, 100)).transpose()?;
+    let max_iterations = max_iterations(new.max_iterations)?;
+    let project_id = projects::id(&mut *conn, &new.project, "project").await?;
+    let missing = refs::missing_in_project(&mut *conn, project_id, &new.depends_on).await?;
+    if !missing.is_empty() {
+        let ids: Vec<String> = missing.iter().map(Uuid::to_string).collect();
+        return Err(Error::invalid("depends_on", format!("no such task in this project: {}", ids.join(", "))));
+    }
+    let column = match (new.board_id, new.column_id) {
+        (None, None) => None,
+        (board_id, column_id) => {
+            let field = if column_id.is_some() { "column_id" } else { "board_id" };
+            let column = LockedColumn::lock(&mut *conn, board_id, column_id, None)
+                .await?
+                .ok_or_else(|| Error::invalid(field, "no such column on this board (or the board has none)"))?;
+            if column.project_id != project_id {
+                return Err(Error::invalid(field, "belongs to another project"));
+            }
+            if column.is_full() {
+                return Err(boards::column_full(&column));
+            }
+            Some(column)
+        }
+    };
+    let row = tasks::NewTask {
+        project_id,
+        title,
+        goal: new.goal.unwrap_or_default(),
+        assignee,
+        provider: new.provider,
+        max_iterations,
+        board_id: column.as_ref().map(|c| c.board_id),
+        column_id: column.as_ref().map(|c| c.id),
+        depends_on: new.depends_on,
+        ..tasks::NewTask::default()
+    };
+    Ok(tasks::insert(conn, &row).await?)
+}
+
+/// Creates a task in its own transaction.
+#[tracing::instrument(skip_all, fields(project = %new.project), err)]
+pub async fn create_now(ctx: &Ctx, new: NewTask) -> Result<Task> {
+    let mut tx = ctx.db.begin().await?;
+    let task = create(&mut tx, new).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(task)
+}
+
+/// The data an action needs, checked: a question to ask, an answer to give, a sane cap.
+fn checked(event: TaskEvent, change: Change) -> Result<Change> {
+    let blank = |value: &Option<String>| value.as_deref().is_none_or(|v| v.trim().is_empty());
+    match event {
+        TaskEvent::Ask if blank(&change.question) => Err(Error::invalid("question", "must not be empty")),
+        TaskEvent::Answer if blank(&change.answer) => Err(Error::invalid("answer", "must not be empty")),
+        _ => Ok(Change { max_iterations: max_iterations(change.max_iterations)?, ..change }),
+    }
+}
+
+/// Applies one action to a standalone task, in one transaction with the dependents it makes
+/// `ready`, and answers with the task as it is now. A wish's group is refused: its status
+/// belongs to the wish, whose own group actions drive it (and complete or fail the wish).
+#[tracing::instrument(skip_all, fields(task = %id, action = event.name()), err)]
+pub async fn act(ctx: &Ctx, id: Uuid, event: TaskEvent, change: Change) -> Result<Task> {
+    let change = checked(event, change)?;
+    let mut tx = ctx.db.begin().await?;
+    let task = tasks::get(&mut tx, id).await?.ok_or_else(|| not_found(id))?;
+    if let Some(wish_id) = task.wish_id {
+        let slug = refs::wish_slug(&mut tx, wish_id).await?.unwrap_or_else(|| wish_id.to_string());
+        let key = task.group_key.unwrap_or_default();
+        let detail = format!(
+            "this task is group `{key}` of wish `{slug}`; use /wishes/{slug}/groups/{key}/{} instead",
+            event.name()
+        );
+        return Err(Error::conflict(detail, Some(task.status.as_str())));
+    }
+    match tasks::apply(&mut tx, id, event, &change).await?.ok_or_else(|| not_found(id))? {
+        Applied::Refused { current, message } => Err(Error::conflict(message, Some(current.as_str()))),
+        Applied::Done(task, _released) => {
+            ctx.feed.commit(tx).await?;
+            Ok(task)
+        }
+    }
+}
+
+/// Edits a task's title, goal, assignee, provider or cap on starts (never its status: that is
+/// [`act`]). With `expected_version`, only if nobody changed the task since it was read.
+#[tracing::instrument(skip_all, fields(task = %id), err)]
+pub async fn edit(ctx: &Ctx, id: Uuid, expected_version: Option<i32>, edit: Edit) -> Result<Task> {
+    let edit = Edit {
+        title: edit.title.as_deref().map(|t| text("title", t, 300)).transpose()?,
+        assignee: edit.assignee.map(|a| a.as_deref().map(|a| text("assignee", a, 100)).transpose()).transpose()?,
+        max_iterations: max_iterations(edit.max_iterations)?,
+        ..edit
+    };
+    let mut tx = ctx.db.begin().await?;
+    let task = match tasks::update_fields(&mut tx, id, expected_version, &edit).await? {
+        Ok(Some(task)) => task,
+        Ok(None) => return Err(not_found(id)),
+        Err(current) => {
+            return Err(Error::Stale(format!(
+                "the task is at version {}, not {}; read it again",
+                current.version,
+                expected_version.unwrap_or_default()
+            )))
+        }
+    };
+    ctx.feed.commit(tx).await?;
+    Ok(task)
+}
+
+/// Moves task `id` to a column of a board of its project, under the column's WIP limit, in the
+/// caller's transaction (the API and the dashboard's board). Not a status change.
+pub async fn move_to(conn: &mut PgConnection, id: Uuid, column_id: Uuid) -> Result<Task> {
+    let task = tasks::get(&mut *conn, id).await?.ok_or_else(|| not_found(id))?;
+    let column = LockedColumn::lock(&mut *conn, None, Some(column_id), Some(Card::Task(id)))
+        .await?
+        .filter(|c| c.project_id == task.project_id)
+        .ok_or_else(|| Error::invalid("column_id", "no such column on a board of this task's project"))?;
+    if column.is_full() {
+        return Err(boards::column_full(&column));
+    }
+    tasks::move_to_column(conn, id, &column).await?.ok_or_else(|| not_found(id))
+}
+
+/// Moves a task's card in its own transaction.
+#[tracing::instrument(skip_all, fields(task = %id), err)]
+pub async fn move_card(ctx: &Ctx, id: Uuid, column_id: Uuid) -> Result<Task> {
+    let mut tx = ctx.db.begin().await?;
+    let task = move_to(&mut tx, id, column_id).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(task)
+}

@@ -2,8 +2,8 @@
 //! columns); `/boards/{id}`: the Kanban board — columns with their gate and WIP limit, task and
 //! wish cards, a form to add a task, reconcile for cards that lost their column. A card, task or
 //! wish, moves by drag and drop or, from the keyboard, with its ← → buttons. Everything changes
-//! through the API's own functions (`boards::create`, `boards::reconcile`, `insert_task`, and the
-//! task and wish `move_to`).
+//! through the use cases the API calls too ([`crate::app::boards`], [`crate::app::tasks`] and the
+//! wish's [`crate::app::wishes::move_to`]).
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
@@ -12,10 +12,10 @@ use axum::Router;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::api::boards::{self as board_api, no_board, CreateBoard};
 use crate::api::error::ApiError;
-use crate::api::task_actions;
-use crate::api::tasks::{insert_task, CreateTask};
+use crate::app::boards::{self as boards_app, no_board, NewBoard};
+use crate::app::tasks::{self as tasks_app, NewTask};
+use crate::app::wishes as wishes_app;
 use crate::db::board_columns as columns_db;
 use crate::db::boards::{self, Board};
 use crate::db::sessions::Session;
@@ -83,7 +83,7 @@ async fn list(State(state): State<AppState>, session: Session, Query(query): Que
 }
 
 #[derive(Debug, Deserialize)]
-struct NewBoard {
+struct BoardForm {
     project: String,
     name: String,
     /// Empty: the default columns.
@@ -91,11 +91,9 @@ struct NewBoard {
 }
 
 #[tracing::instrument(skip_all, err(Debug))]
-async fn create_board(State(state): State<AppState>, PageForm(form): PageForm<NewBoard>) -> PageResult {
-    let body = CreateBoard { name: form.name, columns: None, template: form.template.filter(|t| !t.trim().is_empty()) };
-    let mut tx = state.db.begin().await?;
-    let board = board_api::create(&mut tx, form.project.trim(), body).await?;
-    state.feed.commit(tx).await?;
+async fn create_board(State(state): State<AppState>, PageForm(form): PageForm<BoardForm>) -> PageResult {
+    let new = NewBoard { name: form.name, columns: None, template: form.template.filter(|t| !t.trim().is_empty()) };
+    let board = boards_app::create_now(&state, form.project.trim(), new).await?;
     Ok(see_other(&format!("/boards/{}", board.id)))
 }
 
@@ -228,7 +226,7 @@ async fn board(
 }
 
 #[derive(Debug, Deserialize)]
-struct NewTask {
+struct TaskForm {
     title: String,
     goal: Option<String>,
     column_id: Option<Uuid>,
@@ -239,23 +237,21 @@ struct NewTask {
 async fn create_task(
     State(state): State<AppState>,
     Path(id): Path<Uuid>,
-    PageForm(form): PageForm<NewTask>,
+    PageForm(form): PageForm<TaskForm>,
 ) -> PageResult {
-    let mut tx = state.db.begin().await?;
-    let board = boards::find(&mut tx, id, false).await?.ok_or_else(|| no_board(id))?;
-    let body = CreateTask {
+    let mut conn = state.db.acquire().await?;
+    let board = boards::find(&mut conn, id, false).await?.ok_or_else(|| no_board(id))?;
+    drop(conn);
+    let new = NewTask {
         project: board.project,
         title: form.title,
         goal: form.goal.filter(|g| !g.trim().is_empty()),
         assignee: form.assignee.map(|a| a.trim().to_owned()).filter(|a| !a.is_empty()),
-        provider: None,
-        max_iterations: None,
         board_id: Some(id),
         column_id: form.column_id,
-        depends_on: Vec::new(),
+        ..NewTask::default()
     };
-    insert_task(&mut tx, body).await?;
-    state.feed.commit(tx).await?;
+    tasks_app::create_now(&state, new).await?;
     Ok(see_other(&format!("/boards/{id}")))
 }
 
@@ -297,13 +293,12 @@ impl CardKey {
         })
     }
 
-    /// Moves the card through the API's own move (its checks, WIP limit and event).
-    async fn move_to(&self, tx: &mut sqlx::PgConnection, column: Uuid) -> Result<(), ApiError> {
+    /// Moves the card through its use case (its checks, WIP limit and event), in the caller's
+    /// transaction.
+    async fn move_to(&self, tx: &mut sqlx::PgConnection, column: Uuid) -> crate::app::Result<()> {
         match self {
-            CardKey::Task(id) => task_actions::move_to(tx, *id, column).await.map(drop),
-            CardKey::Wish(slug) => {
-                crate::app::wishes::move_to(tx, slug, column).await.map(drop).map_err(ApiError::from)
-            }
+            CardKey::Task(id) => tasks_app::move_to(tx, *id, column).await.map(drop),
+            CardKey::Wish(slug) => wishes_app::move_to(tx, slug, column).await.map(drop),
         }
     }
 }
@@ -353,9 +348,7 @@ async fn move_card(
 
 #[tracing::instrument(skip_all, fields(board = %id), err(Debug))]
 async fn reconcile(State(state): State<AppState>, Path(id): Path<Uuid>) -> PageResult {
-    let mut tx = state.db.begin().await?;
-    board_api::reconcile(&mut tx, id).await?;
-    state.feed.commit(tx).await?;
+    boards_app::reconcile_now(&state, id).await?;
     Ok(see_other(&format!("/boards/{id}")))
 }
 
