@@ -7,12 +7,13 @@ use std::path::PathBuf;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::clones;
 use super::{Ctx, Error, IfMatch, Result};
 use crate::db::agents::{self, Agent, Edit, NewAgent};
 use crate::db::{projects, teams, wishes};
 use crate::domain::agent_kind::{default_name, is_valid_branch, is_valid_name, AgentKind, AgentRole};
 use crate::domain::team::TeamStatus;
-use crate::git::clones::{self, UnmergedWork};
+use crate::git::clones::{default_branch, UnmergedWork};
 
 pub fn not_found(name: &str) -> Error {
     Error::NotFound(format!("no agent `{name}`"))
@@ -89,7 +90,7 @@ pub async fn create(ctx: &Ctx, input: NewAgentInput) -> Result<Agent> {
             return Err(Error::invalid("branch", "is not a branch name git accepts"))
         }
         (Workspace::OwnClone, Some(b)) => Some(b.trim().to_owned()),
-        (Workspace::OwnClone, None) => Some(clones::default_branch(&name)),
+        (Workspace::OwnClone, None) => Some(default_branch(&name)),
     };
     let clone_mode = match workspace {
         Workspace::OwnClone => "agent",
@@ -210,8 +211,9 @@ pub async fn delete(ctx: &Ctx, name: &str, force: bool) -> Result<DeletedAgent> 
         (agent, target)
     };
     let own_clone = own_clone(ctx, &seen);
+    let owner = format!("agent `{name}`");
     let discarded = match &own_clone {
-        Some(path) => unmerged(path, &seen, &target, force).await?,
+        Some(path) => clones::check_before_removing(path, &target, &owner, seen.state.as_str(), force).await?,
         None => None,
     };
     let mut tx = ctx.db.begin().await?;
@@ -224,16 +226,10 @@ pub async fn delete(ctx: &Ctx, name: &str, force: bool) -> Result<DeletedAgent> 
     }
     agents::delete(&mut tx, &agent, own_clone.is_some()).await?;
     ctx.feed.commit(tx).await?;
-    let mut clone_removed = false;
-    if let Some(path) = &own_clone {
-        match clones::remove(path).await {
-            Ok(()) => clone_removed = true,
-            // The agent is gone and its work was checked: what is left is a directory to delete.
-            Err(e) => {
-                tracing::warn!(agent = %name, clone = %path.display(), error = %e, "removing a deleted agent's clone")
-            }
-        }
-    }
+    let clone_removed = match &own_clone {
+        Some(path) => clones::remove_after_commit(path, &owner).await,
+        None => false,
+    };
     // Its token went with the row; the file that held it goes too.
     let token_file = token_file(&ctx.data_dir, name);
     if let Err(e) = std::fs::remove_file(&token_file) {
@@ -266,30 +262,4 @@ fn own_clone(ctx: &Ctx, agent: &Agent) -> Option<PathBuf> {
         .as_deref()
         .map(PathBuf::from)
         .filter(|p| agent.clone_mode == "agent" && p.starts_with(&clones_root) && p != &clones_root)
-}
-
-/// What removing the clone would lose; refused unless `force`.
-async fn unmerged(path: &std::path::Path, agent: &Agent, target: &str, force: bool) -> Result<Option<UnmergedWork>> {
-    let name = &agent.name;
-    let work = match clones::unmerged_work(path, target).await {
-        Ok(work) => work,
-        Err(e) if !force => {
-            return Err(Error::conflict(
-                format!("cannot tell whether agent `{name}`'s clone holds unmerged work ({e}); pass force=true to remove it anyway"),
-                Some(agent.state.as_str()),
-            ))
-        }
-        Err(_) => None,
-    };
-    match work {
-        Some(work) if !force => Err(Error::conflict(
-            format!(
-                "agent `{name}`'s clone {} holds unmerged work: {}; merge or push it, or pass force=true",
-                path.display(),
-                work.describe()
-            ),
-            Some(agent.state.as_str()),
-        )),
-        other => Ok(other),
-    }
 }

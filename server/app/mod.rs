@@ -10,6 +10,7 @@
 
 pub mod agents;
 pub mod boards;
+pub mod clones;
 pub mod error;
 pub mod groups;
 pub mod hooks;

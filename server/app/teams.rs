@@ -9,12 +9,13 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::clones;
 use super::{Ctx, Error, IfMatch, Result};
 use crate::db::teams::{self, NewTeam, Team};
 use crate::db::{agents, projects};
 use crate::domain::agent_kind::is_valid_branch;
 use crate::domain::team::{is_valid_name, transition, TeamStatus};
-use crate::git::clones::{self, UnmergedWork};
+use crate::git::clones::{branch_exists, UnmergedWork};
 
 pub fn not_found(name: &str) -> Error {
     Error::NotFound(format!("no team `{name}`"))
@@ -74,10 +75,10 @@ pub async fn create(ctx: &Ctx, input: NewTeamInput) -> Result<Team> {
     drop(conn);
     // Asked of the project's repository before anything is written; nothing is changed there.
     let repo = Path::new(&project.repo_path);
-    if !clones::branch_exists(repo, &base).await? {
+    if !branch_exists(repo, &base).await? {
         return Err(Error::invalid("base_branch", format!("the project's repository has no branch `{base}`")));
     }
-    if clones::branch_exists(repo, &name).await? {
+    if branch_exists(repo, &name).await? {
         return Err(Error::conflict(
             format!("the project's repository already has a branch `{name}`; a team starts a new branch"),
             None,
@@ -211,8 +212,11 @@ pub async fn disband(ctx: &Ctx, name: &str, force: bool) -> Result<DisbandedTeam
         team
     };
     let clone = own_clone(ctx, &seen, force)?;
+    let owner = format!("team `{name}`");
     let work = match &clone {
-        Some(clone) => unmerged(clone, &seen, force).await?,
+        Some(clone) => {
+            clones::check_before_removing(clone, &seen.base_branch, &owner, seen.status.as_str(), force).await?
+        }
         None => None,
     };
     let mut tx = ctx.db.begin().await?;
@@ -223,16 +227,10 @@ pub async fn disband(ctx: &Ctx, name: &str, force: bool) -> Result<DisbandedTeam
     refuse_live_members(&mut tx, &team, force).await?;
     teams::delete(&mut tx, &team, clone.is_some()).await?;
     ctx.feed.commit(tx).await?;
-    let mut clone_removed = false;
-    if let Some(clone) = &clone {
-        match clones::remove(clone).await {
-            Ok(()) => clone_removed = true,
-            // The team is gone and its work was checked: what is left is a directory to delete.
-            Err(e) => {
-                tracing::warn!(team = %name, clone = %clone.display(), error = %e, "removing a disbanded team's clone")
-            }
-        }
-    }
+    let clone_removed = match &clone {
+        Some(clone) => clones::remove_after_commit(clone, &owner).await,
+        None => false,
+    };
     Ok(DisbandedTeam {
         name: team.name,
         clone_path: team.clone_path,
@@ -276,34 +274,4 @@ fn own_clone(ctx: &Ctx, team: &Team, force: bool) -> Result<Option<PathBuf>> {
         ));
     }
     Ok(path.starts_with(ctx.data_dir.join("teams")).then_some(path))
-}
-
-/// What removing the clone would lose; refused unless `force`.
-async fn unmerged(clone: &Path, team: &Team, force: bool) -> Result<Option<UnmergedWork>> {
-    let work = match clones::unmerged_work(clone, &team.base_branch).await {
-        Ok(work) => work,
-        Err(e) if !force => {
-            return Err(Error::conflict(
-                format!(
-                "cannot tell whether team `{}`'s clone holds unmerged work ({e}); pass force=true to remove it anyway",
-                team.name
-            ),
-                Some(team.status.as_str()),
-            ))
-        }
-        Err(_) => None,
-    };
-    match work {
-        Some(work) if !force => Err(Error::conflict(
-            format!(
-                "team `{}`'s clone {} holds work not merged into `{}`: {}; merge or push it, or pass force=true",
-                team.name,
-                clone.display(),
-                team.base_branch,
-                work.describe()
-            ),
-            Some(team.status.as_str()),
-        )),
-        other => Ok(other),
-    }
 }

@@ -11,8 +11,8 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use crate::api::pagination::Position;
-use crate::app::teams::not_found;
 use crate::app::messages::post_to_team;
+use crate::app::teams::not_found;
 use crate::db::sessions::Session;
 use crate::db::team_chat as chat;
 use crate::db::teams::{self, ListFilter, Team};
