@@ -4,10 +4,12 @@
 //! written before tmux is touched, so the record never lags what tmux did.
 
 use serde::Serialize;
+use sqlx::PgConnection;
 
 use super::panes::{interrupt_key, tmux_failed, LocalPanes};
 use super::{Ctx, Error, Result};
 use crate::db::agents::{self, Agent, Applied, Cause};
+use crate::db::events;
 use crate::domain::agent::AgentEvent;
 
 /// The largest input accepted in one call.
@@ -111,4 +113,16 @@ pub async fn screen(ctx: &Ctx, name: &str, lines: u32) -> Result<Screen> {
     let pane = pane(ctx, &agent)?;
     let text = panes(ctx)?.tmux.capture(pane, lines).await.map_err(tmux_failed)?;
     Ok(Screen { agent: agent.name.clone(), pane: pane.to_owned(), text })
+}
+
+/// Records a nudge of a quiet agent (`agent.nudged`), and once it has had `max_nudges` that it
+/// is stuck (`agent.stuck`), in the caller's transaction: the nudge is typed only once this is
+/// committed, so a crash never types one that was not counted. Answers the nudges so far.
+pub async fn record_nudge(conn: &mut PgConnection, agent: &Agent, max_nudges: i32) -> Result<i32> {
+    let count = agents::record_nudge(conn, agent.id).await?.unwrap_or(0);
+    if count >= max_nudges {
+        let payload = serde_json::json!({"nudges": count, "state": agent.state});
+        events::record(conn, "agent.stuck", &format!("agent:{}", agent.name), payload).await?;
+    }
+    Ok(count)
 }
