@@ -122,7 +122,7 @@ impl Typist {
     }
 
     /// Waits up to the confirm time for `probe` to see that a turn started: it looks at once,
-    /// then after every commit (a hook or a state change is one) and every [`POLL`] (the pane
+    /// then after every commit (a hook or a state change is one) and every 50 ms (the pane
     /// pushes nothing). `None`: not seen in time.
     pub async fn await_turn<T, F, Fut>(&self, feed: &EventFeed, mut probe: F) -> anyhow::Result<Option<T>>
     where

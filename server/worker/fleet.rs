@@ -2,7 +2,8 @@
 //! through one tmux control-mode client, turn what the detectors decide into state changes, and
 //! reconcile (at start, before anything else touches agents, then on a timer). Beside it runs the
 //! node's [`Mailbox`], which delivers messages to its idle agents. Everything it
-//! does is recorded in PostgreSQL first; tmux is only ever asked to catch up.
+//! does is recorded in PostgreSQL first; tmux is only ever asked to catch up. [`Fleet::start`]
+//! readies the loop ([`Running`]); its `run` is [`Running::tick`] between waits for tmux output.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
