@@ -158,7 +158,12 @@ impl Application {
             health: health.clone(),
             feed: feed.clone(),
         };
-        let panes = app::LocalPanes { tmux: fleet.tmux.clone(), node_id: node.node_id.clone() };
+        let panes = app::LocalPanes {
+            tmux: fleet.tmux.clone(),
+            node_id: node.node_id.clone(),
+            settle: worker.message_settle,
+            confirm: worker.message_confirm,
+        };
         // `serve` runs the worker beside the API unless told not to; `worker` always does.
         let run_worker = worker.enabled || role == Role::Worker;
         let panes = run_worker.then_some(panes);

@@ -8,6 +8,7 @@
 //! Dependencies point one way: `api`, `pages`, `worker` → `app` → `db`, `git`, `tmux`,
 //! `providers` → `domain`; nothing here knows about the ways in.
 
+pub mod agent_panes;
 pub mod agents;
 pub mod boards;
 pub mod clones;

@@ -1,14 +1,38 @@
 //! The panes of this node's agents, for the use cases that act on a pane (input, interrupt,
 //! screen, suspend, kill). An agent on another node is refused with where it runs: only its own
 //! node's tmux can reach it.
+//!
+//! [`Typist`] is the one way text is typed into a pane, whoever types it (the mailbox's
+//! delivery, a nudge, the input API, the dashboard's answers): paste literally (a paste buffer,
+//! never keys), let the TUI take the paste in (longer for more text), press Enter, and confirm
+//! that a turn started. The mailbox records each of these steps around it; the others have
+//! nothing to record but what they typed.
 
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use sqlx::PgPool;
+
+use super::{Error, Result};
 use crate::db::agents::Agent;
-use crate::tmux::{Key, Tmux};
+use crate::db::messages::delivery::worked_since;
+use crate::detect::input_line;
+use crate::domain::message::{settle_for, Confirmation};
+use crate::feed::EventFeed;
+use crate::tmux::{Key, Tmux, TmuxError};
+
+/// How often the pane is read while waiting for a confirmation that is not pushed.
+const POLL: Duration = Duration::from_millis(50);
 
 #[derive(Clone)]
 pub struct LocalPanes {
     pub tmux: Tmux,
     pub node_id: String,
+    /// How long a TUI is given to take in a paste before Enter (plus a little per byte).
+    pub settle: Duration,
+    /// How long to wait, after Enter, for a turn to start.
+    pub confirm: Duration,
 }
 
 /// Why a pane cannot be reached from here.
@@ -32,6 +56,11 @@ impl LocalPanes {
             None => Err(Unreachable::NoPane(agent.name.clone())),
         }
     }
+
+    /// What types into this node's panes, with the configured settle and confirm times.
+    pub fn typist(&self) -> Typist {
+        Typist { tmux: self.tmux.clone(), settle: self.settle, confirm: self.confirm }
+    }
 }
 
 /// How to interrupt a provider mid-turn: the coding TUIs stop on Escape (Ctrl-C would quit
@@ -40,5 +69,119 @@ pub fn interrupt_key(provider: &str) -> Key {
     match provider {
         "claude" | "codex" | "gemini" => Key::Escape,
         _ => Key::CtrlC,
+    }
+}
+
+/// A pane that vanished between the lookup and the call is the agent's state, not a fault of
+/// ours: a conflict, and the reconciler settles the agent. Anything else from tmux is ours.
+pub fn tmux_failed(e: TmuxError) -> Error {
+    if e.is_missing() {
+        Error::conflict("the agent's pane is gone; the worker will settle the agent", None)
+    } else {
+        Error::internal(e)
+    }
+}
+
+/// Types into panes by the one protocol: paste, settle, Enter, confirm. Its steps are separate
+/// so the mailbox can record each before taking it; [`Typist::type_text`] takes them all.
+#[derive(Clone)]
+pub struct Typist {
+    pub tmux: Tmux,
+    pub settle: Duration,
+    pub confirm: Duration,
+}
+
+/// What [`Typist::type_text`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Typed {
+    /// Enter was pressed after the text.
+    pub submitted: bool,
+    /// How the pane showed that a turn started; `None` when it was not submitted, or the pane
+    /// showed nothing within the confirm time (the text went in all the same).
+    pub confirmed: Option<Confirmation>,
+}
+
+impl Typist {
+    /// What is typed in the pane's input line now.
+    pub async fn input_line(&self, pane: &str) -> Result<String, TmuxError> {
+        Ok(input_line::typed(&self.tmux.cursor_line(pane).await?))
+    }
+
+    /// Pastes `text` literally: `;`, `C-c`, escape sequences and newlines arrive as text.
+    pub async fn paste(&self, pane: &str, text: &str) -> Result<(), TmuxError> {
+        self.tmux.paste(pane, text).await
+    }
+
+    /// Lets the TUI take in a paste of `bytes` before Enter, or Enter may land inside the paste.
+    pub async fn settle(&self, bytes: usize) {
+        tokio::time::sleep(settle_for(self.settle, bytes)).await;
+    }
+
+    pub async fn press_enter(&self, pane: &str) -> Result<(), TmuxError> {
+        self.tmux.send_key(pane, Key::Enter).await
+    }
+
+    /// Waits up to the confirm time for `probe` to see that a turn started: it looks at once,
+    /// then after every commit (a hook or a state change is one) and every 50 ms (the pane
+    /// pushes nothing). `None`: not seen in time.
+    pub async fn await_turn<T, F, Fut>(&self, feed: &EventFeed, mut probe: F) -> anyhow::Result<Option<T>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = anyhow::Result<Option<T>>>,
+    {
+        let deadline = Instant::now() + self.confirm;
+        let mut wake = feed.subscribe();
+        loop {
+            if let Some(seen) = probe().await? {
+                return Ok(Some(seen));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::select! {
+                _ = wake.changed() => {}
+                _ = tokio::time::sleep(POLL) => {}
+            }
+        }
+    }
+
+    /// Types `text` into `agent`'s `pane` where nothing records the steps (input, answers,
+    /// nudges): paste; with `submit`, settle by size, press Enter and wait for the turn to start
+    /// — the text left the input line, or the agent went `working` (which its hook, where it has
+    /// one, reports at once).
+    pub async fn type_text(
+        &self,
+        db: &PgPool,
+        feed: &EventFeed,
+        agent: &str,
+        pane: &str,
+        text: &str,
+        submit: bool,
+    ) -> Result<Typed> {
+        // Unreadable is not fatal: the line is only what "the text left it" is compared with.
+        let before = self.input_line(pane).await.ok();
+        self.paste(pane, text).await.map_err(tmux_failed)?;
+        if !submit {
+            return Ok(Typed { submitted: false, confirmed: None });
+        }
+        self.settle(text.len()).await;
+        let entered_at = Utc::now();
+        self.press_enter(pane).await.map_err(tmux_failed)?;
+        let started = || async {
+            let worked = match db.acquire().await {
+                Ok(mut conn) => worked_since(&mut conn, agent, entered_at).await.unwrap_or(false),
+                Err(_) => false,
+            };
+            if worked {
+                return Ok(Some(Confirmation::State));
+            }
+            let emptied = match (&before, self.input_line(pane).await) {
+                (Some(before), Ok(now)) => *before == now,
+                _ => false,
+            };
+            Ok(emptied.then_some(Confirmation::Screen))
+        };
+        let confirmed = self.await_turn(feed, started).await?;
+        Ok(Typed { submitted: true, confirmed })
     }
 }

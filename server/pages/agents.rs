@@ -9,8 +9,8 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use crate::api::agent_actions;
 use crate::api::error::ApiError;
+use crate::app::{self, agent_panes};
 use crate::db::agents::{self, Agent, ListFilter};
 use crate::db::sessions::Session;
 use crate::detect::prompt::{self, PromptOption};
@@ -129,12 +129,12 @@ async fn detail(
         agents::by_name(&mut conn, &name).await?.ok_or_else(|| ApiError::NotFound(format!("no agent `{name}`")))?;
     drop(conn);
     let now = Utc::now();
-    let pane = match agent_actions::screen(&state, &name, PANE_HISTORY).await {
+    let pane = match agent_panes::screen(&state.app, &name, PANE_HISTORY).await {
         Ok(screen) => {
             let options = if agent.state.needs_person() { prompt::options(&screen.text) } else { Vec::new() };
             PaneView { text: Some(screen.text.trim_end().to_owned()), unavailable: None, options }
         }
-        Err(ApiError::Conflict { detail, .. }) => PaneView { text: None, unavailable: Some(detail), options: vec![] },
+        Err(app::Error::Conflict { detail, .. }) => PaneView { text: None, unavailable: Some(detail), options: vec![] },
         Err(other) => return Err(other.into()),
     };
     let page = DetailPage {
@@ -170,7 +170,7 @@ async fn input(
     Path(name): Path<String>,
     PageForm(form): PageForm<InputForm>,
 ) -> PageResult {
-    agent_actions::deliver_input(&state, &name, &form.text, form.submit.is_some()).await?;
+    agent_panes::input(&state.app, &name, &form.text, form.submit.is_some()).await?;
     Ok(see_other(&format!("/agents/{name}")))
 }
 
@@ -191,7 +191,7 @@ async fn answer(
     if answer.is_empty() {
         return Err(ApiError::validation("answer", "choose an option or type an answer").into());
     }
-    agent_actions::deliver_input(&state, &name, answer, true).await?;
+    agent_panes::input(&state.app, &name, answer, true).await?;
     Ok(see_other(&format!("/agents/{name}")))
 }
 
@@ -199,16 +199,16 @@ async fn answer(
 async fn act(State(state): State<AppState>, Path((name, action)): Path<(String, String)>) -> PageResult {
     match action.as_str() {
         "interrupt" => {
-            agent_actions::interrupt(&state, &name).await?;
+            agent_panes::interrupt(&state.app, &name).await?;
         }
         "suspend" => {
-            agent_actions::stop(&state, &name, AgentEvent::Suspend, "suspended from the dashboard").await?;
+            agent_panes::stop(&state.app, &name, AgentEvent::Suspend, "suspended from the dashboard").await?;
         }
         "resume" => {
-            agent_actions::stop(&state, &name, AgentEvent::Resume, "resumed from the dashboard").await?;
+            agent_panes::stop(&state.app, &name, AgentEvent::Resume, "resumed from the dashboard").await?;
         }
         "kill" => {
-            agent_actions::stop(&state, &name, AgentEvent::Fail, "killed from the dashboard").await?;
+            agent_panes::stop(&state.app, &name, AgentEvent::Fail, "killed from the dashboard").await?;
         }
         other => return Err(ApiError::NotFound(format!("no agent action `{other}`")).into()),
     }

@@ -8,21 +8,16 @@
 //! (`api::agent_hooks`); for agents without hooks, or when their hook does not come, the pane
 //! confirms it.
 
-use std::time::{Duration, Instant};
-
+use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::app::panes::Typist;
 use crate::db::agents;
 use crate::db::messages::delivery::{self as record, Due, Pending};
-use crate::detect::input_line;
 use crate::domain::agent::AgentState;
-use crate::domain::message::{next_step, settle_for, Attempt, Confirmation, PaneNow, Step, MAX_ENTER_PRESSES};
+use crate::domain::message::{next_step, Attempt, Confirmation, PaneNow, Step, MAX_ENTER_PRESSES};
 use crate::feed::EventFeed;
-use crate::tmux::{Key, Tmux};
-
-/// How often the pane is read while waiting for a confirmation that is not pushed.
-const POLL: Duration = Duration::from_millis(50);
 
 /// What one delivery run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,13 +33,25 @@ pub enum Outcome {
 #[derive(Clone)]
 pub struct Delivery {
     pub db: PgPool,
-    pub tmux: Tmux,
+    /// Types into the panes, with the configured settle and confirm times.
+    pub typist: Typist,
     pub feed: EventFeed,
-    pub settle: Duration,
-    pub confirm: Duration,
 }
 
 impl Delivery {
+    /// One step: delivers the oldest message due to `agent_id` on `node_id`, if any is (the
+    /// agent is idle there, with a pane, and mail waits for it). `None`: nothing was due.
+    pub async fn tick(&self, node_id: &str, agent_id: Uuid) -> anyhow::Result<Option<Outcome>> {
+        let due = {
+            let mut conn = self.db.acquire().await?;
+            record::due_on_node(&mut conn, node_id).await?
+        };
+        match due.into_iter().find(|due| due.agent_id == agent_id) {
+            Some(due) => Ok(Some(self.deliver(&due).await?)),
+            None => Ok(None),
+        }
+    }
+
     /// Delivers the due message, going on from wherever an earlier run stopped.
     #[tracing::instrument(skip_all, fields(agent = %due.agent, message = %due.message_id), err)]
     pub async fn deliver(&self, due: &Due) -> anyhow::Result<Outcome> {
@@ -148,7 +155,7 @@ impl Delivery {
 
     /// What is typed in the pane's input line now.
     async fn input(&self, pane: &str) -> Result<String, crate::tmux::TmuxError> {
-        Ok(input_line::typed(&self.tmux.cursor_line(pane).await?))
+        self.typist.input_line(pane).await
     }
 
     /// Records the attempt (with the input line as it is), pastes, records the paste, settles.
@@ -159,7 +166,7 @@ impl Delivery {
                 return Ok(Err("delivered meanwhile".into()));
             }
         }
-        if let Err(e) = self.tmux.paste(pane, &message.body).await {
+        if let Err(e) = self.typist.paste(pane, &message.body).await {
             let why = format!("pasting failed: {e}");
             let mut conn = self.db.acquire().await?;
             record::record_error(&mut conn, message.id, &why).await?;
@@ -169,7 +176,7 @@ impl Delivery {
             let mut conn = self.db.acquire().await?;
             record::record_pasted(&mut conn, message.id, pane).await?;
         }
-        tokio::time::sleep(settle_for(self.settle, message.body.len())).await;
+        self.typist.settle(message.body.len()).await;
         Ok(Ok(()))
     }
 
@@ -185,48 +192,49 @@ impl Delivery {
             let hooks = agents::get(&mut conn, due.agent_id).await?.is_some_and(|a| a.last_hook_at.is_some());
             (at, hooks)
         };
-        if let Err(e) = self.tmux.send_key(pane, Key::Enter).await {
+        if let Err(e) = self.typist.press_enter(pane).await {
             let why = format!("pressing Enter failed: {e}");
             let mut conn = self.db.acquire().await?;
             record::record_error(&mut conn, due.message_id, &why).await?;
             return Ok(None);
         }
-        let deadline = Instant::now() + self.confirm;
-        let mut wake = self.feed.subscribe();
-        loop {
-            if self.pending(due.message_id).await?.is_none() {
-                return Ok(Some(self.settled(due.message_id).await?));
-            }
-            // Without hooks nothing is pushed: the pane says whether the text went.
-            if !hooks {
-                let worked = {
-                    let mut conn = self.db.acquire().await?;
-                    record::worked_since(&mut conn, &due.agent, submitted_at).await?
-                };
-                let emptied = match (input_before, self.input(pane).await) {
-                    (Some(before), Ok(now)) => before == now,
-                    _ => false,
-                };
-                let by = if worked {
-                    Some(Confirmation::State)
-                } else if emptied {
-                    Some(Confirmation::Screen)
-                } else {
-                    None
-                };
-                if let Some(by) = by {
-                    self.mark_delivered(due.message_id, by).await?;
-                    return Ok(Some(Outcome::Delivered(by)));
-                }
-            }
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            tokio::select! {
-                _ = wake.changed() => {}
-                _ = tokio::time::sleep(POLL) => {}
-            }
+        let confirmed = || self.confirmed(due, submitted_at, hooks, input_before);
+        self.typist.await_turn(&self.feed, confirmed).await
+    }
+
+    /// Whether the message went, once Enter was pressed: a hook confirmed it (it is no longer
+    /// pending), or — for agents without hooks, where nothing is pushed — the pane says so (the
+    /// agent started a turn, or the text left the input line).
+    async fn confirmed(
+        &self,
+        due: &Due,
+        submitted_at: DateTime<Utc>,
+        hooks: bool,
+        input_before: Option<&str>,
+    ) -> anyhow::Result<Option<Outcome>> {
+        if self.pending(due.message_id).await?.is_none() {
+            return Ok(Some(self.settled(due.message_id).await?));
         }
+        if hooks {
+            return Ok(None);
+        }
+        let worked = {
+            let mut conn = self.db.acquire().await?;
+            record::worked_since(&mut conn, &due.agent, submitted_at).await?
+        };
+        let emptied = match (input_before, self.input(&due.pane).await) {
+            (Some(before), Ok(now)) => before == now,
+            _ => false,
+        };
+        let by = if worked {
+            Confirmation::State
+        } else if emptied {
+            Confirmation::Screen
+        } else {
+            return Ok(None);
+        };
+        self.mark_delivered(due.message_id, by).await?;
+        Ok(Some(Outcome::Delivered(by)))
     }
 
     async fn mark_delivered(&self, id: Uuid, by: Confirmation) -> anyhow::Result<()> {

@@ -2,9 +2,9 @@
 //! through one tmux control-mode client, turn what the detectors decide into state changes, and
 //! reconcile (at start, before anything else touches agents, then on a timer). Beside it runs the
 //! node's [`Mailbox`], which delivers messages to its idle agents. Everything it
-//! does is recorded in PostgreSQL first; tmux is only ever asked to catch up.
+//! does is recorded in PostgreSQL first; tmux is only ever asked to catch up. [`Fleet::start`]
+//! readies the loop ([`Running`]); its `run` is [`Running::tick`] between waits for tmux output.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,15 +15,17 @@ use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::app::agent_panes;
+use crate::app::panes::Typist;
 use crate::config::WorkerConfig;
-use crate::db::{agents, events, nodes};
+use crate::db::{agents, nodes};
 use crate::detect::screen::ScreenRules;
 use crate::node::NodeInfo;
 use crate::providers::Providers;
-use crate::tmux::{Control, Key, Notification, Tmux};
+use crate::tmux::{Control, Notification, Tmux};
 use crate::worker::delivery::Delivery;
 use crate::worker::mailbox::Mailbox;
-use crate::worker::reconciler;
+use crate::worker::reconciler::Reconciler;
 use crate::worker::spawner::Spawner;
 use crate::worker::watcher::{self, Watch, Watches, Writer};
 
@@ -70,67 +72,99 @@ pub fn session_name(node: &NodeInfo) -> String {
     format!("switchyard-{}", node.node_id)
 }
 
+/// The fleet's loop between two ticks: what it watches, its control client, and when each of
+/// its duties is next due.
+pub struct Running {
+    fleet: Fleet,
+    reconciler: Reconciler,
+    watches: Watches,
+    writer: Writer,
+    control: Option<(Control, broadcast::Receiver<Notification>)>,
+    next_reconcile: Instant,
+    next_poll: Instant,
+    next_read: Instant,
+    /// Watches start from their agents' rows; after that, a recorded hook sends for them.
+    hooks: tokio::sync::watch::Receiver<u64>,
+    hooks_due: bool,
+}
+
+/// What one [`Running::tick`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tick {
+    /// A reconcile pass ran (it was due), and what it settled, found and resumed.
+    pub reconciled: Option<ReconcileSummary>,
+    /// Panes made for claimed agents.
+    pub spawned: usize,
+    /// Panes whose screen was read.
+    pub read: usize,
+}
+
+/// What a reconcile pass did, in counts.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ReconcileSummary {
+    pub settled: usize,
+    pub spawned: usize,
+    pub orphans: usize,
+    pub nudged: usize,
+    /// The pass failed part way (also in the health report).
+    pub error: Option<String>,
+}
+
 impl Fleet {
     /// Runs until `shutdown`. Agents' panes outlive the worker: a restart reconciles them.
     pub async fn run(self, shutdown: CancellationToken) {
+        let mailbox = self.mailbox();
+        let running = self.start().await;
+        let mailbox = tokio::spawn(mailbox.run(shutdown.clone()));
+        running.run(shutdown).await;
+        if let Err(e) = mailbox.await {
+            tracing::error!(error = %e, "the mailbox ended abnormally");
+        }
+        tracing::info!("worker stopped; agents keep running in tmux");
+    }
+
+    /// Registers the node and readies the loop; its first tick reconciles.
+    pub async fn start(self) -> Running {
         if let Err(e) = self.register().await {
             tracing::error!(error = %e, "registering the worker node");
         }
-        let mailbox = tokio::spawn(self.mailbox().run(shutdown.clone()));
-        let mut watches = Watches::default();
-        let writer = Writer::new(self.db.clone());
-        let mut orphans = reconciler::orphans_reported(&self.db, &self.node.node_id).await.unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "reading the orphans reported before");
-            HashSet::new()
-        });
-        let mut control: Option<(Control, broadcast::Receiver<Notification>)> = None;
-        let mut next_reconcile = Instant::now();
-        let mut next_poll = Instant::now();
-        let mut next_read = Instant::now();
-        // Watches start from their agents' rows; after that, a recorded hook sends for them.
-        let mut hooks = self.feed.subscribe_hooks();
-        let mut hooks_due = false;
+        let reconciler = Reconciler::new(
+            self.db.clone(),
+            self.feed.clone(),
+            self.tmux.clone(),
+            self.session.clone(),
+            self.node.node_id.clone(),
+            self.providers.clone(),
+            self.settings.reconcile_every * 3,
+        )
+        .await;
+        let now = Instant::now();
+        Running {
+            reconciler,
+            watches: Watches::default(),
+            writer: Writer::new(self.db.clone()),
+            control: None,
+            next_reconcile: now,
+            next_poll: now,
+            next_read: now,
+            hooks: self.feed.subscribe_hooks(),
+            hooks_due: false,
+            fleet: self,
+        }
+    }
+}
+
+impl Running {
+    async fn run(mut self, shutdown: CancellationToken) {
         loop {
-            if Instant::now() >= next_reconcile {
-                self.reconcile(&mut watches, &mut orphans).await;
-                next_reconcile = Instant::now() + self.settings.reconcile_every;
-            }
-            // Attaching and claiming poll on a timer, not on every burst of pane output.
-            if Instant::now() >= next_poll {
-                next_poll = Instant::now() + POLL;
-                if control.as_ref().is_none_or(|(c, _)| !c.is_up()) {
-                    control = self.attach().await;
-                    if control.is_some() {
-                        self.refresh_watches(&mut watches).await;
-                    }
-                }
-                self.set_health(|h| h.control_link_up = control.as_ref().is_some_and(|(c, _)| c.is_up()));
-                if self.claim_and_spawn().await {
-                    // New panes: watch them now, not at the next reconcile.
-                    self.refresh_watches(&mut watches).await;
-                }
-            }
-            if hooks_due {
-                match watches.refresh_hooks(&self.db).await {
-                    Ok(()) => hooks_due = false,
-                    Err(e) => tracing::debug!(error = %e, "reading agents' hooks"),
-                }
-            }
-            if let Some((c, _)) = &control {
-                let due = if Instant::now() >= next_read { watches.due(Instant::now()) } else { Vec::new() };
-                if !due.is_empty() {
-                    next_read = Instant::now() + READ_GAP;
-                    let decisions = watches.read_all(c, &due).await;
-                    self.decide_all(decisions, &watches, &writer).await;
-                }
-            }
-            let mut wake_at = next_poll;
-            if let Some(at) = watches.next_due() {
-                wake_at = wake_at.min(at.max(next_read));
+            self.tick().await;
+            let mut wake_at = self.next_poll;
+            if let Some(at) = self.watches.next_due() {
+                wake_at = wake_at.min(at.max(self.next_read));
             }
             let wait = wake_at.saturating_duration_since(Instant::now());
             let notification = async {
-                match control.as_mut() {
+                match self.control.as_mut() {
                     Some((_, rx)) => rx.recv().await,
                     None => std::future::pending().await,
                 }
@@ -138,55 +172,129 @@ impl Fleet {
             let received = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tokio::time::sleep(wait) => continue,
-                Ok(()) = hooks.changed() => {
-                    hooks_due = true;
+                Ok(()) = self.hooks.changed() => {
+                    self.hooks_due = true;
                     continue;
                 }
                 received = notification => received,
             };
-            // Take everything already queued too, so a burst of output costs one reading per pane.
-            let mut received = Some(received);
-            let mut decisions = Vec::new();
-            while let Some(next) = received.take() {
-                match next {
-                    Ok(Notification::Output { pane, .. }) => {
-                        if let Some((agent, decision)) = watches.on_output(&pane, Instant::now()) {
-                            decisions.push((pane, agent, decision));
-                        }
-                    }
-                    Ok(Notification::PaneDied { .. } | Notification::WindowClose { .. }) => {
-                        next_reconcile = Instant::now();
-                    }
-                    Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        self.refresh_watches(&mut watches).await;
-                        watches.read_all_now();
-                    }
-                    Err(broadcast::error::RecvError::Closed) => control = None,
-                }
-                received = control.as_mut().and_then(|(_, rx)| match rx.try_recv() {
-                    Ok(n) => Some(Ok(n)),
-                    Err(broadcast::error::TryRecvError::Lagged(n)) => Some(Err(broadcast::error::RecvError::Lagged(n))),
-                    Err(_) => None,
-                });
-            }
-            self.decide_all(decisions, &watches, &writer).await;
+            self.on_notifications(received).await;
         }
-        if let Err(e) = mailbox.await {
-            tracing::error!(error = %e, "the mailbox ended abnormally");
-        }
-        tracing::info!("worker stopped; agents keep running in tmux");
     }
 
-    fn mailbox(&self) -> Mailbox {
-        let delivery = Delivery {
-            db: self.db.clone(),
-            tmux: self.tmux.clone(),
-            feed: self.feed.clone(),
-            settle: self.settings.message_settle,
-            confirm: self.settings.message_confirm,
+    /// One pass of the loop: reconcile if it is due; attach (when not) and claim and spawn
+    /// waiting agents if polling is due; take in recorded hooks; read the panes whose screen
+    /// is due and record what they show.
+    pub async fn tick(&mut self) -> Tick {
+        let mut tick = Tick::default();
+        if Instant::now() >= self.next_reconcile {
+            tick.reconciled = Some(self.reconcile().await);
+            self.next_reconcile = Instant::now() + self.fleet.settings.reconcile_every;
+        }
+        // Attaching and claiming poll on a timer, not on every burst of pane output.
+        if Instant::now() >= self.next_poll {
+            self.next_poll = Instant::now() + POLL;
+            if self.control.as_ref().is_none_or(|(c, _)| !c.is_up()) {
+                self.control = self.fleet.attach().await;
+                if self.control.is_some() {
+                    self.fleet.refresh_watches(&mut self.watches).await;
+                }
+            }
+            let up = self.control.as_ref().is_some_and(|(c, _)| c.is_up());
+            self.fleet.set_health(|h| h.control_link_up = up);
+            tick.spawned = self.fleet.claim_and_spawn().await;
+            if tick.spawned > 0 {
+                // New panes: watch them now, not at the next reconcile.
+                self.fleet.refresh_watches(&mut self.watches).await;
+            }
+        }
+        if self.hooks_due {
+            match self.watches.refresh_hooks(&self.fleet.db).await {
+                Ok(()) => self.hooks_due = false,
+                Err(e) => tracing::debug!(error = %e, "reading agents' hooks"),
+            }
+        }
+        if let Some((c, _)) = &self.control {
+            let due = if Instant::now() >= self.next_read { self.watches.due(Instant::now()) } else { Vec::new() };
+            if !due.is_empty() {
+                self.next_read = Instant::now() + READ_GAP;
+                tick.read = due.len();
+                let decisions = self.watches.read_all(c, &due).await;
+                self.fleet.decide_all(decisions, &self.watches, &self.writer).await;
+            }
+        }
+        tick
+    }
+
+    /// Takes in a notification and everything already queued behind it, so a burst of output
+    /// costs one reading per pane.
+    async fn on_notifications(&mut self, received: Result<Notification, broadcast::error::RecvError>) {
+        let mut received = Some(received);
+        let mut decisions = Vec::new();
+        while let Some(next) = received.take() {
+            match next {
+                Ok(Notification::Output { pane, .. }) => {
+                    if let Some((agent, decision)) = self.watches.on_output(&pane, Instant::now()) {
+                        decisions.push((pane, agent, decision));
+                    }
+                }
+                Ok(Notification::PaneDied { .. } | Notification::WindowClose { .. }) => {
+                    self.next_reconcile = Instant::now();
+                }
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    self.fleet.refresh_watches(&mut self.watches).await;
+                    self.watches.read_all_now();
+                }
+                Err(broadcast::error::RecvError::Closed) => self.control = None,
+            }
+            received = self.control.as_mut().and_then(|(_, rx)| match rx.try_recv() {
+                Ok(n) => Some(Ok(n)),
+                Err(broadcast::error::TryRecvError::Lagged(n)) => Some(Err(broadcast::error::RecvError::Lagged(n))),
+                Err(_) => None,
+            });
+        }
+        self.fleet.decide_all(decisions, &self.watches, &self.writer).await;
+    }
+
+    /// One reconcile pass, with the heartbeat, usage-limit resumes and nudges.
+    async fn reconcile(&mut self) -> ReconcileSummary {
+        let started = Instant::now();
+        let mut summary = ReconcileSummary::default();
+        let result = async {
+            let outcome = self.reconciler.tick().await?;
+            summary.settled = outcome.settled.len();
+            summary.orphans = outcome.orphans.len();
+            for agent in &outcome.to_spawn {
+                summary.spawned += usize::from(self.fleet.spawner().spawn(agent).await.is_ok());
+            }
+            self.fleet.refresh_watches(&mut self.watches).await;
+            summary.nudged = self.fleet.nudge(&self.watches).await?;
+            anyhow::Ok(())
         };
-        Mailbox { delivery, node_id: self.node.node_id.clone() }
+        let error = result.await.err().map(|e| format!("{e:#}"));
+        if let Some(e) = &error {
+            tracing::warn!(error = %e, "reconcile");
+        }
+        summary.error = error.clone();
+        self.fleet.set_health(|h| {
+            h.last_reconcile_at = Some(Utc::now());
+            h.last_reconcile_ms = Some(started.elapsed().as_millis() as u64);
+            h.last_error = error;
+        });
+        summary
+    }
+}
+
+impl Fleet {
+    fn mailbox(&self) -> Mailbox {
+        let delivery = Delivery { db: self.db.clone(), typist: self.typist(), feed: self.feed.clone() };
+        Mailbox::new(delivery, self.node.node_id.clone())
+    }
+
+    /// Types into this node's panes by the mailbox's protocol, with its settle and confirm times.
+    fn typist(&self) -> Typist {
+        Typist { tmux: self.tmux.clone(), settle: self.settings.message_settle, confirm: self.settings.message_confirm }
     }
 
     async fn register(&self) -> anyhow::Result<()> {
@@ -238,8 +346,8 @@ impl Fleet {
         watches.retain(&keep);
     }
 
-    /// Claims agents waiting for a pane and spawns them; true when any pane was made.
-    async fn claim_and_spawn(&self) -> bool {
+    /// Claims agents waiting for a pane and spawns them; answers how many panes were made.
+    async fn claim_and_spawn(&self) -> usize {
         let claimed = async {
             let mut tx = self.db.begin().await?;
             let claimed = agents::claim_spawning(&mut tx, &self.node.node_id, 8).await?;
@@ -254,12 +362,12 @@ impl Fleet {
             Ok(claimed) => claimed,
             Err(e) => {
                 tracing::warn!(error = %e, "claiming spawning agents");
-                return false;
+                return 0;
             }
         };
-        let mut spawned = false;
+        let mut spawned = 0;
         for agent in &claimed {
-            spawned |= self.spawner().spawn(agent).await.is_ok();
+            spawned += usize::from(self.spawner().spawn(agent).await.is_ok());
         }
         spawned
     }
@@ -309,54 +417,15 @@ impl Fleet {
         }
     }
 
-    /// One reconcile pass, with the heartbeat, usage-limit resumes and nudges.
-    async fn reconcile(&self, watches: &mut Watches, orphans: &mut HashSet<String>) {
-        let started = Instant::now();
-        let providers = self.providers.clone();
-        let resumable = move |name: &str| providers.get(name).is_some_and(|p| p.resume.is_some());
-        let result = async {
-            let outcome = reconciler::reconcile(
-                &self.db,
-                &self.feed,
-                &self.tmux,
-                &self.session,
-                &self.node.node_id,
-                resumable,
-                orphans,
-            )
-            .await?;
-            for agent in &outcome.to_spawn {
-                let _ = self.spawner().spawn(agent).await;
-            }
-            reconciler::heartbeat_and_settle(
-                &self.db,
-                &self.feed,
-                &self.node.node_id,
-                self.settings.reconcile_every * 3,
-            )
-            .await?;
-            reconciler::resume_after_limits(&self.db, &self.feed, &self.node.node_id).await?;
-            self.refresh_watches(watches).await;
-            self.nudge(watches).await?;
-            anyhow::Ok(())
-        };
-        let error = result.await.err().map(|e| format!("{e:#}"));
-        if let Some(e) = &error {
-            tracing::warn!(error = %e, "reconcile");
-        }
-        self.set_health(|h| {
-            h.last_reconcile_at = Some(Utc::now());
-            h.last_reconcile_ms = Some(started.elapsed().as_millis() as u64);
-            h.last_error = error;
-        });
-    }
-
     /// Nudges agents quiet for too long: working with no output, or idle with their task
-    /// unfinished. After `max_nudges` an `agent.stuck` event tells the outside world.
-    async fn nudge(&self, watches: &Watches) -> anyhow::Result<()> {
+    /// unfinished. After `max_nudges` an `agent.stuck` event tells the outside world. Each nudge
+    /// is recorded first, then typed (by the one typing protocol) beside the loop, which does not
+    /// wait for the agent's turn to start. Answers how many were nudged.
+    async fn nudge(&self, watches: &Watches) -> anyhow::Result<usize> {
         let mut conn = self.db.acquire().await?;
         let now = Utc::now();
         let quiet = chrono::Duration::from_std(self.settings.nudge_after)?;
+        let mut nudged = 0;
         for agent in agents::list_live_on_node(&mut conn, &self.node.node_id).await? {
             let Some(pane) = &agent.tmux_pane else { continue };
             let Some(watch) = watches.get(pane) else { continue };
@@ -375,17 +444,18 @@ impl Fleet {
             if crate::db::messages::has_pending(&mut conn, agent.id).await? {
                 continue;
             }
-            self.tmux.paste(pane, NUDGE).await?;
-            self.tmux.send_key(pane, Key::Enter).await?;
             let mut tx = self.db.begin().await?;
-            let count = agents::record_nudge(&mut tx, agent.id).await?.unwrap_or(0);
-            if count >= self.settings.max_nudges {
-                let payload = serde_json::json!({"nudges": count, "state": agent.state});
-                events::record(&mut tx, "agent.stuck", &format!("agent:{}", agent.name), payload).await?;
-            }
+            agent_panes::record_nudge(&mut tx, &agent, self.settings.max_nudges).await?;
             self.feed.commit(tx).await?;
+            nudged += 1;
+            let (typist, db, feed, pane) = (self.typist(), self.db.clone(), self.feed.clone(), pane.clone());
+            tokio::spawn(async move {
+                if let Err(e) = typist.type_text(&db, &feed, &agent.name, &pane, NUDGE, true).await {
+                    tracing::warn!(agent = %agent.name, error = %e, "typing a nudge");
+                }
+            });
         }
-        Ok(())
+        Ok(nudged)
     }
 
     fn set_health(&self, change: impl FnOnce(&mut Health)) {

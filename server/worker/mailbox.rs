@@ -29,16 +29,31 @@ const ERROR_BACKOFF: Duration = Duration::from_secs(2);
 pub struct Mailbox {
     pub delivery: Delivery,
     pub node_id: String,
+    running: JoinSet<anyhow::Result<Outcome>>,
+    /// Which agent each running delivery serves (a task that panics still frees its agent).
+    busy: HashMap<tokio::task::Id, Uuid>,
+    /// Agents left alone until then (their last run did not deliver).
+    resting: HashMap<Uuid, Instant>,
+}
+
+/// What one [`Mailbox::tick`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tick {
+    /// Deliveries started (one per agent with mail due, idle and not left alone).
+    pub started: usize,
+    /// Deliveries that had finished by the end of the tick, and of those, how many delivered.
+    pub finished: usize,
+    pub delivered: usize,
 }
 
 impl Mailbox {
+    pub fn new(delivery: Delivery, node_id: String) -> Mailbox {
+        Mailbox { delivery, node_id, running: JoinSet::new(), busy: HashMap::new(), resting: HashMap::new() }
+    }
+
     /// Runs until `shutdown`; a delivery cut short by it goes on after the restart from its record.
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub async fn run(mut self, shutdown: CancellationToken) {
         let mut wake = self.delivery.feed.subscribe();
-        let mut running: JoinSet<anyhow::Result<Outcome>> = JoinSet::new();
-        // Which agent each running task serves (a task that panics still frees its agent).
-        let mut busy: HashMap<tokio::task::Id, Uuid> = HashMap::new();
-        let mut resting: HashMap<Uuid, Instant> = HashMap::new();
         let mut looked = Instant::now().checked_sub(MIN_GAP).unwrap_or_else(Instant::now);
         loop {
             let gap = (looked + MIN_GAP).saturating_duration_since(Instant::now());
@@ -49,38 +64,65 @@ impl Mailbox {
                 }
             }
             looked = Instant::now();
-            resting.retain(|_, until| *until > Instant::now());
-            let nap =
-                resting.values().map(|until| until.saturating_duration_since(Instant::now())).fold(POLL, Duration::min);
-            match self.due().await {
-                Ok(due) => {
-                    for due in due {
-                        if busy.values().any(|a| *a == due.agent_id) || resting.contains_key(&due.agent_id) {
-                            continue;
-                        }
-                        let (agent, delivery) = (due.agent_id, self.delivery.clone());
-                        let task = running.spawn(async move { delivery.deliver(&due).await });
-                        busy.insert(task.id(), agent);
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "finding messages to deliver"),
+            if let Err(e) = self.tick().await {
+                tracing::warn!(error = %e, "finding messages to deliver");
             }
+            let nap = self.nap();
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = wake.changed() => {}
-                Some(done) = running.join_next_with_id(), if !running.is_empty() => {
-                    let (task, outcome) = match done {
-                        Ok((task, outcome)) => (task, outcome),
-                        Err(e) => (e.id(), Err(anyhow::anyhow!("the delivery task failed: {e}"))),
-                    };
-                    if let (Some(agent), Some(rest)) = (busy.remove(&task), rest_after(&outcome)) {
-                        resting.insert(agent, Instant::now() + rest);
-                    }
-                }
+                Some(_) = self.finished(), if !self.running.is_empty() => {}
                 _ = tokio::time::sleep(nap) => {}
             }
         }
-        running.shutdown().await;
+        self.running.shutdown().await;
+    }
+
+    /// One step: finds the mail due on this node and starts a delivery for each agent that has
+    /// none running and is not left alone; then takes in the deliveries that have finished
+    /// (without waiting for any).
+    pub async fn tick(&mut self) -> anyhow::Result<Tick> {
+        self.resting.retain(|_, until| *until > Instant::now());
+        let mut tick = Tick::default();
+        for due in self.due().await? {
+            if self.busy.values().any(|a| *a == due.agent_id) || self.resting.contains_key(&due.agent_id) {
+                continue;
+            }
+            let (agent, delivery) = (due.agent_id, self.delivery.clone());
+            let task = self.running.spawn(async move { delivery.deliver(&due).await });
+            self.busy.insert(task.id(), agent);
+            tick.started += 1;
+        }
+        while let Some(done) = self.running.try_join_next_with_id() {
+            tick.finished += 1;
+            tick.delivered += usize::from(self.take_in(done));
+        }
+        Ok(tick)
+    }
+
+    /// Waits for the next running delivery to finish and takes it in; `None` when none runs.
+    /// True when it delivered.
+    pub async fn finished(&mut self) -> Option<bool> {
+        let done = self.running.join_next_with_id().await?;
+        Some(self.take_in(done))
+    }
+
+    /// Frees the delivery's agent, leaving it alone for a while when it did not deliver.
+    fn take_in(&mut self, done: Result<(tokio::task::Id, anyhow::Result<Outcome>), tokio::task::JoinError>) -> bool {
+        let (task, outcome) = match done {
+            Ok((task, outcome)) => (task, outcome),
+            Err(e) => (e.id(), Err(anyhow::anyhow!("the delivery task failed: {e}"))),
+        };
+        let delivered = matches!(outcome, Ok(Outcome::Delivered(_)));
+        if let (Some(agent), Some(rest)) = (self.busy.remove(&task), rest_after(&outcome)) {
+            self.resting.insert(agent, Instant::now() + rest);
+        }
+        delivered
+    }
+
+    /// The longest the loop may sleep: until the next agent left alone is due again, at most [`POLL`].
+    fn nap(&self) -> Duration {
+        self.resting.values().map(|until| until.saturating_duration_since(Instant::now())).fold(POLL, Duration::min)
     }
 
     async fn due(&self) -> anyhow::Result<Vec<Due>> {

@@ -2,7 +2,9 @@
 //! (from [`crate::providers`], in [`crate::git::clones`], with Claude Code's hooks from [`claude_hooks`]);
 //! [`watcher`] turns control-mode output and screens into states; [`reconciler`] holds the
 //! registry against tmux; [`mailbox`] delivers messages to idle agents, each through a
-//! [`delivery`] that confirms it was submitted exactly once.
+//! [`delivery`] that confirms it was submitted exactly once. Each loop takes one step per
+//! `tick()` (the fleet's [`fleet::Running::tick`], [`mailbox::Mailbox::tick`],
+//! [`delivery::Delivery::tick`], [`reconciler::Reconciler::tick`]), so tests drive them step by step.
 
 pub mod claude_hooks;
 pub mod delivery;

@@ -7,6 +7,7 @@
 //! this node and settles the agents of nodes that stopped heartbeating.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -16,6 +17,7 @@ use crate::db::tasks::{self, Edit};
 use crate::db::{events, nodes};
 use crate::domain::agent::{AgentEvent, AgentState};
 use crate::feed::EventFeed;
+use crate::providers::Providers;
 use crate::tmux::{PaneInfo, Tmux, HOME_WINDOW};
 
 /// What one pass found and did, for the status endpoint and tests.
@@ -27,6 +29,66 @@ pub struct Outcome {
     pub to_spawn: Vec<Agent>,
     /// Windows of ours that no agent owns (reported once each).
     pub orphans: Vec<String>,
+    /// Agents of nodes that stopped heartbeating, failed or released.
+    pub stale_settled: usize,
+    /// Suspended agents whose usage limit reset, back to `spawning`.
+    pub resumed: Vec<String>,
+}
+
+/// The reconciler of one node: what a pass needs, and the orphans it reported already.
+pub struct Reconciler {
+    pub db: PgPool,
+    pub feed: EventFeed,
+    pub tmux: Tmux,
+    /// The node's tmux session.
+    pub session: String,
+    pub node_id: String,
+    /// Whose agents can be resumed (suspended rather than failed when their pane goes).
+    pub providers: Arc<Providers>,
+    /// How long a node may go without heartbeating before its agents are settled.
+    pub stale_after: Duration,
+    reported_orphans: HashSet<String>,
+}
+
+impl Reconciler {
+    /// A reconciler that knows the orphans this node reported in an earlier run.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn new(
+        db: PgPool,
+        feed: EventFeed,
+        tmux: Tmux,
+        session: String,
+        node_id: String,
+        providers: Arc<Providers>,
+        stale_after: Duration,
+    ) -> Reconciler {
+        let reported_orphans = orphans_reported(&db, &node_id).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading the orphans reported before");
+            HashSet::new()
+        });
+        Reconciler { db, feed, tmux, session, node_id, providers, stale_after, reported_orphans }
+    }
+
+    /// One pass: settles the agents whose pane is gone, adopts or lists claimed agents without
+    /// one, reports new orphans, heartbeats this node and settles stale ones, and resumes agents
+    /// whose usage limit reset. Spawning what it lists is the caller's.
+    pub async fn tick(&mut self) -> anyhow::Result<Outcome> {
+        let providers = self.providers.clone();
+        let resumable = move |name: &str| providers.get(name).is_some_and(|p| p.resume.is_some());
+        let mut outcome = reconcile(
+            &self.db,
+            &self.feed,
+            &self.tmux,
+            &self.session,
+            &self.node_id,
+            resumable,
+            &mut self.reported_orphans,
+        )
+        .await?;
+        outcome.stale_settled = heartbeat_and_settle(&self.db, &self.feed, &self.node_id, self.stale_after).await?;
+        outcome.resumed = resume_after_limits(&self.db, &self.feed, &self.node_id).await?;
+        Ok(outcome)
+    }
 }
 
 /// Compares the live agents of `node_id` with the panes of `session`.

@@ -125,6 +125,11 @@ async fn a_quiet_agent_with_work_left_is_nudged_until_it_is_reported_stuck_and_t
     })
     .await;
     let stuck_at = chrono::Utc::now();
+    // Each nudge is recorded before it is typed: the second reaches the pane just after.
+    eventually("both nudges reach owl's pane", Duration::from_secs(10), || async {
+        prompts(logs.path(), "owl").len() >= 2
+    })
+    .await;
     let nudges = prompts(logs.path(), "owl");
     assert_eq!(nudges.len(), 2, "{nudges:?}");
     assert!(nudges.iter().all(|n| n.starts_with("Are you still working?")), "{nudges:?}");
@@ -196,4 +201,128 @@ async fn a_node_that_stops_heartbeating_has_its_agents_failed_their_tasks_handed
         fox["node_id"] == status["node_id"] && fox["tmux_pane"].is_string()
     })
     .await;
+}
+
+/// This app's worker, built by hand so a test drives its loops one tick at a time (the app runs
+/// no worker of its own): quick message settle and confirmation, on the app's tmux socket.
+fn worker_of(app: &TestApp, data_dir: &std::path::Path) -> switchyard::worker::fleet::Fleet {
+    use switchyard::worker::fleet::{session_name, Fleet};
+    let node = switchyard::node::NodeInfo::load(data_dir).expect("node id");
+    Fleet {
+        session: session_name(&node),
+        db: app.pool.clone(),
+        tmux: switchyard::tmux::Tmux::new(app.tmux_socket.clone()).expect("tmux"),
+        node,
+        role: "worker",
+        providers: std::sync::Arc::new(switchyard::providers::Providers::builtin()),
+        settings: switchyard::config::WorkerConfig {
+            message_settle: Duration::from_millis(50),
+            message_confirm: Duration::from_secs(3),
+            ..Default::default()
+        },
+        api_url: app.address.clone(),
+        data_dir: data_dir.to_path_buf(),
+        health: Default::default(),
+        feed: switchyard::feed::EventFeed::default(),
+    }
+}
+
+/// A `shell` agent named `name` in a new project, not yet claimed by any node.
+async fn waiting_shell_agent(app: &TestApp, name: &str) -> (uuid::Uuid, tempfile::TempDir) {
+    let (project, repo) = create_project(app, "alpha").await;
+    let body = json!({"name": name, "project": project["slug"], "kind": "worker", "role": "engineer",
+        "provider": "shell", "clone": "none"});
+    (id(&create(app, body).await), repo)
+}
+
+#[tokio::test]
+async fn one_fleet_tick_reconciles_then_claims_and_spawns_and_one_reconciler_tick_settles_a_vanished_pane() {
+    use switchyard::worker::reconciler::Reconciler;
+
+    let app = spawn_app().await;
+    let (_, _repo) = waiting_shell_agent(&app, "fox").await;
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let fleet = worker_of(&app, data_dir.path());
+    let (db, feed, tmux, session) = (fleet.db.clone(), fleet.feed.clone(), fleet.tmux.clone(), fleet.session.clone());
+    let (node_id, providers) = (fleet.node.node_id.clone(), fleet.providers.clone());
+    let mut fleet = fleet.start().await;
+
+    let tick = fleet.tick().await;
+    let reconciled = tick.reconciled.as_ref().expect("the first tick reconciles");
+    assert_eq!((reconciled.settled, reconciled.spawned, reconciled.error.as_deref()), (0, 0, None), "{tick:?}");
+    assert_eq!(tick.spawned, 1, "{tick:?}");
+    let fox = agent(&app, "fox").await;
+    assert_eq!(fox["node_id"], node_id.as_str(), "{fox}");
+    let window = fox["tmux_window"].as_str().expect("a window").to_owned();
+    // Nothing more waits: the next tick neither reconciles (not due) nor spawns.
+    let tick = fleet.tick().await;
+    assert_eq!((tick.reconciled.is_none(), tick.spawned), (true, 0), "{tick:?}");
+    drop(fleet);
+
+    tmux.kill_window(&window).await.expect("kill the window");
+    let mut reconciler = Reconciler::new(db, feed, tmux, session, node_id, providers, Duration::from_secs(60)).await;
+    let outcome = reconciler.tick().await.expect("reconcile");
+    assert_eq!(outcome.settled.len(), 1, "{outcome:?}");
+    assert_eq!(outcome.settled[0].0, "fox");
+    assert_eq!(agent(&app, "fox").await["state"], "error", "a shell cannot be resumed");
+    let again = reconciler.tick().await.expect("reconcile");
+    assert!(again.settled.is_empty() && again.to_spawn.is_empty() && again.orphans.is_empty(), "{again:?}");
+}
+
+#[tokio::test]
+async fn a_mailbox_tick_starts_one_delivery_per_agent_and_a_delivery_tick_delivers_the_next_message() {
+    use switchyard::db::agents::{apply, Cause};
+    use switchyard::domain::agent::{Activity, AgentEvent, AgentState};
+    use switchyard::domain::message::Confirmation;
+    use switchyard::worker::delivery::{Delivery, Outcome};
+    use switchyard::worker::mailbox::{Mailbox, Tick};
+
+    let app = spawn_app().await;
+    let (fox, _repo) = waiting_shell_agent(&app, "fox").await;
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let fleet = worker_of(&app, data_dir.path());
+    let (typist, node_id) = (
+        switchyard::app::panes::Typist {
+            tmux: fleet.tmux.clone(),
+            settle: fleet.settings.message_settle,
+            confirm: fleet.settings.message_confirm,
+        },
+        fleet.node.node_id.clone(),
+    );
+    let delivery = Delivery { db: app.pool.clone(), typist: typist.clone(), feed: fleet.feed.clone() };
+    let mut running = fleet.start().await;
+    assert_eq!(running.tick().await.spawned, 1);
+    drop(running);
+    // No watcher runs: the test says the shell is idle, once its prompt shows.
+    let pane = agent(&app, "fox").await["tmux_pane"].as_str().expect("pane").to_owned();
+    eventually("the shell's prompt shows", Duration::from_secs(10), || async {
+        typist.input_line(&pane).await.is_ok_and(|line| !line.is_empty())
+    })
+    .await;
+    let mut conn = app.pool.acquire().await.expect("conn");
+    let idle = AgentEvent::Observed(Activity::Idle);
+    apply(&mut conn, fox, Some(AgentState::Spawning), idle, &Cause::from("screen")).await.expect("idle");
+    drop(conn);
+
+    let first = app.send_message("fox", "echo first-$((6*7))").await;
+    let second = app.send_message("fox", "echo second-$((6*7))").await;
+    let mut mailbox = Mailbox::new(delivery.clone(), node_id.clone());
+    let tick = mailbox.tick().await.expect("tick");
+    assert_eq!(tick.started, 1, "one delivery at a time per agent: {tick:?}");
+    assert_eq!(mailbox.finished().await, Some(true), "the first message is delivered");
+    assert_eq!(app.message(first).await["state"], "delivered");
+    assert_eq!(app.message(second).await["state"], "pending", "the mailbox took one step only");
+
+    let outcome = delivery.tick(&node_id, fox).await.expect("delivery tick");
+    assert_eq!(outcome, Some(Outcome::Delivered(Confirmation::Screen)));
+    assert_eq!(app.message(second).await["state"], "delivered");
+    assert_eq!(delivery.tick(&node_id, fox).await.expect("delivery tick"), None, "nothing is due any more");
+    assert_eq!(mailbox.tick().await.expect("tick"), Tick::default());
+    let text = screen_of(&typist, &pane).await;
+    assert_eq!(text.lines().filter(|l| l.trim() == "first-42").count(), 1, "{text}");
+    assert_eq!(text.lines().filter(|l| l.trim() == "second-42").count(), 1, "{text}");
+}
+
+async fn screen_of(typist: &switchyard::app::panes::Typist, pane: &str) -> String {
+    typist.tmux.capture(pane, 100).await.expect("capture")
 }

@@ -1,0 +1,128 @@
+//! Acting on an agent's pane on this node: type into it, interrupt it, read its screen, and
+//! the state changes that close it (suspend, kill) or ask for a new one (resume). Text goes in
+//! literally through the one typing protocol ([`super::panes::Typist`]); state changes are
+//! written before tmux is touched, so the record never lags what tmux did.
+
+use serde::Serialize;
+use sqlx::PgConnection;
+
+use super::panes::{interrupt_key, tmux_failed, LocalPanes};
+use super::{Ctx, Error, Result};
+use crate::db::agents::{self, Agent, Applied, Cause};
+use crate::db::events;
+use crate::domain::agent::AgentEvent;
+
+/// The largest input accepted in one call.
+pub const INPUT_LIMIT: usize = 256 * 1024;
+
+/// The most history lines a screen read asks for.
+pub const SCREEN_HISTORY_LIMIT: u32 = 2000;
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"agent": "clever-fox", "pane": "%7", "bytes": 58, "submitted": true}))]
+pub struct Delivered {
+    pub agent: String,
+    pub pane: String,
+    pub bytes: usize,
+    pub submitted: bool,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"agent": "clever-fox", "pane": "%7", "text": "✻ Thinking… (esc to interrupt)\n"}))]
+pub struct Screen {
+    pub agent: String,
+    pub pane: String,
+    /// The pane's text, colour codes removed.
+    pub text: String,
+}
+
+async fn agent(ctx: &Ctx, name: &str) -> Result<Agent> {
+    let mut conn = ctx.db.acquire().await?;
+    agents::by_name(&mut conn, name).await?.ok_or_else(|| Error::NotFound(format!("no agent `{name}`")))
+}
+
+fn panes(ctx: &Ctx) -> Result<&LocalPanes> {
+    ctx.panes.as_ref().ok_or_else(|| Error::conflict("no worker runs beside this API", None))
+}
+
+/// The agent's pane on this node, or a conflict saying why it cannot be reached.
+fn pane<'a>(ctx: &Ctx, agent: &'a Agent) -> Result<&'a str> {
+    panes(ctx)?.pane(agent).map_err(|e| Error::conflict(e.to_string(), Some(agent.state.as_str())))
+}
+
+/// Types `text` into the agent's pane, literally, and with `submit` presses Enter after letting
+/// the TUI take it in, then waits (up to the confirm time) for the turn to start. Not seeing it
+/// start is no failure: the text went in, and the answer says what was done.
+#[tracing::instrument(skip_all, fields(agent = %name, bytes = text.len(), submit), err)]
+pub async fn input(ctx: &Ctx, name: &str, text: &str, submit: bool) -> Result<Delivered> {
+    if text.is_empty() || text.len() > INPUT_LIMIT {
+        return Err(Error::invalid("text", format!("must be 1 to {INPUT_LIMIT} bytes")));
+    }
+    let agent = agent(ctx, name).await?;
+    let pane = pane(ctx, &agent)?;
+    let typed = panes(ctx)?.typist().type_text(&ctx.db, &ctx.feed, &agent.name, pane, text, submit).await?;
+    if submit && typed.confirmed.is_none() {
+        tracing::debug!("no turn seen starting within the confirm time");
+    }
+    Ok(Delivered { agent: agent.name.clone(), pane: pane.to_owned(), bytes: text.len(), submitted: submit })
+}
+
+/// Interrupts the agent's turn (Escape for Claude Code, Codex and Gemini; Ctrl-C otherwise).
+#[tracing::instrument(skip_all, fields(agent = %name), err)]
+pub async fn interrupt(ctx: &Ctx, name: &str) -> Result<Agent> {
+    let agent = agent(ctx, name).await?;
+    let pane = pane(ctx, &agent)?;
+    panes(ctx)?.tmux.send_key(pane, interrupt_key(&agent.provider)).await.map_err(tmux_failed)?;
+    Ok(agent)
+}
+
+/// Applies `event` (suspend, fail, resume) first, then closes the window where it is on this
+/// node: the record never lags what tmux did.
+#[tracing::instrument(skip_all, fields(agent = %name, event = ?event), err)]
+pub async fn stop(ctx: &Ctx, name: &str, event: AgentEvent, reason: &str) -> Result<Agent> {
+    let agent = agent(ctx, name).await?;
+    let window = agent.tmux_window.clone();
+    let local = panes(ctx).ok().and_then(|p| p.pane(&agent).ok().map(|_| p.clone()));
+    let cause = Cause { detail: Some(reason.to_owned()), ..Cause::from("api") };
+    let mut tx = ctx.db.begin().await?;
+    let agent = match agents::apply(&mut tx, agent.id, None, event, &cause).await? {
+        Some(Applied::Changed { agent, .. }) | Some(Applied::Unchanged(agent)) => agent,
+        Some(Applied::Refused { current, message }) => return Err(Error::conflict(message, Some(current.as_str()))),
+        Some(Applied::Stale { current }) => {
+            return Err(Error::conflict("the agent changed meanwhile; try again", Some(current.as_str())))
+        }
+        None => return Err(Error::NotFound(format!("no agent `{name}`"))),
+    };
+    ctx.feed.commit(tx).await?;
+    if let (Some(panes), Some(window)) = (local, window) {
+        if let Err(e) = panes.tmux.kill_window(&window).await {
+            if !e.is_missing() {
+                tracing::warn!(agent = %agent.name, error = %e, "closing the agent's window");
+            }
+        }
+    }
+    Ok(agent)
+}
+
+/// The agent's pane text (colour codes removed) with `lines` of history above the screen.
+pub async fn screen(ctx: &Ctx, name: &str, lines: u32) -> Result<Screen> {
+    if lines > SCREEN_HISTORY_LIMIT {
+        return Err(Error::invalid("lines", format!("must be at most {SCREEN_HISTORY_LIMIT}")));
+    }
+    let agent = agent(ctx, name).await?;
+    let pane = pane(ctx, &agent)?;
+    let text = panes(ctx)?.tmux.capture(pane, lines).await.map_err(tmux_failed)?;
+    Ok(Screen { agent: agent.name.clone(), pane: pane.to_owned(), text })
+}
+
+/// Records a nudge of a quiet agent (`agent.nudged`), and once it has had `max_nudges` that it
+/// is stuck (`agent.stuck`), in the caller's transaction: the nudge is typed only once this is
+/// committed, so a crash never types one that was not counted. Answers the nudges so far.
+pub async fn record_nudge(conn: &mut PgConnection, agent: &Agent, max_nudges: i32) -> Result<i32> {
+    let count = agents::record_nudge(conn, agent.id).await?.unwrap_or(0);
+    if count >= max_nudges {
+        let payload = serde_json::json!({"nudges": count, "state": agent.state});
+        events::record(conn, "agent.stuck", &format!("agent:{}", agent.name), payload).await?;
+    }
+    Ok(count)
+}
