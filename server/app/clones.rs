@@ -18,12 +18,14 @@ pub async fn check_before_removing(
 ) -> Result<Option<UnmergedWork>> {
     let work = match clones::unmerged_work(clone, target).await {
         Ok(work) => work,
-        Err(e) if !force => return Err(Error::conflict(
-            format!(
+        Err(e) if !force => {
+            return Err(Error::conflict(
+                format!(
                 "cannot tell whether {owner}'s clone holds unmerged work ({e}); pass force=true to remove it anyway"
             ),
-            Some(state),
-        )),
+                Some(state),
+            ))
+        }
         Err(_) => None,
     };
     match work {

@@ -228,11 +228,10 @@ fn worker_of(app: &TestApp, data_dir: &std::path::Path) -> switchyard::worker::f
 }
 
 /// A `shell` agent named `name` in a new project, not yet claimed by any node.
-async fn waiting_shell_agent(app: &TestApp, name: &str) -> (uuid::Uuid, tempfile::TempDir) {
-    let (project, repo) = create_project(app, "alpha").await;
-    let body = json!({"name": name, "project": project["slug"], "kind": "worker", "role": "engineer",
-        "provider": "shell", "clone": "none"});
-    (id(&create(app, body).await), repo)
+async fn waiting_shell_agent(app: &TestApp, name: &str) -> uuid::Uuid {
+    app.create_project("alpha").await;
+    let body = merged(engineer("alpha", name), json!({"provider": "shell", "clone": "none"}));
+    id(&app.create_agent(body).await)
 }
 
 #[tokio::test]
@@ -240,7 +239,7 @@ async fn one_fleet_tick_reconciles_then_claims_and_spawns_and_one_reconciler_tic
     use switchyard::worker::reconciler::Reconciler;
 
     let app = spawn_app().await;
-    let (_, _repo) = waiting_shell_agent(&app, "fox").await;
+    waiting_shell_agent(&app, "fox").await;
     let data_dir = tempfile::tempdir().expect("data dir");
     let fleet = worker_of(&app, data_dir.path());
     let (db, feed, tmux, session) = (fleet.db.clone(), fleet.feed.clone(), fleet.tmux.clone(), fleet.session.clone());
@@ -251,7 +250,7 @@ async fn one_fleet_tick_reconciles_then_claims_and_spawns_and_one_reconciler_tic
     let reconciled = tick.reconciled.as_ref().expect("the first tick reconciles");
     assert_eq!((reconciled.settled, reconciled.spawned, reconciled.error.as_deref()), (0, 0, None), "{tick:?}");
     assert_eq!(tick.spawned, 1, "{tick:?}");
-    let fox = agent(&app, "fox").await;
+    let fox = app.agent("fox").await;
     assert_eq!(fox["node_id"], node_id.as_str(), "{fox}");
     let window = fox["tmux_window"].as_str().expect("a window").to_owned();
     // Nothing more waits: the next tick neither reconciles (not due) nor spawns.
@@ -264,7 +263,7 @@ async fn one_fleet_tick_reconciles_then_claims_and_spawns_and_one_reconciler_tic
     let outcome = reconciler.tick().await.expect("reconcile");
     assert_eq!(outcome.settled.len(), 1, "{outcome:?}");
     assert_eq!(outcome.settled[0].0, "fox");
-    assert_eq!(agent(&app, "fox").await["state"], "error", "a shell cannot be resumed");
+    assert_eq!(app.agent("fox").await["state"], "error", "a shell cannot be resumed");
     let again = reconciler.tick().await.expect("reconcile");
     assert!(again.settled.is_empty() && again.to_spawn.is_empty() && again.orphans.is_empty(), "{again:?}");
 }
@@ -278,7 +277,7 @@ async fn a_mailbox_tick_starts_one_delivery_per_agent_and_a_delivery_tick_delive
     use switchyard::worker::mailbox::{Mailbox, Tick};
 
     let app = spawn_app().await;
-    let (fox, _repo) = waiting_shell_agent(&app, "fox").await;
+    let fox = waiting_shell_agent(&app, "fox").await;
     let data_dir = tempfile::tempdir().expect("data dir");
     let fleet = worker_of(&app, data_dir.path());
     let (typist, node_id) = (
@@ -294,7 +293,7 @@ async fn a_mailbox_tick_starts_one_delivery_per_agent_and_a_delivery_tick_delive
     assert_eq!(running.tick().await.spawned, 1);
     drop(running);
     // No watcher runs: the test says the shell is idle, once its prompt shows.
-    let pane = agent(&app, "fox").await["tmux_pane"].as_str().expect("pane").to_owned();
+    let pane = app.agent("fox").await["tmux_pane"].as_str().expect("pane").to_owned();
     eventually("the shell's prompt shows", Duration::from_secs(10), || async {
         typist.input_line(&pane).await.is_ok_and(|line| !line.is_empty())
     })
