@@ -46,7 +46,7 @@ async fn serve(settings: Settings, role: Role) -> anyhow::Result<()> {
     let app = Application::build(&settings, role).await?;
     if let Some(addr) = app.api_addr() {
         tracing::info!(%addr, "API and dashboard listening");
-        if let Some(first) = tokens::create_first_admin(app.pool(), app.feed()).await? {
+        if let Some(first) = app::tokens::create_first_admin(app.pool(), app.feed()).await? {
             // Printed, never logged: the terminal is the one place these secrets appear.
             let secret = first.secret;
             println!("\nFirst start: an admin token was created. It is shown only this once:\n\n    {secret}\n");

@@ -55,7 +55,7 @@ pub async fn require_token(
             needed.as_str()
         )));
     }
-    match tokens::touch(&state.db, &caller).await {
+    match crate::app::tokens::token_used(&state, &caller).await {
         Ok(true) if caller.scope != Scope::Agent => {
             let used = Caller { last_used_at: Some(chrono::Utc::now()), ..caller.clone() };
             state.tokens.put(hash, used, std::time::Instant::now());

@@ -103,3 +103,21 @@ pub async fn log_out(ctx: &Ctx, id: Uuid) -> Result<()> {
     ctx.feed.commit(tx).await?;
     Ok(())
 }
+
+/// The first start's admin token and one-time login link, made once (`None`: tokens exist).
+pub async fn create_first_admin(
+    db: &sqlx::PgPool,
+    feed: &crate::feed::EventFeed,
+) -> Result<Option<tokens::FirstAdmin>> {
+    Ok(tokens::create_first_admin(db, feed).await?)
+}
+
+/// A token was used: its `last_used_at` moves (at most once a minute); true when it moved.
+pub async fn token_used(ctx: &Ctx, caller: &tokens::Caller) -> Result<bool> {
+    Ok(tokens::touch(&ctx.db, caller).await?)
+}
+
+/// A dashboard session was used: it lasts longer (at most one write a minute).
+pub async fn session_used(ctx: &Ctx, session: &sessions::Session) -> Result<()> {
+    Ok(sessions::touch(&ctx.db, session).await?)
+}

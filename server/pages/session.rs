@@ -36,7 +36,7 @@ pub async fn require_session(State(state): State<AppState>, request: Request, ne
     } else {
         request
     };
-    if let Err(e) = sessions::touch(&state.db, &session).await {
+    if let Err(e) = crate::app::tokens::session_used(&state, &session).await {
         tracing::warn!(error = %e, "recording session use");
     }
     request.extensions_mut().insert(session);

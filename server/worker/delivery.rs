@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::app::delivery;
 use crate::app::panes::Typist;
 use crate::db::agents;
 use crate::db::messages::delivery::{self as record, Due, Pending};
@@ -117,7 +118,7 @@ impl Delivery {
                 Step::GiveUp => {
                     let why = format!("the text stays in the input line after {MAX_ENTER_PRESSES} Enters");
                     let mut conn = self.db.acquire().await?;
-                    record::record_error(&mut conn, due.message_id, &why).await?;
+                    delivery::failed(&mut conn, due.message_id, &why).await?;
                     return Ok(Outcome::Stuck(why));
                 }
             }
@@ -162,19 +163,19 @@ impl Delivery {
     async fn paste(&self, message: &Pending, pane: &str, input: &str) -> anyhow::Result<Result<(), String>> {
         {
             let mut conn = self.db.acquire().await?;
-            if !record::record_attempt(&mut conn, message.id, pane, input).await? {
+            if !delivery::attempt(&mut conn, message.id, pane, input).await? {
                 return Ok(Err("delivered meanwhile".into()));
             }
         }
         if let Err(e) = self.typist.paste(pane, &message.body).await {
             let why = format!("pasting failed: {e}");
             let mut conn = self.db.acquire().await?;
-            record::record_error(&mut conn, message.id, &why).await?;
+            delivery::failed(&mut conn, message.id, &why).await?;
             return Ok(Err(why));
         }
         {
             let mut conn = self.db.acquire().await?;
-            record::record_pasted(&mut conn, message.id, pane).await?;
+            delivery::pasted(&mut conn, message.id, pane).await?;
         }
         self.typist.settle(message.body.len()).await;
         Ok(Ok(()))
@@ -186,7 +187,7 @@ impl Delivery {
         let pane = due.pane.as_str();
         let (submitted_at, hooks) = {
             let mut conn = self.db.acquire().await?;
-            let Some(at) = record::record_enter(&mut conn, due.message_id, pane).await? else {
+            let Some(at) = delivery::enter(&mut conn, due.message_id, pane).await? else {
                 return Ok(Some(self.settled(due.message_id).await?));
             };
             let hooks = agents::get(&mut conn, due.agent_id).await?.is_some_and(|a| a.last_hook_at.is_some());
@@ -195,7 +196,7 @@ impl Delivery {
         if let Err(e) = self.typist.press_enter(pane).await {
             let why = format!("pressing Enter failed: {e}");
             let mut conn = self.db.acquire().await?;
-            record::record_error(&mut conn, due.message_id, &why).await?;
+            delivery::failed(&mut conn, due.message_id, &why).await?;
             return Ok(None);
         }
         let confirmed = || self.confirmed(due, submitted_at, hooks, input_before);
@@ -239,7 +240,7 @@ impl Delivery {
 
     async fn mark_delivered(&self, id: Uuid, by: Confirmation) -> anyhow::Result<()> {
         let mut tx = self.db.begin().await?;
-        record::mark_delivered(&mut tx, id, by).await?;
+        delivery::delivered(&mut tx, id, by).await?;
         self.feed.commit(tx).await?;
         Ok(())
     }

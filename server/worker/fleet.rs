@@ -16,9 +16,10 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::agent_panes;
+use crate::app::fleet;
 use crate::app::panes::Typist;
 use crate::config::WorkerConfig;
-use crate::db::{agents, nodes};
+use crate::db::agents;
 use crate::detect::screen::ScreenRules;
 use crate::node::NodeInfo;
 use crate::providers::Providers;
@@ -300,7 +301,7 @@ impl Fleet {
     async fn register(&self) -> anyhow::Result<()> {
         let mut tx = self.db.begin().await?;
         let host = hostname();
-        nodes::register(&mut tx, &self.node.node_id, &host, self.role, self.node.started_at).await?;
+        fleet::register_node(&mut tx, &self.node.node_id, &host, self.role, self.node.started_at).await?;
         self.feed.commit(tx).await?;
         Ok(())
     }
@@ -350,7 +351,7 @@ impl Fleet {
     async fn claim_and_spawn(&self) -> usize {
         let claimed = async {
             let mut tx = self.db.begin().await?;
-            let claimed = agents::claim_spawning(&mut tx, &self.node.node_id, 8).await?;
+            let claimed = fleet::claim(&mut tx, &self.node.node_id, 8).await?;
             if claimed.is_empty() {
                 tx.commit().await?
             } else {

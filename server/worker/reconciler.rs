@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::db::agents::{self, Agent, Applied, Cause};
-use crate::db::tasks::{self, Edit};
-use crate::db::{events, nodes};
+use crate::app::fleet;
+use crate::db::agents::{self, Agent};
+use crate::db::events;
 use crate::domain::agent::{AgentEvent, AgentState};
 use crate::feed::EventFeed;
 use crate::providers::Providers;
@@ -131,11 +131,9 @@ pub async fn reconcile(
         } else {
             (AgentEvent::Fail, AgentState::Error)
         };
-        let cause = Cause { detail: Some(reason.clone()), ..Cause::from("reconciler") };
         // The state, its events and the task handed on commit together.
         let mut tx = db.begin().await?;
-        if let Some(Applied::Changed { .. }) = agents::apply(&mut tx, agent.id, None, event, &cause).await? {
-            hand_task_to_a_person(&mut tx, agent, &reason).await?;
+        if fleet::settle_gone(&mut tx, agent, event, &reason).await? {
             outcome.settled.push((agent.name.clone(), state));
         }
         feed.commit(tx).await?;
@@ -153,7 +151,7 @@ pub async fn reconcile(
             let payload = serde_json::json!({"window": pane.window_id, "window_name": pane.window_name,
                 "pane": pane.pane_id, "node_id": node_id});
             let mut tx = db.begin().await?;
-            events::record(&mut tx, "agent.orphan_found", &format!("node:{node_id}"), payload).await?;
+            fleet::report_orphan(&mut tx, node_id, payload).await?;
             feed.commit(tx).await?;
             outcome.orphans.push(pane.window_name.clone());
         }
@@ -186,25 +184,9 @@ fn exit_of(pane: &PaneInfo) -> String {
 async fn adopt(db: &PgPool, feed: &EventFeed, session: &str, agent: &Agent, pane: &PaneInfo) -> anyhow::Result<()> {
     let mut tx = db.begin().await?;
     let pid = i32::try_from(pane.pid).ok();
-    agents::record_pane(&mut tx, agent.id, session, &pane.window_id, &pane.pane_id, pid, None).await?;
+    fleet::record_pane(&mut tx, agent.id, session, &pane.window_id, &pane.pane_id, pid, None).await?;
     feed.commit(tx).await?;
     tracing::info!(agent = %agent.name, pane = %pane.pane_id, "adopted the existing window of a claimed agent");
-    Ok(())
-}
-
-/// An agent that stopped mid-task leaves the task to a person (`assignee = human`, with its
-/// event), so the work shows up where people look instead of waiting on a pane that is gone.
-async fn hand_task_to_a_person(conn: &mut sqlx::PgConnection, agent: &Agent, reason: &str) -> anyhow::Result<()> {
-    let Some(task_id) = agent.task_id else { return Ok(()) };
-    let Some(task) = tasks::get(conn, task_id).await? else { return Ok(()) };
-    if task.status.is_terminal() {
-        return Ok(());
-    }
-    let edit = Edit { assignee: Some(Some("human".to_owned())), ..Edit::default() };
-    // No expected version: the edit cannot lose a race, so the inner result is always Ok.
-    let _edited = tasks::update_fields(conn, task_id, None, &edit).await?;
-    let payload = serde_json::json!({"assignee": "human", "previous": agent.name, "reason": reason});
-    events::record(conn, "task.assigned", &format!("task:{task_id}"), payload).await?;
     Ok(())
 }
 
@@ -217,22 +199,11 @@ pub async fn heartbeat_and_settle(
     stale_after: Duration,
 ) -> anyhow::Result<usize> {
     let mut conn = db.acquire().await?;
-    nodes::heartbeat(&mut conn, node_id).await?;
     let mut settled = 0;
-    for node in nodes::stale_nodes(&mut conn, stale_after).await? {
+    for node in fleet::heartbeat(&mut conn, node_id, stale_after).await? {
         for agent in agents::list_live_on_node(&mut conn, &node.id).await? {
             let mut tx = db.begin().await?;
-            if agent.tmux_pane.is_none() {
-                agents::release_claim(&mut tx, agent.id, &node.id).await?;
-            } else {
-                let reason = format!("node {} stopped heartbeating", node.id);
-                let cause = Cause { detail: Some(reason.clone()), ..Cause::from("reconciler") };
-                if let Some(Applied::Changed { .. }) =
-                    agents::apply(&mut tx, agent.id, None, AgentEvent::Fail, &cause).await?
-                {
-                    hand_task_to_a_person(&mut tx, &agent, &reason).await?;
-                }
-            }
+            fleet::settle_on_stale_node(&mut tx, &agent, &node).await?;
             feed.commit(tx).await?;
             settled += 1;
         }
@@ -247,11 +218,10 @@ pub async fn resume_after_limits(db: &PgPool, feed: &EventFeed, node_id: &str) -
     let due = agents::limits_reset(&mut conn, node_id).await?;
     let mut resumed = Vec::new();
     for agent in due {
-        let cause = Cause { detail: Some("usage limit reset".into()), ..Cause::from("worker") };
         let mut tx = db.begin().await?;
-        let applied = agents::apply(&mut tx, agent.id, Some(AgentState::Suspended), AgentEvent::Resume, &cause).await?;
+        let changed = fleet::resume_after_limit(&mut tx, agent.id).await?;
         feed.commit(tx).await?;
-        if let Some(Applied::Changed { .. }) = applied {
+        if changed {
             resumed.push(agent.name);
         }
     }

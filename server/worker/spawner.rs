@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use sqlx::PgPool;
 
+use crate::app::fleet;
+use crate::db::agents;
 use crate::db::agents::{Agent, Cause};
-use crate::db::{agents, tokens};
 use crate::domain::agent::AgentEvent;
 use crate::feed::EventFeed;
 use crate::git::clones;
@@ -39,7 +40,7 @@ impl Spawner<'_> {
             Err(e) => {
                 let cause = Cause { detail: Some(format!("spawning failed: {e:#}")), ..Cause::from("worker") };
                 let mut tx = self.db.begin().await?;
-                agents::apply(&mut tx, agent.id, None, AgentEvent::Fail, &cause).await?;
+                fleet::observe(&mut tx, agent.id, None, AgentEvent::Fail, &cause).await?;
                 self.feed.commit(tx).await?;
                 Err(e)
             }
@@ -57,7 +58,7 @@ impl Spawner<'_> {
             claude_hooks::install(&cwd, &exe)?;
         }
         let mut tx = self.db.begin().await?;
-        let token = tokens::issue_agent_token(&mut tx, agent.id).await?;
+        let token = fleet::issue_token(&mut tx, agent.id).await?;
         let token_file = write_token(self.data_dir, &agent.name, &token)?;
         self.feed.commit(tx).await?;
         let session_id = agent.provider_session_id.to_string();
@@ -78,16 +79,8 @@ impl Spawner<'_> {
         let mut tx = self.db.begin().await?;
         let pid = i32::try_from(pane.pid).ok();
         let clone_path = (agent.clone_mode != "none").then(|| cwd.to_string_lossy().into_owned());
-        agents::record_pane(
-            &mut tx,
-            agent.id,
-            self.session,
-            &pane.window_id,
-            &pane.pane_id,
-            pid,
-            clone_path.as_deref(),
-        )
-        .await?;
+        fleet::record_pane(&mut tx, agent.id, self.session, &pane.window_id, &pane.pane_id, pid, clone_path.as_deref())
+            .await?;
         self.feed.commit(tx).await?;
         Ok(pane)
     }
@@ -130,7 +123,7 @@ impl Spawner<'_> {
         let dest = clones::team_clone_dir(self.data_dir, name);
         clones::make(Path::new(&agent.repo), &dest, &team.branch, &team.base_branch).await?;
         let mut tx = self.db.begin().await?;
-        crate::db::teams::record_clone(&mut tx, name, node, &dest.to_string_lossy()).await?;
+        fleet::record_team_clone(&mut tx, name, node, &dest.to_string_lossy()).await?;
         self.feed.commit(tx).await?;
         Ok(dest)
     }

@@ -12,6 +12,7 @@ use chrono::Utc;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::app::fleet;
 use crate::db::agents::{self, Agent, Applied, Cause};
 use crate::db::spare_connections::SpareConnections;
 use crate::detect::decision::{Decision, Detector, DetectorConfig, Source};
@@ -237,7 +238,7 @@ fn activity_of(state: AgentState) -> Option<crate::domain::agent::Activity> {
     }
 }
 
-/// The connections the watcher writes its swaps on ([`agents::swap`]), kept (see
+/// The connections the watcher writes its swaps on ([`fleet::swap`]), kept (see
 /// [`crate::db::spare_connections`]): a round's swaps for different agents are written at once, as many as
 /// [`WRITERS`] on kept connections.
 pub struct Writer(SpareConnections);
@@ -257,7 +258,7 @@ impl Writer {
         cause: &Cause,
     ) -> Result<Option<(String, AgentState)>, sqlx::Error> {
         let mut conn = self.0.take().await?;
-        let swapped = agents::swap(&mut conn, agent, to, cause).await;
+        let swapped = fleet::swap(&mut conn, agent, to, cause).await;
         self.0.give_back(conn, &swapped);
         swapped
     }
@@ -300,11 +301,11 @@ pub async fn apply(
             suspended_until: Some(until),
             ..Cause::from(source)
         };
-        let applied = agents::apply(&mut tx, agent_id, None, AgentEvent::Suspend, &cause).await?;
+        let applied = fleet::observe(&mut tx, agent_id, None, AgentEvent::Suspend, &cause).await?;
         feed.commit(tx).await?;
         return Ok(matches!(applied, Some(Applied::Changed { .. })));
     }
-    let applied = agents::apply(&mut tx, agent_id, None, AgentEvent::Observed(decision.activity), &cause).await?;
+    let applied = fleet::observe(&mut tx, agent_id, None, AgentEvent::Observed(decision.activity), &cause).await?;
     if matches!(applied, Some(Applied::Changed { .. })) {
         feed.commit(tx).await?
     } else {
