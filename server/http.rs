@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderName, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -49,6 +49,8 @@ pub struct Shared {
     pub tokens: Arc<TokenCache>,
     /// `GET /tasks/{id}`'s reads, batched into one statement under load.
     pub task_reads: crate::db::tasks::Reads,
+    /// Where requests are counted and timed (served on the status listener).
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl std::ops::Deref for Shared {
@@ -81,6 +83,7 @@ pub fn router(state: AppState) -> Router {
                 .layer(TraceLayer::new_for_http().make_span_with(request_span))
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
                 .layer(middleware::from_fn(log_internal_errors))
+                .layer(middleware::from_fn_with_state(state.clone(), count_request))
                 .layer(CompressionLayer::new())
                 .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT)),
         )
@@ -101,6 +104,17 @@ fn request_span(request: &Request) -> tracing::Span {
     let route = request.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned()).unwrap_or_default();
     let request_id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
     tracing::info_span!("http", method = %request.method(), route = %route, request_id = %request_id)
+}
+
+/// Counts and times each request by its matched route (`unmatched` when none matched).
+async fn count_request(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let method = request.method().clone();
+    let route = request.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned());
+    let response = next.run(request).await;
+    let route = route.as_deref().unwrap_or("unmatched");
+    state.metrics.request(method.as_str(), route, response.status().as_u16(), started.elapsed());
+    response
 }
 
 /// The one place a 5xx's cause is logged.

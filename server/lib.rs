@@ -14,6 +14,7 @@ pub mod domain;
 pub mod feed;
 pub mod git;
 pub mod http;
+pub mod metrics;
 pub mod node;
 pub mod outbox;
 pub mod pages;
@@ -172,7 +173,9 @@ impl Application {
                 fleet.run(shutdown_for_worker).await;
             }
         });
+        let metrics = metrics::Metrics::default();
         let status_app = status::router(status::StatusState {
+            metrics: metrics.clone(),
             db: db.pool.clone(),
             node: node.clone(),
             role: role.as_str(),
@@ -194,6 +197,7 @@ impl Application {
                         webhooks: webhooks.clone(),
                         tokens: Default::default(),
                         task_reads: db::tasks::reads(&db.pool),
+                        metrics,
                     }));
                     // Responses go out at once: with Nagle's algorithm a small response waits for
                     // the ACK of the previous one, which a client delays by up to 40 ms.

@@ -1,5 +1,5 @@
 //! The worker's status endpoint (`:8765`): health, node id and what the worker is doing, as JSON
-//! for load balancers and scripts.
+//! for load balancers and scripts; and `/metrics` for Prometheus.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -17,6 +17,8 @@ pub struct StatusState {
     pub node: NodeInfo,
     pub role: &'static str,
     pub health: crate::worker::fleet::SharedHealth,
+    /// What `/metrics` serves (the API records its requests there).
+    pub metrics: crate::metrics::Metrics,
 }
 
 #[derive(Debug, Serialize)]
@@ -36,7 +38,13 @@ pub struct Status {
 }
 
 pub fn router(state: StatusState) -> Router {
-    Router::new().route("/status", get(status)).with_state(state)
+    Router::new().route("/status", get(status)).route("/metrics", get(metrics)).with_state(state)
+}
+
+/// Prometheus' text format (see [`crate::metrics`]).
+async fn metrics(State(state): State<StatusState>) -> impl axum::response::IntoResponse {
+    let text = state.metrics.render(&state.db, &state.node.node_id).await;
+    ([(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
 }
 
 /// 200 while the database answers, 503 otherwise; the body says which, either way.

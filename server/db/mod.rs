@@ -10,6 +10,7 @@ pub mod boards;
 pub mod embedded;
 pub mod events;
 pub mod messages;
+pub mod metrics;
 pub mod nodes;
 pub mod projects;
 pub mod sessions;

@@ -18,6 +18,7 @@ mod layers;
 mod mailbox;
 mod mailbox_crash;
 mod messages;
+mod metrics;
 mod openapi;
 mod problems;
 mod projects;

@@ -40,6 +40,10 @@ async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_lit
         app.agent("fox").await["state"] == "idle"
     })
     .await;
+    let metrics = app.client.get(format!("{}/metrics", app.status_address)).send().await.expect("metrics");
+    let metrics = metrics.text().await.expect("text");
+    let idle_shells = r#"switchyard_agents{state="idle",provider="shell"} 1"#;
+    assert!(metrics.lines().any(|l| l == idle_shells), "this node's agents by state and provider: {metrics}");
 
     // `;` and a `C-c` written as text must arrive as text, not as tmux commands or keys.
     let text = "echo 'sy;marker C-c'";
