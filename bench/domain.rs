@@ -72,6 +72,31 @@ struct Bench {
     database_url: String,
     server_url: String,
     seconds: u64,
+    /// Concurrent clients of the read loads (64, or fewer when the server has no room for them).
+    clients: usize,
+}
+
+/// How many concurrent raw clients the PostgreSQL server has room for beside the app's pools:
+/// 64, or what `max_connections` leaves (a stock Debian server allows 100); too few to measure
+/// anything, and the bench says what to raise instead of failing with "too many clients".
+async fn room_for_clients(server_url: &str) -> anyhow::Result<usize> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(server_url).await?;
+    let (max, reserved, used): (i32, i32, i64) = sqlx::query_as(
+        "SELECT current_setting('max_connections')::int, current_setting('superuser_reserved_connections')::int,
+                (SELECT count(*) FROM pg_stat_activity)",
+    )
+    .fetch_one(&mut conn)
+    .await?;
+    conn.close().await?;
+    let app = i64::from(switchyard::db::POOL_CONNECTIONS) + 16;
+    let room = i64::from(max - reserved) - used - app - 4;
+    anyhow::ensure!(
+        room >= 16,
+        "PostgreSQL allows {max} connections ({reserved} reserved, {used} in use) and the app takes up to {app}: \
+         too few left for the read loads. Raise max_connections (e.g. to 200) and restart PostgreSQL."
+    );
+    Ok(room.min(64) as usize)
 }
 
 #[tokio::main]
@@ -103,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
         tmux_socket: format!("sy-bench-{}", std::process::id()),
         ..WorkerConfig::default()
     };
+    let clients = room_for_clients(&server_url).await?;
     let app = common::start(&database_url, data_dir.path(), worker).await?;
     let bench = Bench {
         api: app.api(),
@@ -112,6 +138,7 @@ async fn main() -> anyhow::Result<()> {
         database_url,
         server_url,
         seconds,
+        clients,
     };
     let repo = common::git_repo()?;
     bench.post("/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
@@ -151,16 +178,18 @@ impl Bench {
         Ok(())
     }
 
-    /// First: one task read over HTTP versus straight from PostgreSQL, 64 at a time.
+    /// First: one task read over HTTP versus straight from PostgreSQL, `clients` (64) at a time.
     async fn task_reads(&self) -> anyhow::Result<()> {
         let task = self.post("/tasks", json!({"project": "bench", "title": "Read me"})).await?;
         let id: uuid::Uuid = task["id"].as_str().expect("task id").parse()?;
         let duration = Duration::from_secs(self.seconds);
 
-        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(64).connect(&self.database_url).await?;
+        let clients = self.clients;
+        let pool =
+            sqlx::postgres::PgPoolOptions::new().max_connections(clients as u32).connect(&self.database_url).await?;
         let deadline = Instant::now() + duration;
         let started = Instant::now();
-        let workers = (0..64).map(|_| {
+        let workers = (0..clients).map(|_| {
             let pool = pool.clone();
             tokio::spawn(async move {
                 // One connection per worker, as the HTTP side keeps one connection alive.
@@ -187,9 +216,9 @@ impl Bench {
         let per_get = STATEMENTS.load(Ordering::Relaxed) - before;
         counting(false);
 
-        let http = http_load(self.addr, 64, duration, "GET", path.clone(), self.token.clone()).await?;
+        let http = http_load(self.addr, clients, duration, "GET", path.clone(), self.token.clone()).await?;
 
-        println!("\n## GET /api/v1/tasks/{{id}}, 64 concurrent connections");
+        println!("\n## GET /api/v1/tasks/{{id}}, {clients} concurrent connections");
         println!("raw sqlx PK select : {}", raw.summary());
         println!("HTTP API           : {}", http.summary());
         println!("ratio API / raw    : {:.0} %", 100.0 * http.per_second() / raw.per_second());
@@ -207,18 +236,21 @@ impl Bench {
             return Ok(());
         }
         let seconds = self.seconds.to_string();
+        let clients = self.clients.to_string();
         let url = common::fresh_database(&self.server_url, "switchyard_bench_pgbench_select").await?;
         run("pgbench", &["-i", "-q", "-s", "1", &url])?;
         self.checkpoint().await?;
         let raw = pgbench_tps(&run(
             "pgbench",
-            &["-n", "-S", "-M", "prepared", "-c", "64", "-j", "2", "-T", &seconds, &url],
+            &["-n", "-S", "-M", "prepared", "-c", &clients, "-j", "2", "-T", &seconds, &url],
         )?)?;
         common::drop_database(&self.server_url, "switchyard_bench_pgbench_select").await?;
         let header = format!("Authorization: Bearer {}", self.token);
         let target = format!("http://{}{path}", self.addr);
-        let out =
-            run("wrk", &["-t", "2", "-c", "64", "-d", &format!("{seconds}s"), "--latency", "-H", &header, &target])?;
+        let out = run(
+            "wrk",
+            &["-t", "2", "-c", &clients, "-d", &format!("{seconds}s"), "--latency", "-H", &header, &target],
+        )?;
         let field = |prefix: &str| {
             out.lines().find_map(|l| l.trim_start().strip_prefix(prefix)).map(|rest| rest.trim().to_owned())
         };
@@ -226,7 +258,7 @@ impl Bench {
             field("Requests/sec:").and_then(|n| n.parse().ok()).ok_or_else(|| anyhow::anyhow!("wrk said:\n{out}"))?;
         let p50 = field("50%").unwrap_or_default();
         let p99 = field("99%").unwrap_or_default();
-        println!("\n## The same, each load from a client process of its own (64 connections, 2 threads)");
+        println!("\n## The same, each load from a client process of its own ({clients} connections, 2 threads)");
         println!("pgbench -S (prepared): {raw:>8.0}/s");
         println!("HTTP API (wrk)       : {http:>8.0}/s  p50 {p50}  p99 {p99}");
         println!("ratio API / raw      : {:.0} %", 100.0 * http / raw);

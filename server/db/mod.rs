@@ -90,6 +90,10 @@ impl Database {
     }
 }
 
+/// The main pool's size. With the smaller pools beside it (the webhook sender's, the batched
+/// reads', the feed's listener and notifier) a process holds at most about 16 more.
+pub const POOL_CONNECTIONS: u32 = 32;
+
 /// A connection idle for longer than this is pinged before it is handed out.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 
@@ -97,7 +101,7 @@ const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 /// most statements (a task read would cost two); only a connection that sat idle long enough to
 /// have been cut (a restart, a firewall) is pinged, and a broken one is replaced, not used.
 pub async fn pool(options: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
-    pool_options(32).min_connections(1).connect_with(options).await
+    pool_options(POOL_CONNECTIONS).min_connections(1).connect_with(options).await
 }
 
 /// A small pool beside `pool`, to the same database, whose statements are planned once:
