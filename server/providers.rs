@@ -347,7 +347,7 @@ mod tests {
     fn the_pane_gets_the_providers_env_and_switchyards_own_variables_last() {
         let p = Providers::parse("[providers.x]\ncommand = [\"x\"]\nenv = { A = \"1\", SWITCHYARD_AGENT = \"evil\" }")
             .unwrap();
-        let env = p.get("x").unwrap().pane_env("http://127.0.0.1:8080", "fox", "/data/agent-tokens/fox");
+        let env = p.get("x").unwrap().pane_env("http://127.0.0.1:8080", "fox", "/data/agents/fox/token");
         let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["A", "SWITCHYARD_URL", "SWITCHYARD_AGENT", "SWITCHYARD_TOKEN_FILE"]);
         assert_eq!(env[2].1, "fox");

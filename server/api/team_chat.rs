@@ -26,8 +26,9 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(post_chat, read_chat))
 }
 
-/// The team, if the caller may use its chat: any token but an agent's, which must be a member.
-async fn team_for(state: &AppState, caller: &Caller, name: &str) -> ApiResult<Team> {
+/// The team, if the caller may read it and use its chat: any token but an agent's, which must
+/// be a member.
+pub(crate) async fn team_for(state: &AppState, caller: &Caller, name: &str) -> ApiResult<Team> {
     let mut conn = state.db.acquire().await?;
     let team = teams::get(&mut conn, name).await?.ok_or_else(|| not_found(name))?;
     match caller.agent.as_deref() {

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::api::auth::Authenticated;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::etag::{etag, IfMatch};
 use crate::api::json::{nullable, ApiJson};
@@ -112,14 +113,18 @@ pub async fn list_teams(
     Ok(Json(page(rows, limit, |t| Position { created_at: t.created_at, id: t.id })))
 }
 
-/// Reads a team (an agent's token may read any team; it sees only names and states).
+/// Reads a team (an agent's token only its own team).
 #[utoipa::path(get, path = "/teams/{name}", tag = "teams", params(("name" = String, Path)),
     responses((status = 200, body = Team, headers(("ETag" = String, description = "the version, quoted"))),
+        (status = 403, body = Problem, description = "An agent's token, and the agent is not a member"),
         (status = 404, body = Problem)))]
 #[tracing::instrument(skip_all, fields(team = %name), err)]
-pub async fn get_team(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Response> {
-    let mut conn = state.db.acquire().await?;
-    Ok(with_etag(teams::get(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?))
+pub async fn get_team(
+    State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    Ok(with_etag(team_chat::team_for(&state, &caller, &name).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

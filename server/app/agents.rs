@@ -11,7 +11,7 @@ use super::clones;
 use super::{Ctx, Error, IfMatch, Result};
 use crate::db::agents::{self, Agent, Edit, NewAgent};
 use crate::db::{projects, teams, wishes};
-use crate::domain::agent_kind::{default_name, is_valid_branch, is_valid_name, AgentKind, AgentRole};
+use crate::domain::agent_kind::{default_name, is_reserved_name, is_valid_branch, is_valid_name, AgentKind, AgentRole};
 use crate::domain::team::TeamStatus;
 use crate::git::clones::{default_branch, UnmergedWork};
 
@@ -19,9 +19,17 @@ pub fn not_found(name: &str) -> Error {
     Error::NotFound(format!("no agent `{name}`"))
 }
 
-/// Where an agent's token file lives (written by the worker that spawns it, removed with it).
+/// The agent's own directory on the node that runs it, `<data_dir>/agents/<name>` (0700): it
+/// holds the agent's token and nothing of any other agent, so the path an agent is given
+/// (`SWITCHYARD_TOKEN_FILE`) lists no other agent's token.
+pub fn own_dir(data_dir: &std::path::Path, name: &str) -> PathBuf {
+    data_dir.join("agents").join(name)
+}
+
+/// Where an agent's token file lives, `<data_dir>/agents/<name>/token` (0600; written by the
+/// worker that spawns it, removed with the agent).
 pub fn token_file(data_dir: &std::path::Path, name: &str) -> PathBuf {
-    data_dir.join("agent-tokens").join(name)
+    own_dir(data_dir, name).join("token")
 }
 
 /// Free text that may be absent; present means 1 to `max` characters once trimmed.
@@ -71,6 +79,9 @@ pub async fn create(ctx: &Ctx, input: NewAgentInput) -> Result<Agent> {
     let name = match input.name.as_deref().map(str::trim) {
         Some(name) if !is_valid_name(name) => {
             return Err(Error::invalid("name", "must be lowercase letters, digits and dashes (1 to 63)"))
+        }
+        Some(name) if is_reserved_name(name) => {
+            return Err(Error::invalid("name", format!("`{name}` is reserved (for people and Switchyard itself)")))
         }
         Some(name) => name.to_owned(),
         None => default_name(input.kind, id),
@@ -230,9 +241,8 @@ pub async fn delete(ctx: &Ctx, name: &str, force: bool) -> Result<DeletedAgent> 
         Some(path) => clones::remove_after_commit(path, &owner).await,
         None => false,
     };
-    // Its token went with the row; the file that held it goes too.
-    let token_file = token_file(&ctx.data_dir, name);
-    if let Err(e) = std::fs::remove_file(&token_file) {
+    // Its token went with the row; the directory that held its file goes too.
+    if let Err(e) = std::fs::remove_dir_all(own_dir(&ctx.data_dir, name)) {
         if e.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!(agent = %name, error = %e, "removing the agent's token file");
         }

@@ -158,13 +158,7 @@ pub async fn find_caller(pool: &PgPool, hash: &str) -> Result<Option<Caller>, sq
 pub async fn issue_agent_token(conn: &mut PgConnection, agent_id: Uuid) -> Result<String, sqlx::Error> {
     let name =
         sqlx::query_scalar!("SELECT name FROM agents WHERE id = $1 FOR UPDATE", agent_id).fetch_one(&mut *conn).await?;
-    let revoked = sqlx::query_scalar!(
-        "UPDATE tokens SET revoked_at = now(), updated_at = now()
-         WHERE agent_id = $1 AND revoked_at IS NULL RETURNING id",
-        agent_id
-    )
-    .fetch_all(&mut *conn)
-    .await?;
+    let revoked = revoke_agent_tokens(conn, agent_id).await?;
     let new = generate_token();
     let token_name = format!("agent:{name}");
     let id = sqlx::query_scalar!(
@@ -180,6 +174,34 @@ pub async fn issue_agent_token(conn: &mut PgConnection, agent_id: Uuid) -> Resul
         "revoked": revoked});
     events::record(conn, "token.created", &format!("token:{id}"), payload).await?;
     Ok(new.secret)
+}
+
+/// Revokes every live token of the agent; returns their ids.
+async fn revoke_agent_tokens(conn: &mut PgConnection, agent_id: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE tokens SET revoked_at = now(), updated_at = now()
+         WHERE agent_id = $1 AND revoked_at IS NULL RETURNING id",
+        agent_id
+    )
+    .fetch_all(&mut *conn)
+    .await
+}
+
+/// Revokes the token of an agent that stopped for good (`done`, or `error`: killed, or its pane
+/// died), with a `token.revoked` event each, in the caller's transaction: a finished agent's
+/// token must not outlive it. A resume gets a new one when the agent is spawned again.
+pub async fn revoke_for_stopped_agent(
+    conn: &mut PgConnection,
+    agent_id: Uuid,
+    agent_name: &str,
+    state: &str,
+) -> Result<(), sqlx::Error> {
+    for id in revoke_agent_tokens(conn, agent_id).await? {
+        let payload = serde_json::json!({"name": format!("agent:{agent_name}"), "agent_id": agent_id,
+            "reason": format!("the agent is {state}")});
+        events::record(conn, "token.revoked", &format!("token:{id}"), payload).await?;
+    }
+    Ok(())
 }
 
 /// Records use at most once a minute per token, so reads do not each cost a write; true when it

@@ -102,6 +102,15 @@ pub fn is_valid_name(name: &str) -> bool {
     super::project::is_valid_slug(name)
 }
 
+/// Names no agent may take: they are people or Switchyard itself in messages, task assignees
+/// and chats (`operator` sends as the person at the dashboard, `human` is the assignee of work
+/// handed to a person), so an agent of that name would read and speak as them.
+pub const RESERVED_NAMES: [&str; 3] = [super::message::OPERATOR, "human", "switchyard"];
+
+pub fn is_reserved_name(name: &str) -> bool {
+    RESERVED_NAMES.contains(&name)
+}
+
 /// The name given when none is asked for: the kind and the first 8 hex digits of the id, e.g.
 /// `worker-3f2a9c1d`. Unique in practice; the database's unique index settles the rest.
 pub fn default_name(kind: AgentKind, id: uuid::Uuid) -> String {

@@ -146,17 +146,19 @@ impl Tmux {
         &self.socket
     }
 
-    /// `tmux -f /dev/null -L SOCKET` with the environment cleaned of the caller's own tmux
-    /// (`TMUX` would make some commands default to the pane the worker happens to run in).
-    /// `-f /dev/null` (read only when the command starts the server) keeps the user's
-    /// `~/.tmux.conf` out of our server: its options (`remain-on-exit`, `default-command`,
-    /// `base-index`, …) are ours to set.
+    /// `tmux -f /dev/null -L SOCKET` with only the [`inherited_env`] of our own process: the
+    /// client that starts the server hands it its environment, which every pane then inherits,
+    /// so the server's secrets (database URL, webhook secrets, hook tokens) must never reach it.
+    /// That also drops the caller's own `TMUX` (which would make some commands default to the
+    /// pane the worker happens to run in). `-f /dev/null` (read only when the command starts
+    /// the server) keeps the user's `~/.tmux.conf` out of our server: its options
+    /// (`remain-on-exit`, `default-command`, `base-index`, …) are ours to set.
     pub(crate) fn command(&self) -> Command {
         let mut cmd = Command::new("tmux");
         cmd.args(["-f", "/dev/null", "-L"])
             .arg(&self.socket)
-            .env_remove("TMUX")
-            .env_remove("TMUX_PANE")
+            .env_clear()
+            .envs(inherited_env(std::env::vars_os()))
             .kill_on_drop(true);
         cmd
     }
@@ -237,12 +239,13 @@ impl Tmux {
         Ok(())
     }
 
-    /// Starts `spec.command` in a new background window of `spec.session`.
+    /// Starts `spec.command` in a new background window of `spec.session`, with the server's
+    /// (clean) environment, `spec.env`, and neither `TMUX` nor `TMUX_PANE`.
     ///
-    /// tmux runs a command of two or more arguments with `execvp`, no shell; a single argument
-    /// it would hand to `sh -c`, so a one-word command is wrapped as `sh -c 'exec "$0"' WORD`,
-    /// which runs WORD itself without interpreting it. An empty command runs tmux's default
-    /// shell.
+    /// tmux runs a command of two or more arguments with `execvp`, no shell (a single argument
+    /// it would hand to `sh -c`): the command always runs as `env -u TMUX -u TMUX_PANE -- ARGV`,
+    /// so even a one-word command is run as itself, never interpreted. An empty command runs
+    /// the user's shell (`$SHELL`).
     pub async fn new_window(&self, spec: &WindowSpec) -> Result<Pane> {
         check_name("session name", &spec.session)?;
         check_name("window name", &spec.name)?;
@@ -262,9 +265,12 @@ impl Tmux {
             args.extend(["-e".to_owned(), format!("{key}={value}")]);
         }
         args.push("--".to_owned());
+        // tmux sets `TMUX` and `TMUX_PANE` after `-e`, so they are unset by `env` in the pane
+        // itself: the program does not learn where the server of every pane is. `env` runs the
+        // program with `execvp`, without a shell, in its own process (the pane's pid stays it).
+        args.extend(PANE_UNSET.map(String::from));
         match spec.command.as_slice() {
-            [] => {}
-            [program] => args.extend(["sh", "-c", "exec \"$0\"", program].map(String::from)),
+            [] => args.extend(["sh", "-c", "exec \"${SHELL:-sh}\""].map(String::from)),
             argv => args.extend(argv.iter().cloned()),
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -379,6 +385,28 @@ impl Tmux {
     }
 }
 
+/// What every pane's command starts with: `TMUX` and `TMUX_PANE` name the server that holds
+/// every agent's pane, so the agent's program does not get them.
+const PANE_UNSET: [&str; 6] = ["env", "-u", "TMUX", "-u", "TMUX_PANE", "--"];
+
+/// The variables of our own environment that tmux (and so, through the server's global
+/// environment, every pane) may see: what a program needs to find its tools, its home, its
+/// language and its terminal; `TMUX_TMPDIR` because it says where the socket is. Everything
+/// else an agent gets is its provider's `env` and its own `SWITCHYARD_*` (`new-window -e`).
+pub const INHERITED_ENV: &[&str] =
+    &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "TMUX_TMPDIR"];
+
+/// The variables of `vars` that [`INHERITED_ENV`] allows, plus every `LC_*`.
+pub fn inherited_env(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    vars.into_iter()
+        .filter(|(key, _)| {
+            key.to_str().is_some_and(|k| INHERITED_ENV.contains(&k) || (k.starts_with("LC_") && k.len() > 3))
+        })
+        .collect()
+}
+
 /// The `capture-pane` arguments, shared by [`Tmux::capture`] and [`Control::capture`].
 pub fn capture_args(pane: &str, history: u32, escapes: bool) -> Vec<String> {
     let mut args = vec!["capture-pane".to_owned(), "-p".to_owned(), "-J".to_owned()];
@@ -452,6 +480,14 @@ mod tests {
         }
         assert!(check_name("window name", "agent-1 ;#$~").is_ok());
         assert!(Tmux::new("a/b").is_err());
+    }
+
+    #[test]
+    fn only_the_allowed_variables_reach_tmux() {
+        let vars = ["PATH", "HOME", "LC_ALL", "LC_", "DATABASE_URL", "SWITCHYARD_INBOUND_HOOKS", "TMUX", "TMUX_PANE"]
+            .map(|k| (k.into(), "x".into()));
+        let kept: Vec<_> = inherited_env(vars).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(kept, ["PATH", "HOME", "LC_ALL"]);
     }
 
     #[test]

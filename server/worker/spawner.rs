@@ -129,15 +129,16 @@ impl Spawner<'_> {
     }
 }
 
-/// Writes the agent's token to `<data_dir>/agent-tokens/<name>`, readable by this user only
-/// (the directory 0700, the file 0600, replaced atomically), and returns its path.
+/// Writes the agent's token to `<data_dir>/agents/<name>/token`, readable by this user only
+/// (the directories 0700, the file 0600, replaced atomically), and returns its path. Each agent
+/// has a directory of its own: the one an agent is shown holds no other agent's token.
 fn write_token(data_dir: &Path, name: &str, token: &str) -> std::io::Result<PathBuf> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let path = crate::app::agents::token_file(data_dir, name);
     let dir = path.parent().unwrap_or(data_dir).to_path_buf();
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-    let tmp = dir.join(format!(".{name}.tmp"));
+    let tmp = dir.join(".token.tmp");
     let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
     file.write_all(token.as_bytes())?;
     file.sync_all()?;
@@ -155,7 +156,11 @@ mod tests {
         let path = super::write_token(dir.path(), "fox", "sy_secret").expect("write");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "sy_secret");
         assert_eq!(std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777, 0o600);
-        let dir_mode = std::fs::metadata(path.parent().expect("dir")).expect("meta").permissions().mode() & 0o777;
-        assert_eq!(dir_mode, 0o700);
+        for dir in [path.parent().expect("own dir"), &dir.path().join("agents")] {
+            assert_eq!(std::fs::metadata(dir).expect("meta").permissions().mode() & 0o777, 0o700, "{dir:?}");
+        }
+        let owl = super::write_token(dir.path(), "owl", "sy_other").expect("write");
+        let listed: Vec<_> = std::fs::read_dir(path.parent().expect("dir")).expect("list").flatten().collect();
+        assert_eq!(listed.len(), 1, "fox's directory holds fox's token only, not {owl:?}");
     }
 }

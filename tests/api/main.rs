@@ -14,6 +14,7 @@ mod feed;
 mod health;
 mod helpers;
 mod inbound;
+mod isolation;
 mod layers;
 mod mailbox;
 mod mailbox_crash;

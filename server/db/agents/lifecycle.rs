@@ -12,7 +12,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{get, list, subject, Agent, ListFilter};
-use crate::db::{events, tasks, teams};
+use crate::db::{events, tasks, teams, tokens};
 use crate::domain::agent::{swapped_from, transition, AgentEvent, AgentState};
 use crate::domain::task::TaskEvent;
 
@@ -56,7 +56,8 @@ const ATTEMPTS: usize = 16;
 /// and the conditional update retried if another writer wins meanwhile.
 ///
 /// Writes `agent.state_changed` {from, to, source}, and `agent.stopped` when the agent reaches
-/// `done`, `error` or `suspended`. A resume (→ `spawning`) puts the row back in the worker's queue:
+/// `done`, `error` or `suspended`; reaching `done` or `error` revokes the agent's token (a
+/// respawn issues a new one). A resume (→ `spawning`) puts the row back in the worker's queue:
 /// its node and pane are cleared so a worker claims it again.
 #[tracing::instrument(skip_all, fields(agent = %id, event = event.name(), source = cause.source), err)]
 pub async fn apply(
@@ -93,6 +94,9 @@ pub async fn apply(
             let payload = json!({"state": to, "source": cause.source, "reason": cause.detail,
                 "suspended_until": cause.suspended_until});
             events::record(&mut *conn, "agent.stopped", &name, payload).await?;
+        }
+        if matches!(to, AgentState::Done | AgentState::Error) {
+            tokens::revoke_for_stopped_agent(conn, current.id, &current.name, to.as_str()).await?;
         }
         follow_task(conn, &current, from, to, cause).await?;
         return Ok(Some(Applied::Changed { agent, from }));

@@ -1,0 +1,129 @@
+//! Agents are untrusted clients: a pane gets its own variables and token, not the server's
+//! environment, the tmux server or another agent's token; a token stops with its agent and
+//! reaches only its own team; an agent cannot take the name of a person or of Switchyard.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{assert_problem, engineer, eventually, merged, spawn_app, spawn_app_with_worker, TestApp};
+
+/// The environment a process started with, from `/proc/<pid>/environ`.
+fn environ(pid: u64) -> HashMap<String, String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).expect("read the pane's environ");
+    raw.split(|b| *b == 0)
+        .filter(|entry| !entry.is_empty())
+        .filter_map(|entry| String::from_utf8_lossy(entry).split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .collect()
+}
+
+/// `GET /api/v1/agents/{name}` with `token`: its status.
+async fn read_self(app: &TestApp, name: &str, token: &str) -> u16 {
+    let url = app.url(&format!("/api/v1/agents/{name}"));
+    app.client.get(url).bearer_auth(token).send().await.expect("get").status().as_u16()
+}
+
+/// Waits until the `shell` agent `name` has a pane, and returns it.
+async fn with_pane(app: &TestApp, name: &str) -> Value {
+    eventually("the worker gives the agent a pane", Duration::from_secs(20), || async {
+        app.agent(name).await["pid"].is_u64()
+    })
+    .await;
+    app.agent(name).await
+}
+
+#[tokio::test]
+async fn a_pane_gets_its_own_variables_and_a_token_of_its_own_but_not_the_servers_environment_or_tmux() {
+    // Tests share this process's environment: a name no other test uses. The app under test
+    // (and so the tmux server it starts) runs with this canary in its environment.
+    let canary = format!("SY_CANARY_{}", uuid::Uuid::new_v4().simple());
+    std::env::set_var(&canary, "a server secret");
+    let app = spawn_app_with_worker().await;
+    app.create_project("alpha").await;
+    let shell = |name: &str| merged(engineer("alpha", name), json!({"provider": "shell", "clone": "none"}));
+    app.create_agent(shell("fox")).await;
+    app.create_agent(shell("owl")).await;
+    let fox = with_pane(&app, "fox").await;
+    with_pane(&app, "owl").await;
+
+    let env = environ(fox["pid"].as_u64().expect("pid"));
+    assert!(!env.contains_key(&canary), "the server's environment reached the pane: {env:?}");
+    assert!(!env.contains_key("DATABASE_URL"), "{env:?}");
+    assert!(!env.contains_key("TMUX") && !env.contains_key("TMUX_PANE"), "the pane is told where tmux is: {env:?}");
+    assert_eq!(env.get("SWITCHYARD_AGENT").map(String::as_str), Some("fox"));
+    assert_eq!(env.get("SWITCHYARD_URL"), Some(&app.address));
+    assert!(env.contains_key("PATH") && env.contains_key("HOME"), "{env:?}");
+
+    // The token file's directory holds fox's token and nothing of owl's.
+    let token_file = Path::new(env.get("SWITCHYARD_TOKEN_FILE").expect("a token file"));
+    let listed: Vec<String> = std::fs::read_dir(token_file.parent().expect("its directory"))
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(listed, ["token"], "{token_file:?}");
+    let token = std::fs::read_to_string(token_file).expect("the token");
+    assert_eq!(read_self(&app, "fox", &token).await, 200);
+
+    // Killed, its token stops working; resumed, it gets a new one.
+    app.post_ok("/api/v1/agents/fox/kill", json!({})).await;
+    assert_eq!(read_self(&app, "fox", &token).await, 401, "a killed agent's token is revoked");
+    app.post_ok("/api/v1/agents/fox/resume", json!({})).await;
+    with_pane(&app, "fox").await;
+    let renewed = std::fs::read_to_string(token_file).expect("the new token");
+    assert_ne!(renewed, token);
+    assert_eq!(read_self(&app, "fox", &renewed).await, 200);
+    std::env::remove_var(&canary);
+}
+
+#[tokio::test]
+async fn an_agents_token_is_revoked_when_it_is_killed_and_gone_when_it_is_deleted() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    let fox = app.create_agent(engineer("alpha", "fox")).await;
+    let token = app.agent_token(&fox).await;
+    assert_eq!(read_self(&app, "fox", &token).await, 200);
+    app.post_ok("/api/v1/agents/fox/kill", json!({})).await;
+    assert_eq!(read_self(&app, "fox", &token).await, 401);
+    assert_eq!(app.count_events("agent.stopped", "agent:fox").await, 1);
+
+    let owl = app.create_agent(engineer("alpha", "owl")).await;
+    let token = app.agent_token(&owl).await;
+    let deleted = app.admin(Method::DELETE, "/api/v1/agents/owl?force=true").send().await.expect("delete");
+    assert_eq!(deleted.status(), 200, "{:?}", deleted.text().await);
+    assert_eq!(read_self(&app, "owl", &token).await, 401);
+}
+
+#[tokio::test]
+async fn an_agent_may_not_be_named_after_a_person_or_switchyard() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    for name in ["operator", "human", "switchyard"] {
+        let problem = assert_problem(app.post("/api/v1/agents", engineer("alpha", name)).await, 422).await;
+        assert_eq!(problem["errors"][0]["field"], "name", "{problem}");
+        assert!(problem["detail"].as_str().unwrap_or_default().contains("reserved"), "{problem}");
+    }
+    app.create_agent(engineer("alpha", "operator-2")).await;
+}
+
+#[tokio::test]
+async fn an_agents_token_reads_its_own_team_only() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    for team in ["login", "billing"] {
+        app.post_ok("/api/v1/teams", json!({"name": team, "project": "alpha"})).await;
+    }
+    let fox = app.create_agent(merged(engineer("alpha", "fox"), json!({"team": "login"}))).await;
+    let token = app.agent_token(&fox).await;
+    let read = |team: &'static str| {
+        let request = app.client.get(app.url(&format!("/api/v1/teams/{team}"))).bearer_auth(&token);
+        async move { request.send().await.expect("get") }
+    };
+    assert_eq!(read("login").await.status(), 200);
+    let problem = assert_problem(read("billing").await, 403).await;
+    assert!(problem["detail"].as_str().unwrap_or_default().contains("not a member"), "{problem}");
+    assert_eq!(app.get_ok("/api/v1/teams/billing").await["name"], "billing", "other tokens read any team");
+}
