@@ -185,7 +185,7 @@ pub async fn generic(
     }
     let response = match (hook.task, hook.wish) {
         (Some(task), None) => {
-            let task = crate::app::tasks::create(&mut tx, task.into()).await?;
+            let task = crate::app::tasks::create(&mut tx, &state.providers, task.into()).await?;
             let mut response = with_etag(task.version, task);
             *response.status_mut() = StatusCode::CREATED;
             response

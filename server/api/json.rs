@@ -79,7 +79,11 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<axum::bod
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     match serde_path_to_error::deserialize(&mut de) {
-        Ok(value) => Ok(value),
+        // Anything but whitespace after the value is refused, not ignored.
+        Ok(value) => match de.end() {
+            Ok(()) => Ok(value),
+            Err(e) => Err(ApiError::BadRequest(format!("the body is not valid JSON: {e}"))),
+        },
         Err(err) => {
             let inner = err.inner();
             if inner.is_syntax() || inner.is_eof() {
@@ -174,6 +178,13 @@ mod tests {
     fn a_nested_wrong_type_is_named_by_its_path() {
         assert_eq!(field_of(r#"{"name":"a","inner":{"count":"x"}}"#), "inner.count");
         assert_eq!(field_of(r#"{"name":"a","inner":{"count":1,"extra":2}}"#), "inner.extra");
+    }
+
+    #[test]
+    fn data_after_the_json_value_is_a_bad_request() {
+        assert!(matches!(parse::<Body>(br#"{"name":"a"} xyz"#), Err(ApiError::BadRequest(_))));
+        assert!(matches!(parse::<Body>(br#"{"name":"a"}{"name":"b"}"#), Err(ApiError::BadRequest(_))));
+        assert!(parse::<Body>(b"{\"name\":\"a\"} \n").is_ok());
     }
 
     #[test]

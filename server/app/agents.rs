@@ -8,9 +8,11 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::clones;
-use super::{Ctx, Error, IfMatch, Result};
+use super::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::agents::{self, Agent, Edit, NewAgent};
+use crate::db::projects::Project;
 use crate::db::{projects, teams, wishes};
+use crate::domain::agent::AgentState;
 use crate::domain::agent_kind::{default_name, is_reserved_name, is_valid_branch, is_valid_name, AgentKind, AgentRole};
 use crate::domain::team::TeamStatus;
 use crate::git::clones::{default_branch, UnmergedWork};
@@ -76,38 +78,50 @@ pub struct NewAgentInput {
 #[tracing::instrument(skip_all, fields(project = %input.project, provider = %input.provider), err)]
 pub async fn create(ctx: &Ctx, input: NewAgentInput) -> Result<Agent> {
     let id = Uuid::new_v4();
+    let mut errors = Fields::default();
     let name = match input.name.as_deref().map(str::trim) {
-        Some(name) if !is_valid_name(name) => {
-            return Err(Error::invalid("name", "must be lowercase letters, digits and dashes (1 to 63)"))
+        Some(name) => {
+            errors.check("name", is_valid_name(name), "must be lowercase letters, digits and dashes (1 to 63)");
+            errors.check(
+                "name",
+                !is_reserved_name(name),
+                format!("`{name}` is reserved (for people and Switchyard itself)"),
+            );
+            name.to_owned()
         }
-        Some(name) if is_reserved_name(name) => {
-            return Err(Error::invalid("name", format!("`{name}` is reserved (for people and Switchyard itself)")))
-        }
-        Some(name) => name.to_owned(),
         None => default_name(input.kind, id),
     };
-    if ctx.providers.get(&input.provider).is_none() {
+    if input.provider.len() > MAX_NAME {
+        errors.max_len("provider", &input.provider, MAX_NAME);
+    } else if ctx.providers.get(&input.provider).is_none() {
         let known = ctx.providers.names().join(", ");
-        return Err(Error::invalid("provider", format!("unknown provider `{}`; known: {known}", input.provider)));
+        errors.check("provider", false, format!("unknown provider `{}`; known: {known}", input.provider));
+    }
+    errors.max_len("project", &input.project, MAX_NAME);
+    for (field, value) in [("wish", &input.wish), ("group", &input.group), ("team", &input.team)] {
+        errors.max_len_opt(field, value.as_deref(), MAX_NAME);
     }
     let branch_given = input.branch.is_some();
     let workspace = input.workspace.unwrap_or_default();
     let branch = match (workspace, input.branch) {
         (Workspace::ProjectRepo, Some(_)) => {
-            return Err(Error::invalid("branch", "only an agent with its own clone has a branch"))
+            errors.check("branch", false, "only an agent with its own clone has a branch");
+            None
         }
         (Workspace::ProjectRepo, None) => None,
-        (Workspace::OwnClone, Some(b)) if !is_valid_branch(b.trim()) => {
-            return Err(Error::invalid("branch", "is not a branch name git accepts"))
+        (Workspace::OwnClone, Some(b)) => {
+            let b = b.trim().to_owned();
+            errors.check("branch", is_valid_branch(&b), "is not a branch name git accepts (nor HEAD)");
+            Some(b)
         }
-        (Workspace::OwnClone, Some(b)) => Some(b.trim().to_owned()),
         (Workspace::OwnClone, None) => Some(default_branch(&name)),
     };
     let clone_mode = match workspace {
         Workspace::OwnClone => "agent",
         Workspace::ProjectRepo => "none",
     };
-    let task = text("task", input.task, 20_000)?;
+    let task = errors.take(text("task", input.task, 20_000))?.flatten();
+    errors.finish()?;
     let mut tx = ctx.db.begin().await?;
     let project = projects::find(&mut tx, &input.project, false)
         .await?
@@ -136,6 +150,9 @@ pub async fn create(ctx: &Ctx, input: NewAgentInput) -> Result<Agent> {
         Some(team) => ("team", Some(team.branch.clone())),
         None => (clone_mode, branch),
     };
+    if let (true, Some(branch)) = (branch_given, &branch) {
+        check_branch_is_free(&mut tx, &project, branch).await?;
+    }
     let (wish_id, task_id) = match (input.wish, input.group) {
         (None, None) => (None, None),
         (None, Some(_)) => return Err(Error::invalid("group", "needs `wish`: the wish the group belongs to")),
@@ -179,6 +196,29 @@ pub async fn create(ctx: &Ctx, input: NewAgentInput) -> Result<Agent> {
     }
     ctx.feed.commit(tx).await?;
     Ok(agent)
+}
+
+/// The longest name of a project, wish, group, team or provider an agent may refer to.
+const MAX_NAME: usize = 100;
+
+/// A branch asked for must be the agent's own: not the project's target branch (its work merges
+/// there) and not the branch of another agent of the project that may still work on it.
+async fn check_branch_is_free(conn: &mut sqlx::PgConnection, project: &Project, branch: &str) -> Result<()> {
+    if branch == project.target_branch {
+        return Err(Error::invalid(
+            "branch",
+            format!("is the project's target branch; an agent's work merges into `{branch}`, not onto it"),
+        ));
+    }
+    if let Some((other, slug)) = agents::on_branch(&mut *conn, branch).await? {
+        let busy = agents::by_name(&mut *conn, &other)
+            .await?
+            .is_some_and(|a| a.state.is_live() || a.state == AgentState::Suspended);
+        if slug == project.slug && busy {
+            return Err(Error::invalid("branch", format!("agent `{other}` works on `{branch}`")));
+        }
+    }
+    Ok(())
 }
 
 /// Edits an agent's summary, task text or `ready_for_cleanup`, if the caller's version matches.

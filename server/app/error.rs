@@ -45,6 +45,64 @@ fn describe(errors: &[FieldError]) -> String {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Collects every bad field of one request, so the caller hears of all of them at once:
+/// `let mut f = Fields::default(); f.check("name", ok, "…"); f.finish()?;`.
+#[derive(Debug, Default)]
+#[must_use = "call finish() to refuse the request when a field is bad"]
+pub struct Fields(Vec<FieldError>);
+
+impl Fields {
+    /// Records `message` against `field` unless `ok`.
+    pub fn check(&mut self, field: impl Into<String>, ok: bool, message: impl Into<String>) -> &mut Fields {
+        if !ok {
+            self.0.push(FieldError::new(field, message));
+        }
+        self
+    }
+
+    /// Records a text that is longer than `max` characters (its length is checked before anything
+    /// else runs, so a huge value never reaches git or the database).
+    pub fn max_len(&mut self, field: impl Into<String>, value: &str, max: usize) -> &mut Fields {
+        // Bytes first: a cheap bound that keeps counting characters of a huge value from mattering.
+        let ok = value.len() <= max || value.chars().count() <= max;
+        self.check(field, ok, format!("must be at most {max} characters"))
+    }
+
+    /// [`Fields::max_len`] for a value that may be absent.
+    pub fn max_len_opt(&mut self, field: impl Into<String>, value: Option<&str>, max: usize) -> &mut Fields {
+        match value {
+            Some(value) => self.max_len(field, value, max),
+            None => self,
+        }
+    }
+
+    /// Takes the outcome of another check: its bad fields join these (`None` then), any other
+    /// error is returned at once.
+    pub fn take<T>(&mut self, outcome: Result<T>) -> Result<Option<T>> {
+        match outcome {
+            Ok(value) => Ok(Some(value)),
+            Err(Error::Invalid(errors)) => {
+                self.0.extend(errors);
+                Ok(None)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `Err(Invalid)` with every bad field recorded, if any.
+    pub fn finish(self) -> Result<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Invalid(self.0))
+        }
+    }
+}
+
 impl Error {
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Error {
         Error::Invalid(vec![FieldError::new(field, message)])

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
-pub use error::{Error, FieldError, Result};
+pub use error::{Error, FieldError, Fields, Result};
 pub use if_match::IfMatch;
 pub use panes::LocalPanes;
 

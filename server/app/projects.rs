@@ -7,10 +7,11 @@ use std::path::Path;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{Ctx, Error, IfMatch, Result};
+use super::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::projects::{self, Project, ProjectFields};
+use crate::domain::agent_kind::is_valid_branch;
 use crate::domain::project::{is_valid_slug, ForkConfig, MergeQueueConfig, PrShepherdConfig};
-use crate::git::{self, GitError};
+use crate::git::{self, clones, GitError};
 
 /// What a new project is made of; what is not given takes its default (`main`, configs off).
 #[derive(Debug, Default)]
@@ -51,19 +52,24 @@ pub fn no_project(slug: &str) -> Error {
 /// Creates a project over an existing git repository.
 #[tracing::instrument(skip_all, fields(slug = %new.slug), err)]
 pub async fn create(ctx: &Ctx, new: NewProject) -> Result<Project> {
-    if !is_valid_slug(&new.slug) {
-        return Err(Error::invalid("slug", "must match ^[a-z0-9][a-z0-9-]{0,62}$"));
-    }
-    let fields = validate(ProjectFields {
-        name: new.name,
-        repo_path: new.repo_path,
-        target_branch: new.target_branch.unwrap_or_else(|| "main".to_owned()),
-        github_url: new.github_url,
-        fork_config: new.fork_config.unwrap_or_default(),
-        merge_queue_config: new.merge_queue_config.unwrap_or_default(),
-        pr_shepherd_config: new.pr_shepherd_config.unwrap_or_default(),
-    })?;
+    let mut errors = Fields::default();
+    errors.check("slug", is_valid_slug(&new.slug), "must match ^[a-z0-9][a-z0-9-]{0,62}$");
+    let fields = validate(
+        ProjectFields {
+            name: new.name,
+            repo_path: new.repo_path,
+            target_branch: new.target_branch.unwrap_or_else(|| "main".to_owned()),
+            github_url: new.github_url,
+            fork_config: new.fork_config.unwrap_or_default(),
+            merge_queue_config: new.merge_queue_config.unwrap_or_default(),
+            pr_shepherd_config: new.pr_shepherd_config.unwrap_or_default(),
+        },
+        &ctx.data_dir,
+        &mut errors,
+    );
+    errors.finish()?;
     check_repository(&fields.repo_path).await?;
+    check_target_branch(&fields).await?;
     let mut tx = ctx.db.begin().await?;
     let project = projects::create(&mut tx, &new.slug, &fields)
         .await
@@ -80,15 +86,21 @@ pub async fn update(ctx: &Ctx, slug: &str, if_match: &IfMatch, patch: ProjectPat
     let current = projects::find(&mut tx, slug, true).await?.ok_or_else(|| no_project(slug))?;
     if_match.check(&format!("project `{slug}`"), current.version)?;
     let old = current.fields();
-    let new = validate(ProjectFields {
-        name: patch.name.unwrap_or_else(|| old.name.clone()),
-        repo_path: patch.repo_path.unwrap_or_else(|| old.repo_path.clone()),
-        target_branch: patch.target_branch.unwrap_or_else(|| old.target_branch.clone()),
-        github_url: patch.github_url.unwrap_or_else(|| old.github_url.clone()),
-        fork_config: patch.fork_config.unwrap_or_else(|| old.fork_config.clone()),
-        merge_queue_config: patch.merge_queue_config.unwrap_or_else(|| old.merge_queue_config.clone()),
-        pr_shepherd_config: patch.pr_shepherd_config.unwrap_or_else(|| old.pr_shepherd_config.clone()),
-    })?;
+    let mut errors = Fields::default();
+    let new = validate(
+        ProjectFields {
+            name: patch.name.unwrap_or_else(|| old.name.clone()),
+            repo_path: patch.repo_path.unwrap_or_else(|| old.repo_path.clone()),
+            target_branch: patch.target_branch.unwrap_or_else(|| old.target_branch.clone()),
+            github_url: patch.github_url.unwrap_or_else(|| old.github_url.clone()),
+            fork_config: patch.fork_config.unwrap_or_else(|| old.fork_config.clone()),
+            merge_queue_config: patch.merge_queue_config.unwrap_or_else(|| old.merge_queue_config.clone()),
+            pr_shepherd_config: patch.pr_shepherd_config.unwrap_or_else(|| old.pr_shepherd_config.clone()),
+        },
+        &ctx.data_dir,
+        &mut errors,
+    );
+    errors.finish()?;
     let changed = changed_fields(&old, &new);
     if changed.is_empty() {
         return Ok(current);
@@ -96,6 +108,9 @@ pub async fn update(ctx: &Ctx, slug: &str, if_match: &IfMatch, patch: ProjectPat
     // Only a new path is checked: a repository that went missing must not block a rename.
     if new.repo_path != old.repo_path {
         check_repository(&new.repo_path).await?;
+    }
+    if new.repo_path != old.repo_path || new.target_branch != old.target_branch {
+        check_target_branch(&new).await?;
     }
     let project = projects::update(&mut tx, &current, &new, &changed).await?;
     ctx.feed.commit(tx).await?;
@@ -133,32 +148,63 @@ fn plural(n: i64, noun: &str) -> String {
     }
 }
 
-/// Trims and checks the fields every create and update must satisfy.
-fn validate(mut f: ProjectFields) -> Result<ProjectFields> {
+/// Trims and checks the fields every create and update must satisfy, recording every bad one.
+/// Lengths are checked before anything else, so no huge value reaches git or the database.
+fn validate(mut f: ProjectFields, data_dir: &Path, errors: &mut Fields) -> ProjectFields {
     f.name = f.name.trim().to_owned();
-    if f.name.is_empty() || f.name.chars().count() > 200 {
-        return Err(Error::invalid("name", "must be 1 to 200 characters"));
-    }
+    errors.check("name", !f.name.is_empty() && f.name.chars().count() <= 200, "must be 1 to 200 characters");
     f.target_branch = f.target_branch.trim().to_owned();
-    let branch_ok = !f.target_branch.is_empty()
-        && f.target_branch.len() <= 200
-        && !f.target_branch.starts_with('-')
-        && !f.target_branch.chars().any(|c| c.is_whitespace() || c.is_control());
-    if !branch_ok {
-        return Err(Error::invalid("target_branch", "must be a branch name (no spaces, not starting with -)"));
-    }
+    errors.check(
+        "target_branch",
+        is_valid_branch(&f.target_branch),
+        "must be a branch name git accepts (at most 200 characters, not HEAD)",
+    );
     f.github_url = f.github_url.map(|u| u.trim().to_owned()).filter(|u| !u.is_empty());
     if let Some(url) = &f.github_url {
-        if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() > 500 {
-            return Err(Error::invalid("github_url", "must be an http(s) URL of at most 500 characters"));
-        }
+        errors.check(
+            "github_url",
+            (url.starts_with("https://") || url.starts_with("http://")) && url.len() <= 500,
+            "must be an http(s) URL of at most 500 characters",
+        );
     }
+    let fork = &f.fork_config;
+    errors.max_len_opt("fork_config.upstream_url", fork.upstream_url.as_deref(), MAX_URL);
+    errors.max_len_opt("fork_config.upstream_owner", fork.upstream_owner.as_deref(), 100);
+    errors.max_len_opt("fork_config.upstream_repo", fork.upstream_repo.as_deref(), 100);
     f.repo_path = f.repo_path.trim().to_owned();
-    if !Path::new(&f.repo_path).is_absolute() {
-        return Err(Error::invalid("repo_path", "must be an absolute path"));
+    if let Err(why) = repo_path_rule(&f.repo_path, data_dir) {
+        errors.check("repo_path", false, why);
     }
-    Ok(f)
+    f
 }
+
+/// The longest URL kept.
+const MAX_URL: usize = 2048;
+
+/// `repo_path` is an absolute path of a sane length, names the repository rather than its `.git`
+/// directory, and lies outside Switchyard's data directory (agents' clones and tokens live there).
+fn repo_path_rule(path: &str, data_dir: &Path) -> std::result::Result<(), String> {
+    if path.len() > MAX_PATH {
+        return Err(format!("must be at most {MAX_PATH} bytes"));
+    }
+    let given = Path::new(path);
+    if !given.is_absolute() {
+        return Err("must be an absolute path".into());
+    }
+    if given.components().any(|c| c.as_os_str() == ".git") {
+        return Err("must be the repository's folder, not its .git directory".into());
+    }
+    // Symlinks and `..` resolved where the paths exist, compared as written where they do not.
+    let real = std::fs::canonicalize(given).unwrap_or_else(|_| given.to_path_buf());
+    let data = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    if real.starts_with(&data) || given.starts_with(data_dir) {
+        return Err("must not be inside Switchyard's data directory".into());
+    }
+    Ok(())
+}
+
+/// The longest path accepted (Linux's PATH_MAX).
+const MAX_PATH: usize = 4096;
 
 fn changed_fields(old: &ProjectFields, new: &ProjectFields) -> Vec<&'static str> {
     [
@@ -183,4 +229,19 @@ async fn check_repository(path: &str) -> Result<()> {
         GitError::Timeout { .. } => Error::invalid("repo_path", "git did not answer within 10 seconds"),
         io @ GitError::Io(_) => Error::internal(io),
     })
+}
+
+/// The target branch must exist in the repository: agents branch from it and merge into it.
+async fn check_target_branch(f: &ProjectFields) -> Result<()> {
+    let exists = clones::branch_exists(Path::new(&f.repo_path), &f.target_branch).await.map_err(|e| match e {
+        GitError::Failed { stderr, .. } => {
+            Error::invalid("target_branch", format!("git could not check it ({stderr})"))
+        }
+        other => Error::internal(other),
+    })?;
+    if exists {
+        Ok(())
+    } else {
+        Err(Error::invalid("target_branch", format!("no branch `{}` in {}", f.target_branch, f.repo_path)))
+    }
 }

@@ -5,10 +5,11 @@
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{boards, projects, Ctx, Error, Result};
+use super::{boards, projects, Ctx, Error, Fields, Result};
 use crate::db::board_columns::{Card, LockedColumn};
 use crate::db::tasks::{self, refs, Applied, Change, Edit, Task};
 use crate::domain::task::TaskEvent;
+use crate::providers::Providers;
 
 /// What a new task is made of.
 #[derive(Debug, Default)]
@@ -46,16 +47,38 @@ pub fn max_iterations(value: Option<i32>) -> Result<Option<i32>> {
     }
 }
 
+/// The longest goal kept, in characters.
+const MAX_GOAL: usize = 100_000;
+/// The most tasks one task may wait for.
+const MAX_DEPENDENCIES: usize = 1000;
+
+/// A provider named for a task must be one agents can run.
+fn known_provider(providers: &Providers, provider: Option<&str>) -> Result<()> {
+    match provider {
+        Some(p) if p.len() > 100 => Err(Error::invalid("provider", "must be at most 100 characters")),
+        Some(p) if providers.get(p).is_none() => {
+            Err(Error::invalid("provider", format!("unknown provider `{p}`; known: {}", providers.names().join(", "))))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn not_found(id: Uuid) -> Error {
     Error::NotFound(format!("no task {id}"))
 }
 
 /// Validates and inserts a task in the caller's transaction (the API, the board's form and the
 /// inbound hooks): `ready`, or `blocked` while any of `depends_on` is not done.
-pub async fn create(conn: &mut PgConnection, new: NewTask) -> Result<Task> {
-    let title = text("title", &new.title, 300)?;
-    let assignee = new.assignee.as_deref().map(|a| text("assignee", a, 100)).transpose()?;
-    let max_iterations = max_iterations(new.max_iterations)?;
+pub async fn create(conn: &mut PgConnection, providers: &Providers, new: NewTask) -> Result<Task> {
+    let mut errors = Fields::default();
+    let title = errors.take(text("title", &new.title, 300))?.unwrap_or_default();
+    let assignee = errors.take(new.assignee.as_deref().map(|a| text("assignee", a, 100)).transpose())?.flatten();
+    let max_iterations = errors.take(max_iterations(new.max_iterations))?.flatten();
+    errors.max_len_opt("goal", new.goal.as_deref(), MAX_GOAL);
+    errors.max_len("project", &new.project, 100);
+    errors.take(known_provider(providers, new.provider.as_deref()))?;
+    errors.check("depends_on", new.depends_on.len() <= MAX_DEPENDENCIES, "at most 1000 tasks");
+    errors.finish()?;
     let project_id = projects::id(&mut *conn, &new.project, "project").await?;
     let missing = refs::missing_in_project(&mut *conn, project_id, &new.depends_on).await?;
     if !missing.is_empty() {
@@ -97,7 +120,7 @@ pub async fn create(conn: &mut PgConnection, new: NewTask) -> Result<Task> {
 #[tracing::instrument(skip_all, fields(project = %new.project), err)]
 pub async fn create_now(ctx: &Ctx, new: NewTask) -> Result<Task> {
     let mut tx = ctx.db.begin().await?;
-    let task = create(&mut tx, new).await?;
+    let task = create(&mut tx, &ctx.providers, new).await?;
     ctx.feed.commit(tx).await?;
     Ok(task)
 }
@@ -142,12 +165,16 @@ pub async fn act(ctx: &Ctx, id: Uuid, event: TaskEvent, change: Change) -> Resul
 /// [`act`]). With `expected_version`, only if nobody changed the task since it was read.
 #[tracing::instrument(skip_all, fields(task = %id), err)]
 pub async fn edit(ctx: &Ctx, id: Uuid, expected_version: Option<i32>, edit: Edit) -> Result<Task> {
-    let edit = Edit {
-        title: edit.title.as_deref().map(|t| text("title", t, 300)).transpose()?,
-        assignee: edit.assignee.map(|a| a.as_deref().map(|a| text("assignee", a, 100)).transpose()).transpose()?,
-        max_iterations: max_iterations(edit.max_iterations)?,
-        ..edit
-    };
+    let mut errors = Fields::default();
+    let title = errors.take(edit.title.as_deref().map(|t| text("title", t, 300)).transpose())?.flatten();
+    let assignee = errors
+        .take(edit.assignee.clone().map(|a| a.as_deref().map(|a| text("assignee", a, 100)).transpose()).transpose())?
+        .flatten();
+    let max_iterations = errors.take(max_iterations(edit.max_iterations))?.flatten();
+    errors.max_len_opt("goal", edit.goal.as_deref(), MAX_GOAL);
+    errors.take(known_provider(&ctx.providers, edit.provider.clone().flatten().as_deref()))?;
+    errors.finish()?;
+    let edit = Edit { title, assignee, max_iterations, ..edit };
     let mut tx = ctx.db.begin().await?;
     let task = match tasks::update_fields(&mut tx, id, expected_version, &edit).await? {
         Ok(Some(task)) => task,

@@ -8,7 +8,7 @@ use serde::{Serialize, Serializer};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{Ctx, Error, Result};
+use super::{Ctx, Error, Fields, Result};
 use crate::config::AllowList;
 use crate::db::webhook_deliveries::{self, Delivery};
 use crate::db::webhooks::{self as subscriptions, NewSubscription, Subscription, SubscriptionPatch};
@@ -56,17 +56,21 @@ pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Subscription> {
 /// checks again on every connect).
 #[tracing::instrument(skip_all, err)]
 pub async fn create(ctx: &Ctx, hosts: &AllowList, new: NewWebhook) -> Result<WebhookWithSecret> {
-    let url = check_url(hosts, &new.url)?;
-    check_events(&new.events)?;
-    check_project(&new.project)?;
-    check_description(&new.description)?;
-    let secret = match new.secret {
-        Some(s) if signature::decode_secret(s.expose_secret()).is_none() => {
-            return Err(Error::invalid("secret", "must be whsec_ followed by base64 of at least 16 bytes"))
-        }
-        Some(s) => s,
-        None => SecretString::from(signature::generate_secret()),
-    };
+    let mut errors = Fields::default();
+    let url = errors.take(check_url(hosts, &new.url))?.unwrap_or_default();
+    errors.take(check_events(&new.events))?;
+    errors.take(check_project(&new.project))?;
+    errors.take(check_description(&new.description))?;
+    if let Some(s) = &new.secret {
+        let ok = s.expose_secret().len() <= 1024 && signature::decode_secret(s.expose_secret()).is_some();
+        errors.check(
+            "secret",
+            ok,
+            "must be whsec_ followed by base64 of at least 16 bytes, at most 1024 characters in all",
+        );
+    }
+    errors.finish()?;
+    let secret = new.secret.unwrap_or_else(|| SecretString::from(signature::generate_secret()));
     let row = NewSubscription {
         url,
         events: new.events,
@@ -84,14 +88,16 @@ pub async fn create(ctx: &Ctx, hosts: &AllowList, new: NewWebhook) -> Result<Web
 /// Changes the fields `patch` names (enabling a disabled subscription resumes its deliveries).
 #[tracing::instrument(skip_all, fields(id = %id), err)]
 pub async fn update(ctx: &Ctx, hosts: &AllowList, id: Uuid, patch: SubscriptionPatch) -> Result<Subscription> {
-    let url = patch.url.as_deref().map(|u| check_url(hosts, u)).transpose()?;
+    let mut errors = Fields::default();
+    let url = errors.take(patch.url.as_deref().map(|u| check_url(hosts, u)).transpose())?.flatten();
     if let Some(events) = &patch.events {
-        check_events(events)?;
+        errors.take(check_events(events))?;
     }
     if let Some(project) = &patch.project {
-        check_project(project)?;
+        errors.take(check_project(project))?;
     }
-    check_description(&patch.description)?;
+    errors.take(check_description(&patch.description))?;
+    errors.finish()?;
     let patch = SubscriptionPatch { url, ..patch };
     let mut tx = ctx.db.begin().await?;
     let subscription = subscriptions::update(&mut tx, id, &patch).await?.ok_or_else(|| not_found(id))?;
@@ -146,7 +152,13 @@ pub async fn redeliver(ctx: &Ctx, id: Uuid, delivery: Uuid) -> Result<Delivery> 
     Ok(queued)
 }
 
+/// The longest URL a subscription may have.
+const MAX_URL: usize = 2048;
+
 fn check_url(hosts: &AllowList, url: &str) -> Result<String> {
+    if url.len() > MAX_URL {
+        return Err(Error::invalid("url", format!("must be at most {MAX_URL} characters")));
+    }
     hosts.check_url(url).map_err(|why| Error::invalid("url", why))?;
     Ok(url.to_owned())
 }

@@ -5,9 +5,11 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{boards, projects, Ctx, Error, FieldError, Result};
+use super::{boards, Ctx, Error, FieldError, Fields, Result};
 use crate::db::board_columns::{Card, LockedColumn};
+use crate::db::projects as projects_db;
 use crate::db::wishes::{self, Blocker, Group, NewGroup, Outcome, Wish};
+use crate::domain::agent_kind::is_valid_branch;
 use crate::domain::plan::{self, PlanError};
 use crate::domain::review::{self, ReviewOutcome, ReviewState, Verdict};
 use crate::domain::wish::{WishEvent, WishStatus};
@@ -59,25 +61,43 @@ pub async fn detail(conn: &mut PgConnection, wish: Wish) -> Result<WishDetail> {
 
 /// Validates and inserts a wish with its plan, in the caller's transaction.
 pub async fn create(conn: &mut PgConnection, new: NewWish) -> Result<WishDetail> {
-    if !plan::is_valid_key(&new.slug) {
-        return Err(Error::invalid("slug", "use lowercase letters, digits and '-' (at most 63)"));
+    let mut errors = Fields::default();
+    errors.check("slug", plan::is_valid_key(&new.slug), "use lowercase letters, digits and '-' (at most 63)");
+    errors.check(
+        "title",
+        !new.title.trim().is_empty() && new.title.chars().count() <= 300,
+        "must be 1 to 300 characters",
+    );
+    errors.max_len("description", &new.description, MAX_DESCRIPTION);
+    errors.check("review_cap", new.review_cap.is_none_or(|c| c >= 1), "must be at least 1");
+    let branch = new.branch.map(|b| b.trim().to_owned());
+    if let Some(branch) = &branch {
+        errors.check("branch", is_valid_branch(branch), "must be a branch name git accepts (not HEAD)");
     }
-    if new.title.trim().is_empty() || new.title.len() > 300 {
-        return Err(Error::invalid("title", "must be 1 to 300 characters"));
+    errors.check("blocked_by", new.blocked_by.len() <= 100, "at most 100 wishes");
+    errors.check("groups", new.groups.len() <= MAX_GROUPS, format!("at most {MAX_GROUPS} groups"));
+    let groups = errors.take(checked_groups(new.groups))?.unwrap_or_default();
+    if errors.is_ok() && !groups.is_empty() {
+        errors.take(validate_plan(&groups))?;
     }
-    if new.review_cap.is_some_and(|c| c < 1) {
-        return Err(Error::invalid("review_cap", "must be at least 1"));
-    }
-    let groups = checked_groups(new.groups)?;
+    errors.finish()?;
     let order = if groups.is_empty() { Vec::new() } else { validate_plan(&groups)? };
-    let project_id = projects::id(conn, &new.project, "project").await?;
+    let project = projects_db::find(conn, &new.project, false)
+        .await?
+        .ok_or_else(|| Error::invalid("project", format!("no project `{}`", new.project)))?;
+    if branch.as_deref() == Some(project.target_branch.as_str()) {
+        return Err(Error::invalid(
+            "branch",
+            format!("is the project's target branch; a wish's work merges into `{}`", project.target_branch),
+        ));
+    }
     let blocked_by = blocker_ids(conn, &new.blocked_by).await?;
     let row = wishes::NewWish {
         slug: new.slug,
-        project_id,
+        project_id: project.id,
         title: new.title.trim().to_owned(),
         description: new.description,
-        branch: new.branch,
+        branch,
         review_cap: new.review_cap,
         blocked_by,
     };
@@ -225,20 +245,29 @@ pub async fn move_card(ctx: &Ctx, slug: &str, column_id: Uuid) -> Result<WishDet
 
 /// The groups as given, titles trimmed, each checked; errors name `groups[i].<field>`.
 fn checked_groups(groups: Vec<NewGroup>) -> Result<Vec<NewGroup>> {
-    groups
-        .into_iter()
-        .enumerate()
-        .map(|(i, g)| {
-            if g.title.trim().is_empty() || g.title.len() > 300 {
-                return Err(Error::invalid(format!("groups[{i}].title"), "must be 1 to 300 characters"));
-            }
-            if g.max_iterations.is_some_and(|m| m < 1) {
-                return Err(Error::invalid(format!("groups[{i}].max_iterations"), "must be at least 1"));
-            }
-            Ok(NewGroup { title: g.title.trim().to_owned(), ..g })
-        })
-        .collect()
+    let mut errors = Fields::default();
+    for (i, g) in groups.iter().enumerate() {
+        errors.check(
+            format!("groups[{i}].title"),
+            !g.title.trim().is_empty() && g.title.chars().count() <= 300,
+            "must be 1 to 300 characters",
+        );
+        errors.max_len(format!("groups[{i}].goal"), &g.goal, MAX_DESCRIPTION);
+        errors.check(format!("groups[{i}].depends_on"), g.depends_on.len() <= MAX_GROUPS, "too many entries");
+        errors.check(
+            format!("groups[{i}].max_iterations"),
+            g.max_iterations.is_none_or(|m| m >= 1),
+            "must be at least 1",
+        );
+    }
+    errors.finish()?;
+    Ok(groups.into_iter().map(|g| NewGroup { title: g.title.trim().to_owned(), ..g }).collect())
 }
+
+/// The longest description or group goal kept, in characters.
+const MAX_DESCRIPTION: usize = 100_000;
+/// The most groups a plan may have.
+const MAX_GROUPS: usize = 500;
 
 /// Checks the plan and returns its topological order; errors name the offending keys.
 pub fn validate_plan(groups: &[NewGroup]) -> Result<Vec<usize>> {

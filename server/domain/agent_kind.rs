@@ -119,7 +119,8 @@ pub fn default_name(kind: AgentKind, id: uuid::Uuid) -> String {
 
 /// A branch name git accepts and that cannot be read as an option: a simplified
 /// `git check-ref-format --branch` (no `..`, `@{`, control characters, spaces or `~^:?*[\\`;
-/// no part starting with `.` or ending with `.lock`; no leading `-` or `/`, no trailing `/` or `.`).
+/// no part starting with `.` or ending with `.lock`; no leading `-` or `/`, no trailing `/` or `.`;
+/// not `HEAD`, which git reads as the checked-out commit).
 pub fn is_valid_branch(branch: &str) -> bool {
     !branch.is_empty()
         && branch.len() <= 200
@@ -129,6 +130,7 @@ pub fn is_valid_branch(branch: &str) -> bool {
         && !branch.contains("@{")
         && !branch.contains("//")
         && branch != "@"
+        && branch != "HEAD"
         && !branch.chars().any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c))
         && branch.split('/').all(|part| !part.starts_with('.') && !part.ends_with(".lock"))
 }
@@ -164,7 +166,9 @@ mod tests {
         for good in ["switchyard/fox", "feature/login-page", "fix_1.2"] {
             assert!(is_valid_branch(good), "{good}");
         }
-        for bad in ["", "-b", "/a", "a/", "a..b", "a b", "a~1", "a:b", "a/.hidden", "x.lock", "a@{1}", "@", "a//b"] {
+        for bad in
+            ["", "-b", "/a", "a/", "a..b", "a b", "a~1", "a:b", "a/.hidden", "x.lock", "a@{1}", "@", "a//b", "HEAD"]
+        {
             assert!(!is_valid_branch(bad), "{bad:?}");
         }
     }

@@ -1,5 +1,5 @@
-//! Where webhooks may go. Loopback, private, link-local (cloud metadata) and other special
-//! addresses are refused unless `SWITCHYARD_WEBHOOK_ALLOWED_HOSTS` names them. The check runs on
+//! Where webhooks may go. Loopback, private, link-local (cloud metadata), every other
+//! special-purpose address ([`super::ranges`]) and this host's own addresses are refused unless `SWITCHYARD_WEBHOOK_ALLOWED_HOSTS` names them. The check runs on
 //! the addresses actually connected to — a resolver that drops refused addresses, plus a check of
 //! literal IPs before each attempt — so a name that resolves somewhere else later is still caught.
 //! Redirects are never followed and proxies never used.
@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+use super::ranges::{canonical, classify, Kind};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllowList {
@@ -46,11 +48,17 @@ impl AllowList {
 
     /// Whether a connection to `ip` is allowed; `Err` says why not.
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), String> {
+        self.check_ip_among(ip, &own_addresses())
+    }
+
+    /// [`AllowList::check_ip`] with this host's addresses given.
+    fn check_ip_among(&self, ip: IpAddr, own: &[IpAddr]) -> Result<(), String> {
         let ip = canonical(ip);
         if self.nets.iter().any(|n| n.contains(&ip)) {
             return Ok(());
         }
         let (kind, allowed) = match classify(ip) {
+            None if own.iter().any(|o| canonical(*o) == ip) => ("this host's own", false),
             None => return Ok(()),
             Some(Kind::Loopback) => ("loopback", self.loopback),
             Some(Kind::Private) => ("private", self.private),
@@ -85,52 +93,35 @@ impl AllowList {
     }
 }
 
-enum Kind {
-    Loopback,
-    Private,
-    LinkLocal,
-    Special,
-}
-
-/// IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
-        v4 => v4,
-    }
-}
-
-fn classify(ip: IpAddr) -> Option<Kind> {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, c, _] = v4.octets();
-            if v4.is_loopback() {
-                Some(Kind::Loopback)
-            } else if v4.is_private() || (a == 100 && (64..128).contains(&b)) {
-                Some(Kind::Private)
-            } else if v4.is_link_local() {
-                Some(Kind::LinkLocal)
-            } else if a == 0 || a >= 224 || (a == 192 && b == 0 && c == 0) || (a == 198 && (b == 18 || b == 19)) {
-                Some(Kind::Special)
-            } else {
-                None
-            }
+/// The addresses of this host's network interfaces (none when they cannot be read).
+fn own_addresses() -> Vec<IpAddr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list that we only read and then free once;
+    // each `ifa_addr` is null or points to a sockaddr whose family says which struct it is.
+    unsafe {
+        if libc::getifaddrs(&mut list) != 0 {
+            return Vec::new();
         }
-        IpAddr::V6(v6) => {
-            let first = v6.segments()[0];
-            if v6.is_loopback() {
-                Some(Kind::Loopback)
-            } else if first & 0xfe00 == 0xfc00 {
-                Some(Kind::Private)
-            } else if first & 0xffc0 == 0xfe80 {
-                Some(Kind::LinkLocal)
-            } else if v6.is_unspecified() || v6.is_multicast() || first == 0x0064 || first == 0x2002 {
-                // NAT64 and 6to4 can smuggle any IPv4 address.
-                Some(Kind::Special)
-            } else {
-                None
+        let mut found = Vec::new();
+        let mut next = list;
+        while let Some(entry) = next.as_ref() {
+            if let Some(addr) = entry.ifa_addr.as_ref() {
+                match i32::from(addr.sa_family) {
+                    libc::AF_INET => {
+                        let v4 = &*(entry.ifa_addr as *const libc::sockaddr_in);
+                        found.push(IpAddr::from(u32::from_be(v4.sin_addr.s_addr).to_be_bytes()));
+                    }
+                    libc::AF_INET6 => {
+                        let v6 = &*(entry.ifa_addr as *const libc::sockaddr_in6);
+                        found.push(IpAddr::from(v6.sin6_addr.s6_addr));
+                    }
+                    _ => {}
+                }
             }
+            next = entry.ifa_next;
         }
+        libc::freeifaddrs(list);
+        found
     }
 }
 
@@ -209,6 +200,95 @@ mod tests {
         for allowed in ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"] {
             assert!(none.check_ip(ip(allowed)).is_ok(), "{allowed}");
         }
+    }
+
+    #[test]
+    fn every_special_purpose_range_and_embedded_ipv4_form_is_refused() {
+        let none = AllowList::default();
+        for refused in [
+            "::127.0.0.1",         // IPv4-compatible
+            "::ffff:127.0.0.1",    // IPv4-mapped
+            "::ffff:0:127.0.0.1",  // IPv4-translated
+            "::ffff:0:10.0.0.1",   // IPv4-translated, private
+            "64:ff9b::a9fe:a9fe",  // NAT64 of 169.254.169.254
+            "64:ff9b:1::8.8.8.8",  // local-use NAT64
+            "2002:7f00:1::1",      // 6to4
+            "2002:808:808::1",     // 6to4 of a public address
+            "2001::7f00:1",        // Teredo
+            "2001:0:4136:e378::1", // Teredo
+            "fec0::1",             // site-local
+            "fc00::1",             // unique local
+            "fe80::1",             // link-local
+            "2001:db8::1",         // documentation
+            "3fff::1",             // documentation
+            "ff02::1",             // multicast
+            "::",                  // unspecified
+            "::1",                 // loopback
+            "100::1",              // discard-only
+            "192.0.2.2",           // TEST-NET-1
+            "198.51.100.7",        // TEST-NET-2
+            "203.0.113.9",         // TEST-NET-3
+            "198.18.0.1",          // benchmarking
+            "198.19.255.255",      // benchmarking
+            "100.64.0.1",          // carrier-grade NAT
+            "100.127.255.254",     // carrier-grade NAT
+            "0.1.2.3",             // this network
+            "240.0.0.1",           // reserved
+            "255.255.255.255",     // broadcast
+            "224.0.0.1",           // multicast
+            "192.0.0.8",           // protocol assignments
+            "192.88.99.1",         // 6to4 relay anycast
+            "169.254.169.254",     // link-local, cloud metadata
+            "127.1.2.3",           // loopback
+        ] {
+            assert!(none.check_ip(ip(refused)).is_err(), "{refused} should be refused");
+        }
+        for allowed in ["8.8.8.8", "::ffff:8.8.8.8", "64:ff9b::808:808", "100.128.0.1", "2a00:1450:4001::1"] {
+            assert!(none.check_ip(ip(allowed)).is_ok(), "{allowed} should be allowed");
+        }
+    }
+
+    #[test]
+    fn literal_urls_with_embedded_or_reserved_addresses_are_refused() {
+        let none = AllowList::default();
+        for url in [
+            "http://[::127.0.0.1]/",
+            "http://[::ffff:0:127.0.0.1]/",
+            "http://[fec0::1]/",
+            "http://[2001::7f00:1]/",
+            "http://192.0.2.2/",
+            "http://[::ffff:7f00:1]:8080/",
+        ] {
+            assert!(none.check_url(url).is_err(), "{url} should be refused");
+        }
+    }
+
+    #[test]
+    fn an_embedded_ipv4_address_is_allowed_as_that_address_is() {
+        let allow = AllowList::parse("loopback,10.0.0.0/8").expect("valid");
+        assert!(allow.check_ip(ip("::127.0.0.1")).is_ok());
+        assert!(allow.check_ip(ip("::ffff:0:127.0.0.1")).is_ok());
+        assert!(allow.check_ip(ip("::ffff:10.1.2.3")).is_ok());
+        assert!(allow.check_ip(ip("64:ff9b::10.1.2.3")).is_ok());
+        assert!(allow.check_ip(ip("::ffff:192.168.0.1")).is_err());
+        let private = AllowList::parse("private").expect("valid");
+        assert!(private.check_ip(ip("fec0::1")).is_ok());
+        assert!(private.check_ip(ip("100.64.0.1")).is_ok());
+        assert!(private.check_ip(ip("2001:db8::1")).is_err());
+    }
+
+    #[test]
+    fn this_hosts_own_addresses_are_refused_unless_listed() {
+        let own = [ip("93.184.216.34"), ip("2606:2800:220:1::1")];
+        let none = AllowList::default();
+        assert!(none.check_ip_among(ip("93.184.216.34"), &own).is_err());
+        assert!(none.check_ip_among(ip("::ffff:93.184.216.34"), &own).is_err());
+        assert!(none.check_ip_among(ip("2606:2800:220:1::1"), &own).is_err());
+        assert!(none.check_ip_among(ip("93.184.216.35"), &own).is_ok());
+        let listed = AllowList::parse("93.184.216.34").expect("valid");
+        assert!(listed.check_ip_among(ip("93.184.216.34"), &own).is_ok());
+        // The interfaces are read for real: every host has a loopback address.
+        assert!(own_addresses().iter().any(IpAddr::is_loopback));
     }
 
     #[test]

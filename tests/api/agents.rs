@@ -7,7 +7,7 @@ use switchyard::db::agents::{self, Applied, Cause};
 use switchyard::domain::agent::{Activity, AgentEvent, AgentState};
 use uuid::Uuid;
 
-use crate::helpers::{assert_problem, engineer, id, spawn_app};
+use crate::helpers::{assert_problem, engineer, id, merged, spawn_app};
 
 #[tokio::test]
 async fn registering_an_agent_writes_a_spawning_row_with_no_node_and_its_event() {
@@ -331,4 +331,19 @@ async fn a_project_with_agents_is_not_deleted_from_under_them() {
     assert_eq!(forced.status(), 200);
     let deleted = app.admin(Method::DELETE, "/api/v1/projects/alpha").send().await.unwrap();
     assert_eq!(deleted.status(), 204);
+}
+
+#[tokio::test]
+async fn an_agents_branch_is_not_head_the_target_branch_or_another_agents() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    app.create_agent(merged(engineer("alpha", "first"), json!({"branch": "feature/pay"}))).await;
+    for branch in ["HEAD", "main", "feature/pay"] {
+        let body = merged(engineer("alpha", "second"), json!({"branch": branch}));
+        let problem = assert_problem(app.post("/api/v1/agents", body).await, 422).await;
+        assert_eq!(problem["errors"][0]["field"], "branch", "{branch}: {problem}");
+    }
+    let long = merged(engineer("alpha", "third"), json!({"task": "x".repeat(20_001), "provider": "p".repeat(200)}));
+    let problem = assert_problem(app.post("/api/v1/agents", long).await, 422).await;
+    assert_eq!(problem["errors"].as_array().map(Vec::len), Some(2), "{problem}");
 }

@@ -100,3 +100,16 @@ async fn every_response_carries_a_request_id() {
     let given = app.client.get(app.url("/healthz")).header("x-request-id", "abc-123").send().await.expect("request");
     assert_eq!(given.headers().get("x-request-id").and_then(|v| v.to_str().ok()), Some("abc-123"));
 }
+
+#[tokio::test]
+async fn data_after_the_json_body_is_refused() {
+    let app = spawn_app().await;
+    let response = app
+        .admin(Method::POST, "/api/v1/tokens")
+        .header("content-type", "application/json")
+        .body(r#"{"name": "a", "scope": "read"} xyz"#)
+        .send()
+        .await
+        .expect("request");
+    assert_problem(response, 400).await;
+}

@@ -233,3 +233,62 @@ async fn a_read_token_can_list_projects_but_not_create_one() {
         .expect("request");
     assert_problem(create, 403).await;
 }
+
+#[tokio::test]
+async fn three_bad_fields_are_all_named_in_one_422() {
+    let app = spawn_app().await;
+    let body = json!({"slug": "Bad Slug", "name": "x".repeat(201), "repo_path": "relative/path"});
+    let response = app.post("/api/v1/projects", body).await;
+    let body = assert_problem(response, 422).await;
+    let mut fields: Vec<&str> =
+        body["errors"].as_array().expect("errors").iter().filter_map(|e| e["field"].as_str()).collect();
+    fields.sort_unstable();
+    assert_eq!(fields, ["name", "repo_path", "slug"], "{body}");
+}
+
+#[tokio::test]
+async fn a_huge_repo_path_is_a_422_not_a_500() {
+    let app = spawn_app().await;
+    let path = format!("/{}", "a".repeat(200_000));
+    let response = app.post("/api/v1/projects", json!({"slug": "huge", "name": "Huge", "repo_path": path})).await;
+    let body = assert_problem(response, 422).await;
+    assert_eq!(body["errors"][0]["field"], "repo_path", "{body}");
+}
+
+#[tokio::test]
+async fn a_git_directory_or_a_path_in_the_data_directory_is_not_a_repo_path() {
+    let app = spawn_app().await;
+    let repo = git_repo();
+    let inside = app._data_dir.path().join("repo");
+    std::fs::create_dir_all(&inside).expect("mkdir");
+    for path in [repo.path().join(".git"), inside] {
+        let response = app.post("/api/v1/projects", json!({"slug": "bad", "name": "Bad", "repo_path": path})).await;
+        let body = assert_problem(response, 422).await;
+        assert_eq!(body["errors"][0]["field"], "repo_path", "{path:?}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn a_target_branch_must_exist_in_the_repository_and_not_be_head() {
+    let app = spawn_app().await;
+    let repo = git_repo();
+    for branch in ["no-such-branch", "HEAD"] {
+        let response = app
+            .post(
+                "/api/v1/projects",
+                json!({"slug": "tb", "name": "Tb", "repo_path": repo.path(), "target_branch": branch}),
+            )
+            .await;
+        let body = assert_problem(response, 422).await;
+        assert_eq!(body["errors"][0]["field"], "target_branch", "{branch}: {body}");
+    }
+    app.create_project("alpha").await;
+    let response = app
+        .admin(Method::PATCH, "/api/v1/projects/alpha")
+        .json(&json!({"target_branch": "develop"}))
+        .send()
+        .await
+        .expect("request");
+    let body = assert_problem(response, 422).await;
+    assert_eq!(body["errors"][0]["field"], "target_branch", "{body}");
+}

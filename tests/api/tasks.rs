@@ -232,3 +232,18 @@ async fn concurrent_moves_into_a_column_never_exceed_its_wip_limit() {
         .expect("count");
     assert_eq!(in_doing, 2);
 }
+
+#[tokio::test]
+async fn a_task_names_a_known_provider_and_bounded_texts() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    let body = json!({"project": "alpha", "title": "t", "provider": "cursor", "goal": "g".repeat(100_001)});
+    let problem = assert_problem(app.post("/api/v1/tasks", body).await, 422).await;
+    let fields: Vec<&str> =
+        problem["errors"].as_array().expect("errors").iter().filter_map(|e| e["field"].as_str()).collect();
+    assert_eq!(fields, ["goal", "provider"], "{problem}");
+    let task = app.create_task(json!({"project": "alpha", "title": "t", "provider": "codex"})).await;
+    let path = format!("/api/v1/tasks/{}", id(&task));
+    let response = app.admin(Method::PATCH, &path).json(&json!({"provider": "cursor"})).send().await.expect("request");
+    assert_eq!(assert_problem(response, 422).await["errors"][0]["field"], "provider");
+}

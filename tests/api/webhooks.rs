@@ -425,3 +425,16 @@ fn nice_of(stat: &str) -> i64 {
     let after_comm = &stat[stat.rfind(')').expect("a stat line") + 2..];
     after_comm.split(' ').nth(16).and_then(|f| f.parse().ok()).expect("a nice value")
 }
+
+#[tokio::test]
+async fn a_url_with_an_embedded_or_reserved_address_or_of_any_length_is_a_422_naming_url() {
+    let app = spawn_app_with(WebhookSettings::default()).await;
+    let long = format!("https://example.com/{}", "a".repeat(3000));
+    for url in
+        ["http://[::127.0.0.1]/", "http://[::ffff:0:127.0.0.1]/", "http://[fec0::1]/", "http://192.0.2.2/", &long]
+    {
+        let response = app.post("/api/v1/webhooks", json!({"url": url, "events": ["on_event"]})).await;
+        let problem = assert_problem(response, 422).await;
+        assert_eq!(problem["errors"][0]["field"], "url", "{problem}");
+    }
+}

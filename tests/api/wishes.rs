@@ -235,3 +235,18 @@ async fn twenty_groups_completed_at_once_complete_their_wish_exactly_once() {
     let completed = app.count_events("wish.completed", "wish:wide").await;
     assert_eq!(completed, 1, "the last of the concurrent completions, and only it, completed the wish");
 }
+
+#[tokio::test]
+async fn a_wish_branch_is_a_branch_name_that_is_not_head_or_the_target() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    for branch in ["HEAD", "main", "-rf", "a b"] {
+        let body = json!({"slug": "w", "project": "alpha", "title": "t", "branch": branch});
+        let problem = assert_problem(app.post("/api/v1/wishes", body).await, 422).await;
+        assert_eq!(problem["errors"][0]["field"], "branch", "{branch}: {problem}");
+    }
+    let body = json!({"slug": "w", "project": "alpha", "title": "t".repeat(301), "description": "d".repeat(100_001)});
+    let problem = assert_problem(app.post("/api/v1/wishes", body).await, 422).await;
+    assert_eq!(problem["errors"].as_array().map(Vec::len), Some(2), "{problem}");
+    app.create_wish(json!({"slug": "ok", "project": "alpha", "title": "t", "branch": "feature/ok"})).await;
+}
