@@ -82,9 +82,9 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
             .await
             .unwrap();
     assert_eq!(question.as_deref(), Some("permission to use Bash"));
-    // A late hook does not revive a finished agent.
-    let problem = assert_problem(hook(&app, &token, "fox", json!({"hook_event_name": "Stop"})).await, 409).await;
-    assert_eq!(problem["current_state"], "done");
+    // A late hook does not revive a finished agent: its token went with its work.
+    assert_problem(hook(&app, &token, "fox", json!({"hook_event_name": "Stop"})).await, 401).await;
+    assert_eq!(app.agent("fox").await["state"], "done");
 }
 
 #[tokio::test]

@@ -251,6 +251,18 @@ async fn launch_in(
     launch_with(database_url, database_name, webhooks, data_dir, worker_config(with_worker, tmux_socket)).await
 }
 
+/// Test shells start without the machine's dotfiles: a `.bashrc` that runs `pyenv rehash` (as
+/// this machine's does) waits for its lock, and a shell killed mid-rehash by one test leaves the
+/// lock to stall every shell after it. A `[providers.shell]` the test wrote itself wins.
+fn quiet_shells(data_dir: &std::path::Path) {
+    let path = data_dir.join("providers.toml");
+    let mut toml = std::fs::read_to_string(&path).unwrap_or_default();
+    if !toml.contains("[providers.shell]") {
+        toml.push_str("\n[providers.shell]\ncommand = [\"bash\", \"--norc\", \"--noprofile\"]\n");
+        std::fs::write(&path, toml).expect("write providers.toml");
+    }
+}
+
 async fn launch_with(
     database_url: String,
     database_name: String,
@@ -259,6 +271,7 @@ async fn launch_with(
     worker: WorkerConfig,
 ) -> TestApp {
     let tmux_socket = worker.tmux_socket.clone();
+    quiet_shells(data_dir.path());
     let settings = Settings {
         database_url: Some(SecretString::from(database_url.clone())),
         data_dir: data_dir.path().to_path_buf(),

@@ -218,7 +218,13 @@ fn worker_of(app: &TestApp, data_dir: &std::path::Path) -> switchyard::worker::f
         tmux: switchyard::tmux::Tmux::new(app.tmux_socket.clone()).expect("tmux"),
         node,
         role: "worker",
-        providers: std::sync::Arc::new(switchyard::providers::Providers::builtin()),
+        // As the test apps' shells: without the machine's dotfiles (see helpers' `quiet_shells`).
+        providers: std::sync::Arc::new(
+            switchyard::providers::Providers::parse(
+                "[providers.shell]\ncommand = [\"bash\", \"--norc\", \"--noprofile\"]",
+            )
+            .expect("providers"),
+        ),
         settings: switchyard::config::WorkerConfig {
             message_settle: Duration::from_millis(50),
             message_confirm: Duration::from_secs(3),
