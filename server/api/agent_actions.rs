@@ -9,7 +9,7 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
+use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::query::ApiQuery;
 use crate::app::agent_panes;
@@ -17,6 +17,7 @@ pub use crate::app::agent_panes::{Delivered, Screen};
 use crate::db::agents::Agent;
 use crate::domain::agent::AgentEvent;
 use crate::http::AppState;
+use crate::tmux::Key;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -28,19 +29,24 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(agent_screen))
 }
 
+/// Either `text` (typed as text, then Enter unless `submit` is false) or `keys` (pressed by
+/// name, in order), never both.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"text": "Use the existing session middleware; do not add a new one.", "submit": true}))]
+#[schema(examples(
+    json!({"text": "Use the existing session middleware; do not add a new one.", "submit": true}),
+    json!({"keys": ["Down", "Enter"]})
+))]
 pub struct Input {
-    /// Delivered byte for byte: `;`, `C-c`, escape sequences and newlines arrive as text.
-    pub text: String,
-    /// Press Enter after the text (default true); false leaves it in the input line.
-    #[serde(default = "yes")]
-    pub submit: bool,
-}
-
-fn yes() -> bool {
-    true
+    /// Typed as text, byte for byte: `;`, `C-c` and newlines arrive as text. Control characters
+    /// other than tab and newline (LF or CRLF) are refused (422 naming the byte and its offset):
+    /// press keys with `keys`.
+    pub text: Option<String>,
+    /// Press Enter after the text (default true); false leaves it in the input line. Only with
+    /// `text`.
+    pub submit: Option<bool>,
+    /// Keys to press, in order, by name (instead of `text`): e.g. `["Down", "Enter"]`.
+    pub keys: Option<Vec<Key>>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -51,19 +57,30 @@ pub struct ScreenQuery {
     pub lines: Option<u32>,
 }
 
-/// Types text into the agent's pane, literally, and (by default) presses Enter.
+/// Types text into the agent's pane, literally, and (by default) presses Enter; or presses
+/// named keys.
 #[utoipa::path(post, path = "/agents/{name}/input", tag = "agents", params(("name" = String, Path)),
     request_body = Input,
     responses((status = 200, body = Delivered), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "No pane, or the agent runs on another node"),
-        (status = 422, body = Problem)))]
+        (status = 422, body = Problem,
+            description = "Text with control characters, an unknown key name, or both or neither of text and keys")))]
 #[tracing::instrument(skip_all, fields(agent = %name), err)]
 pub async fn send_input(
     State(state): State<AppState>,
     Path(name): Path<String>,
     ApiJson(input): ApiJson<Input>,
 ) -> ApiResult<Json<Delivered>> {
-    Ok(Json(agent_panes::input(&state.app, &name, &input.text, input.submit).await?))
+    let delivered = match (input.text, input.keys) {
+        (Some(text), None) => agent_panes::input(&state.app, &name, &text, input.submit.unwrap_or(true)).await?,
+        (None, Some(keys)) if input.submit.is_none() => agent_panes::press_keys(&state.app, &name, &keys).await?,
+        (None, Some(_)) => {
+            return Err(ApiError::validation("submit", "applies to `text` only; press `Enter` in `keys`"))
+        }
+        (Some(_), Some(_)) => return Err(ApiError::validation("keys", "send either `text` or `keys`, not both")),
+        (None, None) => return Err(ApiError::validation("text", "send `text` or `keys`")),
+    };
+    Ok(Json(delivered))
 }
 
 /// Interrupts the agent's turn (Escape for Claude Code, Codex and Gemini; Ctrl-C otherwise).
