@@ -81,6 +81,7 @@ pub fn router(state: AppState) -> Router {
                 .layer(TraceLayer::new_for_http().make_span_with(request_span))
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
                 .layer(middleware::from_fn(log_internal_errors))
+                .layer(middleware::from_fn(refuse_nul))
                 .layer(CompressionLayer::new())
                 .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT)),
         )
@@ -101,6 +102,15 @@ fn request_span(request: &Request) -> tracing::Span {
     let route = request.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned()).unwrap_or_default();
     let request_id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
     tracing::info_span!("http", method = %request.method(), route = %route, request_id = %request_id)
+}
+
+/// No route takes NUL in its path or query ([`crate::api::extract::refuse_nul`]).
+async fn refuse_nul(request: Request, next: Next) -> Response {
+    match crate::api::extract::refuse_nul(request.uri()) {
+        Ok(()) => next.run(request).await,
+        Err(error) if crate::pages::wants_a_page(&request) => crate::pages::error_page(error),
+        Err(error) => error.into_response(),
+    }
 }
 
 /// The one place a 5xx's cause is logged.

@@ -100,3 +100,22 @@ async fn every_response_carries_a_request_id() {
     let given = app.client.get(app.url("/healthz")).header("x-request-id", "abc-123").send().await.expect("request");
     assert_eq!(given.headers().get("x-request-id").and_then(|v| v.to_str().ok()), Some("abc-123"));
 }
+
+#[tokio::test]
+async fn nul_anywhere_in_a_request_is_a_422_naming_where_never_a_500() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    let task = serde_json::json!({"project": "alpha", "title": "a\u{0}b"});
+    let body = assert_problem(app.post("/api/v1/tasks", task).await, 422).await;
+    assert_eq!(body["errors"][0]["field"], "title", "{body}");
+    for (path, field) in [
+        ("/api/v1/agents/a%00b", "path"),
+        ("/api/v1/projects/alpha%00", "path"),
+        ("/api/v1/tasks?assignee=%00", "assignee"),
+        ("/api/v1/events?type=a%00", "type"),
+    ] {
+        let response = app.admin(Method::GET, path).send().await.expect("request");
+        let body = assert_problem(response, 422).await;
+        assert_eq!(body["errors"][0]["field"], field, "{path}: {body}");
+    }
+}
