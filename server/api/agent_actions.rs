@@ -65,7 +65,7 @@ pub struct ScreenQuery {
         (status = 409, body = Problem, description = "No pane, or the agent runs on another node"),
         (status = 422, body = Problem,
             description = "Text with control characters, an unknown key name, or both or neither of text and keys")))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn send_input(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -86,7 +86,7 @@ pub async fn send_input(
 /// Interrupts the agent's turn (Escape for Claude Code, Codex and Gemini; Ctrl-C otherwise).
 #[utoipa::path(post, path = "/agents/{name}/interrupt", tag = "agents", params(("name" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn interrupt_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
     Ok(Json(agent_panes::interrupt(&state.app, &name).await?))
 }
@@ -94,7 +94,7 @@ pub async fn interrupt_agent(State(state): State<AppState>, Path(name): Path<Str
 /// Suspends the agent: its pane is closed, its provider session kept for `resume`.
 #[utoipa::path(post, path = "/agents/{name}/suspend", tag = "agents", params(("name" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn suspend_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
     Ok(Json(agent_panes::stop(&state.app, &name, AgentEvent::Suspend, "suspended through the API").await?))
 }
@@ -103,7 +103,7 @@ pub async fn suspend_agent(State(state): State<AppState>, Path(name): Path<Strin
 /// can still be resumed.
 #[utoipa::path(post, path = "/agents/{name}/kill", tag = "agents", params(("name" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn kill_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
     Ok(Json(agent_panes::stop(&state.app, &name, AgentEvent::Fail, "killed through the API").await?))
 }
@@ -112,7 +112,7 @@ pub async fn kill_agent(State(state): State<AppState>, Path(name): Path<String>)
 /// resume command in a new pane.
 #[utoipa::path(post, path = "/agents/{name}/resume", tag = "agents", params(("name" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn resume_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
     Ok(Json(agent_panes::stop(&state.app, &name, AgentEvent::Resume, "resumed through the API").await?))
 }
@@ -121,7 +121,7 @@ pub async fn resume_agent(State(state): State<AppState>, Path(name): Path<String
 #[utoipa::path(get, path = "/agents/{name}/screen", tag = "agents", params(("name" = String, Path), ScreenQuery),
     responses((status = 200, body = Screen), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn agent_screen(
     State(state): State<AppState>,
     Path(name): Path<String>,

@@ -63,7 +63,7 @@ fn pane<'a>(ctx: &Ctx, agent: &'a Agent) -> Result<&'a str> {
 /// the TUI take it in, then waits (up to the confirm time) for the turn to start. Not seeing it
 /// start is no failure: the text went in, and the answer says what was done. Text is text:
 /// control characters other than tab and newline are refused ([`typed::check`]).
-#[tracing::instrument(skip_all, fields(agent = %name, bytes = text.len(), submit), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name, bytes = text.len(), submit), err(level = "debug"))]
 pub async fn input(ctx: &Ctx, name: &str, text: &str, submit: bool) -> Result<Delivered> {
     if text.is_empty() || text.len() > INPUT_LIMIT {
         return Err(Error::invalid("text", format!("must be 1 to {INPUT_LIMIT} bytes")));
@@ -85,7 +85,7 @@ pub async fn input(ctx: &Ctx, name: &str, text: &str, submit: bool) -> Result<De
 }
 
 /// Presses `keys` in the agent's pane, in order: named keys from a closed set, never text.
-#[tracing::instrument(skip_all, fields(agent = %name, keys = ?keys), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name, keys = ?keys), err(level = "debug"))]
 pub async fn press_keys(ctx: &Ctx, name: &str, keys: &[Key]) -> Result<Delivered> {
     if keys.is_empty() || keys.len() > KEYS_LIMIT {
         return Err(Error::invalid("keys", format!("must name 1 to {KEYS_LIMIT} keys")));
@@ -97,7 +97,7 @@ pub async fn press_keys(ctx: &Ctx, name: &str, keys: &[Key]) -> Result<Delivered
 }
 
 /// Interrupts the agent's turn (Escape for Claude Code, Codex and Gemini; Ctrl-C otherwise).
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn interrupt(ctx: &Ctx, name: &str) -> Result<Agent> {
     let agent = agent(ctx, name).await?;
     let pane = pane(ctx, &agent)?;
@@ -107,7 +107,7 @@ pub async fn interrupt(ctx: &Ctx, name: &str) -> Result<Agent> {
 
 /// Applies `event` (suspend, fail, resume) first, then closes the window where it is on this
 /// node: the record never lags what tmux did.
-#[tracing::instrument(skip_all, fields(agent = %name, event = ?event), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name, event = ?event), err(level = "debug"))]
 pub async fn stop(ctx: &Ctx, name: &str, event: AgentEvent, reason: &str) -> Result<Agent> {
     let agent = agent(ctx, name).await?;
     let window = agent.tmux_window.clone();

@@ -74,7 +74,7 @@ fn logged_in(headers: &HeaderMap, opened: sessions::Opened, next: &str) -> Respo
     response
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn login_page(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -104,7 +104,7 @@ struct LoginForm {
     next: Option<String>,
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn log_in(State(state): State<AppState>, headers: HeaderMap, PageForm(form): PageForm<LoginForm>) -> PageResult {
     let next = safe_next(form.next.as_deref());
     // No session yet, so no CSRF token: a cross-site form could only log the browser in as
@@ -139,7 +139,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
     origin.split_once("://").is_some_and(|(_, rest)| rest == host)
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn log_out(State(state): State<AppState>, headers: HeaderMap, session: Session) -> PageResult {
     tokens::log_out(&state, session.id).await?;
     let mut response = axum::response::Redirect::to("/login").into_response();
