@@ -73,6 +73,10 @@ async fn input_is_text_and_keys_are_pressed_only_by_name() {
     let app = spawn_app_with_worker().await;
     app.create_project("alpha").await;
     shell_agent(&app, "kit").await;
+    eventually("the shell is idle at its prompt", Duration::from_secs(15), || async {
+        app.agent("kit").await["state"] == "idle"
+    })
+    .await;
     let refused = [
         (json!({"text": "true \u{1b}[201~echo pwned\n"}), "text"),
         (json!({"text": "\u{3}"}), "text"),
@@ -90,13 +94,18 @@ async fn input_is_text_and_keys_are_pressed_only_by_name() {
     let typed =
         app.post_ok("/api/v1/agents/kit/input", json!({"text": "echo sy-keys-$((6*7))", "submit": false})).await;
     assert_eq!((&typed["bytes"], &typed["submitted"]), (&json!(21), &json!(false)), "{typed}");
+    eventually("the text waits in the input line", Duration::from_secs(10), || async {
+        screen(&app, "kit").await.contains("echo sy-keys-$((6*7))")
+    })
+    .await;
     let pressed = app.post_ok("/api/v1/agents/kit/input", json!({"keys": ["Enter"]})).await;
     assert_eq!(pressed["keys"], json!(["Enter"]), "{pressed}");
     eventually("the typed command ran on Enter", Duration::from_secs(10), || async {
         screen(&app, "kit").await.lines().any(|l| l.trim() == "sy-keys-42")
     })
     .await;
-    assert!(!screen(&app, "kit").await.contains("pwned"), "nothing refused reached the pane");
+    let shown = screen(&app, "kit").await;
+    assert!(!shown.contains("pwned"), "nothing refused reached the pane: {shown}");
 }
 
 #[tokio::test]
