@@ -84,6 +84,7 @@ pub fn router(state: AppState) -> Router {
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
                 .layer(middleware::from_fn(log_internal_errors))
                 .layer(middleware::from_fn_with_state(state.clone(), count_request))
+                .layer(middleware::from_fn(refuse_nul))
                 .layer(CompressionLayer::new())
                 .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT)),
         )
@@ -115,6 +116,15 @@ async fn count_request(State(state): State<AppState>, request: Request, next: Ne
     let route = route.as_deref().unwrap_or("unmatched");
     state.metrics.request(method.as_str(), route, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// No route takes NUL in its path or query ([`crate::api::extract::refuse_nul`]).
+async fn refuse_nul(request: Request, next: Next) -> Response {
+    match crate::api::extract::refuse_nul(request.uri()) {
+        Ok(()) => next.run(request).await,
+        Err(error) if crate::pages::wants_a_page(&request) => crate::pages::error_page(error),
+        Err(error) => error.into_response(),
+    }
 }
 
 /// The one place a 5xx's cause is logged.

@@ -9,7 +9,7 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
+use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::query::ApiQuery;
 use crate::app::agent_panes;
@@ -17,6 +17,7 @@ pub use crate::app::agent_panes::{Delivered, Screen};
 use crate::db::agents::Agent;
 use crate::domain::agent::AgentEvent;
 use crate::http::AppState;
+use crate::tmux::Key;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -28,19 +29,24 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(agent_screen))
 }
 
+/// Either `text` (typed as text, then Enter unless `submit` is false) or `keys` (pressed by
+/// name, in order), never both.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"text": "Use the existing session middleware; do not add a new one.", "submit": true}))]
+#[schema(examples(
+    json!({"text": "Use the existing session middleware; do not add a new one.", "submit": true}),
+    json!({"keys": ["Down", "Enter"]})
+))]
 pub struct Input {
-    /// Delivered byte for byte: `;`, `C-c`, escape sequences and newlines arrive as text.
-    pub text: String,
-    /// Press Enter after the text (default true); false leaves it in the input line.
-    #[serde(default = "yes")]
-    pub submit: bool,
-}
-
-fn yes() -> bool {
-    true
+    /// Typed as text, byte for byte: `;`, `C-c` and newlines arrive as text. Control characters
+    /// other than tab and newline (LF or CRLF) are refused (422 naming the byte and its offset):
+    /// press keys with `keys`.
+    pub text: Option<String>,
+    /// Press Enter after the text (default true); false leaves it in the input line. Only with
+    /// `text`.
+    pub submit: Option<bool>,
+    /// Keys to press, in order, by name (instead of `text`): e.g. `["Down", "Enter"]`.
+    pub keys: Option<Vec<Key>>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -51,25 +57,36 @@ pub struct ScreenQuery {
     pub lines: Option<u32>,
 }
 
-/// Types text into the agent's pane, literally, and (by default) presses Enter.
+/// Types text into the agent's pane, literally, and (by default) presses Enter; or presses
+/// named keys.
 #[utoipa::path(post, path = "/agents/{name}/input", tag = "agents", params(("name" = String, Path)),
     request_body = Input,
     responses((status = 200, body = Delivered), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "No pane, or the agent runs on another node"),
-        (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+        (status = 422, body = Problem,
+            description = "Text with control characters, an unknown key name, or both or neither of text and keys")))]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn send_input(
     State(state): State<AppState>,
     Path(name): Path<String>,
     ApiJson(input): ApiJson<Input>,
 ) -> ApiResult<Json<Delivered>> {
-    Ok(Json(agent_panes::input(&state.app, &name, &input.text, input.submit).await?))
+    let delivered = match (input.text, input.keys) {
+        (Some(text), None) => agent_panes::input(&state.app, &name, &text, input.submit.unwrap_or(true)).await?,
+        (None, Some(keys)) if input.submit.is_none() => agent_panes::press_keys(&state.app, &name, &keys).await?,
+        (None, Some(_)) => {
+            return Err(ApiError::validation("submit", "applies to `text` only; press `Enter` in `keys`"))
+        }
+        (Some(_), Some(_)) => return Err(ApiError::validation("keys", "send either `text` or `keys`, not both")),
+        (None, None) => return Err(ApiError::validation("text", "send `text` or `keys`")),
+    };
+    Ok(Json(delivered))
 }
 
 /// Interrupts the agent's turn (Escape for Claude Code, Codex and Gemini; Ctrl-C otherwise).
 #[utoipa::path(post, path = "/agents/{name}/interrupt", tag = "agents", params(("name" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn interrupt_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
     Ok(Json(agent_panes::interrupt(&state.app, &name).await?))
 }
@@ -77,7 +94,7 @@ pub async fn interrupt_agent(State(state): State<AppState>, Path(name): Path<Str
 /// Suspends the agent: its pane is closed, its provider session kept for `resume`.
 #[utoipa::path(post, path = "/agents/{name}/suspend", tag = "agents", params(("name" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn suspend_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
     Ok(Json(agent_panes::stop(&state.app, &name, AgentEvent::Suspend, "suspended through the API").await?))
 }
@@ -86,7 +103,7 @@ pub async fn suspend_agent(State(state): State<AppState>, Path(name): Path<Strin
 /// can still be resumed.
 #[utoipa::path(post, path = "/agents/{name}/kill", tag = "agents", params(("name" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn kill_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
     Ok(Json(agent_panes::stop(&state.app, &name, AgentEvent::Fail, "killed through the API").await?))
 }
@@ -95,7 +112,7 @@ pub async fn kill_agent(State(state): State<AppState>, Path(name): Path<String>)
 /// resume command in a new pane.
 #[utoipa::path(post, path = "/agents/{name}/resume", tag = "agents", params(("name" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn resume_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Agent>> {
     Ok(Json(agent_panes::stop(&state.app, &name, AgentEvent::Resume, "resumed through the API").await?))
 }
@@ -104,7 +121,7 @@ pub async fn resume_agent(State(state): State<AppState>, Path(name): Path<String
 #[utoipa::path(get, path = "/agents/{name}/screen", tag = "agents", params(("name" = String, Path), ScreenQuery),
     responses((status = 200, body = Screen), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn agent_screen(
     State(state): State<AppState>,
     Path(name): Path<String>,

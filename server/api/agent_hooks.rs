@@ -32,7 +32,7 @@ pub const HOOK_LIMIT: usize = 1024 * 1024;
         (status = 403, body = Problem, description = "A token of another agent"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "The agent is no longer live (done, error, suspended)"),
         (status = 413, body = Problem), (status = 422, body = Problem, description = "Not an object with `hook_event_name`")))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn post_hook(
     State(state): State<AppState>,
     Path(name): Path<String>,

@@ -87,7 +87,7 @@ pub struct CreateAgent {
             headers(("ETag" = String, description = "the version, quoted"))),
         (status = 409, body = Problem, description = "An agent with this name exists"),
         (status = 422, body = Problem, description = "A bad field: unknown project, provider, wish or group")))]
-#[tracing::instrument(skip_all, fields(project = %body.project, provider = %body.provider), err)]
+#[tracing::instrument(skip_all, fields(project = ?body.project, provider = ?body.provider), err(level = "debug"))]
 pub async fn create_agent(State(state): State<AppState>, ApiJson(body): ApiJson<CreateAgent>) -> ApiResult<Response> {
     let input = NewAgentInput {
         name: body.name,
@@ -129,7 +129,7 @@ pub struct AgentFilters {
 #[utoipa::path(get, path = "/agents", tag = "agents", params(AgentFilters, PageQuery),
     responses((status = 200, body = Page<Agent>, description = "One page of agents, oldest first"),
         (status = 422, body = Problem, description = "A bad filter or cursor")))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn list_agents(
     State(state): State<AppState>,
     ApiQuery(filters): ApiQuery<AgentFilters>,
@@ -160,7 +160,7 @@ pub async fn list_agents(
 #[utoipa::path(get, path = "/agents/{name}", tag = "agents", params(("name" = String, Path, description = "agent name")),
     responses((status = 200, body = Agent, description = "The agent", headers(("ETag" = String, description = "the version, quoted"))),
         (status = 403, body = Problem, description = "An agent token reading another agent"), (status = 404, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn get_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Response> {
     let mut conn = state.db.acquire().await?;
     let agent = agents::by_name(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?;
@@ -195,7 +195,7 @@ pub struct UpdateAgent {
     responses((status = 200, body = Agent, description = "The edited agent", headers(("ETag" = String, description = "the new version, quoted"))),
         (status = 404, body = Problem), (status = 412, body = Problem, description = "The version moved on"),
         (status = 422, body = Problem, description = "A bad field, or `state` (states are observed)")))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn update_agent(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -232,7 +232,7 @@ pub struct DeleteQuery {
     params(("name" = String, Path, description = "agent name"), DeleteQuery),
     responses((status = 200, body = DeletedAgent, description = "Deleted"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "The agent is live, or its clone holds unmerged work")))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn delete_agent(
     State(state): State<AppState>,
     Path(name): Path<String>,

@@ -74,7 +74,7 @@ type ColumnPath = ApiPath<(Uuid, Uuid)>;
     responses((status = 201, body = Board, description = "The board, with its columns in order", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "A column has this name, or the board has 30 columns"),
         (status = 412, body = Problem, description = "If-Match names another version"), (status = 422, body = Problem, description = "Invalid request")))]
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn add_column(
     State(state): State<AppState>,
     ApiPath(id): BoardPath,
@@ -99,7 +99,7 @@ pub async fn add_column(
     responses((status = 200, body = Board, description = "The board, with its columns in order", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "Name taken, or the WIP limit is below the tasks in the column"),
         (status = 412, body = Problem, description = "If-Match names another version"), (status = 422, body = Problem, description = "Invalid request")))]
-#[tracing::instrument(skip_all, fields(board = %id, column = %column_id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id, column = ?column_id), err(level = "debug"))]
 pub async fn update_column(
     State(state): State<AppState>,
     ApiPath((id, column_id)): ColumnPath,
@@ -121,7 +121,7 @@ pub async fn update_column(
     params(("id" = Uuid, Path), ("If-Match" = Option<String>, Header, description = "The board version")),
     responses((status = 200, body = Board, description = "The board, with its columns in order", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found"),
         (status = 412, body = Problem, description = "If-Match names another version"), (status = 422, body = Problem, description = "Not a permutation of the board's columns")))]
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn reorder_columns(
     State(state): State<AppState>,
     ApiPath(id): BoardPath,
@@ -137,7 +137,7 @@ pub async fn reorder_columns(
     params(("id" = Uuid, Path), ("column_id" = Uuid, Path), ("If-Match" = Option<String>, Header, description = "The board version")),
     responses((status = 200, body = ColumnDeleted, description = "What moved, and the board as it is now", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "It is the last column and still holds cards"), (status = 412, body = Problem, description = "If-Match names another version")))]
-#[tracing::instrument(skip_all, fields(board = %id, column = %column_id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id, column = ?column_id), err(level = "debug"))]
 pub async fn delete_column(
     State(state): State<AppState>,
     ApiPath((id, column_id)): ColumnPath,

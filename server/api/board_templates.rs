@@ -39,7 +39,7 @@ pub struct CreateTemplate {
     responses((status = 201, body = BoardTemplate, description = "The template"),
         (status = 409, body = Problem, description = "A template has this name"),
         (status = 422, body = Problem, description = "A bad field, named by its path, e.g. `columns[2].gate`")))]
-#[tracing::instrument(skip_all, fields(name = %body.name), err)]
+#[tracing::instrument(skip_all, fields(name = ?body.name), err(level = "debug"))]
 pub async fn create_template(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateTemplate>,
@@ -51,7 +51,7 @@ pub async fn create_template(
 /// Lists board templates, oldest first, a page at a time.
 #[utoipa::path(get, path = "/board-templates", tag = "boards", params(PageQuery),
     responses((status = 200, body = Page<BoardTemplate>, description = "One page of templates"), (status = 422, body = Problem, description = "Invalid request")))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn list_templates(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<PageQuery>,

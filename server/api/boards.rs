@@ -61,7 +61,7 @@ pub struct RenameBoard {
         (status = 404, body = Problem, description = "No such project"),
         (status = 409, body = Problem, description = "The project has a board with this name"),
         (status = 422, body = Problem, description = "A bad field, e.g. `columns[2].gate`, or an unknown `template`")))]
-#[tracing::instrument(skip_all, fields(project = %slug), err)]
+#[tracing::instrument(skip_all, fields(project = ?slug), err(level = "debug"))]
 pub async fn create_board(
     State(state): State<AppState>,
     ApiPath(slug): ApiPath<String>,
@@ -82,7 +82,7 @@ impl From<CreateBoard> for NewBoard {
 #[utoipa::path(get, path = "/projects/{slug}/boards", tag = "boards",
     params(("slug" = String, Path, description = "The project's slug"), PageQuery),
     responses((status = 200, body = Page<Board>, description = "One page of the project's boards"), (status = 404, body = Problem, description = "Not found"), (status = 422, body = Problem, description = "Invalid request")))]
-#[tracing::instrument(skip_all, fields(project = %slug), err)]
+#[tracing::instrument(skip_all, fields(project = ?slug), err(level = "debug"))]
 pub async fn list_boards(
     State(state): State<AppState>,
     ApiPath(slug): ApiPath<String>,
@@ -100,7 +100,7 @@ pub async fn list_boards(
 /// One board: its columns in order, each with how many tasks and wishes it holds.
 #[utoipa::path(get, path = "/boards/{id}", tag = "boards", params(("id" = Uuid, Path)),
     responses((status = 200, body = Board, description = "The board, with its columns in order", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found")))]
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn get_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>) -> ApiResult<impl IntoResponse> {
     let mut conn = state.db.acquire().await?;
     let board = boards::get(&mut conn, id).await?.ok_or_else(|| no_board(id))?;
@@ -113,7 +113,7 @@ pub async fn get_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>
     responses((status = 200, body = Board, description = "The board, with its columns in order", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "Another board of the project has this name"),
         (status = 412, body = Problem, description = "If-Match names another version"), (status = 422, body = Problem, description = "Invalid request")))]
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn rename_board(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<Uuid>,
@@ -127,7 +127,7 @@ pub async fn rename_board(
 /// Deletes a board and its columns. Its tasks and wishes stay, on no board.
 #[utoipa::path(delete, path = "/boards/{id}", tag = "boards", params(("id" = Uuid, Path)),
     responses((status = 204, description = "Deleted"), (status = 404, body = Problem, description = "Not found")))]
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn delete_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>) -> ApiResult<StatusCode> {
     boards_app::delete(&state, id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -138,7 +138,7 @@ pub async fn delete_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uu
 #[utoipa::path(post, path = "/boards/{id}/reconcile", tag = "boards", params(("id" = Uuid, Path)),
     responses((status = 200, body = Reconciled, description = "How many cards were put back"), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "Cards need a column but the board has none")))]
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn reconcile_board(State(state): State<AppState>, ApiPath(id): ApiPath<Uuid>) -> ApiResult<Json<Reconciled>> {
     Ok(Json(boards_app::reconcile_now(&state, id).await?))
 }

@@ -48,7 +48,7 @@ pub struct StreamQuery {
             description = "A stream of `id: 42\\nevent: task.completed\\ndata: {…event…}` messages, with keep-alive comments",
             example = json!("id: 42\nevent: task.completed\ndata: {\"id\":42,\"type\":\"task.completed\",\"subject\":\"task:3f2a…\",\"project\":\"switchyard\",\"payload\":{},\"created_at\":\"2025-01-15T10:30:00Z\"}\n\n")),
         (status = 422, body = Problem, description = "A bad cursor, type filter or parameter")))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn stream_events(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -39,7 +39,7 @@ pub struct EventPage {
 /// until it commits, so a follower never skips one.
 #[utoipa::path(get, path = "/events", tag = "events", params(EventsQuery),
     responses((status = 200, body = EventPage), (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, fields(after = ?query.after), err)]
+#[tracing::instrument(skip_all, fields(after = ?query.after), err(level = "debug"))]
 pub async fn list_events(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<EventsQuery>,

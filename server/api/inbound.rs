@@ -56,7 +56,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         (status = 400, body = Problem, description = "The body is not the JSON GitHub sends"),
         (status = 401, body = Problem, description = "Missing or wrong signature"),
         (status = 404, body = Problem, description = "No GitHub secret is configured")))]
-#[tracing::instrument(skip_all, fields(event = header(&headers, "x-github-event").unwrap_or("")), err)]
+#[tracing::instrument(skip_all, fields(event = header(&headers, "x-github-event").unwrap_or("")), err(level = "debug"))]
 pub async fn github(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -150,7 +150,7 @@ pub struct GenericHook {
         (status = 401, body = Problem, description = "Missing, stale or wrong signature"),
         (status = 404, body = Problem, description = "No hook of that name"),
         (status = 422, body = Problem, description = "Not exactly one of `task` and `wish`, or a bad field in it")))]
-#[tracing::instrument(skip_all, fields(name = %name), err)]
+#[tracing::instrument(skip_all, fields(name = ?name), err(level = "debug"))]
 pub async fn generic(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,

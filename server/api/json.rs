@@ -77,6 +77,7 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<axum::bod
 /// Parses a JSON body; a syntax error is a 400, a well-formed body of the wrong shape a 422
 /// whose `errors` name the field.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    refuse_nul(bytes)?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     match serde_path_to_error::deserialize(&mut de) {
         // Anything but whitespace after the value is refused, not ignored.
@@ -96,6 +97,42 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                 errors: vec![FieldError::new(field, message)],
             })
         }
+    }
+}
+
+/// PostgreSQL cannot store NUL in text, so no string of a body may hold one: a 422 naming the
+/// string's JSON path. JSON can only carry NUL escaped, so only a body holding `\u0000` is walked.
+fn refuse_nul(bytes: &[u8]) -> Result<(), ApiError> {
+    if !bytes.windows(6).any(|w| w == b"\\u0000") {
+        return Ok(());
+    }
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return Ok(()); // Broken JSON: the parse after this says how.
+    };
+    match nul_at(&value, String::new()) {
+        Some(path) => {
+            let field = if path.is_empty() { "body".to_owned() } else { path };
+            Err(ApiError::validation(field, "must not contain NUL (\\u0000)"))
+        }
+        None => Ok(()),
+    }
+}
+
+/// The path (`items[2].name`) of the first string or key in `value` that holds NUL.
+fn nul_at(value: &serde_json::Value, path: String) -> Option<String> {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => s.contains('\0').then_some(path),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| nul_at(v, format!("{path}[{i}]"))),
+        Value::Object(fields) => fields.iter().find_map(|(k, v)| {
+            let inner = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+            if k.contains('\0') {
+                Some(inner)
+            } else {
+                nul_at(v, inner)
+            }
+        }),
+        _ => None,
     }
 }
 
@@ -185,6 +222,13 @@ mod tests {
         assert!(matches!(parse::<Body>(br#"{"name":"a"} xyz"#), Err(ApiError::BadRequest(_))));
         assert!(matches!(parse::<Body>(br#"{"name":"a"}{"name":"b"}"#), Err(ApiError::BadRequest(_))));
         assert!(parse::<Body>(b"{\"name\":\"a\"} \n").is_ok());
+    }
+
+    #[test]
+    fn nul_in_any_string_is_refused_naming_its_path() {
+        assert_eq!(field_of(r#"{"name":"a\u0000b"}"#), "name");
+        assert_eq!(field_of(r#"{"name":"a","inner":{"count":1,"x":["ok","\u0000"]}}"#), "inner.x[1]");
+        assert!(parse::<Body>(br#"{"name":"a\\u0000"}"#).is_ok(), "an escaped backslash is no NUL");
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub struct SendMessage {
     responses((status = 201, body = Message, description = "Stored, pending delivery"),
         (status = 403, body = Problem, description = "Sending as someone the token is not"),
         (status = 422, body = Problem, description = "An unknown recipient, or a bad body")))]
-#[tracing::instrument(skip_all, fields(to = %body.to), err)]
+#[tracing::instrument(skip_all, fields(to = ?body.to), err(level = "debug"))]
 pub async fn send_message(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,
@@ -121,7 +121,7 @@ async fn listed(
 /// Lists messages oldest first, filtered (`to=operator` is the operator's inbox).
 #[utoipa::path(get, path = "/messages", tag = "messages", params(MessageFilters, PageQuery),
     responses((status = 200, body = Page<Message>), (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn list_messages(
     State(state): State<AppState>,
     ApiQuery(filters): ApiQuery<MessageFilters>,
@@ -148,7 +148,7 @@ pub struct InboxFilters {
     params(("name" = String, Path, description = "agent name"), InboxFilters, PageQuery),
     responses((status = 200, body = Page<Message>), (status = 403, body = Problem), (status = 404, body = Problem),
         (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn agent_inbox(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -180,7 +180,7 @@ async fn visible(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Messa
 /// Reads one message.
 #[utoipa::path(get, path = "/messages/{id}", tag = "messages", params(("id" = Uuid, Path)),
     responses((status = 200, body = Message), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[tracing::instrument(skip_all, fields(message = %id), err)]
+#[tracing::instrument(skip_all, fields(message = ?id), err(level = "debug"))]
 pub async fn get_message(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,
@@ -192,7 +192,7 @@ pub async fn get_message(
 /// Marks a message read (again is fine). An agent's token may mark only messages to it.
 #[utoipa::path(post, path = "/messages/{id}/read", tag = "messages", params(("id" = Uuid, Path)),
     responses((status = 200, body = Message), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[tracing::instrument(skip_all, fields(message = %id), err)]
+#[tracing::instrument(skip_all, fields(message = ?id), err(level = "debug"))]
 pub async fn mark_read(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,

@@ -71,7 +71,7 @@ pub struct UpdateProject {
             headers(("ETag" = String, description = "The project's version, quoted"), ("Location" = String))),
         (status = 409, body = Problem, description = "A project with this slug exists"),
         (status = 422, body = Problem, description = "A field is invalid, e.g. `repo_path` is not a git repository")))]
-#[tracing::instrument(skip_all, fields(slug = %body.slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?body.slug), err(level = "debug"))]
 pub async fn create_project(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateProject>,
@@ -99,7 +99,7 @@ impl From<CreateProject> for NewProject {
 /// Lists projects, oldest first, a page at a time.
 #[utoipa::path(get, path = "/projects", tag = "projects", params(PageQuery),
     responses((status = 200, body = Page<Project>, description = "One page of projects"), (status = 422, body = Problem, description = "Bad cursor or limit")))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn list_projects(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<PageQuery>,
@@ -113,7 +113,7 @@ pub async fn list_projects(
 /// One project, with its version as the `ETag`.
 #[utoipa::path(get, path = "/projects/{slug}", tag = "projects", params(("slug" = String, Path)),
     responses((status = 200, body = Project, description = "The project", headers(("ETag" = String))), (status = 404, body = Problem, description = "Not found")))]
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn get_project(
     State(state): State<AppState>,
     ApiPath(slug): ApiPath<String>,
@@ -133,7 +133,7 @@ pub async fn get_project(
         (status = 404, body = Problem, description = "Not found"),
         (status = 412, body = Problem, description = "The project changed since that version"),
         (status = 422, body = Problem, description = "A field is invalid or unknown (the slug cannot be changed)")))]
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn update_project(
     State(state): State<AppState>,
     ApiPath(slug): ApiPath<String>,
@@ -157,7 +157,7 @@ pub async fn update_project(
 #[utoipa::path(delete, path = "/projects/{slug}", tag = "projects", params(("slug" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 404, body = Problem, description = "Not found"),
         (status = 409, body = Problem, description = "The project still has tasks or wishes; the detail says how many")))]
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn delete_project(State(state): State<AppState>, ApiPath(slug): ApiPath<String>) -> ApiResult<StatusCode> {
     projects_app::delete(&state, &slug).await?;
     Ok(StatusCode::NO_CONTENT)

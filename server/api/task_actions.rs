@@ -194,7 +194,7 @@ pub struct MoveBody {
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "The column is full (WIP limit)"),
         (status = 422, body = Problem, description = "No such column in the task's project")))]
-#[tracing::instrument(skip_all, fields(task = %id), err)]
+#[tracing::instrument(skip_all, fields(task = ?id), err(level = "debug"))]
 pub async fn move_task(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -69,7 +69,7 @@ pub struct CreateTask {
     responses((status = 201, body = Task, description = "The new task"),
         (status = 409, body = Problem, description = "The column is full (WIP limit)"),
         (status = 422, body = Problem, description = "A bad field, an unknown project or dependency")))]
-#[tracing::instrument(skip_all, fields(project = %body.project), err)]
+#[tracing::instrument(skip_all, fields(project = ?body.project), err(level = "debug"))]
 pub async fn create_task(State(state): State<AppState>, ApiJson(body): ApiJson<CreateTask>) -> ApiResult<Response> {
     let task = tasks_app::create_now(&state, body.into()).await?;
     let mut response = with_etag(task.version, task);
@@ -110,7 +110,7 @@ pub struct TaskFilters {
 /// Lists tasks oldest first, filtered, a page at a time.
 #[utoipa::path(get, path = "/tasks", tag = "tasks", params(TaskFilters, PageQuery),
     responses((status = 200, body = Page<Task>, description = "One page of tasks, oldest first"), (status = 422, body = Problem, description = "A bad filter or cursor")))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn list_tasks(
     State(state): State<AppState>,
     ApiQuery(filters): ApiQuery<TaskFilters>,
@@ -170,7 +170,7 @@ pub fn blocked_reason(dependencies: &[DependencyRef]) -> String {
 #[utoipa::path(get, path = "/tasks/{id}", tag = "tasks", params(("id" = String, Path, description = "task id")),
     responses((status = 200, body = TaskDetail, description = "The task, its dependencies and why it is blocked", headers(("ETag" = String, description = "the version, quoted"))),
         (status = 404, body = Problem), (status = 422, body = Problem, description = "`id` is not a UUID")))]
-#[tracing::instrument(skip_all, fields(task = %id), err)]
+#[tracing::instrument(skip_all, fields(task = ?id), err(level = "debug"))]
 pub async fn get_task(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let id = parse_id(&id)?;
     let (task, dependencies) = state
@@ -229,7 +229,7 @@ fn if_match(headers: &HeaderMap) -> Result<Option<i32>, ApiError> {
     responses((status = 200, body = Task, description = "The edited task", headers(("ETag" = String, description = "the new version, quoted"))),
         (status = 404, body = Problem), (status = 412, body = Problem, description = "The version moved on"),
         (status = 422, body = Problem, description = "A bad field, or `status` (use the actions)")))]
-#[tracing::instrument(skip_all, fields(task = %id), err)]
+#[tracing::instrument(skip_all, fields(task = ?id), err(level = "debug"))]
 pub async fn update_task(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -54,7 +54,7 @@ pub struct PostChat {
     request_body = PostChat,
     responses((status = 201, body = ChatPost), (status = 403, body = Problem, description = "Not a member"),
         (status = 404, body = Problem), (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, fields(team = %name), err)]
+#[tracing::instrument(skip_all, fields(team = ?name), err(level = "debug"))]
 pub async fn post_chat(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,
@@ -72,7 +72,7 @@ pub async fn post_chat(
 #[utoipa::path(get, path = "/teams/{name}/chat", tag = "teams", params(("name" = String, Path), PageQuery),
     responses((status = 200, body = Page<ChatPost>), (status = 403, body = Problem, description = "Not a member"),
         (status = 404, body = Problem), (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, fields(team = %name), err)]
+#[tracing::instrument(skip_all, fields(team = ?name), err(level = "debug"))]
 pub async fn read_chat(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,

@@ -68,7 +68,7 @@ pub struct CreateTeam {
     responses((status = 201, body = Team, headers(("ETag" = String, description = "the version, quoted"))),
         (status = 409, body = Problem, description = "A team, or a branch in the repository, has this name"),
         (status = 422, body = Problem, description = "A bad name, project, base branch, member or leader")))]
-#[tracing::instrument(skip_all, fields(team = %body.name), err)]
+#[tracing::instrument(skip_all, fields(team = ?body.name), err(level = "debug"))]
 pub async fn create_team(State(state): State<AppState>, ApiJson(body): ApiJson<CreateTeam>) -> ApiResult<Response> {
     let input = NewTeamInput {
         name: body.name,
@@ -94,7 +94,7 @@ pub struct TeamFilters {
 /// Lists teams oldest first, with their members.
 #[utoipa::path(get, path = "/teams", tag = "teams", params(TeamFilters, PageQuery),
     responses((status = 200, body = Page<Team>), (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn list_teams(
     State(state): State<AppState>,
     ApiQuery(filters): ApiQuery<TeamFilters>,
@@ -118,7 +118,7 @@ pub async fn list_teams(
     responses((status = 200, body = Team, headers(("ETag" = String, description = "the version, quoted"))),
         (status = 403, body = Problem, description = "An agent's token, and the agent is not a member"),
         (status = 404, body = Problem)))]
-#[tracing::instrument(skip_all, fields(team = %name), err)]
+#[tracing::instrument(skip_all, fields(team = ?name), err(level = "debug"))]
 pub async fn get_team(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,
@@ -145,7 +145,7 @@ pub struct UpdateTeam {
     responses((status = 200, body = Team), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "A status change the lifecycle does not allow"),
         (status = 412, body = Problem), (status = 422, body = Problem, description = "A leader who is not a member")))]
-#[tracing::instrument(skip_all, fields(team = %name), err)]
+#[tracing::instrument(skip_all, fields(team = ?name), err(level = "debug"))]
 pub async fn update_team(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -171,7 +171,7 @@ pub struct AddMember {
     responses((status = 200, body = Team), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "The agent is in another team"),
         (status = 422, body = Problem, description = "No such agent, or one of another project")))]
-#[tracing::instrument(skip_all, fields(team = %name), err)]
+#[tracing::instrument(skip_all, fields(team = ?name), err(level = "debug"))]
 pub async fn add_member(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -186,7 +186,7 @@ pub async fn add_member(
     params(("name" = String, Path), ("agent" = String, Path)),
     responses((status = 200, body = Team), (status = 404, body = Problem, description = "No such team or member"),
         (status = 409, body = Problem, description = "The member is live in the team's clone")))]
-#[tracing::instrument(skip_all, fields(team = %name, agent = %agent), err)]
+#[tracing::instrument(skip_all, fields(team = ?name, agent = ?agent), err(level = "debug"))]
 pub async fn remove_member(
     State(state): State<AppState>,
     Path((name, agent)): Path<(String, String)>,
@@ -209,7 +209,7 @@ pub struct DisbandQuery {
 #[utoipa::path(delete, path = "/teams/{name}", tag = "teams", params(("name" = String, Path), DisbandQuery),
     responses((status = 200, body = DisbandedTeam), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Members work in the clone, or it holds unmerged work")))]
-#[tracing::instrument(skip_all, fields(team = %name), err)]
+#[tracing::instrument(skip_all, fields(team = ?name), err(level = "debug"))]
 pub async fn disband_team(
     State(state): State<AppState>,
     Path(name): Path<String>,

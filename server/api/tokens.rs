@@ -31,7 +31,7 @@ pub struct CreateToken {
 /// Creates a token and returns its secret, once.
 #[utoipa::path(post, path = "/tokens", tag = "tokens", request_body = CreateToken,
     responses((status = 201, body = CreatedToken), (status = 403, body = Problem), (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, fields(name = %body.name), err)]
+#[tracing::instrument(skip_all, fields(name = ?body.name), err(level = "debug"))]
 pub async fn create_token(
     State(state): State<AppState>,
     caller: Authenticated,
@@ -44,7 +44,7 @@ pub async fn create_token(
 /// Lists every token, live and revoked, oldest first. Secrets are never shown.
 #[utoipa::path(get, path = "/tokens", tag = "tokens",
     responses((status = 200, body = Vec<Token>), (status = 403, body = Problem)))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn list_tokens(State(state): State<AppState>, caller: Authenticated) -> ApiResult<Json<Vec<Token>>> {
     caller.require(Scope::Admin)?;
     let mut conn = state.db.acquire().await?;
@@ -55,7 +55,7 @@ pub async fn list_tokens(State(state): State<AppState>, caller: Authenticated) -
 #[utoipa::path(delete, path = "/tokens/{token}", tag = "tokens",
     params(("token" = String, Path, description = "token id or name")),
     responses((status = 200, body = Token), (status = 404, body = Problem)))]
-#[tracing::instrument(skip_all, fields(token = %token), err)]
+#[tracing::instrument(skip_all, fields(token = ?token), err(level = "debug"))]
 pub async fn revoke_token(
     State(state): State<AppState>,
     caller: Authenticated,

@@ -27,7 +27,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 403, body = Problem, description = "Needs an admin token"),
         (status = 404, body = Problem, description = "No such webhook"),
         (status = 422, body = Problem, description = "Bad cursor or limit")))]
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = ?id), err(level = "debug"))]
 pub async fn list_deliveries(
     State(state): State<AppState>,
     caller: Authenticated,
@@ -48,7 +48,7 @@ pub async fn list_deliveries(
     responses((status = 202, body = Delivery, description = "Queued for sending"),
         (status = 403, body = Problem, description = "Needs an admin token"),
         (status = 404, body = Problem, description = "No such webhook or delivery")))]
-#[tracing::instrument(skip_all, fields(id = %id, delivery = %delivery), err)]
+#[tracing::instrument(skip_all, fields(id = ?id, delivery = ?delivery), err(level = "debug"))]
 pub async fn redeliver(
     State(state): State<AppState>,
     caller: Authenticated,
@@ -64,7 +64,7 @@ pub async fn redeliver(
     responses((status = 202, body = Delivery, description = "Queued; follow it in the delivery log"),
         (status = 403, body = Problem, description = "Needs an admin token"),
         (status = 404, body = Problem, description = "No such webhook")))]
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = ?id), err(level = "debug"))]
 pub async fn send_test_event(
     State(state): State<AppState>,
     caller: Authenticated,

@@ -80,7 +80,7 @@ pub struct UpdateWebhook {
         (status = 201, body = WebhookWithSecret, description = "Created; keep the secret", headers(("Location" = String))),
         (status = 403, body = Problem, description = "Needs an admin token"),
         (status = 422, body = Problem, description = "A bad field, e.g. an unknown event name or a refused URL")))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn create_webhook(
     State(state): State<AppState>,
     caller: Authenticated,
@@ -105,7 +105,7 @@ pub async fn create_webhook(
     responses((status = 200, body = Page<Subscription>, description = "One page"),
         (status = 403, body = Problem, description = "Needs an admin token"),
         (status = 422, body = Problem, description = "Bad cursor or limit")))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn list_webhooks(
     State(state): State<AppState>,
     caller: Authenticated,
@@ -123,7 +123,7 @@ pub async fn list_webhooks(
     responses((status = 200, body = Subscription, description = "The subscription"),
         (status = 403, body = Problem, description = "Needs an admin token"),
         (status = 404, body = Problem, description = "Not found")))]
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = ?id), err(level = "debug"))]
 pub async fn get_webhook(
     State(state): State<AppState>,
     caller: Authenticated,
@@ -140,7 +140,7 @@ pub async fn get_webhook(
         (status = 403, body = Problem, description = "Needs an admin token"),
         (status = 404, body = Problem, description = "Not found"),
         (status = 422, body = Problem, description = "A bad field")))]
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = ?id), err(level = "debug"))]
 pub async fn update_webhook(
     State(state): State<AppState>,
     caller: Authenticated,
@@ -163,7 +163,7 @@ pub async fn update_webhook(
     responses((status = 204, description = "Deleted"),
         (status = 403, body = Problem, description = "Needs an admin token"),
         (status = 404, body = Problem, description = "Not found")))]
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = ?id), err(level = "debug"))]
 pub async fn delete_webhook(
     State(state): State<AppState>,
     caller: Authenticated,
@@ -180,7 +180,7 @@ pub async fn delete_webhook(
     responses((status = 200, body = WebhookWithSecret, description = "The new secret"),
         (status = 403, body = Problem, description = "Needs an admin token"),
         (status = 404, body = Problem, description = "Not found")))]
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = ?id), err(level = "debug"))]
 pub async fn rotate_secret(
     State(state): State<AppState>,
     caller: Authenticated,

@@ -59,7 +59,7 @@ macro_rules! lifecycle_action {
         #[doc = $doc]
         #[utoipa::path(post, path = $path, tag = "wishes", params(("slug" = String, Path)),
             responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
-        #[tracing::instrument(skip_all, fields(slug = %slug), err)]
+        #[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
         pub async fn $name(State(state): State<AppState>, Path(slug): Path<String>) -> ApiResult<Json<WishDetail>> {
             Ok(Json(wishes::lifecycle(&state, &slug, $event, None).await?))
         }
@@ -171,7 +171,7 @@ pub struct MoveWishBody {
         (status = 404, body = Problem, description = "No such wish"),
         (status = 409, body = Problem, description = "The column is full (WIP limit: tasks and wishes count), or the wish was put on another board meanwhile"),
         (status = 422, body = Problem, description = "No such column on the wish's board, or an unknown field")))]
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn move_wish(
     State(state): State<AppState>,
     Path(slug): Path<String>,

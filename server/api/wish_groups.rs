@@ -36,7 +36,7 @@ pub struct GroupResult {
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/start", tag = "wishes",
     params(("slug" = String, Path), ("key" = String, Path)),
     responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
 pub async fn start_group(
     State(state): State<AppState>,
     Path((slug, key)): Path<(String, String)>,
@@ -49,7 +49,7 @@ pub async fn start_group(
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/complete", tag = "wishes",
     params(("slug" = String, Path), ("key" = String, Path)), request_body(content = GroupResult, description = "optional"),
     responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
 pub async fn complete_group(
     State(state): State<AppState>,
     Path((slug, key)): Path<(String, String)>,
@@ -63,7 +63,7 @@ pub async fn complete_group(
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/fail", tag = "wishes",
     params(("slug" = String, Path), ("key" = String, Path)), request_body(content = GroupResult, description = "optional"),
     responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
 pub async fn fail_group(
     State(state): State<AppState>,
     Path((slug, key)): Path<(String, String)>,
@@ -81,7 +81,7 @@ pub async fn fail_group(
     request_body(content = RetryBody, description = "optional"),
     responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
 pub async fn retry_group(
     State(state): State<AppState>,
     Path((slug, key)): Path<(String, String)>,

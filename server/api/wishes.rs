@@ -83,7 +83,7 @@ pub struct WishFilter {
 /// group keys and cycles are refused (422) naming the keys.
 #[utoipa::path(post, path = "/wishes", tag = "wishes", request_body = CreateWish, responses(
     (status = 201, body = WishDetail), (status = 409, body = Problem), (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, fields(slug = %body.slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?body.slug), err(level = "debug"))]
 pub async fn create_wish(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateWish>,
@@ -110,7 +110,7 @@ impl From<CreateWish> for NewWish {
 /// Wishes in creation order, optionally of one project and state.
 #[utoipa::path(get, path = "/wishes", tag = "wishes", params(WishFilter),
     responses((status = 200, body = Page<Wish>), (status = 422, body = Problem)))]
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn list_wishes(
     State(state): State<AppState>,
     ApiQuery(filter): ApiQuery<WishFilter>,
@@ -133,7 +133,7 @@ pub async fn list_wishes(
 /// A wish with its groups, their states and dependencies, and its blockers.
 #[utoipa::path(get, path = "/wishes/{slug}", tag = "wishes", params(("slug" = String, Path)),
     responses((status = 200, body = WishDetail), (status = 404, body = Problem)))]
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn get_wish(State(state): State<AppState>, Path(slug): Path<String>) -> ApiResult<Json<WishDetail>> {
     let mut conn = state.db.acquire().await?;
     let wish = wishes_app::find(&mut conn, &slug).await?;

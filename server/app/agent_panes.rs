@@ -11,19 +11,28 @@ use super::{Ctx, Error, Result};
 use crate::db::agents::{self, Agent, Applied, Cause};
 use crate::db::events;
 use crate::domain::agent::AgentEvent;
+use crate::domain::typed;
+use crate::tmux::Key;
 
 /// The largest input accepted in one call.
 pub const INPUT_LIMIT: usize = 256 * 1024;
+
+/// The most keys pressed in one call.
+pub const KEYS_LIMIT: usize = 64;
 
 /// The most history lines a screen read asks for.
 pub const SCREEN_HISTORY_LIMIT: u32 = 2000;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"agent": "clever-fox", "pane": "%7", "bytes": 58, "submitted": true}))]
+#[schema(example = json!({"agent": "clever-fox", "pane": "%7", "bytes": 58, "keys": [], "submitted": true}))]
 pub struct Delivered {
     pub agent: String,
     pub pane: String,
+    /// Bytes of text typed (0 when keys were pressed).
     pub bytes: usize,
+    /// The keys pressed, in order (empty when text was typed).
+    pub keys: Vec<Key>,
+    /// Enter was pressed after the text.
     pub submitted: bool,
 }
 
@@ -52,23 +61,43 @@ fn pane<'a>(ctx: &Ctx, agent: &'a Agent) -> Result<&'a str> {
 
 /// Types `text` into the agent's pane, literally, and with `submit` presses Enter after letting
 /// the TUI take it in, then waits (up to the confirm time) for the turn to start. Not seeing it
-/// start is no failure: the text went in, and the answer says what was done.
-#[tracing::instrument(skip_all, fields(agent = %name, bytes = text.len(), submit), err)]
+/// start is no failure: the text went in, and the answer says what was done. Text is text:
+/// control characters other than tab and newline are refused ([`typed::check`]).
+#[tracing::instrument(skip_all, fields(agent = ?name, bytes = text.len(), submit), err(level = "debug"))]
 pub async fn input(ctx: &Ctx, name: &str, text: &str, submit: bool) -> Result<Delivered> {
     if text.is_empty() || text.len() > INPUT_LIMIT {
         return Err(Error::invalid("text", format!("must be 1 to {INPUT_LIMIT} bytes")));
     }
+    typed::check(text).map_err(|why| Error::invalid("text", why))?;
     let agent = agent(ctx, name).await?;
     let pane = pane(ctx, &agent)?;
     let typed = panes(ctx)?.typist().type_text(&ctx.db, &ctx.feed, &agent.name, pane, text, submit).await?;
     if submit && typed.confirmed.is_none() {
         tracing::debug!("no turn seen starting within the confirm time");
     }
-    Ok(Delivered { agent: agent.name.clone(), pane: pane.to_owned(), bytes: text.len(), submitted: submit })
+    Ok(Delivered {
+        agent: agent.name.clone(),
+        pane: pane.to_owned(),
+        bytes: text.len(),
+        keys: Vec::new(),
+        submitted: submit,
+    })
+}
+
+/// Presses `keys` in the agent's pane, in order: named keys from a closed set, never text.
+#[tracing::instrument(skip_all, fields(agent = ?name, keys = ?keys), err(level = "debug"))]
+pub async fn press_keys(ctx: &Ctx, name: &str, keys: &[Key]) -> Result<Delivered> {
+    if keys.is_empty() || keys.len() > KEYS_LIMIT {
+        return Err(Error::invalid("keys", format!("must name 1 to {KEYS_LIMIT} keys")));
+    }
+    let agent = agent(ctx, name).await?;
+    let pane = pane(ctx, &agent)?;
+    panes(ctx)?.typist().press_keys(pane, keys).await.map_err(tmux_failed)?;
+    Ok(Delivered { agent: agent.name.clone(), pane: pane.to_owned(), bytes: 0, keys: keys.to_vec(), submitted: false })
 }
 
 /// Interrupts the agent's turn (Escape for Claude Code, Codex and Gemini; Ctrl-C otherwise).
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn interrupt(ctx: &Ctx, name: &str) -> Result<Agent> {
     let agent = agent(ctx, name).await?;
     let pane = pane(ctx, &agent)?;
@@ -78,7 +107,7 @@ pub async fn interrupt(ctx: &Ctx, name: &str) -> Result<Agent> {
 
 /// Applies `event` (suspend, fail, resume) first, then closes the window where it is on this
 /// node: the record never lags what tmux did.
-#[tracing::instrument(skip_all, fields(agent = %name, event = ?event), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name, event = ?event), err(level = "debug"))]
 pub async fn stop(ctx: &Ctx, name: &str, event: AgentEvent, reason: &str) -> Result<Agent> {
     let agent = agent(ctx, name).await?;
     let window = agent.tmux_window.clone();

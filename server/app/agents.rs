@@ -75,7 +75,7 @@ pub struct NewAgentInput {
 }
 
 /// Registers an agent in state `spawning`; a worker claims it, makes its clone and its pane.
-#[tracing::instrument(skip_all, fields(project = %input.project, provider = %input.provider), err)]
+#[tracing::instrument(skip_all, fields(project = ?input.project, provider = ?input.provider), err(level = "debug"))]
 pub async fn create(ctx: &Ctx, input: NewAgentInput) -> Result<Agent> {
     let id = Uuid::new_v4();
     let mut errors = Fields::default();
@@ -222,7 +222,7 @@ async fn check_branch_is_free(conn: &mut sqlx::PgConnection, project: &Project, 
 }
 
 /// Edits an agent's summary, task text or `ready_for_cleanup`, if the caller's version matches.
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn update(ctx: &Ctx, name: &str, if_match: &IfMatch, edit: Edit) -> Result<Agent> {
     let mut tx = ctx.db.begin().await?;
     let current = agents::lock(&mut tx, name).await?.ok_or_else(|| not_found(name))?;
@@ -252,7 +252,7 @@ pub struct DeletedAgent {
 /// when the clone holds nothing unmerged into the project's target branch; `force` overrides
 /// both. git runs before the agent's row is locked and files are removed after the commit; an
 /// agent that changed meanwhile is refused (try again).
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn delete(ctx: &Ctx, name: &str, force: bool) -> Result<DeletedAgent> {
     let (seen, target) = {
         let mut conn = ctx.db.acquire().await?;

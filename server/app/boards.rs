@@ -79,7 +79,7 @@ pub async fn create(conn: &mut PgConnection, slug: &str, new: NewBoard) -> Resul
 }
 
 /// Creates a board in its own transaction (the API and the dashboard).
-#[tracing::instrument(skip_all, fields(project = %slug), err)]
+#[tracing::instrument(skip_all, fields(project = ?slug), err(level = "debug"))]
 pub async fn create_now(ctx: &Ctx, slug: &str, new: NewBoard) -> Result<Board> {
     let mut tx = ctx.db.begin().await?;
     let board = create(&mut tx, slug, new).await?;
@@ -88,7 +88,7 @@ pub async fn create_now(ctx: &Ctx, slug: &str, new: NewBoard) -> Result<Board> {
 }
 
 /// Renames a board, if it is still at a version `if_match` names.
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn rename(ctx: &Ctx, id: Uuid, if_match: &IfMatch, name: &str) -> Result<Board> {
     let name = board_name(name)?;
     let mut tx = ctx.db.begin().await?;
@@ -105,7 +105,7 @@ pub async fn rename(ctx: &Ctx, id: Uuid, if_match: &IfMatch, name: &str) -> Resu
 }
 
 /// Deletes a board and its columns. Its tasks and wishes stay, on no board.
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn delete(ctx: &Ctx, id: Uuid) -> Result<()> {
     let mut tx = ctx.db.begin().await?;
     let head = boards::find(&mut tx, id, true).await?.ok_or_else(|| no_board(id))?;
@@ -136,7 +136,7 @@ pub async fn reconcile(conn: &mut PgConnection, id: Uuid) -> Result<Reconciled> 
 }
 
 /// Reconciles a board in its own transaction (the API and the dashboard).
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn reconcile_now(ctx: &Ctx, id: Uuid) -> Result<Reconciled> {
     let mut tx = ctx.db.begin().await?;
     let reconciled = reconcile(&mut tx, id).await?;
@@ -146,7 +146,7 @@ pub async fn reconcile_now(ctx: &Ctx, id: Uuid) -> Result<Reconciled> {
 
 /// Creates a board template: 1 to 30 columns with distinct names, under a name boards use in
 /// `template`.
-#[tracing::instrument(skip_all, fields(name = %name), err)]
+#[tracing::instrument(skip_all, fields(name = ?name), err(level = "debug"))]
 pub async fn create_template(
     ctx: &Ctx,
     name: &str,

@@ -48,7 +48,7 @@ async fn complete_if_last(conn: &mut PgConnection, locked: Wish) -> Result<Wish>
 
 /// One action on one group, in one transaction with what it causes (the wish completing or
 /// failing, dependents becoming ready).
-#[tracing::instrument(skip_all, fields(slug = %slug, key = %key, action = event.name()), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key, action = event.name()), err(level = "debug"))]
 pub async fn act_on(ctx: &Ctx, slug: &str, key: &str, event: TaskEvent, change: Change) -> Result<GroupOutcome> {
     let mut tx = ctx.db.begin().await?;
     let (wish, group) =

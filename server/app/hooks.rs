@@ -44,7 +44,7 @@ fn detail(payload: &Value) -> Option<String> {
 /// whose prompt is the message being delivered — that message's confirmation, all in one
 /// transaction. A refused state change keeps the hook's record all the same: the arbiter should
 /// know a late hook came.
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn record_agent_hook(ctx: &Ctx, name: &str, payload: &Value) -> Result<HookOutcome> {
     let event_name = payload
         .as_object()
@@ -112,7 +112,7 @@ pub struct GithubEvent {
 /// Records a GitHub event on the agent working on its branch (its own branch, or
 /// `switchyard/<name>` by default), else on the wish whose branch it is, else on the branch; the
 /// payload names both the agent and the wish when they exist.
-#[tracing::instrument(skip_all, fields(event = reported.event_type), err)]
+#[tracing::instrument(skip_all, fields(event = reported.event_type), err(level = "debug"))]
 pub async fn record_github(ctx: &Ctx, reported: GithubEvent) -> Result<()> {
     let GithubEvent { event_type, branch, mut details } = reported;
     let mut tx = ctx.db.begin().await?;

@@ -15,7 +15,7 @@ use crate::domain::message::{check_body, OPERATOR};
 /// Stores a message from `from` to `to` (an agent's name or `operator`), pending delivery, and
 /// appends it to `<data_dir>/outbox.jsonl` once committed. The worker of the recipient's node
 /// delivers it.
-#[tracing::instrument(skip_all, fields(to = %to), err)]
+#[tracing::instrument(skip_all, fields(to = ?to), err(level = "debug"))]
 pub async fn send(ctx: &Ctx, from: String, to: &str, body: String) -> Result<Message> {
     check_body(&body).map_err(|why| Error::invalid("body", why))?;
     let to = to.trim().to_owned();
@@ -49,7 +49,7 @@ async fn project_of(conn: &mut PgConnection, name: &str) -> Result<Option<String
 }
 
 /// Marks message `id` read (again is fine).
-#[tracing::instrument(skip_all, fields(message = %id), err)]
+#[tracing::instrument(skip_all, fields(message = ?id), err(level = "debug"))]
 pub async fn mark_read(ctx: &Ctx, id: Uuid) -> Result<Message> {
     let mut tx = ctx.db.begin().await?;
     let message = messages::mark_read(&mut tx, id).await?.ok_or_else(|| Error::NotFound(format!("no message {id}")))?;
@@ -59,7 +59,7 @@ pub async fn mark_read(ctx: &Ctx, id: Uuid) -> Result<Message> {
 
 /// Posts `body` to the team's chat as `from`; the post is a `chat.posted` event too, so the live
 /// stream and webhooks see it.
-#[tracing::instrument(skip_all, fields(team = %team.name), err)]
+#[tracing::instrument(skip_all, fields(team = ?team.name), err(level = "debug"))]
 pub async fn post_to_team(ctx: &Ctx, team: &Team, from: &str, body: &str) -> Result<ChatPost> {
     if body.trim().is_empty() || body.len() > BODY_LIMIT || body.contains('\0') {
         return Err(Error::invalid("body", format!("must be 1 to {BODY_LIMIT} bytes, not blank, without NUL")));

@@ -19,6 +19,7 @@ use crate::db::agents::Agent;
 use crate::db::messages::delivery::worked_since;
 use crate::detect::input_line;
 use crate::domain::message::{settle_for, Confirmation};
+use crate::domain::typed;
 use crate::feed::EventFeed;
 use crate::tmux::{Key, Tmux, TmuxError};
 
@@ -77,6 +78,8 @@ pub fn interrupt_key(provider: &str) -> Key {
 pub fn tmux_failed(e: TmuxError) -> Error {
     if e.is_missing() {
         Error::conflict("the agent's pane is gone; the worker will settle the agent", None)
+    } else if let TmuxError::Invalid { what, reason } = e {
+        Error::invalid(what, reason)
     } else {
         Error::internal(e)
     }
@@ -107,9 +110,22 @@ impl Typist {
         Ok(input_line::typed(&self.tmux.cursor_line(pane).await?))
     }
 
-    /// Pastes `text` literally: `;`, `C-c`, escape sequences and newlines arrive as text.
+    /// Pastes `text` literally: `;`, `C-c` and newlines arrive as text. Text that would end a
+    /// bracketed paste (and have the rest typed as keys) is refused whoever sent it; the use
+    /// cases refuse every control character before it gets here ([`crate::domain::typed`]).
     pub async fn paste(&self, pane: &str, text: &str) -> Result<(), TmuxError> {
+        if typed::ends_paste(text) {
+            return Err(TmuxError::Invalid { what: "text", reason: "it would end the bracketed paste".into() });
+        }
         self.tmux.paste(pane, text).await
+    }
+
+    /// Presses named keys, in order (never text: the names are tmux's, from a closed set).
+    pub async fn press_keys(&self, pane: &str, keys: &[Key]) -> Result<(), TmuxError> {
+        for key in keys {
+            self.tmux.send_key(pane, *key).await?;
+        }
+        Ok(())
     }
 
     /// Lets the TUI take in a paste of `bytes` before Enter, or Enter may land inside the paste.

@@ -50,7 +50,7 @@ pub fn no_project(slug: &str) -> Error {
 }
 
 /// Creates a project over an existing git repository.
-#[tracing::instrument(skip_all, fields(slug = %new.slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?new.slug), err(level = "debug"))]
 pub async fn create(ctx: &Ctx, new: NewProject) -> Result<Project> {
     let mut errors = Fields::default();
     errors.check("slug", is_valid_slug(&new.slug), "must match ^[a-z0-9][a-z0-9-]{0,62}$");
@@ -80,7 +80,7 @@ pub async fn create(ctx: &Ctx, new: NewProject) -> Result<Project> {
 
 /// Changes some of a project's fields, if it is still at a version `if_match` names. A patch
 /// that changes nothing keeps the version (and records nothing).
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn update(ctx: &Ctx, slug: &str, if_match: &IfMatch, patch: ProjectPatch) -> Result<Project> {
     let mut tx = ctx.db.begin().await?;
     let current = projects::find(&mut tx, slug, true).await?.ok_or_else(|| no_project(slug))?;
@@ -118,7 +118,7 @@ pub async fn update(ctx: &Ctx, slug: &str, if_match: &IfMatch, patch: ProjectPat
 }
 
 /// Deletes a project and its boards. Refused while tasks, wishes or agents still belong to it.
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn delete(ctx: &Ctx, slug: &str) -> Result<()> {
     let mut tx = ctx.db.begin().await?;
     // The row lock makes a task or wish created meanwhile wait, then fail its foreign key.

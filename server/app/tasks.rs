@@ -117,7 +117,7 @@ pub async fn create(conn: &mut PgConnection, providers: &Providers, new: NewTask
 }
 
 /// Creates a task in its own transaction.
-#[tracing::instrument(skip_all, fields(project = %new.project), err)]
+#[tracing::instrument(skip_all, fields(project = ?new.project), err(level = "debug"))]
 pub async fn create_now(ctx: &Ctx, new: NewTask) -> Result<Task> {
     let mut tx = ctx.db.begin().await?;
     let task = create(&mut tx, &ctx.providers, new).await?;
@@ -138,7 +138,7 @@ fn checked(event: TaskEvent, change: Change) -> Result<Change> {
 /// Applies one action to a standalone task, in one transaction with the dependents it makes
 /// `ready`, and answers with the task as it is now. A wish's group is refused: its status
 /// belongs to the wish, whose own group actions drive it (and complete or fail the wish).
-#[tracing::instrument(skip_all, fields(task = %id, action = event.name()), err)]
+#[tracing::instrument(skip_all, fields(task = ?id, action = event.name()), err(level = "debug"))]
 pub async fn act(ctx: &Ctx, id: Uuid, event: TaskEvent, change: Change) -> Result<Task> {
     let change = checked(event, change)?;
     let mut tx = ctx.db.begin().await?;
@@ -163,7 +163,7 @@ pub async fn act(ctx: &Ctx, id: Uuid, event: TaskEvent, change: Change) -> Resul
 
 /// Edits a task's title, goal, assignee, provider or cap on starts (never its status: that is
 /// [`act`]). With `expected_version`, only if nobody changed the task since it was read.
-#[tracing::instrument(skip_all, fields(task = %id), err)]
+#[tracing::instrument(skip_all, fields(task = ?id), err(level = "debug"))]
 pub async fn edit(ctx: &Ctx, id: Uuid, expected_version: Option<i32>, edit: Edit) -> Result<Task> {
     let mut errors = Fields::default();
     let title = errors.take(edit.title.as_deref().map(|t| text("title", t, 300)).transpose())?.flatten();
@@ -206,7 +206,7 @@ pub async fn move_to(conn: &mut PgConnection, id: Uuid, column_id: Uuid) -> Resu
 }
 
 /// Moves a task's card in its own transaction.
-#[tracing::instrument(skip_all, fields(task = %id), err)]
+#[tracing::instrument(skip_all, fields(task = ?id), err(level = "debug"))]
 pub async fn move_card(ctx: &Ctx, id: Uuid, column_id: Uuid) -> Result<Task> {
     let mut tx = ctx.db.begin().await?;
     let task = move_to(&mut tx, id, column_id).await?;

@@ -36,7 +36,7 @@ pub struct NewTeamInput {
 
 /// Creates a team with its members and leader. Its clone (a new branch named like the team, made
 /// from `base_branch`) comes from the worker that spawns its first agent.
-#[tracing::instrument(skip_all, fields(team = %input.name), err)]
+#[tracing::instrument(skip_all, fields(team = ?input.name), err(level = "debug"))]
 pub async fn create(ctx: &Ctx, input: NewTeamInput) -> Result<Team> {
     let name = input.name.trim().to_owned();
     if !is_valid_name(&name) {
@@ -125,7 +125,7 @@ pub struct TeamEdit {
 
 /// Changes a team's status (as its lifecycle allows) or leader (a member), if the caller's
 /// version still matches.
-#[tracing::instrument(skip_all, fields(team = %name), err)]
+#[tracing::instrument(skip_all, fields(team = ?name), err(level = "debug"))]
 pub async fn update(ctx: &Ctx, name: &str, if_match: &IfMatch, edit: TeamEdit) -> Result<Team> {
     let mut tx = ctx.db.begin().await?;
     let mut team = teams::lock(&mut tx, name).await?.ok_or_else(|| not_found(name))?;
@@ -148,7 +148,7 @@ pub async fn update(ctx: &Ctx, name: &str, if_match: &IfMatch, edit: TeamEdit) -
 }
 
 /// Adds an existing agent of the team's project; the first member starts a `created` team.
-#[tracing::instrument(skip_all, fields(team = %name, agent = %agent), err)]
+#[tracing::instrument(skip_all, fields(team = ?name, agent = ?agent), err(level = "debug"))]
 pub async fn add_member(ctx: &Ctx, name: &str, agent: &str) -> Result<Team> {
     let mut tx = ctx.db.begin().await?;
     let team = teams::lock(&mut tx, name).await?.ok_or_else(|| not_found(name))?;
@@ -169,7 +169,7 @@ pub async fn add_member(ctx: &Ctx, name: &str, agent: &str) -> Result<Team> {
 
 /// Takes an agent out of the team (and off its lead); one live in the team's clone must be
 /// stopped first.
-#[tracing::instrument(skip_all, fields(team = %name, agent = %agent), err)]
+#[tracing::instrument(skip_all, fields(team = ?name, agent = ?agent), err(level = "debug"))]
 pub async fn remove_member(ctx: &Ctx, name: &str, agent: &str) -> Result<Team> {
     let mut tx = ctx.db.begin().await?;
     let team = teams::lock(&mut tx, name).await?.ok_or_else(|| not_found(name))?;
@@ -203,7 +203,7 @@ pub struct DisbandedTeam {
 /// member is live in it and it holds nothing unmerged into `base_branch`; `force` overrides both.
 /// git runs before the team's row is locked, and the clone is removed after the commit; a team
 /// that changed meanwhile is refused (try again).
-#[tracing::instrument(skip_all, fields(team = %name), err)]
+#[tracing::instrument(skip_all, fields(team = ?name), err(level = "debug"))]
 pub async fn disband(ctx: &Ctx, name: &str, force: bool) -> Result<DisbandedTeam> {
     let seen = {
         let mut conn = ctx.db.acquire().await?;

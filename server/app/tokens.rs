@@ -37,7 +37,7 @@ pub async fn create(conn: &mut PgConnection, name: &str, scope: Scope) -> Result
 }
 
 /// Creates a token in its own transaction.
-#[tracing::instrument(skip_all, fields(name = %name), err)]
+#[tracing::instrument(skip_all, fields(name = ?name), err(level = "debug"))]
 pub async fn create_now(ctx: &Ctx, name: &str, scope: Scope) -> Result<CreatedToken> {
     let mut tx = ctx.db.begin().await?;
     let created = create(&mut tx, name, scope).await?;
@@ -52,7 +52,7 @@ pub async fn revoke(conn: &mut PgConnection, id_or_name: &str) -> Result<Token> 
 }
 
 /// Revokes a token in its own transaction.
-#[tracing::instrument(skip_all, fields(token = %id_or_name), err)]
+#[tracing::instrument(skip_all, fields(token = ?id_or_name), err(level = "debug"))]
 pub async fn revoke_now(ctx: &Ctx, id_or_name: &str) -> Result<Token> {
     let mut tx = ctx.db.begin().await?;
     let revoked = revoke(&mut tx, id_or_name).await?;
@@ -62,7 +62,7 @@ pub async fn revoke_now(ctx: &Ctx, id_or_name: &str) -> Result<Token> {
 
 /// Opens a dashboard session with a one-time login code, which is used up by it; `None` when the
 /// code was used already, has expired, or its token is no longer a live admin token.
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn log_in_with_code(ctx: &Ctx, code: &str) -> Result<Option<Opened>> {
     let mut tx = ctx.db.begin().await?;
     let Some(token_id) = sessions::redeem_login_code(&mut tx, code.trim()).await? else { return Ok(None) };
@@ -81,7 +81,7 @@ pub enum TokenLogin {
 }
 
 /// Opens a dashboard session with an admin token's secret (it works as long as the token lives).
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn log_in_with_token(ctx: &Ctx, secret: &str) -> Result<TokenLogin> {
     let mut tx = ctx.db.begin().await?;
     let Some((token_id, scope)) = sessions::token_for_login(&mut tx, secret.trim()).await? else {
@@ -96,7 +96,7 @@ pub async fn log_in_with_token(ctx: &Ctx, secret: &str) -> Result<TokenLogin> {
 }
 
 /// Ends a dashboard session.
-#[tracing::instrument(skip_all, fields(session = %id), err)]
+#[tracing::instrument(skip_all, fields(session = ?id), err(level = "debug"))]
 pub async fn log_out(ctx: &Ctx, id: Uuid) -> Result<()> {
     let mut tx = ctx.db.begin().await?;
     sessions::end(&mut tx, id).await?;

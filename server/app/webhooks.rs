@@ -54,7 +54,7 @@ pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Subscription> {
 
 /// Subscribes a URL to events. `hosts` says which private destinations are allowed (the sender
 /// checks again on every connect).
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn create(ctx: &Ctx, hosts: &AllowList, new: NewWebhook) -> Result<WebhookWithSecret> {
     let mut errors = Fields::default();
     let url = errors.take(check_url(hosts, &new.url))?.unwrap_or_default();
@@ -86,7 +86,7 @@ pub async fn create(ctx: &Ctx, hosts: &AllowList, new: NewWebhook) -> Result<Web
 }
 
 /// Changes the fields `patch` names (enabling a disabled subscription resumes its deliveries).
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = ?id), err(level = "debug"))]
 pub async fn update(ctx: &Ctx, hosts: &AllowList, id: Uuid, patch: SubscriptionPatch) -> Result<Subscription> {
     let mut errors = Fields::default();
     let url = errors.take(patch.url.as_deref().map(|u| check_url(hosts, u)).transpose())?.flatten();
@@ -106,7 +106,7 @@ pub async fn update(ctx: &Ctx, hosts: &AllowList, id: Uuid, patch: SubscriptionP
 }
 
 /// Deletes a subscription with its delivery log; pending deliveries are dropped.
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = ?id), err(level = "debug"))]
 pub async fn delete(ctx: &Ctx, id: Uuid) -> Result<()> {
     let mut tx = ctx.db.begin().await?;
     if !subscriptions::delete(&mut tx, id).await? {
@@ -118,7 +118,7 @@ pub async fn delete(ctx: &Ctx, id: Uuid) -> Result<()> {
 
 /// Replaces the signing secret; the old one keeps signing beside it for a day, so the receiver
 /// can switch without dropping deliveries.
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = ?id), err(level = "debug"))]
 pub async fn rotate_secret(ctx: &Ctx, id: Uuid) -> Result<WebhookWithSecret> {
     let secret = SecretString::from(signature::generate_secret());
     let mut tx = ctx.db.begin().await?;
@@ -132,7 +132,7 @@ pub async fn rotate_secret(ctx: &Ctx, id: Uuid) -> Result<WebhookWithSecret> {
 
 /// Queues a `webhook.test` delivery to the subscription, signed like any other; it is sent only
 /// while the subscription is enabled.
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = ?id), err(level = "debug"))]
 pub async fn queue_test(ctx: &Ctx, id: Uuid) -> Result<Delivery> {
     let mut tx = ctx.db.begin().await?;
     find(&mut tx, id).await?;
@@ -142,7 +142,7 @@ pub async fn queue_test(ctx: &Ctx, id: Uuid) -> Result<Delivery> {
 }
 
 /// Queues one delivery to be sent again now, with the same `webhook-id`, whatever its state.
-#[tracing::instrument(skip_all, fields(id = %id, delivery = %delivery), err)]
+#[tracing::instrument(skip_all, fields(id = ?id, delivery = ?delivery), err(level = "debug"))]
 pub async fn redeliver(ctx: &Ctx, id: Uuid, delivery: Uuid) -> Result<Delivery> {
     let mut tx = ctx.db.begin().await?;
     let queued = webhook_deliveries::redeliver(&mut tx, id, delivery)

@@ -112,7 +112,7 @@ pub async fn create(conn: &mut PgConnection, new: NewWish) -> Result<WishDetail>
 }
 
 /// Creates a wish in its own transaction.
-#[tracing::instrument(skip_all, fields(slug = %new.slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?new.slug), err(level = "debug"))]
 pub async fn create_now(ctx: &Ctx, new: NewWish) -> Result<WishDetail> {
     let mut tx = ctx.db.begin().await?;
     let detail = create(&mut tx, new).await?;
@@ -130,7 +130,7 @@ pub async fn act(conn: &mut PgConnection, wish: &Wish, event: WishEvent, reason:
 
 /// One lifecycle event that needs nothing but the wish: queue, start, hold, release, cancel,
 /// interrupt, resume, submit (and plan, keeping the plan it has).
-#[tracing::instrument(skip_all, fields(slug = %slug, event = ?event), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug, event = ?event), err(level = "debug"))]
 pub async fn lifecycle(ctx: &Ctx, slug: &str, event: WishEvent, reason: Option<&str>) -> Result<WishDetail> {
     let mut tx = ctx.db.begin().await?;
     let wish = find(&mut tx, slug).await?;
@@ -144,7 +144,7 @@ pub async fn lifecycle(ctx: &Ctx, slug: &str, event: WishEvent, reason: Option<&
 }
 
 /// `draft → planned`; with `groups`, the draft's plan is replaced first (checked as on create).
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn plan(ctx: &Ctx, slug: &str, groups: Option<Vec<NewGroup>>) -> Result<WishDetail> {
     let mut tx = ctx.db.begin().await?;
     let mut wish = find(&mut tx, slug).await?;
@@ -165,7 +165,7 @@ pub async fn plan(ctx: &Ctx, slug: &str, groups: Option<Vec<NewGroup>>) -> Resul
 
 /// Records a review of an executing wish (agentmux's loop): each verdict moves
 /// `review_iteration`; a fail at the cap fails the wish.
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn review(ctx: &Ctx, slug: &str, verdict: Verdict, notes: &str) -> Result<WishDetail> {
     let mut tx = ctx.db.begin().await?;
     let wish = find(&mut tx, slug).await?;
@@ -191,7 +191,7 @@ pub async fn review(ctx: &Ctx, slug: &str, verdict: Verdict, notes: &str) -> Res
 
 /// The merge queue's verdict on a `pending_merge` wish. On `merged`, queued wishes that waited
 /// for it are re-checked and start if nothing else blocks them.
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn record_merge(ctx: &Ctx, slug: &str, outcome: MergeOutcome, why: Option<&str>) -> Result<WishDetail> {
     let event = match outcome {
         MergeOutcome::Merged => WishEvent::Merged,
@@ -234,7 +234,7 @@ pub async fn move_to(conn: &mut PgConnection, slug: &str, column_id: Uuid) -> Re
 }
 
 /// Moves a wish's card in its own transaction.
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn move_card(ctx: &Ctx, slug: &str, column_id: Uuid) -> Result<WishDetail> {
     let mut tx = ctx.db.begin().await?;
     let wish = move_to(&mut tx, slug, column_id).await?;

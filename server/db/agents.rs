@@ -122,7 +122,7 @@ pub(crate) fn subject(name: &str) -> String {
 }
 
 /// Registers an agent in state `spawning` with no node: a worker claims it and makes its pane.
-#[tracing::instrument(skip_all, fields(agent = %new.name), err)]
+#[tracing::instrument(skip_all, fields(agent = %new.name), err(level = "debug"))]
 pub async fn insert(conn: &mut PgConnection, new: &NewAgent) -> Result<Agent, sqlx::Error> {
     sqlx::query!(
         "INSERT INTO agents (id, name, project_id, kind, role, provider, clone_mode, branch, repo,
@@ -241,7 +241,7 @@ pub struct Edit {
 /// Edits an agent's summary, task text or `ready_for_cleanup`; with `expected_version`, only if
 /// the agent is still at that version. `Ok(Err(current))` is a version mismatch carrying the agent
 /// as it is now; `Ok(Ok(None))` means no such agent.
-#[tracing::instrument(skip_all, fields(agent = %name), err)]
+#[tracing::instrument(skip_all, fields(agent = %name), err(level = "debug"))]
 pub async fn update_fields(
     conn: &mut PgConnection,
     name: &str,
@@ -310,7 +310,7 @@ pub async fn project_slug(conn: &mut PgConnection, id: Uuid) -> Result<Option<St
 }
 
 /// Removes an agent from the registry (its tokens go with it), with an `agent.deleted` event.
-#[tracing::instrument(skip_all, fields(agent = %agent.name), err)]
+#[tracing::instrument(skip_all, fields(agent = %agent.name), err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, agent: &Agent, clone_removed: bool) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM agents WHERE id = $1", agent.id).execute(&mut *conn).await?;
     let payload = json!({"id": agent.id, "state": agent.state, "clone_path": agent.clone_path,

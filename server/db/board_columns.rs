@@ -120,7 +120,7 @@ pub(crate) async fn insert_row(
 }
 
 /// Inserts a column at `position` (0..=n), shifting the later ones right.
-#[tracing::instrument(skip_all, fields(board = %board_id, position), err)]
+#[tracing::instrument(skip_all, fields(board = %board_id, position), err(level = "debug"))]
 pub async fn add(
     conn: &mut PgConnection,
     board_id: Uuid,
@@ -143,7 +143,7 @@ pub async fn add(
 }
 
 /// Overwrites a column's settings (the caller merged the patch into `column`).
-#[tracing::instrument(skip_all, fields(board = %board_id, column = %column_id), err)]
+#[tracing::instrument(skip_all, fields(board = %board_id, column = %column_id), err(level = "debug"))]
 pub async fn update(
     conn: &mut PgConnection,
     board_id: Uuid,
@@ -170,7 +170,7 @@ pub async fn update(
 
 /// Puts the board's columns in this order; `ids` must be a permutation of them (the caller
 /// checks).
-#[tracing::instrument(skip_all, fields(board = %board_id), err)]
+#[tracing::instrument(skip_all, fields(board = %board_id), err(level = "debug"))]
 pub async fn reorder(conn: &mut PgConnection, board_id: Uuid, ids: &[Uuid]) -> Result<(), sqlx::Error> {
     // A reorder swaps positions, which only the end state keeps unique.
     sqlx::query!("SET CONSTRAINTS board_columns_position DEFERRED").execute(&mut *conn).await?;
@@ -190,7 +190,7 @@ pub async fn reorder(conn: &mut PgConnection, board_id: Uuid, ids: &[Uuid]) -> R
 /// Moves the column's tasks and wishes to `target` (the board's first remaining column), then
 /// deletes the column and closes the gap in positions. With no target, the caller has made sure
 /// the column is empty.
-#[tracing::instrument(skip_all, fields(board = %board_id, column = %column_id), err)]
+#[tracing::instrument(skip_all, fields(board = %board_id, column = %column_id), err(level = "debug"))]
 pub async fn delete(
     conn: &mut PgConnection,
     board_id: Uuid,
@@ -265,7 +265,7 @@ pub async fn strays(conn: &mut PgConnection, board_id: Uuid) -> Result<Moved, sq
 }
 
 /// Puts every stray card of the board (see [`strays`]) into `target`, the board's first column.
-#[tracing::instrument(skip_all, fields(board = %board_id), err)]
+#[tracing::instrument(skip_all, fields(board = %board_id), err(level = "debug"))]
 pub async fn reconcile(conn: &mut PgConnection, board_id: Uuid, target: Option<Uuid>) -> Result<Moved, sqlx::Error> {
     lock_columns(conn, board_id).await?;
     let mut moved = Moved::default();

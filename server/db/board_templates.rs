@@ -48,7 +48,7 @@ impl From<TemplateRow> for BoardTemplate {
     }
 }
 
-#[tracing::instrument(skip_all, fields(name = %name), err)]
+#[tracing::instrument(skip_all, fields(name = %name), err(level = "debug"))]
 pub async fn create(
     conn: &mut PgConnection,
     name: &str,

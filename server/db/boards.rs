@@ -86,7 +86,7 @@ impl Board {
 }
 
 /// Creates a board with these (already validated) columns, in order.
-#[tracing::instrument(skip_all, fields(project = %project, name = %name), err)]
+#[tracing::instrument(skip_all, fields(project = %project, name = %name), err(level = "debug"))]
 pub async fn create(
     conn: &mut PgConnection,
     project_id: Uuid,
@@ -216,7 +216,7 @@ pub async fn changed(
     Ok(version)
 }
 
-#[tracing::instrument(skip_all, fields(board = %board.id), err)]
+#[tracing::instrument(skip_all, fields(board = %board.id), err(level = "debug"))]
 pub async fn rename(conn: &mut PgConnection, board: &BoardHead, name: &str) -> Result<(), sqlx::Error> {
     sqlx::query!("UPDATE boards SET name = $2 WHERE id = $1", board.id, name).execute(&mut *conn).await?;
     changed(conn, board.id, "board.updated", serde_json::json!({"from": board.name, "name": name})).await?;
@@ -225,7 +225,7 @@ pub async fn rename(conn: &mut PgConnection, board: &BoardHead, name: &str) -> R
 
 /// Deletes the board and its columns; tasks and wishes on it stay, off any board (the foreign
 /// keys set their `board_id` and `column_id` to NULL).
-#[tracing::instrument(skip_all, fields(board = %board.id), err)]
+#[tracing::instrument(skip_all, fields(board = %board.id), err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, board: &BoardHead) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM boards WHERE id = $1", board.id).execute(&mut *conn).await?;
     let payload = serde_json::json!({"project": board.project, "name": board.name});

@@ -98,7 +98,7 @@ fn subject(id: Uuid) -> String {
 
 /// Stores a message (`message.created`). One to the operator is delivered by being stored
 /// (`message.delivered` at once); one to an agent waits for the worker.
-#[tracing::instrument(skip_all, fields(from = %new.from, to = %new.to), err)]
+#[tracing::instrument(skip_all, fields(from = %new.from, to = %new.to), err(level = "debug"))]
 pub async fn insert(conn: &mut PgConnection, new: &NewMessage) -> Result<Message, sqlx::Error> {
     let id = Uuid::new_v4();
     let to_operator = new.recipient_id.is_none();
@@ -205,7 +205,7 @@ pub async fn newest(
 }
 
 /// Marks a message read (`message.read`, the first time only). `None`: no such message.
-#[tracing::instrument(skip_all, fields(message = %id), err)]
+#[tracing::instrument(skip_all, fields(message = %id), err(level = "debug"))]
 pub async fn mark_read(conn: &mut PgConnection, id: Uuid) -> Result<Option<Message>, sqlx::Error> {
     let marked = sqlx::query!(
         "UPDATE messages SET read_at = now(), updated_at = now() WHERE id = $1 AND read_at IS NULL

@@ -24,7 +24,7 @@ pub struct Node {
 
 /// Registers the node (or re-registers it after a restart: same id, new start time), with a
 /// `node.registered` event, and counts it as beating now.
-#[tracing::instrument(skip_all, fields(node = %id), err)]
+#[tracing::instrument(skip_all, fields(node = %id), err(level = "debug"))]
 pub async fn register(
     conn: &mut PgConnection,
     id: &str,

@@ -101,7 +101,7 @@ pub struct Dependents {
     pub agents: i64,
 }
 
-#[tracing::instrument(skip_all, fields(slug = %slug), err)]
+#[tracing::instrument(skip_all, fields(slug = %slug), err(level = "debug"))]
 pub async fn create(conn: &mut PgConnection, slug: &str, fields: &ProjectFields) -> Result<Project, sqlx::Error> {
     let row = sqlx::query_as!(
         ProjectRow,
@@ -197,7 +197,7 @@ pub async fn find(conn: &mut PgConnection, slug: &str, lock: bool) -> Result<Opt
 }
 
 /// Writes new field values and increments the version; `changed` names the fields for the event.
-#[tracing::instrument(skip_all, fields(slug = %current.slug), err)]
+#[tracing::instrument(skip_all, fields(slug = %current.slug), err(level = "debug"))]
 pub async fn update(
     conn: &mut PgConnection,
     current: &Project,
@@ -245,7 +245,7 @@ pub async fn dependents(conn: &mut PgConnection, project_id: Uuid) -> Result<Dep
 }
 
 /// Deletes the project; its boards (and their columns) go with it by cascade.
-#[tracing::instrument(skip_all, fields(slug = %project.slug), err)]
+#[tracing::instrument(skip_all, fields(slug = %project.slug), err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, project: &Project) -> Result<(), sqlx::Error> {
     let boards = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM boards WHERE project_id = $1"#, project.id)
         .fetch_one(&mut *conn)

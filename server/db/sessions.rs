@@ -33,7 +33,7 @@ pub struct Opened {
 }
 
 /// Opens a session carrying `token_id`'s authority (the caller checked it is a live admin token).
-#[tracing::instrument(skip_all, fields(token = %token_id), err)]
+#[tracing::instrument(skip_all, fields(token = %token_id), err(level = "debug"))]
 pub async fn open(conn: &mut PgConnection, token_id: Uuid, how: &str) -> Result<Opened, sqlx::Error> {
     let cookie = generate_secret("sys_");
     let csrf = generate_secret("").secret;
@@ -86,7 +86,7 @@ pub async fn touch(pool: &PgPool, session: &Session) -> Result<(), sqlx::Error> 
 }
 
 /// Ends a session (logout); its cookie stops working at once.
-#[tracing::instrument(skip_all, fields(session = %id), err)]
+#[tracing::instrument(skip_all, fields(session = %id), err(level = "debug"))]
 pub async fn end(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
     let ended = sqlx::query_scalar!(
         "UPDATE dashboard_sessions SET ended_at = now(), updated_at = now()
@@ -118,7 +118,7 @@ pub async fn create_login_code(conn: &mut PgConnection, token_id: Uuid) -> Resul
 
 /// Uses up a login code: the token it carries, if the code was unused, unexpired and its token is
 /// still a live admin token. A second use of the same code finds nothing.
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn redeem_login_code(conn: &mut PgConnection, code: &str) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
         "UPDATE dashboard_login_codes c SET used_at = now(), updated_at = now()

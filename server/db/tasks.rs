@@ -146,7 +146,7 @@ pub(crate) fn subject(id: Uuid) -> String {
 }
 
 /// Creates a task, `blocked` or `ready` by how many of its dependencies are not done yet.
-#[tracing::instrument(skip_all, fields(project = %new.project_id, title = %new.title), err)]
+#[tracing::instrument(skip_all, fields(project = %new.project_id, title = %new.title), err(level = "debug"))]
 pub async fn insert(conn: &mut PgConnection, new: &NewTask) -> Result<Task, sqlx::Error> {
     let mut depends_on = new.depends_on.clone();
     depends_on.sort();
@@ -267,7 +267,7 @@ pub async fn apply(
 
 /// [`apply`] to a task the caller has just read (saving the first read); `None` when the task
 /// has gone meanwhile.
-#[tracing::instrument(skip_all, fields(task = %read.id, event = event.name()), err)]
+#[tracing::instrument(skip_all, fields(task = %read.id, event = event.name()), err(level = "debug"))]
 pub async fn apply_to(
     conn: &mut PgConnection,
     read: Task,

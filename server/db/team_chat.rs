@@ -26,7 +26,7 @@ pub struct ChatPost {
 }
 
 /// Appends a post to the team's chat, with its `chat.posted` event (carrying the post).
-#[tracing::instrument(skip_all, fields(team = %team.name, from = %from), err)]
+#[tracing::instrument(skip_all, fields(team = %team.name, from = %from), err(level = "debug"))]
 pub async fn post(
     conn: &mut PgConnection,
     team: &teams::Team,

@@ -57,7 +57,7 @@ pub struct NewTeam {
     pub base_branch: String,
 }
 
-#[tracing::instrument(skip_all, fields(team = %new.name), err)]
+#[tracing::instrument(skip_all, fields(team = %new.name), err(level = "debug"))]
 pub async fn insert(conn: &mut PgConnection, new: &NewTeam) -> Result<Team, sqlx::Error> {
     sqlx::query!(
         "INSERT INTO teams (id, name, project_id, base_branch) VALUES ($1, $2, $3, $4)",
@@ -225,7 +225,7 @@ pub async fn remove_member(conn: &mut PgConnection, team: &Team, agent: &str) ->
 
 /// Deletes the team (its chat with it; its members stay, no longer in a team), with
 /// `team.disbanded`.
-#[tracing::instrument(skip_all, fields(team = %team.name), err)]
+#[tracing::instrument(skip_all, fields(team = %team.name), err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, team: &Team, clone_removed: bool) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM teams WHERE id = $1", team.id).execute(&mut *conn).await?;
     let payload = json!({"id": team.id, "project": team.project, "members": team.members,

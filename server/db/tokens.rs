@@ -154,7 +154,7 @@ pub async fn find_caller(pool: &PgPool, hash: &str) -> Result<Option<Caller>, sq
 /// Issues the agent's token (scope `agent`), revoking any it had, and returns the secret. Only the
 /// worker calls this, when it spawns or resumes the agent, and hands the secret to the agent's
 /// environment: it is stored nowhere (only its hash) and must never be logged.
-#[tracing::instrument(skip_all, fields(agent = %agent_id), err)]
+#[tracing::instrument(skip_all, fields(agent = %agent_id), err(level = "debug"))]
 pub async fn issue_agent_token(conn: &mut PgConnection, agent_id: Uuid) -> Result<String, sqlx::Error> {
     let name =
         sqlx::query_scalar!("SELECT name FROM agents WHERE id = $1 FOR UPDATE", agent_id).fetch_one(&mut *conn).await?;

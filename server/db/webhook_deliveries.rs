@@ -50,7 +50,7 @@ pub struct Claimed {
 }
 
 /// A subscription's deliveries, newest first, `limit + 1` rows before (`created_at`, `id`).
-#[tracing::instrument(skip_all, fields(subscription = %subscription), err)]
+#[tracing::instrument(skip_all, fields(subscription = %subscription), err(level = "debug"))]
 pub async fn list(
     conn: &mut PgConnection,
     subscription: Uuid,
@@ -75,7 +75,7 @@ pub async fn list(
 }
 
 /// Claims up to `limit` due deliveries of enabled subscriptions for `lease`; counts the attempt.
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn claim(conn: &mut PgConnection, limit: i64, lease: Duration) -> Result<Vec<Claimed>, sqlx::Error> {
     sqlx::query_as!(
         Claimed,
@@ -180,7 +180,7 @@ pub async fn failed(
 }
 
 /// Sends a delivery again now, with the same `webhook-id`, whatever its state.
-#[tracing::instrument(skip_all, fields(delivery = %delivery), err)]
+#[tracing::instrument(skip_all, fields(delivery = %delivery), err(level = "debug"))]
 pub async fn redeliver(
     conn: &mut PgConnection,
     subscription: Uuid,
@@ -201,7 +201,7 @@ pub async fn redeliver(
 }
 
 /// A `webhook.test` delivery to one subscription, with no event behind it.
-#[tracing::instrument(skip_all, fields(subscription = %subscription), err)]
+#[tracing::instrument(skip_all, fields(subscription = %subscription), err(level = "debug"))]
 pub async fn insert_test(conn: &mut PgConnection, subscription: Uuid) -> Result<Delivery, sqlx::Error> {
     let id = Uuid::new_v4();
     let body = serde_json::json!({"type": "webhook.test", "timestamp": Utc::now(),

@@ -61,7 +61,7 @@ fn summary(s: &Subscription) -> serde_json::Value {
     serde_json::json!({"id": s.id, "url": s.url, "events": s.events, "project": s.project, "enabled": s.enabled})
 }
 
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn create(conn: &mut PgConnection, new: &NewSubscription) -> Result<Subscription, sqlx::Error> {
     let sub = sqlx::query_as!(
         Subscription,
@@ -83,7 +83,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewSubscription) -> Result<Su
     Ok(sub)
 }
 
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = %id), err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, sqlx::Error> {
     sqlx::query_as!(
         Subscription,
@@ -96,7 +96,7 @@ pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscriptio
 }
 
 /// Oldest first, `limit + 1` rows after (`created_at`, `id`).
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn list(
     conn: &mut PgConnection,
     after: Option<(DateTime<Utc>, Uuid)>,
@@ -118,7 +118,7 @@ pub async fn list(
 }
 
 /// Applies a patch; enabling clears `disabled_reason` and `failing_since`.
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = %id), err(level = "debug"))]
 pub async fn update(
     conn: &mut PgConnection,
     id: Uuid,
@@ -159,7 +159,7 @@ pub async fn update(
 }
 
 /// Deletes a subscription and its deliveries (they have no foreign key: migration 0012).
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = %id), err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
     let deleted = sqlx::query_scalar!(
         r#"WITH gone AS (DELETE FROM webhook_subscriptions WHERE id = $1 RETURNING id, url),
@@ -176,7 +176,7 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Err
 }
 
 /// Installs a new secret; the old one keeps signing for [`ROTATION_GRACE_HOURS`].
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = %id), err(level = "debug"))]
 pub async fn rotate_secret(conn: &mut PgConnection, id: Uuid, secret: &str) -> Result<bool, sqlx::Error> {
     let done = sqlx::query_scalar!(
         r#"UPDATE webhook_subscriptions
@@ -198,7 +198,7 @@ pub async fn rotate_secret(conn: &mut PgConnection, id: Uuid, secret: &str) -> R
 
 /// Disables a subscription that is still enabled, with an event saying why; false when it was
 /// already disabled (so only one sender reports it).
-#[tracing::instrument(skip_all, fields(id = %id), err)]
+#[tracing::instrument(skip_all, fields(id = %id), err(level = "debug"))]
 pub async fn disable(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<bool, sqlx::Error> {
     let url = sqlx::query_scalar!(
         r#"UPDATE webhook_subscriptions SET enabled = false, disabled_reason = $2, updated_at = now()

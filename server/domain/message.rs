@@ -37,10 +37,8 @@ pub fn check_body(body: &str) -> Result<(), String> {
     if body.is_empty() || body.len() > BODY_LIMIT {
         return Err(format!("must be 1 to {BODY_LIMIT} bytes"));
     }
-    if body.contains('\0') {
-        return Err("must not contain NUL characters".into());
-    }
-    Ok(())
+    // A body is typed into the recipient's pane: text, never keys.
+    super::typed::check(body)
 }
 
 /// How a delivery was confirmed (`confirmed_by`).
@@ -196,8 +194,9 @@ mod tests {
     }
 
     #[test]
-    fn bodies_are_checked_for_size_and_nul() {
-        assert!(check_body("hi; C-c").is_ok());
+    fn bodies_are_checked_for_size_and_control_characters() {
+        assert!(check_body("hi; C-c\tand\nmore").is_ok());
+        assert!(check_body("\x1b[201~echo pwned").is_err());
         assert!(check_body("").is_err());
         assert!(check_body("a\0b").is_err());
         assert!(check_body(&"x".repeat(BODY_LIMIT)).is_ok());

@@ -15,6 +15,7 @@
 //! - [`board`]: column gates and column blueprints, with their validation.
 //! - [`team`]: a team's lifecycle and its name rule.
 //! - [`message`]: the mailbox's rules: bodies, and how delivery goes on from where it stopped.
+//! - [`typed`]: what text typed into a pane may hold (no control characters but tab and newline).
 //! - [`webhook`]: which events a subscription wants (types, patterns, hook names) and retry timing.
 
 pub mod agent;
@@ -27,6 +28,7 @@ pub mod project;
 pub mod review;
 pub mod task;
 pub mod team;
+pub mod typed;
 pub mod webhook;
 pub mod wish;
 

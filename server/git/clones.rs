@@ -28,7 +28,7 @@ pub fn default_branch(agent_name: &str) -> String {
 /// Makes the agent's clone at `dest` from `repo`, on `branch` started from `origin/<target_branch>`
 /// (or following `origin/<branch>` when the repository already has that branch). A clone that is
 /// already there (a resumed agent) is kept as it is.
-#[tracing::instrument(skip_all, fields(dest = %dest.display(), branch = %branch), err)]
+#[tracing::instrument(skip_all, fields(dest = %dest.display(), branch = %branch), err(level = "debug"))]
 pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -> Result<(), GitError> {
     if dest.join(".git").is_dir() {
         return Ok(());
@@ -98,7 +98,7 @@ impl UnmergedWork {
 
 /// What removing the clone would lose, or `None` when nothing would (or there is no clone). The
 /// clone first fetches from the project's repository, so work merged there since counts as merged.
-#[tracing::instrument(skip_all, fields(clone = %clone.display()), err)]
+#[tracing::instrument(skip_all, fields(clone = %clone.display()), err(level = "debug"))]
 pub async fn unmerged_work(clone: &Path, target_branch: &str) -> Result<Option<UnmergedWork>, GitError> {
     if !clone.exists() {
         return Ok(None);
@@ -126,7 +126,7 @@ pub async fn unmerged_work(clone: &Path, target_branch: &str) -> Result<Option<U
 }
 
 /// Removes the clone directory (gone already is fine).
-#[tracing::instrument(skip_all, fields(clone = %clone.display()), err)]
+#[tracing::instrument(skip_all, fields(clone = %clone.display()), err(level = "debug"))]
 pub async fn remove(clone: &Path) -> Result<(), GitError> {
     match tokio::fs::remove_dir_all(clone).await {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),

@@ -74,7 +74,7 @@ struct ListQuery {
     state: Option<String>,
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn list(State(state): State<AppState>, session: Session, Query(query): Query<ListQuery>) -> PageResult {
     let filter = crate::api::query::filter::<AgentState>("state", query.state.as_deref().filter(|s| !s.is_empty()))?;
     let mut conn = state.db.acquire().await?;
@@ -116,7 +116,7 @@ struct DetailPage {
 /// Lines of history above the visible screen shown in the pane view.
 const PANE_HISTORY: u32 = 40;
 
-#[tracing::instrument(skip_all, fields(agent = %name), err(Debug))]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(Debug, level = "debug"))]
 async fn detail(
     State(state): State<AppState>,
     session: Session,
@@ -164,7 +164,7 @@ struct InputForm {
     submit: Option<String>,
 }
 
-#[tracing::instrument(skip_all, fields(agent = %name), err(Debug))]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(Debug, level = "debug"))]
 async fn input(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -181,7 +181,7 @@ struct AnswerForm {
 }
 
 /// Answers a permission or question prompt: the option's number (or the typed answer), then Enter.
-#[tracing::instrument(skip_all, fields(agent = %name), err(Debug))]
+#[tracing::instrument(skip_all, fields(agent = ?name), err(Debug, level = "debug"))]
 async fn answer(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -195,7 +195,7 @@ async fn answer(
     Ok(see_other(&format!("/agents/{name}")))
 }
 
-#[tracing::instrument(skip_all, fields(agent = %name, action = %action), err(Debug))]
+#[tracing::instrument(skip_all, fields(agent = ?name, action = ?action), err(Debug, level = "debug"))]
 async fn act(State(state): State<AppState>, Path((name, action)): Path<(String, String)>) -> PageResult {
     match action.as_str() {
         "interrupt" => {

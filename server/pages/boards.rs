@@ -55,7 +55,7 @@ struct ListPage {
     templates: Vec<String>,
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn list(State(state): State<AppState>, session: Session, Query(query): Query<BlockQuery>) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "boards", "Boards").await?;
@@ -90,7 +90,7 @@ struct BoardForm {
     template: Option<String>,
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn create_board(State(state): State<AppState>, PageForm(form): PageForm<BoardForm>) -> PageResult {
     let new = NewBoard { name: form.name, columns: None, template: form.template.filter(|t| !t.trim().is_empty()) };
     let board = boards_app::create_now(&state, form.project.trim(), new).await?;
@@ -140,7 +140,7 @@ struct BoardPage {
 /// Tasks shown on one board at most; more is no longer a board anyone reads.
 const MAX_CARDS: i64 = 5000;
 
-#[tracing::instrument(skip_all, fields(board = %id), err(Debug))]
+#[tracing::instrument(skip_all, fields(board = ?id), err(Debug, level = "debug"))]
 async fn board(
     State(state): State<AppState>,
     session: Session,
@@ -233,7 +233,7 @@ struct TaskForm {
     assignee: Option<String>,
 }
 
-#[tracing::instrument(skip_all, fields(board = %id), err(Debug))]
+#[tracing::instrument(skip_all, fields(board = ?id), err(Debug, level = "debug"))]
 async fn create_task(
     State(state): State<AppState>,
     Path(id): Path<Uuid>,
@@ -321,7 +321,7 @@ impl MoveForm {
     }
 }
 
-#[tracing::instrument(skip_all, fields(board = %id), err(Debug))]
+#[tracing::instrument(skip_all, fields(board = ?id), err(Debug, level = "debug"))]
 async fn move_card(
     State(state): State<AppState>,
     Path(id): Path<Uuid>,
@@ -346,7 +346,7 @@ async fn move_card(
     Ok(see_other(&format!("/boards/{id}")))
 }
 
-#[tracing::instrument(skip_all, fields(board = %id), err(Debug))]
+#[tracing::instrument(skip_all, fields(board = ?id), err(Debug, level = "debug"))]
 async fn reconcile(State(state): State<AppState>, Path(id): Path<Uuid>) -> PageResult {
     boards_app::reconcile_now(&state, id).await?;
     Ok(see_other(&format!("/boards/{id}")))

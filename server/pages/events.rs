@@ -98,7 +98,7 @@ struct FeedQuery {
 
 const PAGE: i64 = 100;
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn feed(State(state): State<AppState>, session: Session, Query(query): Query<FeedQuery>) -> PageResult {
     let type_prefix = query.type_prefix.as_deref().map(str::trim).filter(|s| !s.is_empty());
     let project = query.project.as_deref().map(str::trim).filter(|s| !s.is_empty());

@@ -41,7 +41,7 @@ struct LiveQuery {
     after: Option<i64>,
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn live(
     State(state): State<AppState>,
     Extension(session): Extension<Session>,

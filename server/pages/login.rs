@@ -51,10 +51,18 @@ struct LoginQuery {
     next: Option<String>,
 }
 
-/// Only a path on this site: never `//elsewhere` or a full URL (an open redirect).
+/// Only a path on this site: never `//elsewhere`, `/\\elsewhere` or a full URL (an open
+/// redirect), and no control characters (a browser drops tabs and newlines, so `/\t/evil` is
+/// `//evil`; CR, LF or DEL cannot go in a `Location` header at all).
 fn safe_next(next: Option<&str>) -> String {
+    let on_this_site = |n: &str| {
+        n.starts_with('/')
+            && !n.starts_with("//")
+            && !n.starts_with("/\\")
+            && !n.chars().any(|c| c.is_control() || c == '\\')
+    };
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") => n.to_owned(),
+        Some(n) if on_this_site(n) => n.to_owned(),
         _ => "/".to_owned(),
     }
 }
@@ -66,7 +74,7 @@ fn logged_in(headers: &HeaderMap, opened: sessions::Opened, next: &str) -> Respo
     response
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn login_page(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -96,7 +104,7 @@ struct LoginForm {
     next: Option<String>,
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn log_in(State(state): State<AppState>, headers: HeaderMap, PageForm(form): PageForm<LoginForm>) -> PageResult {
     let next = safe_next(form.next.as_deref());
     // No session yet, so no CSRF token: a cross-site form could only log the browser in as
@@ -131,7 +139,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
     origin.split_once("://").is_some_and(|(_, rest)| rest == host)
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn log_out(State(state): State<AppState>, headers: HeaderMap, session: Session) -> PageResult {
     tokens::log_out(&state, session.id).await?;
     let mut response = axum::response::Redirect::to("/login").into_response();
@@ -150,6 +158,10 @@ mod tests {
         assert_eq!(safe_next(Some("//evil.example")), "/");
         assert_eq!(safe_next(Some("https://evil.example")), "/");
         assert_eq!(safe_next(Some("/\\evil.example")), "/");
+        for hostile in ["/\t/evil.example", "/\n/evil.example", "/a\r\nSet-Cookie: x=1", "/\x7f", "/a\\..\\b"] {
+            assert_eq!(safe_next(Some(hostile)), "/", "{hostile:?}");
+        }
+        assert_eq!(safe_next(Some("/wishes?q=ünï%09")), "/wishes?q=ünï%09");
         assert_eq!(safe_next(None), "/");
     }
 

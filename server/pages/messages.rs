@@ -91,7 +91,7 @@ async fn one_list(
     Ok(list.page(rows, PAGE, cursor, |m| Position { created_at: m.created_at, id: m.id }))
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn mailbox(State(state): State<AppState>, session: Session, Query(query): Query<MailboxQuery>) -> PageResult {
     let (pending_before, delivered_before) = (query.pending_before.as_deref(), query.delivered_before.as_deref());
     let keep_delivered: Vec<(&str, &str)> = delivered_before.map(|c| ("delivered_before", c)).into_iter().collect();
@@ -132,7 +132,7 @@ struct SendForm {
 }
 
 /// Sends a message as the operator.
-#[tracing::instrument(skip_all, fields(to = %form.to), err(Debug))]
+#[tracing::instrument(skip_all, fields(to = ?form.to), err(Debug, level = "debug"))]
 async fn send_one(State(state): State<AppState>, PageForm(form): PageForm<SendForm>) -> PageResult {
     send(&state, OPERATOR.to_owned(), &form.to, form.body).await?;
     Ok(see_other("/messages"))

@@ -50,7 +50,7 @@ struct OverviewPage {
 const IN_FLIGHT: [&str; 4] = ["planned", "queued", "executing", "completed"];
 const SHOWN: i64 = 50;
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn overview(State(state): State<AppState>, session: Session, Query(query): Query<BlockQuery>) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "overview", "Overview").await?;

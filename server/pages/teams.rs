@@ -38,7 +38,7 @@ struct ListPage {
     teams: Vec<(Team, String)>,
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn list(State(state): State<AppState>, session: Session, Query(query): Query<BlockQuery>) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "teams", "Teams").await?;
@@ -88,7 +88,7 @@ struct DetailQuery {
     before: Option<String>,
 }
 
-#[tracing::instrument(skip_all, fields(team = %name), err(Debug))]
+#[tracing::instrument(skip_all, fields(team = ?name), err(Debug, level = "debug"))]
 async fn detail(
     State(state): State<AppState>,
     session: Session,
@@ -134,7 +134,7 @@ struct ChatForm {
 }
 
 /// Posts to the team's chat as the operator.
-#[tracing::instrument(skip_all, fields(team = %name), err(Debug))]
+#[tracing::instrument(skip_all, fields(team = ?name), err(Debug, level = "debug"))]
 async fn say(
     State(state): State<AppState>,
     Path(name): Path<String>,

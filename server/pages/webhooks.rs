@@ -63,7 +63,7 @@ struct ListPage {
     webhooks: Vec<WebhookRow>,
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn list(State(state): State<AppState>, session: Session, Query(query): Query<BlockQuery>) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "webhooks", "Webhooks").await?;
@@ -119,7 +119,7 @@ struct DetailPage {
     topic: String,
 }
 
-#[tracing::instrument(skip_all, fields(webhook = %id), err(Debug))]
+#[tracing::instrument(skip_all, fields(webhook = ?id), err(Debug, level = "debug"))]
 async fn detail(
     State(state): State<AppState>,
     session: Session,
@@ -144,13 +144,13 @@ async fn detail(
     }
 }
 
-#[tracing::instrument(skip_all, fields(webhook = %id), err(Debug))]
+#[tracing::instrument(skip_all, fields(webhook = ?id), err(Debug, level = "debug"))]
 async fn send_test(State(state): State<AppState>, Path(id): Path<Uuid>) -> PageResult {
     webhooks_app::queue_test(&state, id).await?;
     Ok(see_other(&format!("/webhooks/{id}")))
 }
 
-#[tracing::instrument(skip_all, fields(webhook = %id, delivery = %delivery), err(Debug))]
+#[tracing::instrument(skip_all, fields(webhook = ?id, delivery = ?delivery), err(Debug, level = "debug"))]
 async fn redeliver(State(state): State<AppState>, Path((id, delivery)): Path<(Uuid, Uuid)>) -> PageResult {
     webhooks_app::redeliver(&state, id, delivery).await?;
     Ok(see_other(&format!("/webhooks/{id}")))

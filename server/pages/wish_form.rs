@@ -160,13 +160,13 @@ async fn form_page(state: &AppState, session: &Session, fields: WishFields) -> R
     Ok(FormPage { chrome, projects, fields, errors: HashMap::new(), general: None })
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn new_wish(State(state): State<AppState>, session: Session) -> PageResult {
     let fields = WishFields { groups: vec![GroupFields::default(); START_ROWS], ..WishFields::default() };
     Ok(render(&form_page(&state, &session, fields).await?))
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn create(
     State(state): State<AppState>,
     session: Session,

@@ -88,7 +88,7 @@ struct ListQuery {
     status: Option<String>,
 }
 
-#[tracing::instrument(skip_all, err(Debug))]
+#[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn list(State(state): State<AppState>, session: Session, Query(query): Query<ListQuery>) -> PageResult {
     let filter = crate::api::query::filter::<WishStatus>("status", query.status.as_deref().filter(|s| !s.is_empty()))?;
     let mut conn = state.db.acquire().await?;
@@ -178,7 +178,7 @@ fn event_for(action: &str) -> Option<WishEvent> {
     })
 }
 
-#[tracing::instrument(skip_all, fields(slug = %slug), err(Debug))]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(Debug, level = "debug"))]
 async fn detail(
     State(state): State<AppState>,
     session: Session,
@@ -249,14 +249,14 @@ async fn project_of(conn: &mut PgConnection, id: uuid::Uuid) -> Result<Option<pr
     Ok(projects::list(conn, None, 10_000).await?.into_iter().find(|p| p.id == id))
 }
 
-#[tracing::instrument(skip_all, fields(slug = %slug, action = %action), err(Debug))]
+#[tracing::instrument(skip_all, fields(slug = ?slug, action = ?action), err(Debug, level = "debug"))]
 async fn act(State(state): State<AppState>, Path((slug, action)): Path<(String, String)>) -> PageResult {
     let event = event_for(&action).ok_or_else(|| ApiError::NotFound(format!("no wish action `{action}`")))?;
     crate::app::wishes::lifecycle(&state, &slug, event, None).await?;
     Ok(see_other(&format!("/wishes/{slug}")))
 }
 
-#[tracing::instrument(skip_all, fields(slug = %slug, key = %key), err(Debug))]
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(Debug, level = "debug"))]
 async fn retry_group(State(state): State<AppState>, Path((slug, key)): Path<(String, String)>) -> PageResult {
     groups::act_on(&state, &slug, &key, TaskEvent::Retry { unmet_dependencies: 0 }, Change::default()).await?;
     Ok(see_other(&format!("/wishes/{slug}")))
@@ -282,7 +282,7 @@ const IN_FLIGHT: [&str; 5] = ["queued", "executing", "completed", "pending_merge
 const MAX_OTHERS: usize = 10;
 
 /// The conflict prediction, fetched after the page has loaded: it runs git.
-#[tracing::instrument(skip_all, fields(slug = %slug), err(Debug))]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(Debug, level = "debug"))]
 async fn conflicts_part(State(state): State<AppState>, Path(slug): Path<String>) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let wish = find(&mut conn, &slug).await?;

@@ -104,6 +104,20 @@ async fn bad_messages_are_refused_naming_the_field() {
         let problem = assert_problem(refused, 422).await;
         assert_eq!(problem["errors"][0]["field"], field, "{problem}");
     }
+    // A body is typed into a pane: text, never keys.
+    for (body, why) in [
+        ("done \u{1b}[201~echo pwned\n", "contains control byte 0x1b at offset 5"),
+        ("\u{3}", "contains control byte 0x03 at offset 0"),
+    ] {
+        let refused = send_as(&app, &app.admin_token, json!({"to": "fox", "body": body})).await;
+        let problem = assert_problem(refused, 422).await;
+        assert_eq!(problem["errors"][0]["field"], "body", "{problem}");
+        assert!(problem["errors"][0]["message"].as_str().unwrap_or("").starts_with(why), "{problem}");
+    }
+    let stored = app.get_ok("/api/v1/messages?to=fox").await;
+    assert_eq!(stored["items"], json!([]), "nothing refused was stored");
+    let text = send_as(&app, &app.admin_token, json!({"to": "fox", "body": "tab\there\r\nand\nlines"})).await;
+    assert_eq!(text.status(), 201, "tab and newline are text");
     let missing = app.get("/api/v1/messages/not-an-id").await;
     assert_problem(missing, 404).await;
     let state = app.get("/api/v1/messages?state=lost").await;

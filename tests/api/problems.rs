@@ -113,3 +113,22 @@ async fn data_after_the_json_body_is_refused() {
         .expect("request");
     assert_problem(response, 400).await;
 }
+
+#[tokio::test]
+async fn nul_anywhere_in_a_request_is_a_422_naming_where_never_a_500() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    let task = serde_json::json!({"project": "alpha", "title": "a\u{0}b"});
+    let body = assert_problem(app.post("/api/v1/tasks", task).await, 422).await;
+    assert_eq!(body["errors"][0]["field"], "title", "{body}");
+    for (path, field) in [
+        ("/api/v1/agents/a%00b", "path"),
+        ("/api/v1/projects/alpha%00", "path"),
+        ("/api/v1/tasks?assignee=%00", "assignee"),
+        ("/api/v1/events?type=a%00", "type"),
+    ] {
+        let response = app.admin(Method::GET, path).send().await.expect("request");
+        let body = assert_problem(response, 422).await;
+        assert_eq!(body["errors"][0]["field"], field, "{path}: {body}");
+    }
+}

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use crate::fake_inbox::{prompts, providers_toml};
 use crate::helpers::{
-    engineer, eventually, id, merged, restart, spawn_app, spawn_app_with_worker, spawn_app_with_worker_settings, stop,
-    TestApp,
+    assert_problem, engineer, eventually, id, merged, restart, spawn_app, spawn_app_with_worker,
+    spawn_app_with_worker_settings, stop, TestApp,
 };
 
 async fn screen(app: &TestApp, name: &str) -> String {
@@ -70,6 +70,46 @@ async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_lit
     let status = app.status().await;
     assert_eq!(status["worker"]["control_link_up"], true, "{status}");
     assert_eq!(status["agents"]["idle"], 1, "{status}");
+}
+
+#[tokio::test]
+async fn input_is_text_and_keys_are_pressed_only_by_name() {
+    let app = spawn_app_with_worker().await;
+    app.create_project("alpha").await;
+    shell_agent(&app, "kit").await;
+    eventually("the shell is idle at its prompt", Duration::from_secs(15), || async {
+        app.agent("kit").await["state"] == "idle"
+    })
+    .await;
+    let refused = [
+        (json!({"text": "true \u{1b}[201~echo pwned\n"}), "text"),
+        (json!({"text": "\u{3}"}), "text"),
+        (json!({"keys": ["Enter", "C-c; kill-server"]}), "keys[1]"),
+        (json!({"text": "echo pwned", "keys": ["Enter"]}), "keys"),
+        (json!({"keys": ["Enter"], "submit": true}), "submit"),
+        (json!({}), "text"),
+    ];
+    for (body, field) in refused {
+        let problem = assert_problem(app.post("/api/v1/agents/kit/input", body.clone()).await, 422).await;
+        assert_eq!(problem["errors"][0]["field"], field, "{body}: {problem}");
+    }
+
+    // Typed without Enter, it waits in the line; the key `Enter` runs it.
+    let typed =
+        app.post_ok("/api/v1/agents/kit/input", json!({"text": "echo sy-keys-$((6*7))", "submit": false})).await;
+    assert_eq!((&typed["bytes"], &typed["submitted"]), (&json!(21), &json!(false)), "{typed}");
+    eventually("the text waits in the input line", Duration::from_secs(10), || async {
+        screen(&app, "kit").await.contains("echo sy-keys-$((6*7))")
+    })
+    .await;
+    let pressed = app.post_ok("/api/v1/agents/kit/input", json!({"keys": ["Enter"]})).await;
+    assert_eq!(pressed["keys"], json!(["Enter"]), "{pressed}");
+    eventually("the typed command ran on Enter", Duration::from_secs(10), || async {
+        screen(&app, "kit").await.lines().any(|l| l.trim() == "sy-keys-42")
+    })
+    .await;
+    let shown = screen(&app, "kit").await;
+    assert!(!shown.contains("pwned"), "nothing refused reached the pane: {shown}");
 }
 
 #[tokio::test]

@@ -46,7 +46,7 @@ pub struct ColumnDeleted {
 }
 
 /// Adds a column at `position`, or at the end; a board has at most [`MAX_COLUMNS`].
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn add(ctx: &Ctx, id: Uuid, if_match: &IfMatch, new: NewColumn) -> Result<Board> {
     let column = ColumnSpec {
         name: validate_column_name("name", &new.name)?,
@@ -78,7 +78,7 @@ pub async fn add(ctx: &Ctx, id: Uuid, if_match: &IfMatch, new: NewColumn) -> Res
 
 /// Changes a column's name, gate, action skill or WIP limit. A limit below the cards the column
 /// holds now is refused, so a limit is never born broken.
-#[tracing::instrument(skip_all, fields(board = %id, column = %column_id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id, column = ?column_id), err(level = "debug"))]
 pub async fn update(ctx: &Ctx, id: Uuid, column_id: Uuid, if_match: &IfMatch, patch: ColumnPatch) -> Result<Board> {
     let mut tx = ctx.db.begin().await?;
     locked(&mut tx, id, if_match).await?;
@@ -129,7 +129,7 @@ pub async fn update(ctx: &Ctx, id: Uuid, column_id: Uuid, if_match: &IfMatch, pa
 }
 
 /// Sets the order of a board's columns: `column_ids` must list each of them exactly once.
-#[tracing::instrument(skip_all, fields(board = %id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn reorder(ctx: &Ctx, id: Uuid, if_match: &IfMatch, column_ids: &[Uuid]) -> Result<Board> {
     let mut tx = ctx.db.begin().await?;
     locked(&mut tx, id, if_match).await?;
@@ -146,7 +146,7 @@ pub async fn reorder(ctx: &Ctx, id: Uuid, if_match: &IfMatch, column_ids: &[Uuid
 
 /// Deletes a column, first moving its tasks and wishes to the board's first remaining column;
 /// the last column is deleted only while it holds no cards.
-#[tracing::instrument(skip_all, fields(board = %id, column = %column_id), err)]
+#[tracing::instrument(skip_all, fields(board = ?id, column = ?column_id), err(level = "debug"))]
 pub async fn delete(ctx: &Ctx, id: Uuid, column_id: Uuid, if_match: &IfMatch) -> Result<ColumnDeleted> {
     let mut tx = ctx.db.begin().await?;
     locked(&mut tx, id, if_match).await?;

@@ -59,7 +59,7 @@ const ATTEMPTS: usize = 16;
 /// `done`, `error` or `suspended`; reaching `done` or `error` revokes the agent's token (a
 /// respawn issues a new one). A resume (→ `spawning`) puts the row back in the worker's queue:
 /// its node and pane are cleared so a worker claims it again.
-#[tracing::instrument(skip_all, fields(agent = %id, event = event.name(), source = cause.source), err)]
+#[tracing::instrument(skip_all, fields(agent = %id, event = event.name(), source = cause.source), err(level = "debug"))]
 pub async fn apply(
     conn: &mut PgConnection,
     id: Uuid,
@@ -111,7 +111,7 @@ pub async fn apply(
 /// round trips. Such a change writes nothing else: no task follows it, nothing stops. Returns the
 /// agent's name and the state it left, or `None` when the agent is not in the state `to` swaps
 /// from (or is gone): the caller then takes [`apply`]'s whole path.
-#[tracing::instrument(skip_all, fields(agent = %id, to = %to, source = cause.source), err)]
+#[tracing::instrument(skip_all, fields(agent = %id, to = %to, source = cause.source), err(level = "debug"))]
 pub async fn swap(
     conn: &mut PgConnection,
     id: Uuid,
@@ -211,7 +211,7 @@ async fn follow_task(
 
 /// Claims up to `limit` spawning rows that no node has taken, oldest first, for `node_id`.
 /// `SKIP LOCKED` lets several workers claim at once without waiting for or doubling each other.
-#[tracing::instrument(skip_all, fields(node = %node_id), err)]
+#[tracing::instrument(skip_all, fields(node = %node_id), err(level = "debug"))]
 pub async fn claim_spawning(conn: &mut PgConnection, node_id: &str, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
     // A team's agents run where its clone is: on the node the team is pinned to, or (not pinned
     // yet) on whichever node claims one of them first, which pins it.
@@ -245,7 +245,7 @@ pub async fn claim_spawning(conn: &mut PgConnection, node_id: &str, limit: i64) 
 }
 
 /// Records the pane the worker made for an agent (and its clone). `None`: no such agent.
-#[tracing::instrument(skip_all, fields(agent = %id, pane = %pane), err)]
+#[tracing::instrument(skip_all, fields(agent = %id, pane = %pane), err(level = "debug"))]
 pub async fn record_pane(
     conn: &mut PgConnection,
     id: Uuid,
@@ -291,7 +291,7 @@ pub async fn touch_activity(conn: &mut PgConnection, id: Uuid) -> Result<bool, s
 
 /// Records a nudge sent to the agent, with its `agent.nudged` event; returns how many nudges it
 /// has had since it was last (re)spawned, or `None` when there is no such agent.
-#[tracing::instrument(skip_all, fields(agent = %id), err)]
+#[tracing::instrument(skip_all, fields(agent = %id), err(level = "debug"))]
 pub async fn record_nudge(conn: &mut PgConnection, id: Uuid) -> Result<Option<i32>, sqlx::Error> {
     let row = sqlx::query!(
         "UPDATE agents SET last_nudge = now(), nudge_count = nudge_count + 1, version = version + 1,
@@ -325,7 +325,7 @@ pub async fn record_hook(conn: &mut PgConnection, id: Uuid, state: Option<AgentS
 
 /// Gives a claimed agent that never got a pane back to the queue (its node stopped), so another
 /// worker claims it. Only while it is still `spawning` on that node.
-#[tracing::instrument(skip_all, fields(agent = %id, node = %node_id), err)]
+#[tracing::instrument(skip_all, fields(agent = %id, node = %node_id), err(level = "debug"))]
 pub async fn release_claim(conn: &mut PgConnection, id: Uuid, node_id: &str) -> Result<bool, sqlx::Error> {
     let name = sqlx::query_scalar!(
         "UPDATE agents SET node_id = NULL, version = version + 1, updated_at = now()

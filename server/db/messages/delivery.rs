@@ -120,7 +120,7 @@ pub async fn record_error(conn: &mut PgConnection, id: Uuid, error: &str) -> Res
 
 /// Sets `delivered_at` with a `message.delivered` event (`on_message_sent`); `None` when the
 /// message was already delivered (or does not exist), so a confirmation counts once.
-#[tracing::instrument(skip_all, fields(message = %id, by = confirmation.as_str()), err)]
+#[tracing::instrument(skip_all, fields(message = %id, by = confirmation.as_str()), err(level = "debug"))]
 pub async fn mark_delivered(
     conn: &mut PgConnection,
     id: Uuid,

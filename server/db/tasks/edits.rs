@@ -68,7 +68,7 @@ pub struct Edit {
 /// Edits a task's fields; with `expected_version`, only if the task is still at that version.
 /// `Ok(Err(current))` is a version mismatch carrying the task as it is now; `Ok(Ok(None))` means
 /// no such task.
-#[tracing::instrument(skip_all, fields(task = %id), err)]
+#[tracing::instrument(skip_all, fields(task = %id), err(level = "debug"))]
 pub async fn update_fields(
     conn: &mut PgConnection,
     id: Uuid,
@@ -123,7 +123,7 @@ pub async fn update_fields(
 
 /// Moves a task to a column (the caller has locked it and checked its WIP limit). Not a status
 /// change: only `board_id`/`column_id` move, with a `task.moved` event. `None`: no such task.
-#[tracing::instrument(skip_all, fields(task = %id, column = %column.id), err)]
+#[tracing::instrument(skip_all, fields(task = %id, column = %column.id), err(level = "debug"))]
 pub async fn move_to_column(
     conn: &mut PgConnection,
     id: Uuid,

@@ -11,7 +11,7 @@ use crate::db::events;
 /// Moves the wish to `column` (the caller has locked it and checked its WIP limit), setting its
 /// board when it had none. Conditional on the wish still being on no board or on the column's:
 /// `None` when it is gone or was put on another board meanwhile.
-#[tracing::instrument(skip_all, fields(wish = %wish.slug, column = %column.id), err)]
+#[tracing::instrument(skip_all, fields(wish = %wish.slug, column = %column.id), err(level = "debug"))]
 pub async fn move_to_column(
     conn: &mut PgConnection,
     wish: &Wish,

@@ -75,6 +75,21 @@ async fn an_admin_token_pasted_into_the_form_logs_in_every_time_and_others_are_r
     assert_eq!(redirected(back).await, "/wishes?status=queued");
     let away = post_login(&app, &[("token", admin), ("next", "//evil.example/")], None).await;
     assert_eq!(redirected(away).await, "/");
+    for next in ["/\t/evil.example", "/\r\nSet-Cookie: x=1", "/\n/evil.example", "/\u{7f}", "/\\evil.example"] {
+        let away = post_login(&app, &[("token", admin), ("next", next)], None).await;
+        assert_eq!(redirected(away).await, "/", "{next:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_login_link_whose_next_leaves_the_site_lands_on_the_overview() {
+    let app = spawn_app().await;
+    for next in ["/%09/evil.example", "/%0D%0ALocation:%20//evil.example", "/%7F", "https://evil.example"] {
+        let code = login_code(&app).await;
+        let response =
+            no_redirects().get(app.url(&format!("/login?code={code}&next={next}"))).send().await.expect("login");
+        assert_eq!(redirected(response).await, "/", "{next}");
+    }
 }
 
 #[tokio::test]
