@@ -180,6 +180,7 @@ impl Application {
             node: node.clone(),
             role: role.as_str(),
             health,
+            embedded: db.embedded_health(),
         });
         let status_server = axum::serve(status, status_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
         let api_server = async {

@@ -19,6 +19,8 @@ pub struct StatusState {
     pub health: crate::worker::fleet::SharedHealth,
     /// What `/metrics` serves (the API records its requests there).
     pub metrics: crate::metrics::Metrics,
+    /// The embedded PostgreSQL's supervision, when this process runs one.
+    pub embedded: Option<crate::db::embedded::SharedEmbeddedHealth>,
 }
 
 #[derive(Debug, Serialize)]
@@ -28,7 +30,11 @@ pub struct Status {
     pub role: &'static str,
     pub started_at: DateTime<Utc>,
     pub uptime_s: u64,
+    /// `ok`, `error`, or `restarting` while the embedded PostgreSQL is being started again.
     pub database: &'static str,
+    /// The embedded PostgreSQL (absent with `DATABASE_URL`): `state`, `restarts`, `last_exit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedded: Option<crate::db::embedded::EmbeddedHealth>,
     /// The worker: control-mode link, last reconcile and its duration, last error.
     pub worker: crate::worker::fleet::Health,
     /// This node's agents by state (`working`, `idle`, …).
@@ -50,13 +56,20 @@ async fn metrics(State(state): State<StatusState>) -> impl axum::response::IntoR
 /// 200 while the database answers, 503 otherwise; the body says which, either way.
 async fn status(State(state): State<StatusState>) -> (StatusCode, Json<Status>) {
     let database_ok = crate::db::reachable(&state.db).await;
+    let embedded = state.embedded.as_ref().and_then(|h| h.lock().ok().map(|h| h.clone()));
+    let restarting = embedded.as_ref().is_some_and(|e| e.state == "restarting");
     let body = Status {
         node_id: state.node.node_id.clone(),
         version: state.node.version,
         role: state.role,
         started_at: state.node.started_at,
         uptime_s: state.node.uptime_s(),
-        database: if database_ok { "ok" } else { "error" },
+        database: match (database_ok, restarting) {
+            (true, _) => "ok",
+            (false, true) => "restarting",
+            (false, false) => "error",
+        },
+        embedded,
         worker: state.health.lock().map(|h| h.clone()).unwrap_or_default(),
         agents: if database_ok { agents_by_state(&state).await } else { Default::default() },
         pending_messages: if database_ok { pending_messages(&state).await } else { 0 },

@@ -114,6 +114,9 @@ impl IntoResponse for ApiError {
         };
         let mut response = (status, axum::Json(problem)).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if matches!(self, ApiError::Unavailable(_)) {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         if matches!(self, ApiError::Unauthorized(_)) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
@@ -134,13 +137,20 @@ impl From<app::Error> for ApiError {
                 ApiError::Validation { detail: app::Error::Invalid(errors.clone()).to_string(), errors }
             }
             app::Error::Stale(detail) => ApiError::PreconditionFailed(detail),
+            app::Error::Unavailable(detail) => ApiError::Unavailable(detail),
+            // A database outage that reached us wrapped (`?` into anyhow) is still an outage.
+            app::Error::Internal(cause)
+                if cause.chain().any(|e| e.downcast_ref::<sqlx::Error>().is_some_and(app::error::is_outage)) =>
+            {
+                ApiError::Unavailable("the database is not reachable just now; try again shortly".into())
+            }
             app::Error::Internal(cause) => ApiError::Internal(cause),
         }
     }
 }
 
 /// Database errors map as the application layer maps them (constraint violations are the
-/// client's doing: 409/422; everything else is ours: 500).
+/// client's doing: 409/422; an outage: 503 with Retry-After; everything else is ours: 500).
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> ApiError {
         app::Error::from(error).into()

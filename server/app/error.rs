@@ -34,6 +34,10 @@ pub enum Error {
     /// The caller's copy is out of date (an `If-Match` that no longer matches).
     #[error("{0}")]
     Stale(String),
+    /// The database cannot be reached just now (down, restarting, out of connections): worth
+    /// trying again shortly.
+    #[error("{0}")]
+    Unavailable(String),
     /// Ours, not the caller's: the database or git failed.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -129,10 +133,25 @@ impl Error {
     }
 }
 
-/// Database errors: constraint violations are the caller's doing (a conflict, a bad field),
-/// everything else is ours. The one place that makes this decision.
+/// Whether `error` says the database is out of reach (rather than that a statement failed): no
+/// connection to be had in time, a refused or broken connection, a server shutting down or
+/// starting up (SQLSTATE classes 08 and 57P).
+pub fn is_outage(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+        _ => false,
+    }
+}
+
+/// Database errors: constraint violations are the caller's doing (a conflict, a bad field), an
+/// outage is worth a retry, everything else is ours. The one place that makes this decision.
 impl From<sqlx::Error> for Error {
     fn from(error: sqlx::Error) -> Error {
+        if is_outage(&error) {
+            tracing::debug!(error = %error, "the database is out of reach");
+            return Error::Unavailable("the database is not reachable just now; try again shortly".into());
+        }
         if let sqlx::Error::Database(db) = &error {
             let constraint = db.constraint().unwrap_or("").to_owned();
             match db.kind() {

@@ -19,11 +19,18 @@ use nix::unistd::{Pid, User};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::Connection;
 
+mod supervisor;
+pub use supervisor::{EmbeddedHealth, SharedEmbeddedHealth};
+
 /// The role and database the cluster is made with.
 const SUPERUSER: &str = "switchyard";
 pub const DATABASE: &str = "switchyard";
 const START_DEADLINE: Duration = Duration::from_secs(60);
-const STOP_DEADLINE: Duration = Duration::from_secs(30);
+/// Fast shutdown's deadline; past it, immediate shutdown (crash-safe: WAL replays at the next
+/// start), so that stopping is bounded whatever the server is doing.
+const STOP_DEADLINE: Duration = Duration::from_secs(15);
+/// How long a start waits for the processes of a dead server to let go of its shared memory.
+const SHARED_MEMORY_DEADLINE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmbeddedError {
@@ -116,10 +123,56 @@ impl EmbeddedPostgres {
             tracing::warn!(pid, "stopping an embedded PostgreSQL left running by an earlier run");
             stop_pid(pid).await?;
         }
+        self.wait_for_old_backends().await?;
         self.remove_stale_locks();
         self.spawn_and_wait().await?;
         self.ensure_database(DATABASE).await?;
         Ok(self.connect_options(DATABASE))
+    }
+
+    /// Starts the server again after it died under us (see [`supervisor`]).
+    async fn restart(&self) -> Result<(), EmbeddedError> {
+        self.write_settings()?;
+        if let Some(pid) = self.running_postmaster() {
+            stop_pid(pid).await?;
+        }
+        self.wait_for_old_backends().await?;
+        self.remove_stale_locks();
+        self.spawn_and_wait().await
+    }
+
+    /// How many processes still hold the shared memory segment `postmaster.pid` names (its
+    /// seventh line: key and id), if any: backends of a server that died before them. A server
+    /// started on the same data beside them would corrupt it.
+    fn old_backends_attached(&self) -> Option<u64> {
+        let text = fs::read_to_string(self.data_dir().join("postmaster.pid")).ok()?;
+        let shmid: i64 = text.lines().nth(6)?.split_whitespace().nth(1)?.parse().ok()?;
+        attached_to(&fs::read_to_string("/proc/sysvipc/shm").ok()?, shmid)
+    }
+
+    /// Waits, with a deadline, for the processes of a dead server to exit.
+    async fn wait_for_old_backends(&self) -> Result<(), EmbeddedError> {
+        let deadline = Instant::now() + SHARED_MEMORY_DEADLINE;
+        let mut told = false;
+        while let Some(attached) = self.old_backends_attached() {
+            if !told {
+                tracing::warn!(
+                    attached,
+                    "waiting for processes of an earlier embedded PostgreSQL to exit: they still hold its shared memory"
+                );
+                told = true;
+            }
+            if Instant::now() > deadline {
+                return Err(EmbeddedError::Io(format!(
+                    "{attached} processes of an earlier PostgreSQL on {} still hold its shared memory after {} s; \
+                     stop them (they run as `postgres: …`) and start again",
+                    self.data_dir().display(),
+                    SHARED_MEMORY_DEADLINE.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
     }
 
     /// Uses a server that is already running on this cluster, or starts one (for test clusters
@@ -313,8 +366,8 @@ async fn stop_pid(pid: i32) -> Result<(), EmbeddedError> {
     let pid = Pid::from_raw(pid);
     for (signal, wait) in [
         (Signal::SIGINT, STOP_DEADLINE),
-        (Signal::SIGQUIT, Duration::from_secs(5)),
-        (Signal::SIGKILL, Duration::from_secs(5)),
+        (Signal::SIGQUIT, Duration::from_secs(3)),
+        (Signal::SIGKILL, Duration::from_secs(2)),
     ] {
         if kill(pid, signal).is_err() {
             return Ok(()); // already gone
@@ -337,6 +390,19 @@ fn process_alive(pid: Pid) -> bool {
         Ok(stat) => !stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
         Err(_) => false,
     }
+}
+
+/// The `nattch` of segment `shmid` in `/proc/sysvipc/shm`'s table, when it is above zero.
+fn attached_to(table: &str, shmid: i64) -> Option<u64> {
+    table
+        .lines()
+        .skip(1)
+        .find_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let id: i64 = cols.get(1)?.parse().ok()?;
+            (id == shmid).then(|| cols.get(6)?.parse::<u64>().ok()).flatten()
+        })
+        .filter(|n| *n > 0)
 }
 
 fn run(mut cmd: Command, what: &str) -> Result<(), EmbeddedError> {
@@ -431,6 +497,16 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         assert_eq!(newest_versioned_bindir(root.path()), None);
         assert_eq!(newest_versioned_bindir(&root.path().join("missing")), None);
+    }
+
+    #[test]
+    fn a_segment_counts_as_held_while_processes_are_attached() {
+        let table = "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap\n\
+                       5432001         7   600                    56  100   120      3   107   113   107   113 0 0 0 4096 0\n\
+                       5432002         8   600                    56  100   120      0   107   113   107   113 0 0 0 4096 0\n";
+        assert_eq!(attached_to(table, 7), Some(3));
+        assert_eq!(attached_to(table, 8), None, "nobody attached");
+        assert_eq!(attached_to(table, 9), None, "segment gone");
     }
 
     #[test]

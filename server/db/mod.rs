@@ -23,6 +23,7 @@ pub mod webhook_deliveries;
 pub mod webhooks;
 pub mod wishes;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::ExposeSecret;
@@ -32,15 +33,38 @@ use sqlx::PgPool;
 
 use crate::config::Settings;
 use crate::data_dir::DataDir;
-use embedded::{Durability, EmbeddedPostgres};
+use embedded::{Durability, EmbeddedPostgres, SharedEmbeddedHealth};
+use tokio_util::sync::CancellationToken;
 
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
 /// The database in use: a pool, and the embedded cluster behind it when there is one.
 pub struct Database {
     pub pool: PgPool,
-    embedded: Option<EmbeddedPostgres>,
+    embedded: Option<Supervised>,
 }
+
+/// The embedded cluster with the task that starts it again when it dies.
+struct Supervised {
+    pg: Arc<EmbeddedPostgres>,
+    health: SharedEmbeddedHealth,
+    stop: CancellationToken,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl Supervised {
+    fn start(pg: EmbeddedPostgres) -> Supervised {
+        let pg = Arc::new(pg);
+        let health = SharedEmbeddedHealth::default();
+        let stop = CancellationToken::new();
+        let watcher = tokio::spawn(pg.clone().supervise(health.clone(), stop.clone()));
+        Supervised { pg, health, stop, watcher }
+    }
+}
+
+/// How long closing the pool may wait for connections in use (a hung database must not keep
+/// the process from exiting).
+const CLOSE_DEADLINE: Duration = Duration::from_secs(5);
 
 impl Database {
     /// Connects to `DATABASE_URL`, or starts the embedded cluster when it is unset.
@@ -57,7 +81,12 @@ impl Database {
             }
         };
         let pool = pool(options).await?;
-        Ok(Database { pool, embedded })
+        Ok(Database { pool, embedded: embedded.map(Supervised::start) })
+    }
+
+    /// The embedded cluster's state for `/status`, when there is one.
+    pub fn embedded_health(&self) -> Option<SharedEmbeddedHealth> {
+        self.embedded.as_ref().map(|s| s.health.clone())
     }
 
     /// For one-shot commands (`migrate`, `token …`): when a running Switchyard owns the embedded
@@ -79,10 +108,15 @@ impl Database {
         Ok((Database::open(settings).await?, claim))
     }
 
-    /// Closes the pool, then stops the embedded cluster (last, after everything using it).
+    /// Closes the pool, then stops the embedded cluster (last, after everything using it). Each
+    /// step is bounded, so this returns whatever the database does.
     pub async fn close(self) {
-        self.pool.close().await;
-        if let Some(pg) = self.embedded {
+        if tokio::time::timeout(CLOSE_DEADLINE, self.pool.close()).await.is_err() {
+            tracing::warn!("connections still in use after {} s; closing anyway", CLOSE_DEADLINE.as_secs());
+        }
+        if let Some(Supervised { pg, stop, watcher, .. }) = self.embedded {
+            stop.cancel();
+            let _ = watcher.await;
             if let Err(e) = pg.stop().await {
                 tracing::error!(error = %e, "stopping the embedded PostgreSQL");
             }
@@ -93,6 +127,9 @@ impl Database {
 /// The main pool's size. With the smaller pools beside it (the webhook sender's, the batched
 /// reads', the feed's listener and notifier) a process holds at most about 16 more.
 pub const POOL_CONNECTIONS: u32 = 32;
+
+/// How long a statement waits for a connection before the request is answered 503.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A connection idle for longer than this is pinged before it is handed out.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
@@ -122,7 +159,8 @@ pub fn beside(options: PgConnectOptions, connections: u32) -> PgPool {
 fn pool_options(connections: u32) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(connections)
-        .acquire_timeout(Duration::from_secs(5))
+        // Short, so that while the database is down a request fails fast (503, Retry-After).
+        .acquire_timeout(ACQUIRE_TIMEOUT)
         .test_before_acquire(false)
         .before_acquire(|conn, meta| {
             Box::pin(async move {

@@ -204,3 +204,124 @@ fn token_commands_and_migrate_work_without_a_running_server() {
     assert_eq!(again.status.code(), Some(1));
     assert!(no_postgres_on(dir.path()), "one-shot commands stop the cluster they started");
 }
+
+/// A blocking GET's status, headers and body.
+fn fetch(url: &str, token: Option<&str>) -> (u16, reqwest::header::HeaderMap, String) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let mut request = reqwest::Client::new().get(url).timeout(Duration::from_secs(10));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        match request.send().await {
+            Ok(r) => (r.status().as_u16(), r.headers().clone(), r.text().await.unwrap_or_default()),
+            Err(_) => (0, Default::default(), String::new()),
+        }
+    })
+}
+
+/// The postmaster's child whose title names `role` (`checkpointer`, …).
+fn postgres_child(postmaster: i32, role: &str) -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()).find_map(|entry| {
+        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        let ppid: i32 = stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()?;
+        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+        (ppid == postmaster && String::from_utf8_lossy(&cmdline).contains(role)).then_some(pid)
+    })
+}
+
+/// A process held stopped (SIGSTOP) until dropped, even when the test fails.
+struct Stopped(i32);
+
+impl Stopped {
+    fn new(pid: i32) -> Stopped {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.0), nix::sys::signal::Signal::SIGCONT);
+    }
+}
+
+fn status_json(served: &Served) -> serde_json::Value {
+    let (_, _, body) = fetch(&format!("{}/status", served.status), None);
+    serde_json::from_str(&body).unwrap_or_else(|_| panic!("/status answers JSON: {body}"))
+}
+
+fn eventually_true(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_killed_embedded_postgres_is_started_again_and_meanwhile_calls_answer_503_with_retry_after() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let served = Served::start(switchyard(dir.path()));
+    wait_ready(&served);
+    let token = bootstrap_token(&served.stdout());
+    let me = format!("{}/api/v1/me", served.api);
+    let postmaster = postmaster_pid(dir.path()).expect("postmaster.pid");
+    // One of its processes outlives it for a while (held stopped here): the new server must not
+    // start beside it, so the outage lasts until the test lets it go.
+    let checkpointer = postgres_child(postmaster, "checkpointer").expect("a checkpointer process");
+    let held = Stopped::new(checkpointer);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(postmaster), nix::sys::signal::Signal::SIGKILL).expect("kill");
+
+    eventually_true("a call answers 503", Duration::from_secs(30), || {
+        let started = std::time::Instant::now();
+        let (status, headers, body) = fetch(&me, Some(&token));
+        if status != 503 {
+            assert_ne!(status, 500, "an outage is not an internal error: {body}");
+            return false;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "fails fast: {:?}", started.elapsed());
+        assert_eq!(headers["content-type"], "application/problem+json");
+        assert_eq!(headers["retry-after"], "1");
+        let problem: serde_json::Value = serde_json::from_str(&body).expect("problem json");
+        assert_eq!(problem["type"], "/problems/unavailable");
+        true
+    });
+    eventually_true("/status says the database is restarting", Duration::from_secs(30), || {
+        let status = status_json(&served);
+        status["database"] == "restarting" && status["embedded"]["state"] == "restarting"
+    });
+    assert!(served.log().contains("the embedded PostgreSQL died; starting it again"), "{}", served.log());
+    eventually_true("the wait for the old process is logged", Duration::from_secs(10), || {
+        served.log().contains("still hold its shared memory")
+    });
+    assert!(postmaster_pid(dir.path()).is_some_and(|pid| !alive(pid)), "nothing started beside the old process");
+
+    drop(held);
+    wait_ready(&served);
+    assert_eq!(get(&me, Some(&token)), 200, "calls succeed again");
+    let status = status_json(&served);
+    assert_eq!(status["database"], "ok");
+    assert_eq!(status["embedded"]["state"], "running");
+    assert_eq!(status["embedded"]["restarts"], 1);
+    assert!(status["embedded"]["last_exit"].as_str().is_some_and(|e| e.contains('9')), "{status}");
+    assert!(status["node_id"].is_string() && status["worker"].is_object(), "the other fields stay: {status}");
+    assert!(served.stop().success());
+    assert!(no_postgres_on(dir.path()));
+}
+
+#[test]
+fn sigterm_exits_in_time_while_the_embedded_postgres_hangs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut served = Served::start(switchyard(dir.path()));
+    wait_ready(&served);
+    let postmaster = postmaster_pid(dir.path()).expect("postmaster.pid");
+    let _held = Stopped::new(postmaster);
+    nix::sys::signal::kill(served.pid(), nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let started = std::time::Instant::now();
+    let status = crate::binary::wait_with_deadline(&mut served.child, Duration::from_secs(60));
+    assert!(started.elapsed() < Duration::from_secs(30), "exited after {:?}", started.elapsed());
+    assert!(status.success(), "{status:?}; it logged:\n{}", served.log());
+    eventually_true("PostgreSQL is gone", Duration::from_secs(10), || no_postgres_on(dir.path()));
+}
