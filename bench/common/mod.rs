@@ -120,11 +120,17 @@ impl Running {
     }
 }
 
-/// An empty git repository for the benchmark's project.
+/// A git repository for the benchmark's project, with one commit on `main` (a project's target
+/// branch must exist).
 pub fn git_repo() -> anyhow::Result<tempfile::TempDir> {
     let repo = tempfile::tempdir()?;
-    let status =
-        std::process::Command::new("git").args(["init", "-q", "-b", "main"]).current_dir(repo.path()).status()?;
-    anyhow::ensure!(status.success(), "git init failed");
+    let identity = ["-c", "user.name=bench", "-c", "user.email=bench@localhost"];
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &[&identity[..], &["commit", "-q", "--allow-empty", "-m", "start"]].concat(),
+    ] {
+        let status = std::process::Command::new("git").args(args).current_dir(repo.path()).status()?;
+        anyhow::ensure!(status.success(), "git {args:?} failed");
+    }
     Ok(repo)
 }
