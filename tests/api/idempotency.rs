@@ -101,3 +101,32 @@ async fn a_retried_message_or_agent_or_wish_or_project_is_created_once() {
     let agents = app.get_ok("/api/v1/agents?project=alpha").await;
     assert_eq!(agents["items"].as_array().map(Vec::len), Some(1), "{agents}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn msg_send_sends_a_fresh_key_per_invocation() {
+    let app = spawn_app().await;
+    for _ in 0..2 {
+        let (url, token) = (app.address.clone(), app.admin_token.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(crate::binary::BIN)
+                .args(["msg", "send", "--to", "operator", "same words"])
+                .env_remove("SWITCHYARD_AGENT")
+                .env_remove("SWITCHYARD_TOKEN_FILE")
+                .env("SWITCHYARD_URL", url)
+                .env("SWITCHYARD_TOKEN", token)
+                .output()
+                .expect("run")
+        })
+        .await
+        .expect("cli");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let keys: Vec<String> = sqlx::query_scalar("SELECT key FROM idempotency_keys WHERE route LIKE 'POST %messages'")
+        .fetch_all(&app.pool)
+        .await
+        .expect("keys");
+    assert_eq!(keys.len(), 2, "one key per invocation: {keys:?}");
+    assert_ne!(keys[0], keys[1]);
+    let messages = app.get_ok("/api/v1/messages?to=operator").await;
+    assert_eq!(messages["items"].as_array().map(Vec::len), Some(2), "two sends, two messages");
+}
