@@ -12,6 +12,7 @@ use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::etag::{etag, IfMatch};
+use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::{filter, ApiQuery};
@@ -83,12 +84,19 @@ pub struct CreateAgent {
 /// Registers an agent in state `spawning`; a worker claims it, makes its clone and its tmux
 /// window, and starts the provider there. The agent's token is issued to the worker, not here.
 #[utoipa::path(post, path = "/agents", tag = "agents", request_body = CreateAgent,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to retry: the same key with the same body within 24 hours answers the first response again (nothing is created); with another body, 422.")),
     responses((status = 201, body = Agent, description = "The new agent, `spawning`",
             headers(("ETag" = String, description = "the version, quoted"))),
         (status = 409, body = Problem, description = "An agent with this name exists"),
         (status = 422, body = Problem, description = "A bad field: unknown project, provider, wish or group")))]
 #[tracing::instrument(skip_all, fields(project = ?body.project, provider = ?body.provider), err(level = "debug"))]
-pub async fn create_agent(State(state): State<AppState>, ApiJson(body): ApiJson<CreateAgent>) -> ApiResult<Response> {
+pub async fn create_agent(
+    State(state): State<AppState>,
+    IdempotentJson(body, idem): IdempotentJson<CreateAgent>,
+) -> ApiResult<Response> {
+    if let Some(first) = idempotency::replay(&state, idem.as_ref()).await? {
+        return Ok(first);
+    }
     let input = NewAgentInput {
         name: body.name,
         project: body.project,
@@ -105,7 +113,7 @@ pub async fn create_agent(State(state): State<AppState>, ApiJson(body): ApiJson<
         branch: body.branch,
         team: body.team,
     };
-    let mut response = with_etag(agents_app::create(&state, input).await?);
+    let mut response = with_etag(agents_app::create(&state, input, idem.as_ref()).await?);
     *response.status_mut() = StatusCode::CREATED;
     Ok(response)
 }

@@ -5,6 +5,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
@@ -14,7 +15,7 @@ use uuid::Uuid;
 use crate::api::auth::Authenticated;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::extract::ApiPath;
-use crate::api::json::ApiJson;
+use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
 use crate::app::messages as messages_app;
@@ -66,6 +67,7 @@ pub struct SendMessage {
 /// confirms a turn started with it (`message.delivered`, hook `on_message_sent`). Messages to a
 /// stopped or suspended agent wait until it runs again. Also appended to `<data_dir>/outbox.jsonl`.
 #[utoipa::path(post, path = "/messages", tag = "messages", request_body = SendMessage,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to retry: the same key with the same body within 24 hours answers the first response again (nothing is created); with another body, 422.")),
     responses((status = 201, body = Message, description = "Stored, pending delivery"),
         (status = 403, body = Problem, description = "Sending as someone the token is not"),
         (status = 422, body = Problem, description = "An unknown recipient, or a bad body")))]
@@ -73,11 +75,14 @@ pub struct SendMessage {
 pub async fn send_message(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,
-    ApiJson(body): ApiJson<SendMessage>,
-) -> ApiResult<(StatusCode, Json<Message>)> {
+    IdempotentJson(body, idem): IdempotentJson<SendMessage>,
+) -> ApiResult<Response> {
     let from = speaker(&caller, body.from.as_deref())?;
-    let message = messages_app::send(&state, from, &body.to, body.body).await?;
-    Ok((StatusCode::CREATED, Json(message)))
+    if let Some(first) = idempotency::replay(&state, idem.as_ref()).await? {
+        return Ok(first);
+    }
+    let message = messages_app::send(&state, from, &body.to, body.body, idem.as_ref()).await?;
+    Ok((StatusCode::CREATED, Json(message)).into_response())
 }
 
 /// Filters for listing messages; they combine with AND.

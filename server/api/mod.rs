@@ -15,6 +15,7 @@ pub mod event_stream;
 pub mod events;
 pub mod extract;
 pub mod health;
+pub mod idempotency;
 pub mod inbound;
 pub mod json;
 pub mod messages;

@@ -4,7 +4,7 @@
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 use crate::api::error::{ApiResult, Problem};
 use crate::api::etag::{etag, IfMatch};
 use crate::api::extract::ApiPath;
+use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
@@ -66,6 +67,7 @@ pub struct UpdateProject {
 
 /// Creates a project over an existing git repository.
 #[utoipa::path(post, path = "/projects", tag = "projects", request_body = CreateProject,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to retry: the same key with the same body within 24 hours answers the first response again (nothing is created); with another body, 422.")),
     responses(
         (status = 201, body = Project, description = "Created",
             headers(("ETag" = String, description = "The project's version, quoted"), ("Location" = String))),
@@ -74,11 +76,14 @@ pub struct UpdateProject {
 #[tracing::instrument(skip_all, fields(slug = ?body.slug), err(level = "debug"))]
 pub async fn create_project(
     State(state): State<AppState>,
-    ApiJson(body): ApiJson<CreateProject>,
-) -> ApiResult<impl IntoResponse> {
-    let project = projects_app::create(&state, body.into()).await?;
+    IdempotentJson(body, idem): IdempotentJson<CreateProject>,
+) -> ApiResult<Response> {
+    if let Some(first) = idempotency::replay(&state, idem.as_ref()).await? {
+        return Ok(first);
+    }
+    let project = projects_app::create(&state, body.into(), idem.as_ref()).await?;
     let location = [(header::LOCATION, format!("/api/v1/projects/{}", project.slug))];
-    Ok((StatusCode::CREATED, etag(project.version), location, Json(project)))
+    Ok((StatusCode::CREATED, etag(project.version), location, Json(project)).into_response())
 }
 
 impl From<CreateProject> for NewProject {

@@ -11,6 +11,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
+use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::{filter, ApiQuery};
@@ -66,12 +67,19 @@ pub struct CreateTask {
 
 /// Creates a task: `ready`, or `blocked` while any of `depends_on` is not done.
 #[utoipa::path(post, path = "/tasks", tag = "tasks", request_body = CreateTask,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to retry: the same key with the same body within 24 hours answers the first response again (nothing is created); with another body, 422.")),
     responses((status = 201, body = Task, description = "The new task"),
         (status = 409, body = Problem, description = "The column is full (WIP limit)"),
         (status = 422, body = Problem, description = "A bad field, an unknown project or dependency")))]
 #[tracing::instrument(skip_all, fields(project = ?body.project), err(level = "debug"))]
-pub async fn create_task(State(state): State<AppState>, ApiJson(body): ApiJson<CreateTask>) -> ApiResult<Response> {
-    let task = tasks_app::create_now(&state, body.into()).await?;
+pub async fn create_task(
+    State(state): State<AppState>,
+    IdempotentJson(body, idem): IdempotentJson<CreateTask>,
+) -> ApiResult<Response> {
+    if let Some(first) = idempotency::replay(&state, idem.as_ref()).await? {
+        return Ok(first);
+    }
+    let task = tasks_app::create_now(&state, body.into(), idem.as_ref()).await?;
     let mut response = with_etag(task.version, task);
     *response.status_mut() = StatusCode::CREATED;
     Ok(response)

@@ -15,6 +15,7 @@ use utoipa_axum::routes;
 use crate::api::auth::Authenticated;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::etag::{etag, IfMatch};
+use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::{filter, ApiQuery};
@@ -65,11 +66,18 @@ pub struct CreateTeam {
 /// new branch named like the team, made from `base_branch`) is made by the worker that spawns
 /// its first agent, on that agent's node; `clone_path` and `node_id` say where once it is.
 #[utoipa::path(post, path = "/teams", tag = "teams", request_body = CreateTeam,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to retry: the same key with the same body within 24 hours answers the first response again (nothing is created); with another body, 422.")),
     responses((status = 201, body = Team, headers(("ETag" = String, description = "the version, quoted"))),
         (status = 409, body = Problem, description = "A team, or a branch in the repository, has this name"),
         (status = 422, body = Problem, description = "A bad name, project, base branch, member or leader")))]
 #[tracing::instrument(skip_all, fields(team = ?body.name), err(level = "debug"))]
-pub async fn create_team(State(state): State<AppState>, ApiJson(body): ApiJson<CreateTeam>) -> ApiResult<Response> {
+pub async fn create_team(
+    State(state): State<AppState>,
+    IdempotentJson(body, idem): IdempotentJson<CreateTeam>,
+) -> ApiResult<Response> {
+    if let Some(first) = idempotency::replay(&state, idem.as_ref()).await? {
+        return Ok(first);
+    }
     let input = NewTeamInput {
         name: body.name,
         project: body.project,
@@ -77,7 +85,7 @@ pub async fn create_team(State(state): State<AppState>, ApiJson(body): ApiJson<C
         leader: body.leader,
         members: body.members,
     };
-    let mut response = with_etag(teams_app::create(&state, input).await?);
+    let mut response = with_etag(teams_app::create(&state, input, idem.as_ref()).await?);
     *response.status_mut() = StatusCode::CREATED;
     Ok(response)
 }

@@ -4,7 +4,7 @@
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use secrecy::SecretString;
 use serde::Deserialize;
@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::api::auth::Authenticated;
 use crate::api::error::{ApiResult, Problem};
 use crate::api::extract::ApiPath;
+use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
@@ -76,6 +77,7 @@ pub struct UpdateWebhook {
 
 /// Subscribes a URL to events. The answer holds the signing secret, shown only this once.
 #[utoipa::path(post, path = "/webhooks", tag = "webhooks", request_body = CreateWebhook,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to retry: the same key with the same body within 24 hours answers the first response again (nothing is created); with another body, 422.")),
     responses(
         (status = 201, body = WebhookWithSecret, description = "Created; keep the secret", headers(("Location" = String))),
         (status = 403, body = Problem, description = "Needs an admin token"),
@@ -84,9 +86,12 @@ pub struct UpdateWebhook {
 pub async fn create_webhook(
     State(state): State<AppState>,
     caller: Authenticated,
-    ApiJson(body): ApiJson<CreateWebhook>,
-) -> ApiResult<impl IntoResponse> {
+    IdempotentJson(body, idem): IdempotentJson<CreateWebhook>,
+) -> ApiResult<Response> {
     caller.require(Scope::Admin)?;
+    if let Some(first) = idempotency::replay(&state, idem.as_ref()).await? {
+        return Ok(first);
+    }
     let new = NewWebhook {
         url: body.url,
         events: body.events,
@@ -95,9 +100,9 @@ pub async fn create_webhook(
         secret: body.secret,
         enabled: body.enabled,
     };
-    let created = webhooks_app::create(&state, &state.webhooks.allowed_hosts, new).await?;
+    let created = webhooks_app::create(&state, &state.webhooks.allowed_hosts, new, idem.as_ref()).await?;
     let location = [(header::LOCATION, format!("/api/v1/webhooks/{}", created.subscription.id))];
-    Ok((StatusCode::CREATED, location, Json(created)))
+    Ok((StatusCode::CREATED, location, Json(created)).into_response())
 }
 
 /// Subscriptions, oldest first, a page at a time.

@@ -3,13 +3,14 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::json::ApiJson;
+use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
 use crate::app::projects::id as project_id;
@@ -81,15 +82,20 @@ pub struct WishFilter {
 
 /// Creates a wish in `draft`, with its plan when `groups` are given. The plan is checked: unknown
 /// group keys and cycles are refused (422) naming the keys.
-#[utoipa::path(post, path = "/wishes", tag = "wishes", request_body = CreateWish, responses(
+#[utoipa::path(post, path = "/wishes", tag = "wishes", request_body = CreateWish,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to retry: the same key with the same body within 24 hours answers the first response again (nothing is created); with another body, 422.")),
+    responses(
     (status = 201, body = WishDetail), (status = 409, body = Problem), (status = 422, body = Problem)))]
 #[tracing::instrument(skip_all, fields(slug = ?body.slug), err(level = "debug"))]
 pub async fn create_wish(
     State(state): State<AppState>,
-    ApiJson(body): ApiJson<CreateWish>,
-) -> ApiResult<(StatusCode, Json<WishDetail>)> {
-    let detail = wishes_app::create_now(&state, body.into()).await?;
-    Ok((StatusCode::CREATED, Json(detail)))
+    IdempotentJson(body, idem): IdempotentJson<CreateWish>,
+) -> ApiResult<Response> {
+    if let Some(first) = idempotency::replay(&state, idem.as_ref()).await? {
+        return Ok(first);
+    }
+    let detail = wishes_app::create_now(&state, body.into(), idem.as_ref()).await?;
+    Ok((StatusCode::CREATED, Json(detail)).into_response())
 }
 
 impl From<CreateWish> for NewWish {

@@ -8,6 +8,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::clones;
+use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::agents::{self, Agent, Edit, NewAgent};
 use crate::db::projects::Project;
@@ -76,7 +77,7 @@ pub struct NewAgentInput {
 
 /// Registers an agent in state `spawning`; a worker claims it, makes its clone and its pane.
 #[tracing::instrument(skip_all, fields(project = ?input.project, provider = ?input.provider), err(level = "debug"))]
-pub async fn create(ctx: &Ctx, input: NewAgentInput) -> Result<Agent> {
+pub async fn create(ctx: &Ctx, input: NewAgentInput, idem: Option<&Idempotency>) -> Result<Agent> {
     let id = Uuid::new_v4();
     let mut errors = Fields::default();
     let name = match input.name.as_deref().map(str::trim) {
@@ -194,6 +195,7 @@ pub async fn create(ctx: &Ctx, input: NewAgentInput) -> Result<Agent> {
         teams::member_event(&mut tx, team, &agent.name, "team.member_added").await?;
         super::teams::started(&mut tx, team).await?;
     }
+    idempotency::record(&mut tx, idem, &agent).await?;
     ctx.feed.commit(tx).await?;
     Ok(agent)
 }

@@ -5,6 +5,7 @@
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, Result};
 use crate::db::agents;
 use crate::db::messages::{self, Message, NewMessage};
@@ -16,7 +17,7 @@ use crate::domain::message::{check_body, OPERATOR};
 /// appends it to `<data_dir>/outbox.jsonl` once committed. The worker of the recipient's node
 /// delivers it.
 #[tracing::instrument(skip_all, fields(to = ?to), err(level = "debug"))]
-pub async fn send(ctx: &Ctx, from: String, to: &str, body: String) -> Result<Message> {
+pub async fn send(ctx: &Ctx, from: String, to: &str, body: String, idem: Option<&Idempotency>) -> Result<Message> {
     check_body(&body).map_err(|why| Error::invalid("body", why))?;
     let to = to.trim().to_owned();
     let mut tx = ctx.db.begin().await?;
@@ -35,6 +36,7 @@ pub async fn send(ctx: &Ctx, from: String, to: &str, body: String) -> Result<Mes
     };
     let new = NewMessage { from, to, recipient_id, body, project };
     let message = messages::insert(&mut tx, &new).await?;
+    idempotency::record(&mut tx, idem, &message).await?;
     ctx.feed.commit(tx).await?;
     crate::outbox::append(&ctx.data_dir, &message).await;
     Ok(message)

@@ -17,6 +17,7 @@ pub mod error;
 pub mod fleet;
 pub mod groups;
 pub mod hooks;
+pub mod idempotency;
 pub mod if_match;
 pub mod messages;
 pub mod panes;

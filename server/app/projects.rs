@@ -7,6 +7,7 @@ use std::path::Path;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::projects::{self, Project, ProjectFields};
 use crate::domain::agent_kind::is_valid_branch;
@@ -51,7 +52,7 @@ pub fn no_project(slug: &str) -> Error {
 
 /// Creates a project over an existing git repository.
 #[tracing::instrument(skip_all, fields(slug = ?new.slug), err(level = "debug"))]
-pub async fn create(ctx: &Ctx, new: NewProject) -> Result<Project> {
+pub async fn create(ctx: &Ctx, new: NewProject, idem: Option<&Idempotency>) -> Result<Project> {
     let mut errors = Fields::default();
     errors.check("slug", is_valid_slug(&new.slug), "must match ^[a-z0-9][a-z0-9-]{0,62}$");
     let fields = validate(
@@ -74,6 +75,7 @@ pub async fn create(ctx: &Ctx, new: NewProject) -> Result<Project> {
     let project = projects::create(&mut tx, &new.slug, &fields)
         .await
         .map_err(Error::unique_as("projects_slug_key", format!("a project with slug `{}` exists", new.slug)))?;
+    idempotency::record(&mut tx, idem, &project).await?;
     ctx.feed.commit(tx).await?;
     Ok(project)
 }

@@ -5,6 +5,7 @@
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::idempotency::{self, Idempotency};
 use super::{boards, projects, Ctx, Error, Fields, Result};
 use crate::db::board_columns::{Card, LockedColumn};
 use crate::db::tasks::{self, refs, Applied, Change, Edit, Task};
@@ -116,11 +117,12 @@ pub async fn create(conn: &mut PgConnection, providers: &Providers, new: NewTask
     Ok(tasks::insert(conn, &row).await?)
 }
 
-/// Creates a task in its own transaction.
+/// Creates a task in its own transaction, recording its idempotency key (if any) in it.
 #[tracing::instrument(skip_all, fields(project = ?new.project), err(level = "debug"))]
-pub async fn create_now(ctx: &Ctx, new: NewTask) -> Result<Task> {
+pub async fn create_now(ctx: &Ctx, new: NewTask, idem: Option<&Idempotency>) -> Result<Task> {
     let mut tx = ctx.db.begin().await?;
     let task = create(&mut tx, &ctx.providers, new).await?;
+    idempotency::record(&mut tx, idem, &task).await?;
     ctx.feed.commit(tx).await?;
     Ok(task)
 }

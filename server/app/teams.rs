@@ -10,6 +10,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::clones;
+use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, IfMatch, Result};
 use crate::db::teams::{self, NewTeam, Team};
 use crate::db::{agents, projects};
@@ -37,7 +38,7 @@ pub struct NewTeamInput {
 /// Creates a team with its members and leader. Its clone (a new branch named like the team, made
 /// from `base_branch`) comes from the worker that spawns its first agent.
 #[tracing::instrument(skip_all, fields(team = ?input.name), err(level = "debug"))]
-pub async fn create(ctx: &Ctx, input: NewTeamInput) -> Result<Team> {
+pub async fn create(ctx: &Ctx, input: NewTeamInput, idem: Option<&Idempotency>) -> Result<Team> {
     let name = input.name.trim().to_owned();
     if !is_valid_name(&name) {
         return Err(Error::invalid(
@@ -95,6 +96,7 @@ pub async fn create(ctx: &Ctx, input: NewTeamInput) -> Result<Team> {
     if let Some(leader) = &input.leader {
         team = teams::set_leader(&mut tx, &team, Some(leader.trim())).await?;
     }
+    idempotency::record(&mut tx, idem, &team).await?;
     ctx.feed.commit(tx).await?;
     Ok(team)
 }

@@ -8,6 +8,7 @@ use serde::{Serialize, Serializer};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, Fields, Result};
 use crate::config::AllowList;
 use crate::db::webhook_deliveries::{self, Delivery};
@@ -55,7 +56,12 @@ pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Subscription> {
 /// Subscribes a URL to events. `hosts` says which private destinations are allowed (the sender
 /// checks again on every connect).
 #[tracing::instrument(skip_all, err(level = "debug"))]
-pub async fn create(ctx: &Ctx, hosts: &AllowList, new: NewWebhook) -> Result<WebhookWithSecret> {
+pub async fn create(
+    ctx: &Ctx,
+    hosts: &AllowList,
+    new: NewWebhook,
+    idem: Option<&Idempotency>,
+) -> Result<WebhookWithSecret> {
     let mut errors = Fields::default();
     let url = errors.take(check_url(hosts, &new.url))?.unwrap_or_default();
     errors.take(check_events(&new.events))?;
@@ -81,8 +87,10 @@ pub async fn create(ctx: &Ctx, hosts: &AllowList, new: NewWebhook) -> Result<Web
     };
     let mut tx = ctx.db.begin().await?;
     let subscription = subscriptions::create(&mut tx, &row).await?;
+    let created = WebhookWithSecret { subscription, secret };
+    idempotency::record(&mut tx, idem, &created).await?;
     ctx.feed.commit(tx).await?;
-    Ok(WebhookWithSecret { subscription, secret })
+    Ok(created)
 }
 
 /// Changes the fields `patch` names (enabling a disabled subscription resumes its deliveries).

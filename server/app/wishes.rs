@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::idempotency::{self, Idempotency};
 use super::{boards, Ctx, Error, FieldError, Fields, Result};
 use crate::db::board_columns::{Card, LockedColumn};
 use crate::db::projects as projects_db;
@@ -111,11 +112,12 @@ pub async fn create(conn: &mut PgConnection, new: NewWish) -> Result<WishDetail>
     detail(conn, wish).await
 }
 
-/// Creates a wish in its own transaction.
+/// Creates a wish in its own transaction, recording its idempotency key (if any) in it.
 #[tracing::instrument(skip_all, fields(slug = ?new.slug), err(level = "debug"))]
-pub async fn create_now(ctx: &Ctx, new: NewWish) -> Result<WishDetail> {
+pub async fn create_now(ctx: &Ctx, new: NewWish, idem: Option<&Idempotency>) -> Result<WishDetail> {
     let mut tx = ctx.db.begin().await?;
     let detail = create(&mut tx, new).await?;
+    idempotency::record(&mut tx, idem, &detail).await?;
     ctx.feed.commit(tx).await?;
     Ok(detail)
 }

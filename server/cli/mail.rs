@@ -32,13 +32,35 @@ impl Api {
     }
 
     fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, String> {
+        self.call_with_key(method, path, body, None)
+    }
+
+    /// Calls the API; with an idempotency key, a request that failed to get an answer (the
+    /// connection refused or cut) is sent once more with the same key, so it is created once.
+    fn call_with_key(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        key: Option<&str>,
+    ) -> Result<Value, String> {
         let url = format!("{}/api/v1{path}", self.credentials.base());
         self.runtime.block_on(async {
-            let mut request = self.client.request(method, &url).bearer_auth(&self.credentials.token);
-            if let Some(body) = body {
-                request = request.json(&body);
-            }
-            let response = request.send().await.map_err(|e| format!("calling {url}: {e}"))?;
+            let request = || {
+                let mut request = self.client.request(method.clone(), &url).bearer_auth(&self.credentials.token);
+                if let Some(body) = &body {
+                    request = request.json(body);
+                }
+                if let Some(key) = key {
+                    request = request.header("Idempotency-Key", key);
+                }
+                request
+            };
+            let response = match (request().send().await, key) {
+                (Ok(response), _) => response,
+                (Err(_), Some(_)) => request().send().await.map_err(|e| format!("calling {url}: {e}"))?,
+                (Err(e), None) => return Err(format!("calling {url}: {e}")),
+            };
             let status = response.status();
             let text = response.text().await.map_err(|e| format!("reading the answer of {url}: {e}"))?;
             let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
@@ -105,7 +127,14 @@ pub fn msg(command: MsgCommand) -> Result<(), String> {
     match command {
         MsgCommand::Send { to, body } => {
             let body = body_or_stdin(body)?;
-            let sent = api.post("/messages", json!({"to": to, "body": body}))?;
+            // A fresh key per invocation: a retry after a cut connection sends the message once.
+            let key = uuid::Uuid::new_v4().to_string();
+            let sent = api.call_with_key(
+                reqwest::Method::POST,
+                "/messages",
+                Some(json!({"to": to, "body": body})),
+                Some(&key),
+            )?;
             println!("{} to {} ({})", sent["id"].as_str().unwrap_or(""), to, sent["state"].as_str().unwrap_or(""));
         }
         MsgCommand::Inbox { unread, mark_read, agent, json } => {

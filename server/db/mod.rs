@@ -9,6 +9,7 @@ pub mod board_templates;
 pub mod boards;
 pub mod embedded;
 pub mod events;
+pub mod idempotency;
 pub mod messages;
 pub mod metrics;
 pub mod nodes;

@@ -251,7 +251,7 @@ async fn create_task(
         column_id: form.column_id,
         ..NewTask::default()
     };
-    tasks_app::create_now(&state, new).await?;
+    tasks_app::create_now(&state, new, None).await?;
     Ok(see_other(&format!("/boards/{id}")))
 }
 

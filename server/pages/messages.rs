@@ -134,6 +134,6 @@ struct SendForm {
 /// Sends a message as the operator.
 #[tracing::instrument(skip_all, fields(to = ?form.to), err(Debug, level = "debug"))]
 async fn send_one(State(state): State<AppState>, PageForm(form): PageForm<SendForm>) -> PageResult {
-    send(&state, OPERATOR.to_owned(), &form.to, form.body).await?;
+    send(&state, OPERATOR.to_owned(), &form.to, form.body, None).await?;
     Ok(see_other("/messages"))
 }

@@ -178,7 +178,7 @@ async fn create(
         return Ok(render(&form_page(&state, &session, fields).await?));
     }
     let attempt = async {
-        let detail = wishes::create_now(&state, fields.to_new_wish()?).await?;
+        let detail = wishes::create_now(&state, fields.to_new_wish()?, None).await?;
         Ok::<_, Error>(detail.wish.slug)
     };
     let refusal = match attempt.await {

@@ -13,6 +13,7 @@ mod fake_inbox;
 mod feed;
 mod health;
 mod helpers;
+mod idempotency;
 mod inbound;
 mod isolation;
 mod layers;
