@@ -144,6 +144,9 @@ impl IntoResponse for PageError {
         response.headers_mut().insert("hx-reswap", HeaderValue::from_static("innerHTML ignoreTitle:true"));
         // Whatever part of a page the request was after, the message is the part to show.
         response.headers_mut().insert("hx-reselect", HeaderValue::from_static(".flash"));
+        if let Some(retry_after) = problem.headers().get(header::RETRY_AFTER) {
+            response.headers_mut().insert(header::RETRY_AFTER, retry_after.clone());
+        }
         if let Some(cause) = problem.extensions().get::<InternalCause>() {
             response.extensions_mut().insert(cause.clone());
         }
