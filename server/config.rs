@@ -59,6 +59,30 @@ pub struct GlobalArgs {
     pub message_confirm_ms: u64,
     #[command(flatten)]
     pub webhooks: WebhookArgs,
+    #[command(flatten)]
+    pub rate_limits: RateLimitArgs,
+}
+
+/// How fast callers may go.
+#[derive(Debug, Clone, Args)]
+pub struct RateLimitArgs {
+    /// Requests per second each API token may make on average (`0`: no limit).
+    #[arg(long, env = "SWITCHYARD_RATE_LIMIT_PER_TOKEN", default_value_t = 50, global = true)]
+    pub rate_limit_per_token: u32,
+    /// Requests a token may make at once before its average counts.
+    #[arg(long, env = "SWITCHYARD_RATE_LIMIT_PER_TOKEN_BURST", default_value_t = 200, global = true)]
+    pub rate_limit_per_token_burst: u32,
+    /// Requests per second each client address may make to the routes without a token (the
+    /// dashboard's login, the inbound hooks) on average (`0`: no limit).
+    #[arg(long, env = "SWITCHYARD_RATE_LIMIT_PER_ADDRESS", default_value_t = 5, global = true)]
+    pub rate_limit_per_address: u32,
+    /// Requests an address may make at once to those routes before its average counts.
+    #[arg(long, env = "SWITCHYARD_RATE_LIMIT_PER_ADDRESS_BURST", default_value_t = 20, global = true)]
+    pub rate_limit_per_address_burst: u32,
+    /// Reverse proxies whose `X-Forwarded-For` names the client, comma-separated addresses or
+    /// CIDRs (`10.0.0.0/8`). Empty: the client is whoever connected, and the header is ignored.
+    #[arg(long, env = "SWITCHYARD_TRUSTED_PROXIES", default_value = "", global = true)]
+    pub trusted_proxies: String,
 }
 
 /// Outgoing and incoming webhooks.
@@ -107,6 +131,64 @@ pub struct Settings {
     pub pg_bindir: Option<PathBuf>,
     pub worker: WorkerConfig,
     pub webhooks: WebhookSettings,
+    pub rate_limits: RateLimitSettings,
+}
+
+/// A rate: `per_second` on average, `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub per_second: std::num::NonZeroU32,
+    pub burst: std::num::NonZeroU32,
+}
+
+impl Rate {
+    /// `per_second` 0 is no limit; a burst of 0 with a limit cannot be met.
+    fn new(per_second: u32, burst: u32, setting: &'static str) -> Result<Option<Rate>, ConfigError> {
+        let Some(per_second) = std::num::NonZeroU32::new(per_second) else { return Ok(None) };
+        let burst = std::num::NonZeroU32::new(burst)
+            .ok_or_else(|| ConfigError { setting, reason: "must be at least 1 while there is a limit".into() })?;
+        Ok(Some(Rate { per_second, burst }))
+    }
+}
+
+/// Rate limits, validated; `None` is no limit (so the default, for tests and benchmarks, has
+/// none; the command line's defaults are in [`RateLimitArgs`]).
+#[derive(Debug, Clone, Default)]
+pub struct RateLimitSettings {
+    pub per_token: Option<Rate>,
+    pub per_address: Option<Rate>,
+    /// Peers whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+}
+
+impl RateLimitArgs {
+    pub fn validate(&self) -> Result<RateLimitSettings, ConfigError> {
+        let per_token = Rate::new(
+            self.rate_limit_per_token,
+            self.rate_limit_per_token_burst,
+            "SWITCHYARD_RATE_LIMIT_PER_TOKEN_BURST",
+        )?;
+        let per_address = Rate::new(
+            self.rate_limit_per_address,
+            self.rate_limit_per_address_burst,
+            "SWITCHYARD_RATE_LIMIT_PER_ADDRESS_BURST",
+        )?;
+        let trusted_proxies = self
+            .trusted_proxies
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                p.parse::<ipnet::IpNet>().or_else(|_| p.parse::<std::net::IpAddr>().map(ipnet::IpNet::from)).map_err(
+                    |_| ConfigError {
+                        setting: "SWITCHYARD_TRUSTED_PROXIES",
+                        reason: format!("`{p}` is not an address or a CIDR like 10.0.0.0/8"),
+                    },
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(RateLimitSettings { per_token, per_address, trusted_proxies })
+    }
 }
 
 /// Webhook settings, validated.
@@ -224,6 +306,7 @@ impl GlobalArgs {
             pg_bindir: self.pg_bindir.clone(),
             worker: self.worker()?,
             webhooks: self.webhooks.validate()?,
+            rate_limits: self.rate_limits.validate()?,
         })
     }
 }
@@ -380,5 +463,25 @@ mod tests {
     fn a_password_in_a_bad_url_is_not_echoed() {
         let err = parse(&["--database-url", "postgres://u:hunter2@h:notaport/db"]).unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn rate_limits_default_to_generous_for_tokens_and_strict_for_addresses() {
+        let limits = parse(&[]).expect("valid").rate_limits;
+        assert_eq!(limits.per_token.map(|r| (r.per_second.get(), r.burst.get())), Some((50, 200)));
+        assert_eq!(limits.per_address.map(|r| (r.per_second.get(), r.burst.get())), Some((5, 20)));
+        assert!(limits.trusted_proxies.is_empty());
+        let off = parse(&["--rate-limit-per-token", "0"]).expect("valid").rate_limits;
+        assert_eq!(off.per_token, None);
+    }
+
+    #[test]
+    fn a_bad_trusted_proxy_or_burst_names_the_setting() {
+        let err = parse(&["--trusted-proxies", "10.0.0.0/8, nonsense"]).unwrap_err();
+        assert_eq!(err.setting, "SWITCHYARD_TRUSTED_PROXIES");
+        let err = parse(&["--rate-limit-per-address-burst", "0"]).unwrap_err();
+        assert_eq!(err.setting, "SWITCHYARD_RATE_LIMIT_PER_ADDRESS_BURST");
+        let ok = parse(&["--trusted-proxies", "10.0.0.0/8,192.168.1.7"]).expect("valid").rate_limits;
+        assert_eq!(ok.trusted_proxies.len(), 2);
     }
 }

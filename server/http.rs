@@ -51,6 +51,8 @@ pub struct Shared {
     pub task_reads: crate::db::tasks::Reads,
     /// Where requests are counted and timed (served on the status listener).
     pub metrics: crate::metrics::Metrics,
+    /// Requests left to each token and to each client address on the routes without one.
+    pub rate_limits: crate::api::rate_limit::RateLimits,
 }
 
 impl std::ops::Deref for Shared {

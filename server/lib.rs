@@ -67,6 +67,7 @@ pub struct Application {
     data_dir_path: std::path::PathBuf,
     worker: config::WorkerConfig,
     webhooks: Arc<WebhookSettings>,
+    rate_limits: config::RateLimitSettings,
     feed: EventFeed,
     _data_dir: DataDir,
 }
@@ -96,6 +97,7 @@ impl Application {
             data_dir_path: settings.data_dir.clone(),
             worker: settings.worker.clone(),
             webhooks,
+            rate_limits: settings.rate_limits.clone(),
             feed: EventFeed::default(),
             _data_dir: data_dir,
         })
@@ -136,8 +138,20 @@ impl Application {
     /// database closes last.
     pub async fn run_until(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let api_url = self.agent_api_url();
-        let Application { api, status, db, node, role, providers, data_dir_path, worker, webhooks, feed, _data_dir } =
-            self;
+        let Application {
+            api,
+            status,
+            db,
+            node,
+            role,
+            providers,
+            data_dir_path,
+            worker,
+            webhooks,
+            rate_limits,
+            feed,
+            _data_dir,
+        } = self;
         let listener = feed.clone().listen(db.pool.clone(), shutdown.clone());
         // Stopped only once everything that commits has drained, so their last commits are
         // announced too.
@@ -199,6 +213,7 @@ impl Application {
                         tokens: Default::default(),
                         task_reads: db::tasks::reads(&db.pool),
                         metrics,
+                        rate_limits: api::rate_limit::RateLimits::new(&rate_limits),
                     }));
                     // Responses go out at once: with Nagle's algorithm a small response waits for
                     // the ACK of the previous one, which a client delays by up to 40 ms.
@@ -207,6 +222,8 @@ impl Application {
                             tracing::debug!(error = %e, "setting TCP_NODELAY");
                         }
                     });
+                    // The peer's address keys the rate limits of the routes without a token.
+                    let app = app.into_make_service_with_connect_info::<SocketAddr>();
                     axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
                 }
                 None => Ok(()),

@@ -93,6 +93,8 @@ pub async fn start_with(
         pg_bindir: None,
         worker,
         webhooks,
+        // A benchmark measures the server, not its limits.
+        rate_limits: Default::default(),
     };
     let app = Application::build(&settings, Role::Serve).await?;
     let addr = app.api_addr().expect("serve has an API");

@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::db::tokens::{self, Caller};
 use crate::http::AppState;
 
-/// Checks the bearer token, and that its scope allows the method: reads need `read`, anything
+/// Checks the bearer token, its rate limit, and that its scope allows the method: reads need `read`, anything
 /// else `write`; an agent token only its own agent's routes (`auth::agent_may`). Handlers that
 /// need `admin` ask for it with `Authenticated::require`.
 pub async fn require_token(
@@ -36,6 +36,7 @@ pub async fn require_token(
             caller
         }
     };
+    state.rate_limits.check_token(caller.token_id)?;
     let needed = if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         Scope::Read
     } else {

@@ -34,6 +34,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("{detail}")]
     Validation { detail: String, errors: Vec<FieldError> },
+    /// A rate limit ran out; `retry_after` whole seconds (at least 1) until it has room.
+    #[error("{detail}")]
+    TooManyRequests { detail: String, retry_after: u64 },
     #[error("{0}")]
     Unavailable(String),
     #[error(transparent)]
@@ -86,6 +89,7 @@ impl ApiError {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", "Unsupported media type")
             }
             Validation { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation", "Invalid request"),
+            TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "too-many-requests", "Too many requests"),
             Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable"),
             Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
         }
@@ -119,6 +123,9 @@ impl IntoResponse for ApiError {
         }
         if matches!(self, ApiError::Unauthorized(_)) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let ApiError::TooManyRequests { retry_after, .. } = &self {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
         }
         if let ApiError::Internal(cause) = &self {
             response.extensions_mut().insert(InternalCause(format!("{cause:#}")));

@@ -22,6 +22,7 @@ pub mod messages;
 pub mod pagination;
 pub mod projects;
 pub mod query;
+pub mod rate_limit;
 pub mod task_actions;
 pub mod tasks;
 pub mod team_chat;
@@ -95,7 +96,9 @@ fn documented(v1: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document as served and as committed in `openapi/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    documented(v1_routes().merge(signed_routes())).into_openapi()
+    let mut openapi = documented(v1_routes().merge(signed_routes())).into_openapi();
+    rate_limit::document(&mut openapi);
+    openapi
 }
 
 /// The API's routes (bearer-token routes behind authentication, signed inbound hooks beside them)
@@ -103,5 +106,10 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// and the layers.
 pub fn routes(state: &AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let authenticated = v1_routes().route_layer(middleware::from_fn_with_state(state.clone(), auth::require_token));
-    documented(authenticated.merge(signed_routes())).split_for_parts()
+    // Signed routes take no token: they are limited by client address instead.
+    let signed =
+        signed_routes().route_layer(middleware::from_fn_with_state(state.clone(), rate_limit::limit_by_address));
+    let (router, mut openapi) = documented(authenticated.merge(signed)).split_for_parts();
+    rate_limit::document(&mut openapi);
+    (router, openapi)
 }

@@ -6,9 +6,12 @@
 //!
 //! Revoking the token ends every session opened with it (or with its link).
 
+use std::net::SocketAddr;
+
 use askama::Template;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -22,8 +25,23 @@ use crate::pages::assets;
 use crate::pages::session::{cookie, session_cookie, SESSION_COOKIE};
 use crate::pages::view::{html_response, PageError, PageForm, PageResult};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/login", get(login_page).post(log_in))
+/// Both ways in check a secret without a session, so each client address gets only so many tries
+/// (`SWITCHYARD_RATE_LIMIT_PER_ADDRESS`).
+pub fn router(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/login", get(login_page).post(log_in))
+        .route_layer(middleware::from_fn_with_state(state, limit_by_address))
+}
+
+/// The address's rate limit, answered with the error page. A router driven without a socket (no
+/// `ConnectInfo`) has no peer to key on and is not limited.
+async fn limit_by_address(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
+        if let Err(error) = state.rate_limits.check_address(*peer, request.headers()) {
+            return PageError(error).into_response();
+        }
+    }
+    next.run(request).await
 }
 
 /// Logging out changes state: it sits behind the session check and its CSRF token.

@@ -66,10 +66,10 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(events::router())
         .merge(live::router())
         .merge(login::logout_router())
-        .route_layer(middleware::from_fn_with_state(state, session::require_session));
+        .route_layer(middleware::from_fn_with_state(state.clone(), session::require_session));
     Router::new()
         .merge(pages)
-        .merge(login::router())
+        .merge(login::router(state))
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(CONTENT_SECURITY_POLICY),

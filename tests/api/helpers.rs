@@ -10,7 +10,7 @@ use secrecy::SecretString;
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
 use switchyard::auth::Scope;
-use switchyard::config::{LogFormat, Settings, WebhookSettings, WorkerConfig};
+use switchyard::config::{LogFormat, RateLimitSettings, Settings, WebhookSettings, WorkerConfig};
 use switchyard::db::embedded::{Durability, EmbeddedPostgres};
 use switchyard::{Application, Role};
 use tokio::sync::OnceCell;
@@ -143,6 +143,14 @@ pub async fn spawn_app_with(webhooks: WebhookSettings) -> TestApp {
     spawn_app_on(database_url, database_name, webhooks).await
 }
 
+/// The application with these rate limits (elsewhere tests run without any).
+pub async fn spawn_app_with_rate_limits(rate_limits: RateLimitSettings) -> TestApp {
+    let (database_url, database_name) = fresh_database().await;
+    let data_dir = tempfile::tempdir().expect("temp data dir");
+    let worker = worker_config(false, new_tmux_socket());
+    launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker, rate_limits).await
+}
+
 /// The application with its worker running agents in tmux on a private socket.
 pub async fn spawn_app_with_worker() -> TestApp {
     let (database_url, database_name) = fresh_database().await;
@@ -163,7 +171,7 @@ pub async fn spawn_app_with_worker_settings(providers: &str, tweak: impl FnOnce(
     std::fs::write(data_dir.path().join("providers.toml"), providers).expect("write providers.toml");
     let mut worker = worker_config(true, new_tmux_socket());
     tweak(&mut worker);
-    launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker).await
+    launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker, Default::default()).await
 }
 
 /// What is left of a stopped instance: its database, data directory (so its node id), projects'
@@ -248,7 +256,8 @@ async fn launch_in(
     data_dir: tempfile::TempDir,
     tmux_socket: String,
 ) -> TestApp {
-    launch_with(database_url, database_name, webhooks, data_dir, worker_config(with_worker, tmux_socket)).await
+    let worker = worker_config(with_worker, tmux_socket);
+    launch_with(database_url, database_name, webhooks, data_dir, worker, Default::default()).await
 }
 
 /// Test shells start without the machine's dotfiles: a `.bashrc` that runs `pyenv rehash` (as
@@ -269,6 +278,7 @@ async fn launch_with(
     webhooks: WebhookSettings,
     data_dir: tempfile::TempDir,
     worker: WorkerConfig,
+    rate_limits: RateLimitSettings,
 ) -> TestApp {
     let tmux_socket = worker.tmux_socket.clone();
     quiet_shells(data_dir.path());
@@ -281,6 +291,7 @@ async fn launch_with(
         pg_bindir: None,
         worker,
         webhooks,
+        rate_limits,
     };
     let app = Application::build(&settings, Role::Serve).await.expect("build the application");
     let address = format!("http://{}", app.api_addr().expect("serve has an API"));

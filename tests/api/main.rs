@@ -24,6 +24,7 @@ mod metrics;
 mod openapi;
 mod problems;
 mod projects;
+mod rate_limit;
 mod receiver;
 mod task_flow;
 mod tasks;
