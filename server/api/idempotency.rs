@@ -4,7 +4,6 @@
 //! handler to ask `app::idempotency::replay` and to hand to the use case, which records it in the
 //! transaction that creates.
 
-use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -13,7 +12,7 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
 use crate::api::error::ApiError;
-use crate::api::json::{body_bytes, ApiJson};
+use crate::api::json::{json_bytes, parse, ApiJson};
 use crate::app::idempotency::{Idempotency, Replay, FIELD};
 use crate::db::tokens::Caller;
 use crate::http::AppState;
@@ -69,10 +68,10 @@ where
             .map(|c| c.token_id.to_string())
             .ok_or(ApiError::Unauthorized("send Authorization: Bearer <token>"))?;
         let route = format!("{} {}", parts.method, parts.uri.path());
-        let bytes = body_bytes(Request::from_parts(parts.clone(), body), state).await?;
+        // Read once: hashed as sent, then parsed as `ApiJson` parses.
+        let bytes = json_bytes(Request::from_parts(parts, body), state).await?;
         let request_hash = Sha256::digest(&bytes).to_vec();
-        let ApiJson(value) = ApiJson::from_request(Request::from_parts(parts, Body::from(bytes)), state).await?;
-        Ok(IdempotentJson(value, Some(Idempotency { caller, key, route, request_hash })))
+        Ok(IdempotentJson(parse(&bytes)?, Some(Idempotency { caller, key, route, request_hash })))
     }
 }
 

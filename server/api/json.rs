@@ -20,15 +20,18 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let is_json = is_json(&req);
-        let bytes = body_bytes(req, state).await?;
-        if !is_json {
-            return Err(ApiError::UnsupportedMediaType(
-                "send the body as JSON with Content-Type: application/json".into(),
-            ));
-        }
-        parse(&bytes).map(ApiJson)
+        parse(&json_bytes(req, state).await?).map(ApiJson)
     }
+}
+
+/// The body's bytes, read once, of a request that says it sends JSON (else 415).
+pub(crate) async fn json_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<axum::body::Bytes, ApiError> {
+    let is_json = is_json(&req);
+    let bytes = body_bytes(req, state).await?;
+    if !is_json {
+        return Err(ApiError::UnsupportedMediaType("send the body as JSON with Content-Type: application/json".into()));
+    }
+    Ok(bytes)
 }
 
 /// `Option<ApiJson<T>>`: an empty (or all-whitespace) body is `None`, for actions whose body is
