@@ -145,12 +145,6 @@ impl From<app::Error> for ApiError {
             }
             app::Error::Stale(detail) => ApiError::PreconditionFailed(detail),
             app::Error::Unavailable(detail) => ApiError::Unavailable(detail),
-            // A database outage that reached us wrapped (`?` into anyhow) is still an outage.
-            app::Error::Internal(cause)
-                if cause.chain().any(|e| e.downcast_ref::<sqlx::Error>().is_some_and(app::error::is_outage)) =>
-            {
-                ApiError::Unavailable("the database is not reachable just now; try again shortly".into())
-            }
             app::Error::Internal(cause) => ApiError::Internal(cause),
         }
     }

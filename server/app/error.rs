@@ -40,7 +40,7 @@ pub enum Error {
     Unavailable(String),
     /// Ours, not the caller's: the database or git failed.
     #[error(transparent)]
-    Internal(#[from] anyhow::Error),
+    Internal(anyhow::Error),
 }
 
 fn describe(errors: &[FieldError]) -> String {
@@ -117,7 +117,7 @@ impl Error {
     }
 
     pub fn internal(error: impl Into<anyhow::Error>) -> Error {
-        Error::Internal(error.into())
+        Error::from(error.into())
     }
 
     /// A unique violation of `constraint` becomes a conflict saying `detail` in the model's
@@ -141,6 +141,17 @@ pub fn is_outage(error: &sqlx::Error) -> bool {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
         _ => false,
+    }
+}
+
+/// An error that went through `anyhow` is ours, unless a database outage is inside it (a step
+/// that `?`-ed a `sqlx::Error` into anyhow): that is still an outage, worth a retry.
+impl From<anyhow::Error> for Error {
+    fn from(error: anyhow::Error) -> Error {
+        if error.chain().any(|e| e.downcast_ref::<sqlx::Error>().is_some_and(is_outage)) {
+            return Error::Unavailable("the database is not reachable just now; try again shortly".into());
+        }
+        Error::Internal(error)
     }
 }
 
