@@ -113,9 +113,10 @@ fn request_span(request: &Request) -> tracing::Span {
 async fn count_request(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
     let method = request.method().clone();
-    let route = request.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned());
+    // A clone of the matched path is a reference count, not a copy.
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
-    let route = route.as_deref().unwrap_or("unmatched");
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
     state.metrics.request(method.as_str(), route, response.status().as_u16(), started.elapsed());
     response
 }

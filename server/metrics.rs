@@ -105,8 +105,9 @@ impl Default for Metrics {
 impl Metrics {
     /// One answered request.
     pub fn request(&self, method: &str, route: &str, status: u16, took: Duration) {
-        let (method, route) = (method.to_owned(), route.to_owned());
-        self.0.requests.get_or_create(&RequestLabels { method: method.clone(), route: route.clone(), status }).inc();
+        let labels = RequestLabels { method: method.to_owned(), route: route.to_owned(), status };
+        self.0.requests.get_or_create(&labels).inc();
+        let RequestLabels { method, route, .. } = labels;
         self.0.latency.get_or_create(&RouteLabels { method, route }).observe(took.as_secs_f64());
     }
 
