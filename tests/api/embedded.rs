@@ -41,11 +41,7 @@ fn get(url: &str, token: Option<&str>) -> u16 {
 }
 
 fn wait_ready(served: &Served) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while get(&format!("{}/readyz", served.api), None) != 200 {
-        assert!(std::time::Instant::now() < deadline, "never ready");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually_true("ready", Duration::from_secs(30), || get(&format!("{}/readyz", served.api), None) == 200);
 }
 
 fn bootstrap_token(stdout: &str) -> String {
@@ -148,11 +144,7 @@ fn after_a_crash_of_both_a_stale_postmaster_pid_is_recovered() {
     let orphan = postmaster_pid(dir.path()).expect("postmaster.pid");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(orphan), nix::sys::signal::Signal::SIGKILL)
         .expect("kill postgres");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while alive(orphan) {
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually_true("the killed postgres is gone", Duration::from_secs(10), || !alive(orphan));
     // Worse still: the stale file names a live process that is not PostgreSQL at all.
     let pid_file = dir.path().join("pg/data/postmaster.pid");
     let text = std::fs::read_to_string(&pid_file).expect("stale pid file");
@@ -252,11 +244,12 @@ fn status_json(served: &Served) -> serde_json::Value {
     serde_json::from_str(&body).unwrap_or_else(|_| panic!("/status answers JSON: {body}"))
 }
 
+/// Polls `check` until it holds, failing after `limit`: the one wait of these process-level tests.
 fn eventually_true(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + limit;
     while !check() {
         assert!(std::time::Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
