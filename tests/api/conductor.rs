@@ -13,12 +13,12 @@ use crate::helpers::*;
 const RUN: Duration = Duration::from_secs(120);
 
 /// What the fake agents are told, in a directory of the test's own.
-struct Fakes {
+pub(crate) struct Fakes {
     dir: tempfile::TempDir,
 }
 
 impl Fakes {
-    fn new() -> Fakes {
+    pub(crate) fn new() -> Fakes {
         Fakes { dir: tempfile::tempdir().expect("fake dir") }
     }
 
@@ -26,12 +26,12 @@ impl Fakes {
         self.dir.path()
     }
 
-    fn say(&self, file: &str, text: &str) {
+    pub(crate) fn say(&self, file: &str, text: &str) {
         std::fs::write(self.path().join(file), text).expect("write fake instruction");
     }
 
     /// The fake agent as the `fake` provider.
-    fn providers(&self) -> String {
+    pub(crate) fn providers(&self) -> String {
         let root = env!("CARGO_MANIFEST_DIR");
         format!(
             r#"[providers.fake]
@@ -68,9 +68,20 @@ async fn wish(app: &TestApp, slug: &str) -> Value {
     app.get_ok(&format!("/api/v1/wishes/{slug}")).await
 }
 
+/// Polls the wish until `check` holds; on the deadline, fails showing the wish and its agents.
 async fn wait_for_wish(app: &TestApp, slug: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    eventually(what, RUN, || async { check(&wish(app, slug).await) }).await;
-    wish(app, slug).await
+    let deadline = std::time::Instant::now() + RUN;
+    loop {
+        let now = wish(app, slug).await;
+        if check(&now) {
+            return now;
+        }
+        if std::time::Instant::now() > deadline {
+            let agents = app.get_ok("/api/v1/agents?limit=100").await;
+            panic!("timed out waiting for: {what}\nwish: {now:#}\nagents: {agents:#}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 fn group<'a>(wish: &'a Value, key: &str) -> &'a Value {
@@ -211,4 +222,48 @@ async fn an_agent_token_reports_only_on_its_own_work() {
     assert!(body["detail"].as_str().unwrap().contains("no review"), "{body}");
     // A report that is not one: 422 naming the field.
     assert_problem(as_mine("/api/v1/agents/mine/report".into(), json!({"kind": "sing"})).await, 422).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_nodes_on_one_database_dispatch_every_group_exactly_once() {
+    let fakes = Fakes::new();
+    // Nodes heartbeat at each reconcile and count a node silent for three as gone: slow enough
+    // here that a loaded machine does not make two live nodes give up on each other.
+    let node = |w: &mut switchyard::config::WorkerConfig| {
+        w.conductor = true;
+        w.reconcile_every = Duration::from_secs(3);
+    };
+    let first = spawn_app_with_worker_settings(&fakes.providers(), node).await;
+    let second = spawn_node_beside(&first, &fakes.providers(), node).await;
+    let (_, repo) = project(&first, "epsilon", json!({"review": "none", "max_agents": 8})).await;
+    let groups: Vec<Value> = (0..8).map(|i| json!({"key": format!("g{i}"), "title": format!("G{i}")})).collect();
+    first.create_wish(json!({"slug": "wide", "project": "epsilon", "title": "t", "groups": groups})).await;
+    first.post_ok("/api/v1/wishes/wide/plan", json!({})).await;
+
+    let done = wait_for_wish(&second, "wide", "both nodes finish the wish", |w| w["status"] == "completed").await;
+    let engineers: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT t.group_key, a.node_id FROM agents a JOIN tasks t ON t.id = a.task_id WHERE a.role = 'engineer'",
+    )
+    .fetch_all(&first.pool)
+    .await
+    .expect("engineers");
+    let mut keys: Vec<&str> = engineers.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort();
+    assert_eq!(keys, ["g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7"], "one engineer per group: {engineers:?}");
+    let assigned: Vec<Value> = sqlx::query_scalar(
+        "SELECT payload FROM events WHERE type = 'task.assigned' AND payload->>'assignee' <> 'human'",
+    )
+    .fetch_all(&first.pool)
+    .await
+    .expect("assignments");
+    assert_eq!(assigned.len(), 8, "each group assigned once: {assigned:?}");
+    let handed: Vec<Value> = sqlx::query_scalar(
+        "SELECT payload FROM events WHERE type = 'task.assigned' AND payload->>'assignee' = 'human'",
+    )
+    .fetch_all(&first.pool)
+    .await
+    .expect("handoffs");
+    assert!(handed.is_empty(), "no group was handed to a person: {handed:?}");
+    assert_eq!(git(&repo, &["rev-list", "--merges", "--count", "main..wish/wide"]).trim(), "8");
+    assert!(done["groups"].as_array().unwrap().iter().all(|g| g["status"] == "done"));
 }

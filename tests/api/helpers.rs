@@ -174,6 +174,17 @@ pub async fn spawn_app_with_worker_settings(providers: &str, tweak: impl FnOnce(
     launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker, Default::default()).await
 }
 
+/// Another node on `app`'s database, as a second machine would be: its own data directory
+/// (so its own node id), tmux server, worker and `providers`, with the worker settings `tweak` says.
+pub async fn spawn_node_beside(app: &TestApp, providers: &str, tweak: impl FnOnce(&mut WorkerConfig)) -> TestApp {
+    let data_dir = tempfile::tempdir().expect("temp data dir");
+    std::fs::write(data_dir.path().join("providers.toml"), providers).expect("write providers.toml");
+    let mut worker = worker_config(true, new_tmux_socket());
+    tweak(&mut worker);
+    let (url, name) = (app.database_url.clone(), app.database_name.clone());
+    launch_with(url, name, WebhookSettings::default(), data_dir, worker, Default::default()).await
+}
+
 /// What is left of a stopped instance: its database, data directory (so its node id), projects'
 /// repositories and tmux server, whose agents' panes live on. Dropped without [`restart`], it
 /// kills the tmux server.

@@ -5,6 +5,7 @@ mod auth;
 mod binary;
 mod boards;
 mod conductor;
+mod conductor_crash;
 mod dashboard;
 mod embedded;
 mod event_stream;

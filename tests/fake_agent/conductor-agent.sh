@@ -18,8 +18,17 @@ slug=${branch#group/}
 slug=${slug%/*}
 echo "fake $SWITCHYARD_AGENT ($SWITCHYARD_ROLE) on $branch"
 
+# Reports, trying again while the server is down (it may be restarting).
+retry() {
+    for _ in $(seq 60); do
+        "$@" && return 0
+        sleep 0.5
+    done
+    return 1
+}
+
 report_group() {
-    "$sy" group done --summary "group $key: $1"
+    retry "$sy" group done --summary "group $key: $1"
 }
 
 # Resolves a conflict with the wish's branch by keeping both sides' lines.
@@ -38,7 +47,7 @@ resolve() {
 
 case "$SWITCHYARD_ROLE" in
 planner)
-    "$sy" wish plan --file "$dir/plan.yaml"
+    retry "$sy" wish plan --file "$dir/plan.yaml"
     ;;
 engineer)
     [ -e "$dir/quit-$key" ] && exit 0
@@ -55,13 +64,13 @@ reviewer)
         printf 'README.md:1 needs a line about the change\n' > notes.md
         "$sy" review fail --notes-file notes.md
     else
-        "$sy" review pass
+        retry "$sy" review pass
     fi
     ;;
 fix)
     echo "fixed after review" >> README.md
     git add -A && git commit --quiet -m "fix the review's notes"
-    "$sy" fix done --summary "added the line"
+    retry "$sy" fix done --summary "added the line"
     ;;
 esac
 
