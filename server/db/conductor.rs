@@ -375,3 +375,48 @@ async fn read_agents(conn: &mut PgConnection, ids: Vec<Uuid>) -> Result<Vec<Agen
     }
     Ok(agents)
 }
+
+/// Clones of this node's concluded agents whose wish merged or was cancelled, in projects that
+/// do not keep them: `(agent id, name, clone path)`.
+pub async fn clones_to_remove(
+    conn: &mut PgConnection,
+    node_id: &str,
+    limit: i64,
+) -> Result<Vec<(Uuid, String, String)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT a.id, a.name, a.clone_path AS "clone_path!" FROM agents a
+           JOIN wishes w ON w.id = a.wish_id JOIN projects p ON p.id = a.project_id
+           WHERE a.node_id = $1 AND a.ready_for_cleanup AND a.clone_mode = 'agent' AND a.clone_path IS NOT NULL
+             AND a.state IN ('done', 'error', 'suspended') AND w.status IN ('merged', 'cancelled')
+             AND NOT COALESCE((p.conductor_config->>'keep_clones')::boolean, false)
+           ORDER BY a.updated_at LIMIT $2"#,
+        node_id,
+        limit
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.name, r.clone_path)).collect())
+}
+
+/// Forgets an agent's clone (`agent.clone_removed`); false when another node or pass did first.
+pub async fn forget_clone(
+    conn: &mut PgConnection,
+    agent_id: Uuid,
+    name: &str,
+    path: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE agents SET clone_path = NULL, version = version + 1, updated_at = now() WHERE id = $1 AND clone_path = $2",
+        agent_id,
+        path
+    )
+    .execute(&mut *conn)
+    .await?
+    .rows_affected()
+        == 1;
+    if done {
+        let payload = serde_json::json!({"clone_path": path});
+        super::events::record(conn, "agent.clone_removed", &super::agents::subject(name), payload).await?;
+    }
+    Ok(done)
+}

@@ -131,3 +131,24 @@ pub async fn hand_back(ctx: &Ctx, slug: &str) -> Result<crate::app::wishes::Wish
     ctx.feed.commit(tx).await?;
     Ok(detail)
 }
+
+/// Removes this node's clones of concluded agents once their wish merged or was cancelled (a
+/// project with `keep_clones` keeps them): forgotten in the database first, then deleted.
+pub async fn remove_clones(ctx: &Ctx) -> Result<usize> {
+    let clones = {
+        let mut conn = ctx.db.acquire().await?;
+        conductor::clones_to_remove(&mut conn, &ctx.node.node_id, super::BATCH).await?
+    };
+    let mut removed = 0;
+    for (id, name, path) in clones {
+        let mut tx = ctx.db.begin().await?;
+        if !conductor::forget_clone(&mut tx, id, &name, &path).await? {
+            continue;
+        }
+        ctx.feed.commit(tx).await?;
+        if crate::app::clones::remove_after_commit(std::path::Path::new(&path), &name).await {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}

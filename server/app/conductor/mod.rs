@@ -13,7 +13,8 @@
 //! step is recorded before it is acted on and is safe to repeat after a crash: a group's branch
 //! is made inside the transaction that assigns its agent; a merge into the wish's branch is a
 //! compare-and-swap, re-checked against git before it is made again ([`integrate`]).
-//! An agent that ends before its step concluded hands the step to a person ([`handoff`]).
+//! An agent that ends before its step concluded hands the step to a person ([`handoff`]);
+//! concluded agents are stopped, and their clones removed once their wish merged or was cancelled.
 
 pub mod briefs;
 pub mod dispatch;
@@ -49,6 +50,7 @@ pub struct Tick {
     pub integrated: usize,
     pub reviewers: usize,
     pub fixers: usize,
+    pub clones_removed: usize,
 }
 
 impl Tick {
@@ -78,6 +80,7 @@ pub async fn tick(ctx: &Ctx) -> Tick {
         integrated: step("integrate", integrate::pending(ctx)).await,
         reviewers: step("review", review::reviewers(ctx)).await,
         fixers: step("fix", review::fixers(ctx)).await,
+        clones_removed: step("clean up", handoff::remove_clones(ctx)).await,
     }
 }
 

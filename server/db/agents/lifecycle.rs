@@ -340,12 +340,22 @@ pub async fn release_claim(conn: &mut PgConnection, id: Uuid, node_id: &str) -> 
     Ok(true)
 }
 
-/// Agents of `node_id` suspended by a usage limit whose reset time has come.
+/// Between two agents of one provider resumed after the same usage-limit reset.
+pub const RESUME_STAGGER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Agents of `node_id` suspended by a usage limit whose reset time has come, staggered: of the
+/// agents of one provider that reset at once, the n-th (from 0) is due [`RESUME_STAGGER`] × n
+/// after the reset, so they do not all start in the same second (and hit the limit again).
 pub async fn limits_reset(conn: &mut PgConnection, node_id: &str) -> Result<Vec<Agent>, sqlx::Error> {
     let ids = sqlx::query_scalar!(
-        "SELECT id FROM agents WHERE node_id = $1 AND state = 'suspended' AND suspended_until <= now()
-         ORDER BY suspended_until, id",
-        node_id
+        r#"SELECT id AS "id!" FROM (
+             SELECT id, suspended_until,
+                    row_number() OVER (PARTITION BY provider ORDER BY suspended_until, id) - 1 AS n
+             FROM agents WHERE node_id = $1 AND state = 'suspended' AND suspended_until <= now()) due
+           WHERE suspended_until + make_interval(secs => n * $2::float8) <= now()
+           ORDER BY suspended_until, id"#,
+        node_id,
+        RESUME_STAGGER.as_secs_f64()
     )
     .fetch_all(&mut *conn)
     .await?;
