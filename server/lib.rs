@@ -14,11 +14,13 @@ pub mod domain;
 pub mod feed;
 pub mod git;
 pub mod http;
+pub mod merge_queue;
 pub mod metrics;
 pub mod node;
 pub mod outbox;
 pub mod pages;
 pub mod providers;
+pub mod state_file;
 pub mod status;
 pub mod telemetry;
 pub mod tmux;
@@ -187,6 +189,19 @@ impl Application {
                 fleet.run(shutdown_for_worker).await;
             }
         });
+        // The merge queue and the state file run beside the worker, on every node that asks.
+        let ctx = app::Ctx::new(app::Parts {
+            db: db.pool.clone(),
+            node: node.clone(),
+            providers: providers.clone(),
+            data_dir: data_dir_path.clone(),
+            panes: None,
+            feed: feed.clone(),
+        });
+        let merge_queue =
+            worker.merge_queue.then(|| tokio::spawn(merge_queue::MergeQueue::new(ctx).run(shutdown.clone())));
+        let state_writer =
+            tokio::spawn(state_file::run(db.pool.clone(), feed.clone(), data_dir_path.clone(), shutdown.clone()));
         let metrics = metrics::Metrics::default();
         let status_app = status::router(status::StatusState {
             metrics: metrics.clone(),
@@ -234,6 +249,14 @@ impl Application {
                 tokio::join!(api_server, std::future::IntoFuture::into_future(status_server), listener, sender);
             if let Err(e) = worker_task.await {
                 tracing::error!(error = %e, "the worker ended abnormally");
+            }
+            for (name, task) in [("the merge queue", merge_queue), ("the state file writer", Some(state_writer))] {
+                if let Some(Err(e)) = match task {
+                    Some(task) => Some(task.await),
+                    None => None,
+                } {
+                    tracing::error!(error = %e, "{name} ended abnormally");
+                }
             }
             drained.cancel();
             servers

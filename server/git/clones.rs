@@ -135,7 +135,7 @@ pub async fn remove(clone: &Path) -> Result<(), GitError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A repository with one commit on `main`, as a project's would be.
