@@ -88,7 +88,8 @@ pub async fn submit(ctx: &Ctx, slug: &str) -> Result<WishDetail> {
 }
 
 /// Completed wishes of projects whose merge queue is enabled enter it, in the order they
-/// completed; how many did.
+/// completed; a `pending_merge` wish without a waiting entry (resumed from `conflict` by hand)
+/// gets it back; how many entered.
 pub async fn enter_completed(ctx: &Ctx) -> Result<usize> {
     let waiting = {
         let mut conn = ctx.db.acquire().await?;
@@ -110,6 +111,18 @@ pub async fn enter_completed(ctx: &Ctx) -> Result<usize> {
             Err(Error::Conflict { detail, .. }) => tracing::debug!(wish = %wish.slug, %detail, "not entered"),
             Err(e) => return Err(e),
         }
+    }
+    for id in {
+        let mut conn = ctx.db.acquire().await?;
+        entries::pending_without_entry(&mut conn, 500).await?
+    } {
+        let mut tx = ctx.db.begin().await?;
+        let Some(wish) = wishes::lock(&mut tx, id).await? else { continue };
+        let (Some(branch), WishStatus::PendingMerge) = (wish.branch.clone(), wish.status) else { continue };
+        let project = project_of(&mut tx, &wish).await?;
+        entries::enqueue(&mut tx, wish.id, project.id, &project.target_branch, &branch).await?;
+        ctx.feed.commit(tx).await?;
+        entered += 1;
     }
     Ok(entered)
 }

@@ -154,6 +154,8 @@ pub struct Filter {
     pub target_branch: Option<String>,
     /// Only pending and processing entries.
     pub open_only: bool,
+    /// Only entries handed to a person.
+    pub needs_person: bool,
 }
 
 /// Entries in queue order (project, target branch, position). Every read goes through here.
@@ -168,14 +170,15 @@ pub async fn list(conn: &mut PgConnection, filter: &Filter, limit: i64) -> Resul
            FROM merge_queue q JOIN wishes w ON w.id = q.wish_id JOIN projects p ON p.id = q.project_id
            WHERE ($1::uuid IS NULL OR q.id = $1) AND ($2::uuid IS NULL OR q.wish_id = $2)
              AND ($3::uuid IS NULL OR q.project_id = $3) AND ($4::text IS NULL OR q.target_branch = $4)
-             AND (NOT $5 OR q.state IN ('pending', 'processing'))
+             AND (NOT $5 OR q.state IN ('pending', 'processing')) AND (NOT $6 OR q.assignee = 'human')
            ORDER BY p.slug, q.target_branch, q.position
-           LIMIT $6"#,
+           LIMIT $7"#,
         filter.id,
         filter.wish_id,
         filter.project_id,
         filter.target_branch,
         filter.open_only,
+        filter.needs_person,
         limit
     )
     .fetch_all(conn)
@@ -536,6 +539,21 @@ pub async fn completed_to_enter(conn: &mut PgConnection, limit: i64) -> Result<V
          WHERE w.status = 'completed' AND NOT w.held AND w.branch IS NOT NULL
            AND (p.merge_queue_config->>'enabled')::boolean
          ORDER BY w.completed_at, w.created_at, w.id
+         LIMIT $1",
+        limit
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Wishes `pending_merge` (not held) whose entry is missing or settled: a resume from `conflict`,
+/// or a wish that was pending before the queue existed. Their entries go back to `pending`.
+pub async fn pending_without_entry(conn: &mut PgConnection, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT w.id FROM wishes w LEFT JOIN merge_queue q ON q.wish_id = w.id
+         WHERE w.status = 'pending_merge' AND NOT w.held AND w.branch IS NOT NULL
+           AND (q.id IS NULL OR q.state IN ('failed', 'conflict', 'completed'))
+         ORDER BY w.updated_at, w.id
          LIMIT $1",
         limit
     )

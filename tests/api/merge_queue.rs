@@ -610,3 +610,38 @@ async fn a_sigkill_while_the_gate_runs_ends_in_exactly_one_merge_commit() {
     p.assert_never_mid_merge();
     second.stop();
 }
+
+#[tokio::test]
+async fn the_dashboard_shows_each_queue_with_its_log_acts_on_entries_and_lists_history() {
+    use crate::dashboard::{redirected, Dashboard};
+    let app = spawn_app().await;
+    let p = project(&app, "dash", Shape::Bare, &[]).await;
+    let body = json!({"merge_check": "echo '<b>boom</b>'; exit 1", "fix_cap": 0});
+    app.send(reqwest::Method::PUT, "/api/v1/projects/dash/merge-settings", Some(body)).await;
+    p.push("wish/page", &[("page.txt", "p\n")]);
+    completed_wish(&app, "dash", "page").await;
+    let dashboard = Dashboard::login(&app).await;
+    let (status, html) = dashboard.get("/wishes/page/conflicts").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("Changes against the target branch") && html.contains("page.txt"), "{html}");
+
+    assert_eq!(processed(&app.merge_queue().tick().await.unwrap()), [("page", EntryState::Failed)]);
+    let (status, html) = dashboard.get("/merge-queue?project=dash").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("dash → <code>main</code>"), "{html}");
+    assert!(html.contains("&#60;b&#62;boom&#60;/b&#62;") && !html.contains("<b>boom"), "the gate log is escaped");
+    assert!(html.contains("needs a person") && html.contains(">Retry<"), "{html}");
+    let (_, overview) = dashboard.get("/").await;
+    assert!(overview.contains("merge failed: the gate"), "the overview's needs-you lists it");
+
+    let held = dashboard.post_form("/merge-queue/page/actions/hold", &[]).await;
+    assert_eq!(redirected(held).await, "/merge-queue");
+    assert_eq!(entry(&app, "page").await["held"], true);
+    redirected(dashboard.post_form("/merge-queue/page/actions/release", &[]).await).await;
+    redirected(dashboard.post_form("/merge-queue/page/actions/retry", &[]).await).await;
+    assert_eq!(entry(&app, "page").await["state"], "pending");
+    assert_eq!(dashboard.post_form("/merge-queue/page/actions/explode", &[]).await.status(), 404);
+    let (status, html) = dashboard.get("/history?project=dash").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("No worker has finished yet"), "{html}");
+}
