@@ -189,19 +189,6 @@ impl Application {
                 fleet.run(shutdown_for_worker).await;
             }
         });
-        // The merge queue and the state file run beside the worker, on every node that asks.
-        let ctx = app::Ctx::new(app::Parts {
-            db: db.pool.clone(),
-            node: node.clone(),
-            providers: providers.clone(),
-            data_dir: data_dir_path.clone(),
-            panes: None,
-            feed: feed.clone(),
-        });
-        let merge_queue =
-            worker.merge_queue.then(|| tokio::spawn(merge_queue::MergeQueue::new(ctx).run(shutdown.clone())));
-        let state_writer =
-            tokio::spawn(state_file::run(db.pool.clone(), feed.clone(), data_dir_path.clone(), shutdown.clone()));
         let metrics = metrics::Metrics::default();
         let status_app = status::router(status::StatusState {
             metrics: metrics.clone(),
@@ -212,18 +199,32 @@ impl Application {
             embedded: db.embedded_health(),
         });
         let status_server = axum::serve(status, status_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        let ctx = app::Ctx::new(app::Parts {
+            db: db.pool.clone(),
+            node: node.clone(),
+            providers: providers.clone(),
+            data_dir: data_dir_path.clone(),
+            panes,
+            feed: feed.clone(),
+        });
+        let conductor = worker::conductor::Conductor { ctx: ctx.clone() };
+        let run_conductor = worker.conductor;
+        let shutdown_for_conductor = shutdown.clone();
+        let conductor_task = tokio::spawn(async move {
+            if run_conductor {
+                conductor.run(shutdown_for_conductor).await;
+            }
+        });
+        // The merge queue and the state file run beside the conductor, on every node that asks.
+        let merge_queue =
+            worker.merge_queue.then(|| tokio::spawn(merge_queue::MergeQueue::new(ctx.clone()).run(shutdown.clone())));
+        let state_writer =
+            tokio::spawn(state_file::run(db.pool.clone(), feed.clone(), data_dir_path.clone(), shutdown.clone()));
         let api_server = async {
             match api {
                 Some(listener) => {
                     let app = http::router(http::AppState::new(http::Shared {
-                        app: app::Ctx::new(app::Parts {
-                            db: db.pool.clone(),
-                            node: node.clone(),
-                            providers: providers.clone(),
-                            data_dir: data_dir_path.clone(),
-                            panes,
-                            feed: feed.clone(),
-                        }),
+                        app: ctx,
                         webhooks: webhooks.clone(),
                         tokens: Default::default(),
                         task_reads: db::tasks::reads(&db.pool),
@@ -249,6 +250,9 @@ impl Application {
                 tokio::join!(api_server, std::future::IntoFuture::into_future(status_server), listener, sender);
             if let Err(e) = worker_task.await {
                 tracing::error!(error = %e, "the worker ended abnormally");
+            }
+            if let Err(e) = conductor_task.await {
+                tracing::error!(error = %e, "the conductor ended abnormally");
             }
             for (name, task) in [("the merge queue", merge_queue), ("the state file writer", Some(state_writer))] {
                 if let Some(Err(e)) = match task {

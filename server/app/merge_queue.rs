@@ -159,6 +159,10 @@ pub(crate) async fn requeue(conn: &mut PgConnection, slug: &str, by: &str, summa
             Some(entry.state.as_str()),
         ));
     }
+    if wish.assignee.is_some() {
+        // Whoever was asked to act (a person, after a fix agent gave up) has: the queue takes over.
+        crate::db::conductor::set_wish_assignee(&mut *conn, wish.id, None, None).await?;
+    }
     if matches!(wish.status, WishStatus::Failed | WishStatus::Conflict) {
         act(&mut *conn, &wish, WishEvent::Requeue, None).await?;
     } else if wish.status != WishStatus::PendingMerge {

@@ -242,8 +242,9 @@ async fn launch(database_url: String, database_name: String, webhooks: WebhookSe
 fn worker_config(with_worker: bool, tmux_socket: String) -> WorkerConfig {
     WorkerConfig {
         // Only the worker's own tests run it (`spawn_app_with_worker`): elsewhere agents stay
-        // where the test puts them.
+        // where the test puts them. Likewise the conductor runs only where a test asks for it.
         enabled: with_worker,
+        conductor: false,
         tmux_socket,
         reconcile_every: Duration::from_millis(300),
         // Tests that want the merge queue drive it themselves (`TestApp::merge_queue`).
@@ -384,6 +385,10 @@ impl TestApp {
     }
 
     /// GETs `path`, asserts a 200 (showing the answer if not) and returns its JSON.
+    pub async fn patch_ok(&self, path: &str, body: Value) -> Value {
+        assert_json(self.send(Method::PATCH, path, Some(body)).await, 200).await
+    }
+
     pub async fn get_ok(&self, path: &str) -> Value {
         assert_json(self.get(path).await, 200).await
     }
@@ -395,6 +400,13 @@ impl TestApp {
         init_repo(&repo);
         let body = json!({"slug": slug, "name": format!("Project {slug}"), "repo_path": repo});
         assert_json(self.post("/api/v1/projects", body).await, 201).await
+    }
+
+    /// Turns off the review of `project`'s wishes: one whose groups are all done completes at
+    /// once (the tests of group progress walk wishes by hand, with no reviewer agent).
+    pub async fn skip_reviews(&self, project: &str) {
+        let body = json!({"conductor_config": {"review": "none"}});
+        self.patch_ok(&format!("/api/v1/projects/{project}"), body).await;
     }
 
     /// A board of `project` made from `body` (name, and columns or a template); see [`column_ids`].

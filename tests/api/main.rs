@@ -4,6 +4,7 @@ mod agents;
 mod auth;
 mod binary;
 mod boards;
+mod conductor;
 mod dashboard;
 mod embedded;
 mod event_stream;

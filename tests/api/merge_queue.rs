@@ -261,13 +261,18 @@ async fn a_predicted_conflict_waits_then_conflicts_for_real_and_its_fix_agent_re
     assert_state_file(&app).await;
 }
 
-/// The fix agent's report, as the agents' report endpoint routes it.
-async fn fix_done(app: &TestApp, slug: &str, agent: &str, summary: &str) {
-    let mut tx = app.pool.begin().await.unwrap();
-    let wish = switchyard::db::wishes::get(&mut tx, slug).await.unwrap().unwrap();
-    let agent = switchyard::db::agents::by_name(&mut tx, agent).await.unwrap().unwrap();
-    switchyard::app::merge_queue::fix_done(&mut tx, &wish, &agent, summary).await.expect("fix_done");
-    tx.commit().await.unwrap();
+/// The fix agent reports done with its own token, as `switchyard fix done` does (after pushing).
+async fn fix_done(app: &TestApp, _slug: &str, agent: &str, summary: &str) {
+    let token = app.agent_token(&app.agent(agent).await).await;
+    let response = app
+        .client
+        .post(app.url(&format!("/api/v1/agents/{agent}/report")))
+        .bearer_auth(token)
+        .json(&json!({"kind": "fix_done", "summary": summary}))
+        .send()
+        .await
+        .unwrap();
+    assert_json(response, 200).await;
 }
 
 #[tokio::test]
@@ -532,7 +537,8 @@ async fn a_sigkill_while_the_gate_runs_ends_in_exactly_one_merge_commit() {
     let data_dir = tempfile::tempdir().unwrap();
     let start = || {
         let mut cmd = switchyard(data_dir.path());
-        cmd.env("DATABASE_URL", &database_url).env("SWITCHYARD_WORKER", "false");
+        // The wish is walked by hand: no worker, no conductor.
+        cmd.env("DATABASE_URL", &database_url).env("SWITCHYARD_WORKER", "false").env("SWITCHYARD_CONDUCTOR", "false");
         Served::start(cmd)
     };
     let first = start();
@@ -561,7 +567,9 @@ async fn a_sigkill_while_the_gate_runs_ends_in_exactly_one_merge_commit() {
     );
     std::fs::write(&gate, script).unwrap();
     p.push("wish/slow", &[("slow.txt", "x\n")]);
-    call(first.api.clone(), "/projects", json!({"slug": "crash", "name": "crash", "repo_path": p.repo})).await;
+    let project =
+        json!({"slug": "crash", "name": "crash", "repo_path": p.repo, "conductor_config": {"review": "none"}});
+    call(first.api.clone(), "/projects", project).await;
     let settings = client
         .put(format!("{}/api/v1/projects/crash/merge-settings", first.api))
         .bearer_auth(&token)

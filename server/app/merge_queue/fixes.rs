@@ -18,9 +18,6 @@ use crate::domain::agent_kind::{AgentKind, AgentRole, RESERVED_NAMES};
 use crate::domain::merge_queue::{conflict_brief, gate_brief, handoff, EntryState, Handoff, Setback};
 use crate::domain::wish::{WishEvent, WishStatus};
 
-/// The provider fix agents run. TODO(merge of 0015): the project's `default_provider`.
-const FIX_PROVIDER: &str = "claude";
-
 /// Who speaks in a fix agent's brief: Switchyard itself (a reserved name, never an agent's).
 fn sender() -> String {
     RESERVED_NAMES[2].to_owned()
@@ -64,7 +61,8 @@ async fn spawn_fixer(conn: &mut PgConnection, entry: &Entry, wish: &Wish, n: i32
         project_id: project.id,
         kind: AgentKind::Worker,
         role: AgentRole::Fix,
-        provider: FIX_PROVIDER.to_owned(),
+        // The wish's provider, else the one the project's conductor gives its agents.
+        provider: wish.provider.clone().unwrap_or_else(|| project.conductor_config.provider.clone()),
         clone_mode: "agent".to_owned(),
         branch: Some(entry.wish_branch.clone()),
         repo: project.repo_path.clone(),
