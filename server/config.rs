@@ -61,6 +61,9 @@ pub struct GlobalArgs {
     /// screen instead.
     #[arg(long, env = "SWITCHYARD_MESSAGE_CONFIRM_MS", default_value_t = 10_000, global = true)]
     pub message_confirm_ms: u64,
+    /// Run the merge queue in this process (`serve` and `worker`); any number of nodes may.
+    #[arg(long, env = "SWITCHYARD_MERGE_QUEUE", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub merge_queue: bool,
     #[command(flatten)]
     pub webhooks: WebhookArgs,
     #[command(flatten)]
@@ -236,6 +239,8 @@ pub struct WorkerConfig {
     pub message_settle: std::time::Duration,
     /// How long a hook may take to confirm a submitted message before the screen is read.
     pub message_confirm: std::time::Duration,
+    /// Run the merge queue's loop in this process (any number of nodes may).
+    pub merge_queue: bool,
 }
 
 impl Default for WorkerConfig {
@@ -250,6 +255,7 @@ impl Default for WorkerConfig {
             max_nudges: 3,
             message_settle: std::time::Duration::from_millis(300),
             message_confirm: std::time::Duration::from_secs(10),
+            merge_queue: true,
         }
     }
 }
@@ -349,6 +355,7 @@ impl GlobalArgs {
             max_nudges: self.max_nudges,
             message_settle: std::time::Duration::from_millis(self.message_settle_ms),
             message_confirm: std::time::Duration::from_millis(self.message_confirm_ms),
+            merge_queue: self.merge_queue,
         })
     }
 }

@@ -14,11 +14,13 @@ pub mod domain;
 pub mod feed;
 pub mod git;
 pub mod http;
+pub mod merge_queue;
 pub mod metrics;
 pub mod node;
 pub mod outbox;
 pub mod pages;
 pub mod providers;
+pub mod state_file;
 pub mod status;
 pub mod telemetry;
 pub mod tmux;
@@ -213,6 +215,11 @@ impl Application {
                 conductor.run(shutdown_for_conductor).await;
             }
         });
+        // The merge queue and the state file run beside the conductor, on every node that asks.
+        let merge_queue =
+            worker.merge_queue.then(|| tokio::spawn(merge_queue::MergeQueue::new(ctx.clone()).run(shutdown.clone())));
+        let state_writer =
+            tokio::spawn(state_file::run(db.pool.clone(), feed.clone(), data_dir_path.clone(), shutdown.clone()));
         let api_server = async {
             match api {
                 Some(listener) => {
@@ -246,6 +253,14 @@ impl Application {
             }
             if let Err(e) = conductor_task.await {
                 tracing::error!(error = %e, "the conductor ended abnormally");
+            }
+            for (name, task) in [("the merge queue", merge_queue), ("the state file writer", Some(state_writer))] {
+                if let Some(Err(e)) = match task {
+                    Some(task) => Some(task.await),
+                    None => None,
+                } {
+                    tracing::error!(error = %e, "{name} ended abnormally");
+                }
             }
             drained.cancel();
             servers

@@ -16,9 +16,11 @@ pub mod event_stream;
 pub mod events;
 pub mod extract;
 pub mod health;
+pub mod history;
 pub mod idempotency;
 pub mod inbound;
 pub mod json;
+pub mod merge_queue;
 pub mod messages;
 pub mod pagination;
 pub mod projects;
@@ -80,6 +82,8 @@ fn v1_routes() -> OpenApiRouter<AppState> {
         .merge(wishes::router())
         .merge(teams::router())
         .merge(messages::router())
+        .merge(merge_queue::router())
+        .merge(history::router())
 }
 
 /// `/api/v1` routes that authenticate by signature instead of a bearer token (inbound hooks).

@@ -93,12 +93,14 @@ lifecycle_action!(
     WishEvent::Interrupt,
     "`queued|executing → interrupted`."
 );
-lifecycle_action!(
-    submit_wish,
-    "/wishes/{slug}/submit",
-    WishEvent::SubmitForMerge,
-    "`completed → pending_merge`: hands the wish's branch to the merge queue."
-);
+/// `completed → pending_merge`: the wish's branch enters the merge queue of its project's target
+/// branch, at the back.
+#[utoipa::path(post, path = "/wishes/{slug}/submit", tag = "wishes", params(("slug" = String, Path)),
+    responses((status = 200, body = WishDetail), (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
+pub async fn submit_wish(State(state): State<AppState>, Path(slug): Path<String>) -> ApiResult<Json<WishDetail>> {
+    Ok(Json(crate::app::merge_queue::submit(&state, &slug).await?))
+}
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

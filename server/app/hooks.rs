@@ -137,7 +137,21 @@ pub async fn record_github(ctx: &Ctx, reported: GithubEvent) -> Result<()> {
         (None, None, Some(b)) => format!("branch:{b}"),
         (None, None, None) => "github".to_owned(),
     };
-    events::record(&mut tx, event_type, &subject, details).await?;
+    events::record(&mut tx, event_type, &subject, details.clone()).await?;
+    match (event_type, &wish, &branch) {
+        ("ci.failed", Some(slug), _) => super::merge_queue::ci_failed(&mut tx, slug, &details).await?,
+        ("pr.created" | "pr.merged" | "pr.closed", _, Some(branch)) => {
+            let status = match event_type {
+                "pr.created" => "open",
+                "pr.merged" => "merged",
+                _ => "closed",
+            };
+            let url = details.get("url").and_then(Value::as_str);
+            let number = details.get("number").and_then(Value::as_i64).and_then(|n| i32::try_from(n).ok());
+            crate::db::history::record_pr(&mut tx, branch, url, number, status).await?;
+        }
+        _ => {}
+    }
     ctx.feed.commit(tx).await?;
     Ok(())
 }

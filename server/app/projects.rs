@@ -273,3 +273,11 @@ async fn check_target_branch(f: &ProjectFields) -> Result<()> {
         Err(Error::invalid("target_branch", format!("no branch `{}` in {}", f.target_branch, f.repo_path)))
     }
 }
+
+/// The id of the project a listing's `project` filter names (none: no filter); an unknown slug
+/// is a bad `project` field.
+pub async fn filter_id(conn: &mut PgConnection, slug: Option<&str>) -> Result<Option<Uuid>> {
+    let Some(slug) = slug else { return Ok(None) };
+    let id = projects::id_by_slug(conn, slug).await?;
+    id.map(Some).ok_or_else(|| Error::invalid("project", format!("no project `{slug}`")))
+}

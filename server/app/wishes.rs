@@ -190,16 +190,22 @@ pub async fn record_merge(ctx: &Ctx, slug: &str, outcome: MergeOutcome, why: Opt
     let wish = find(&mut tx, slug).await?;
     let wish = act(&mut tx, &wish, event, why).await?;
     if wish.status == WishStatus::Merged {
-        for waiting in wishes::waiting_on(&mut tx, wish.id).await? {
-            if let Some(dependent) = wishes::get(&mut tx, &waiting).await? {
-                // Still blocked by another wish, or changed meanwhile: it stays queued.
-                let _ = wishes::apply(&mut tx, &dependent, WishEvent::Start, None).await?;
-            }
-        }
+        start_waiting(&mut tx, &wish).await?;
     }
     let detail = detail(&mut tx, wish).await?;
     ctx.feed.commit(tx).await?;
     Ok(detail)
+}
+
+/// The wish merged: queued wishes that waited for it start, unless something else still blocks
+/// them (or they changed meanwhile); they stay queued then.
+pub async fn start_waiting(conn: &mut PgConnection, wish: &Wish) -> Result<()> {
+    for waiting in wishes::waiting_on(&mut *conn, wish.id).await? {
+        if let Some(dependent) = wishes::get(&mut *conn, &waiting).await? {
+            let _ = wishes::apply(&mut *conn, &dependent, WishEvent::Start, None).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Moves wish `slug` to a column of its board (or, on no board yet, of a board of its project)

@@ -10,6 +10,7 @@
 //! - [`wish`]: a wish's lifecycle (v0's operation state machine), hold, blockers and resume.
 //! - [`plan`]: validation of a wish's execution groups (keys, dependencies, cycles).
 //! - [`progress`]: in-memory dependency progress over a validated plan.
+//! - [`merge_queue`]: a merge queue entry's states, fix-agent handoff and predicted waits.
 //! - [`review`]: agentmux's review loop against an iteration cap.
 //! - [`project`]: the project slug rule and its typed settings (multiclaude's configs).
 //! - [`board`]: column gates and column blueprints, with their validation.
@@ -21,6 +22,7 @@
 pub mod agent;
 pub mod agent_kind;
 pub mod board;
+pub mod merge_queue;
 pub mod message;
 pub mod plan;
 pub mod progress;

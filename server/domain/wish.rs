@@ -15,6 +15,10 @@
 //!   included (giving up on a failed wish). `cancelled` can only be left by an explicit resume.
 //! - **Merge failure.** Besides `conflict`, the merge queue can end in `failed` (fetch or push
 //!   error); `merge_failed` moves `pending_merge → failed`, as in v0.
+//! - **Merge queue round trips.** `requeue` sends a wish the merge queue gave back (`conflict`,
+//!   or `failed` there) to `pending_merge` again once a fix agent or a person has fixed its branch;
+//!   the merge queue only uses it for a wish it holds an entry of. `withdraw` takes a
+//!   `pending_merge` wish out of the queue, back to `completed`.
 //! - **Resume** (from `failed`, `conflict`, `interrupted`, `cancelled`) goes to the last good
 //!   state, derived from stored data rather than a remembered status, as v0 does:
 //!   a `conflict` resumes to `pending_merge` (once fixed, the branch goes back to the merge
@@ -180,6 +184,10 @@ pub enum WishEvent {
     Conflict,
     /// The merge queue failed for a reason other than a conflict.
     MergeFailed,
+    /// Back into the merge queue after a conflict or a merge failure was fixed.
+    Requeue,
+    /// Out of the merge queue, back to `completed`.
+    Withdraw,
     Interrupt,
     Cancel,
     /// `to: None` picks the last good state; `Some` forces one (draft, planned or queued).
@@ -203,6 +211,8 @@ impl WishEvent {
             WishEvent::Merged => "merged",
             WishEvent::Conflict => "conflict",
             WishEvent::MergeFailed => "merge_failed",
+            WishEvent::Requeue => "requeue",
+            WishEvent::Withdraw => "withdraw",
             WishEvent::Interrupt => "interrupt",
             WishEvent::Cancel => "cancel",
             WishEvent::Resume { .. } => "resume",
@@ -221,6 +231,8 @@ fn verb(event: &str) -> &str {
         "merged" => "merge",
         "conflict" => "record a merge conflict on",
         "merge_failed" => "record a merge failure on",
+        "requeue" => "send back to the merge queue",
+        "withdraw" => "take out of the merge queue",
         other => other,
     }
 }
@@ -304,6 +316,8 @@ pub fn transition(w: &WishSnapshot, event: &WishEvent) -> Result<WishChange, Wis
         (S::PendingMerge, E::Merged) => S::Merged,
         (S::PendingMerge, E::Conflict) => S::Conflict,
         (S::PendingMerge, E::MergeFailed) => S::Failed,
+        (S::Conflict | S::Failed, E::Requeue) => S::PendingMerge,
+        (S::PendingMerge, E::Withdraw) => S::Completed,
         (S::Queued | S::Executing, E::Interrupt) => S::Interrupted,
         (status, E::Cancel) if !status.is_terminal() => S::Cancelled,
         (status, E::Resume { to }) => resume(w, status, *to)?,

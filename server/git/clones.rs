@@ -164,7 +164,7 @@ pub fn write_excluded(clone: &Path, files: &[&str], text: &str) -> std::io::Resu
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A repository with one commit on `main`, as a project's would be.

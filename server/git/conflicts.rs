@@ -33,8 +33,12 @@ pub async fn trial_merge(repo: &Path, ours: &str, theirs: &str) -> Outcome {
         }
     }
     // Fully qualified names: a branch can never be mistaken for an option.
-    let (ours, theirs) = (format!("refs/heads/{ours}"), format!("refs/heads/{theirs}"));
-    let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", &ours, &theirs];
+    trial_merge_commits(repo, &format!("refs/heads/{ours}"), &format!("refs/heads/{theirs}")).await
+}
+
+/// Trial-merges two commits (ids or fully qualified refs) in the repository at `repo`.
+pub async fn trial_merge_commits(repo: &Path, ours: &str, theirs: &str) -> Outcome {
+    let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs];
     let output = match tokio::time::timeout(TIMEOUT, git_command(repo, &args).output()).await {
         Ok(Ok(output)) => output,
         Ok(Err(e)) => return Outcome::Unknown(format!("cannot run git: {e}")),

@@ -1,11 +1,12 @@
 //! The one place that runs git: agents' and teams' clones ([`clones`]), conflict prediction
-//! ([`conflicts`]) and the check that a project's `repo_path` is a repository. git always runs
-//! as an argument list (never through a shell), never prompts, and answers about the directory
-//! it is given, whatever repository called us.
+//! ([`conflicts`]), the merge queue's merges ([`merge`]) and the check that a project's
+//! `repo_path` is a repository. git always runs as an argument list (never through a shell),
+//! never prompts, and answers about the directory it is given, whatever repository called us.
 
 pub mod branches;
 pub mod clones;
 pub mod conflicts;
+pub mod merge;
 
 use std::path::Path;
 use std::process::Stdio;

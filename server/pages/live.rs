@@ -113,6 +113,7 @@ pub fn topics(event: &Event) -> Vec<String> {
         "project" => Some("projects"),
         "team" => Some("teams"),
         "message" => Some("messages"),
+        "merge" => Some("merges"),
         _ => None,
     };
     topics.extend(plural.map(str::to_owned));

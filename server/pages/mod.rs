@@ -13,6 +13,7 @@ mod dag;
 mod events;
 mod live;
 mod login;
+mod merge_queue;
 mod messages;
 mod overview;
 mod paging;
@@ -64,6 +65,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(messages::router())
         .merge(webhooks::router())
         .merge(events::router())
+        .merge(merge_queue::router())
         .merge(live::router())
         .merge(login::logout_router())
         .route_layer(middleware::from_fn_with_state(state.clone(), session::require_session));

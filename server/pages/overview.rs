@@ -1,5 +1,5 @@
 //! `/`: what needs a person first (an agent asking permission or a question, a task handed to a
-//! human, a wish in merge conflict), then agents by state, wishes in flight, the merge queue
+//! human, a merge queue entry handed to a person, with its files or reason), then agents by state, wishes in flight, the merge queue
 //! (wishes pending merge) and the latest events.
 
 use askama::Template;
@@ -88,14 +88,21 @@ async fn overview(State(state): State<AppState>, session: Session, Query(query):
         state: "human",
         since: ago(t.updated_at, now),
     }));
-    let conflicts = wishes::in_states(&mut conn, &[WishStatus::Conflict.as_str()], SHOWN).await?;
-    needs.extend(conflicts.iter().map(|w| Need {
+    // Merge queue entries no fix agent can take (the cap is reached, or only a person can help).
+    let handed = crate::db::merge_queue::Filter { needs_person: true, ..Default::default() };
+    let handed = crate::db::merge_queue::list(&mut conn, &handed, SHOWN).await?;
+    needs.extend(handed.iter().map(|e| Need {
         what: "wish",
-        name: w.slug.clone(),
-        link: format!("/wishes/{}", w.slug),
-        detail: "merge conflict".to_owned(),
-        state: w.status.as_str(),
-        since: ago(w.updated_at, now),
+        name: e.wish.clone(),
+        link: "/merge-queue".to_owned(),
+        detail: match e.state {
+            crate::domain::merge_queue::EntryState::Conflict => {
+                format!("merge conflict in {}", e.conflict_files.join(", "))
+            }
+            _ => format!("merge failed: {}", e.failure_reason.as_deref().unwrap_or("see the entry")),
+        },
+        state: e.state.as_str(),
+        since: ago(e.updated_at, now),
     }));
 
     let counts = agents::count_all_by_state(&mut conn).await?;

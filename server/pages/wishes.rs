@@ -252,7 +252,11 @@ async fn project_of(conn: &mut PgConnection, id: uuid::Uuid) -> Result<Option<pr
 #[tracing::instrument(skip_all, fields(slug = ?slug, action = ?action), err(Debug, level = "debug"))]
 async fn act(State(state): State<AppState>, Path((slug, action)): Path<(String, String)>) -> PageResult {
     let event = event_for(&action).ok_or_else(|| ApiError::NotFound(format!("no wish action `{action}`")))?;
-    crate::app::wishes::lifecycle(&state, &slug, event, None).await?;
+    if event == WishEvent::SubmitForMerge {
+        crate::app::merge_queue::submit(&state, &slug).await?;
+    } else {
+        crate::app::wishes::lifecycle(&state, &slug, event, None).await?;
+    }
     Ok(see_other(&format!("/wishes/{slug}")))
 }
 
@@ -274,6 +278,8 @@ struct Prediction {
 struct ConflictsPart {
     branch: Option<String>,
     predictions: Vec<Prediction>,
+    /// `git diff --stat` of the wish's branch against the target branch (since they forked).
+    diff: Option<String>,
 }
 
 /// Wishes whose branches are compared with this one's.
@@ -295,7 +301,7 @@ async fn conflicts_part(State(state): State<AppState>, Path(slug): Path<String>)
         .collect();
     drop(conn);
     let (Some(branch), Some(project)) = (wish.branch.clone(), project) else {
-        return Ok(render(&ConflictsPart { branch: None, predictions: vec![] }));
+        return Ok(render(&ConflictsPart { branch: None, predictions: vec![], diff: None }));
     };
     let repo = std::path::PathBuf::from(&project.repo_path);
     let mut predictions = vec![predict(&repo, &branch, &project.target_branch, project.target_branch.clone()).await];
@@ -303,7 +309,8 @@ async fn conflicts_part(State(state): State<AppState>, Path(slug): Path<String>)
         let theirs = other.branch.clone().unwrap_or_default();
         predictions.push(predict(&repo, &branch, &theirs, format!("wish {} ({theirs})", other.slug)).await);
     }
-    Ok(render(&ConflictsPart { branch: Some(branch), predictions }))
+    let diff = crate::git::merge::diff_stat(&repo, &project.target_branch, &branch).await.ok();
+    Ok(render(&ConflictsPart { branch: Some(branch), predictions, diff }))
 }
 
 async fn predict(repo: &std::path::Path, ours: &str, theirs: &str, against: String) -> Prediction {

@@ -33,6 +33,8 @@ pub struct TestApp {
     pub repos: tempfile::TempDir,
     /// The running application, to wait for it to stop.
     pub running: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    /// The application's feed: loops a test drives commit through it, as the app's own would.
+    pub feed: switchyard::feed::EventFeed,
 }
 
 impl Drop for TestApp {
@@ -256,6 +258,8 @@ fn worker_config(with_worker: bool, tmux_socket: String) -> WorkerConfig {
         conductor: false,
         tmux_socket,
         reconcile_every: Duration::from_millis(300),
+        // Tests that want the merge queue drive it themselves (`TestApp::merge_queue`).
+        merge_queue: false,
         ..WorkerConfig::default()
     }
 }
@@ -316,6 +320,7 @@ async fn launch_with(
             .expect("token");
     tx.commit().await.expect("commit");
     let shutdown = CancellationToken::new();
+    let feed = app.feed().clone();
     let running = tokio::spawn(app.run_until(shutdown.clone()));
     TestApp {
         address,
@@ -330,6 +335,7 @@ async fn launch_with(
         _data_dir: data_dir,
         repos: tempfile::tempdir().expect("temp dir"),
         running: Some(running),
+        feed,
     }
 }
 
@@ -445,6 +451,20 @@ impl TestApp {
 
     pub async fn task(&self, id: impl std::fmt::Display) -> Value {
         self.get_ok(&format!("/api/v1/tasks/{id}")).await
+    }
+
+    /// The merge queue's loop over this app's database and data directory, as a node runs it;
+    /// the test drives it with `tick()`.
+    pub fn merge_queue(&self) -> switchyard::merge_queue::MergeQueue {
+        let data_dir = self._data_dir.path();
+        switchyard::merge_queue::MergeQueue::new(switchyard::app::Ctx::new(switchyard::app::Parts {
+            db: self.pool.clone(),
+            feed: self.feed.clone(),
+            node: switchyard::node::NodeInfo::load(data_dir).expect("node id"),
+            data_dir: data_dir.to_path_buf(),
+            providers: std::sync::Arc::new(switchyard::providers::Providers::load(data_dir).expect("providers")),
+            panes: None,
+        }))
     }
 
     /// How many events of `event_type` were written about `subject` (`task:<id>`, `agent:<name>`).

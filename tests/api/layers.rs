@@ -6,14 +6,15 @@ use std::path::{Path, PathBuf};
 
 /// Each layer and the modules it must not name.
 const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("app", &["api", "pages", "worker", "http", "cli"]),
-    ("api", &["pages", "worker", "cli"]),
-    ("worker", &["api", "pages", "http", "cli"]),
-    ("db", &["app", "api", "pages", "worker", "http", "git", "cli"]),
-    ("git", &["app", "api", "pages", "worker", "http", "db", "cli"]),
-    ("tmux", &["app", "api", "pages", "worker", "http", "db", "cli"]),
-    ("providers", &["app", "api", "pages", "worker", "http", "cli"]),
-    ("domain", &["app", "api", "pages", "worker", "http", "db", "git", "tmux", "cli"]),
+    ("app", &["api", "pages", "worker", "merge_queue", "http", "cli"]),
+    ("api", &["pages", "worker", "merge_queue", "cli"]),
+    ("worker", &["api", "pages", "merge_queue", "http", "cli"]),
+    ("merge_queue", &["api", "pages", "worker", "http", "cli"]),
+    ("db", &["app", "api", "pages", "worker", "merge_queue", "http", "git", "cli"]),
+    ("git", &["app", "api", "pages", "worker", "merge_queue", "http", "db", "cli"]),
+    ("tmux", &["app", "api", "pages", "worker", "merge_queue", "http", "db", "cli"]),
+    ("providers", &["app", "api", "pages", "worker", "merge_queue", "http", "cli"]),
+    ("domain", &["app", "api", "pages", "worker", "merge_queue", "http", "db", "git", "tmux", "cli"]),
 ];
 
 fn rust_files(path: &Path) -> Vec<PathBuf> {

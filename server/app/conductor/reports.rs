@@ -256,7 +256,11 @@ async fn fix_done(ctx: &Ctx, agent: &Agent, summary: &str) -> Result<ReportOutco
         crate::db::wishes::lock(&mut tx, wish.id).await?.ok_or_else(|| Error::NotFound("the wish is gone".into()))?;
     let after = match wish.status {
         WishStatus::Executing => review::fixed(&mut tx, &wish).await?,
-        // A fix for the merge queue (a conflict or a failed gate) is the queue's to take back.
+        // A fix for the merge queue (a conflict or a failed gate): the wish re-enters the queue.
+        WishStatus::Conflict | WishStatus::Failed => {
+            crate::app::merge_queue::fix_done(&mut tx, &wish, agent, summary).await?;
+            wish_by_id(&mut tx, wish.id).await?
+        }
         _ => {
             let why = format!("the wish is {}; nothing waits for this fix ({summary})", wish.status);
             return Err(Error::conflict(why, Some(wish.status.as_str())));

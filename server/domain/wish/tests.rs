@@ -6,7 +6,7 @@ use super::WishStatus as S;
 use super::*;
 use serde::de::value::{Error as DeError, StrDeserializer};
 
-const EVENTS: [WishEvent; 14] = [
+const EVENTS: [WishEvent; 16] = [
     E::Plan,
     E::Queue,
     E::Start,
@@ -16,6 +16,8 @@ const EVENTS: [WishEvent; 14] = [
     E::Merged,
     E::Conflict,
     E::MergeFailed,
+    E::Requeue,
+    E::Withdraw,
     E::Interrupt,
     E::Cancel,
     E::Resume { to: None },
@@ -30,7 +32,7 @@ fn wish(status: WishStatus) -> WishSnapshot {
 
 /// The legal status changes with full data, written out independently of `transition`.
 /// Cancel and resume are listed per status rather than derived from `is_terminal`.
-const LEGAL: [(WishStatus, WishEvent, WishStatus); 24] = [
+const LEGAL: [(WishStatus, WishEvent, WishStatus); 27] = [
     (S::Draft, E::Plan, S::Planned),
     (S::Planned, E::Queue, S::Queued),
     (S::Queued, E::Start, S::Executing),
@@ -40,6 +42,9 @@ const LEGAL: [(WishStatus, WishEvent, WishStatus); 24] = [
     (S::PendingMerge, E::Merged, S::Merged),
     (S::PendingMerge, E::Conflict, S::Conflict),
     (S::PendingMerge, E::MergeFailed, S::Failed),
+    (S::Conflict, E::Requeue, S::PendingMerge),
+    (S::Failed, E::Requeue, S::PendingMerge),
+    (S::PendingMerge, E::Withdraw, S::Completed),
     (S::Queued, E::Interrupt, S::Interrupted),
     (S::Executing, E::Interrupt, S::Interrupted),
     (S::Draft, E::Cancel, S::Cancelled),

@@ -1,0 +1,432 @@
+//! The merge queue's use cases: a wish enters it (`completed → pending_merge`, by hand or on its
+//! own when the project's queue is enabled); a person lists, retries, removes, holds and
+//! releases entries and sets the project's merge settings; the queue's loop
+//! (`crate::merge_queue`) claims an entry, records each step before it acts on git, and records
+//! how the attempt ended. What a setback leads to (a fix agent, or a person) is [`fixes`].
+//!
+//! Every change is one transaction that moves the entry and its wish together, each with a
+//! conditional update, so a second node or a retried call cannot apply anything twice.
+
+pub mod fixes;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+
+use super::wishes::{act, detail, find, start_waiting, WishDetail};
+use super::{Ctx, Error, Fields, IfMatch, Result};
+use crate::db::history;
+use crate::db::merge_queue::settings::{self, MergeSettings, OnConflict};
+use crate::db::merge_queue::{self as entries, Entry, Filter, Finish};
+use crate::db::projects::{self, Project};
+use crate::db::wishes::{self, Wish};
+use crate::domain::merge_queue::{EntryState, Setback};
+use crate::domain::wish::{WishEvent, WishStatus};
+
+pub use fixes::{ci_failed, fix_done};
+
+/// One queue: a project's entries for one target branch, in order.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Queue {
+    pub project: String,
+    pub target_branch: String,
+    pub entries: Vec<Entry>,
+}
+
+/// The most entries one listing shows.
+const LIST_LIMIT: i64 = 1000;
+
+/// The queues with their entries (completed ones included, newest attempts last), optionally of
+/// one project and target branch.
+pub async fn list(ctx: &Ctx, project: Option<&str>, target_branch: Option<&str>) -> Result<Vec<Queue>> {
+    let mut conn = ctx.db.acquire().await?;
+    let project_id = super::projects::filter_id(&mut conn, project).await?;
+    let filter = Filter { project_id, target_branch: target_branch.map(str::to_owned), ..Filter::default() };
+    let mut queues: Vec<Queue> = Vec::new();
+    for entry in entries::list(&mut conn, &filter, LIST_LIMIT).await? {
+        match queues.last_mut() {
+            Some(q) if q.project == entry.project && q.target_branch == entry.target_branch => q.entries.push(entry),
+            _ => queues.push(Queue {
+                project: entry.project.clone(),
+                target_branch: entry.target_branch.clone(),
+                entries: vec![entry],
+            }),
+        }
+    }
+    Ok(queues)
+}
+
+/// The entry of wish `slug`.
+pub async fn entry(conn: &mut PgConnection, slug: &str) -> Result<Entry> {
+    let wish = find(&mut *conn, slug).await?;
+    entries::for_wish(conn, wish.id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("wish `{slug}` is not in the merge queue")))
+}
+
+/// `completed → pending_merge`, with the wish's entry at the back of its queue, in the caller's
+/// transaction. The wish needs a branch, and the project's repository must have it.
+pub async fn enter(conn: &mut PgConnection, wish: &Wish) -> Result<(Wish, Entry)> {
+    let branch = wish.branch.clone().ok_or_else(|| {
+        Error::conflict("the wish has no branch to merge; give it one first", Some(wish.status.as_str()))
+    })?;
+    let project = project_of(&mut *conn, wish).await?;
+    let wish = act(&mut *conn, wish, WishEvent::SubmitForMerge, None).await?;
+    let entry = entries::enqueue(conn, wish.id, project.id, &project.target_branch, &branch).await?;
+    Ok((wish, entry))
+}
+
+/// `POST /wishes/{slug}/submit`: the wish enters the merge queue.
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
+pub async fn submit(ctx: &Ctx, slug: &str) -> Result<WishDetail> {
+    let mut tx = ctx.db.begin().await?;
+    let wish = find(&mut tx, slug).await?;
+    let (wish, _) = enter(&mut tx, &wish).await?;
+    let detail = detail(&mut tx, wish).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(detail)
+}
+
+/// Completed wishes of projects whose merge queue is enabled enter it, in the order they
+/// completed; a `pending_merge` wish without a waiting entry (resumed from `conflict` by hand)
+/// gets it back; how many entered.
+pub async fn enter_completed(ctx: &Ctx) -> Result<usize> {
+    let waiting = {
+        let mut conn = ctx.db.acquire().await?;
+        entries::completed_to_enter(&mut conn, 500).await?
+    };
+    let mut entered = 0;
+    for id in waiting {
+        let mut tx = ctx.db.begin().await?;
+        // Locked and checked again: a person may have changed it since.
+        let Some(wish) = wishes::lock(&mut tx, id).await? else { continue };
+        if wish.status != WishStatus::Completed || wish.held {
+            continue;
+        }
+        match enter(&mut tx, &wish).await {
+            Ok(_) => {
+                ctx.feed.commit(tx).await?;
+                entered += 1;
+            }
+            Err(Error::Conflict { detail, .. }) => tracing::debug!(wish = %wish.slug, %detail, "not entered"),
+            Err(e) => return Err(e),
+        }
+    }
+    for id in {
+        let mut conn = ctx.db.acquire().await?;
+        entries::pending_without_entry(&mut conn, 500).await?
+    } {
+        let mut tx = ctx.db.begin().await?;
+        let Some(wish) = wishes::lock(&mut tx, id).await? else { continue };
+        let (Some(branch), WishStatus::PendingMerge) = (wish.branch.clone(), wish.status) else { continue };
+        let project = project_of(&mut tx, &wish).await?;
+        entries::enqueue(&mut tx, wish.id, project.id, &project.target_branch, &branch).await?;
+        ctx.feed.commit(tx).await?;
+        entered += 1;
+    }
+    Ok(entered)
+}
+
+async fn project_of(conn: &mut PgConnection, wish: &Wish) -> Result<Project> {
+    project_by_id(conn, wish.project_id).await
+}
+
+pub(crate) async fn project_by_id(conn: &mut PgConnection, id: uuid::Uuid) -> Result<Project> {
+    let slug = entries::project_slug(&mut *conn, id).await?;
+    let project = match slug {
+        Some(slug) => projects::find(conn, &slug, false).await?,
+        None => None,
+    };
+    project.ok_or_else(|| Error::NotFound(format!("no project {id}")))
+}
+
+/// A failed or conflicting entry goes back to `pending` in its place, its wish to `pending_merge`.
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
+pub async fn retry(ctx: &Ctx, slug: &str, by: &str, summary: Option<&str>) -> Result<Entry> {
+    let mut tx = ctx.db.begin().await?;
+    let entry = requeue(&mut tx, slug, by, summary).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(entry)
+}
+
+/// [`retry`] in the caller's transaction.
+pub(crate) async fn requeue(conn: &mut PgConnection, slug: &str, by: &str, summary: Option<&str>) -> Result<Entry> {
+    let wish = find(&mut *conn, slug).await?;
+    let entry = entry(&mut *conn, slug).await?;
+    if !matches!(entry.state, EntryState::Failed | EntryState::Conflict) {
+        return Err(Error::conflict(
+            format!("only a failed or conflicting entry is retried; this one is {}", entry.state),
+            Some(entry.state.as_str()),
+        ));
+    }
+    if wish.assignee.is_some() {
+        // Whoever was asked to act (a person, after a fix agent gave up) has: the queue takes over.
+        crate::db::conductor::set_wish_assignee(&mut *conn, wish.id, None, None).await?;
+    }
+    if matches!(wish.status, WishStatus::Failed | WishStatus::Conflict) {
+        act(&mut *conn, &wish, WishEvent::Requeue, None).await?;
+    } else if wish.status != WishStatus::PendingMerge {
+        return Err(Error::conflict(
+            format!("wish `{slug}` is {} now; resume it first", wish.status),
+            Some(wish.status.as_str()),
+        ));
+    }
+    entries::retry(conn, &entry, by, summary).await?.ok_or_else(|| changed(&entry))
+}
+
+fn changed(entry: &Entry) -> Error {
+    Error::conflict(format!("the entry of `{}` changed meanwhile; try again", entry.wish), Some(entry.state.as_str()))
+}
+
+/// Removes the entry (not while it is processing); a wish still `pending_merge` goes back to
+/// `completed` and does not re-enter on its own until submitted again.
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
+pub async fn remove(ctx: &Ctx, slug: &str) -> Result<()> {
+    let mut tx = ctx.db.begin().await?;
+    let entry = entry(&mut tx, slug).await?;
+    if !crate::domain::merge_queue::removable(entry.state) {
+        return Err(Error::conflict(
+            format!("an entry that is {} cannot be removed", entry.state),
+            Some(entry.state.as_str()),
+        ));
+    }
+    let wish = find(&mut tx, slug).await?;
+    if wish.status == WishStatus::PendingMerge {
+        // Held wishes stay where they are: release first.
+        let wish = act(&mut tx, &wish, WishEvent::Withdraw, None).await?;
+        // Keep a withdrawn wish from re-entering on the next pass: it waits, held, for a person.
+        act(&mut tx, &wish, WishEvent::Hold, None).await?;
+    }
+    if !entries::delete(&mut tx, &entry).await? {
+        return Err(changed(&entry));
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(())
+}
+
+/// Holds (`true`) or releases an entry.
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
+pub async fn hold(ctx: &Ctx, slug: &str, held: bool) -> Result<Entry> {
+    let mut tx = ctx.db.begin().await?;
+    let entry = entry(&mut tx, slug).await?;
+    if entry.held == held {
+        let now = if held { "already held" } else { "not held" };
+        return Err(Error::conflict(format!("the entry is {now}"), Some(entry.state.as_str())));
+    }
+    let entry = entries::set_held(&mut tx, &entry, held).await?.ok_or_else(|| changed(&entry))?;
+    ctx.feed.commit(tx).await?;
+    Ok(entry)
+}
+
+/// What a person may set of a project's merge settings.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"merge_check": "./ci/test.sh", "gate_timeout_secs": 600, "fix_cap": 2,
+    "on_conflict": "agent", "keep_branches": false}))]
+pub struct SettingsInput {
+    /// The gate: run with `sh -c` in a scratch clone of the merge; empty or null for none.
+    pub merge_check: Option<String>,
+    pub gate_timeout_secs: Option<i32>,
+    pub fix_cap: Option<i32>,
+    pub on_conflict: Option<OnConflict>,
+    pub keep_branches: Option<bool>,
+}
+
+pub async fn settings_of(ctx: &Ctx, project: &str) -> Result<MergeSettings> {
+    let mut conn = ctx.db.acquire().await?;
+    let id = project_id(&mut conn, project).await?;
+    Ok(settings::get(&mut conn, id).await?)
+}
+
+async fn project_id(conn: &mut PgConnection, slug: &str) -> Result<uuid::Uuid> {
+    projects::id_by_slug(conn, slug).await?.ok_or_else(|| Error::NotFound(format!("no project `{slug}`")))
+}
+
+/// Replaces a project's merge settings (fields left out keep their defaults), if `If-Match`
+/// still matches their version.
+#[tracing::instrument(skip_all, fields(project = ?project), err(level = "debug"))]
+pub async fn put_settings(ctx: &Ctx, project: &str, input: SettingsInput, if_match: &IfMatch) -> Result<MergeSettings> {
+    let defaults = MergeSettings::default();
+    let merge_check = input.merge_check.map(|c| c.trim().to_owned()).filter(|c| !c.is_empty());
+    let mut errors = Fields::default();
+    errors.max_len_opt("merge_check", merge_check.as_deref(), 4000);
+    if let Some(check) = &merge_check {
+        errors.check(
+            "merge_check",
+            crate::domain::typed::check(check).is_ok(),
+            "must be text without control characters but tab and newline",
+        );
+    }
+    let timeout = input.gate_timeout_secs.unwrap_or(defaults.gate_timeout_secs);
+    errors.check("gate_timeout_secs", (1..=86_400).contains(&timeout), "must be 1 to 86400 seconds");
+    let fix_cap = input.fix_cap.unwrap_or(defaults.fix_cap);
+    errors.check("fix_cap", (0..=20).contains(&fix_cap), "must be 0 to 20");
+    errors.finish()?;
+    let new = MergeSettings {
+        merge_check,
+        gate_timeout_secs: timeout,
+        fix_cap,
+        on_conflict: input.on_conflict.unwrap_or(defaults.on_conflict),
+        keep_branches: input.keep_branches.unwrap_or(defaults.keep_branches),
+        ..defaults
+    };
+    let mut tx = ctx.db.begin().await?;
+    let id = project_id(&mut tx, project).await?;
+    let current = settings::get(&mut tx, id).await?;
+    if_match.check("the merge settings", current.version)?;
+    let written = settings::put(&mut tx, id, project, &new, Some(current.version))
+        .await?
+        .ok_or_else(|| Error::Stale("the merge settings changed meanwhile; read them again".into()))?;
+    ctx.feed.commit(tx).await?;
+    Ok(written)
+}
+
+// The loop's steps.
+
+/// A queue with work: its project, target branch and settings, and its open entries in order.
+pub struct OpenQueue {
+    pub project: Project,
+    pub target_branch: String,
+    pub settings: MergeSettings,
+    pub entries: Vec<Entry>,
+    /// The entries' wishes (matched by id).
+    pub wishes: Vec<Wish>,
+}
+
+/// The queues with pending or processing entries.
+pub async fn open_queues(ctx: &Ctx) -> Result<Vec<OpenQueue>> {
+    let mut conn = ctx.db.acquire().await?;
+    let mut queues = Vec::new();
+    for (project_id, target_branch) in entries::open_queues(&mut conn).await? {
+        let project = project_by_id(&mut conn, project_id).await?;
+        let settings = settings::get(&mut conn, project_id).await?;
+        let filter = Filter {
+            project_id: Some(project_id),
+            target_branch: Some(target_branch.clone()),
+            open_only: true,
+            ..Filter::default()
+        };
+        let open = entries::list(&mut conn, &filter, LIST_LIMIT).await?;
+        let ids: Vec<String> = open.iter().map(|e| e.wish.clone()).collect();
+        let mut wishes = Vec::with_capacity(ids.len());
+        for slug in &ids {
+            wishes.extend(wishes::get(&mut conn, slug).await?);
+        }
+        queues.push(OpenQueue { project, target_branch, settings, entries: open, wishes });
+    }
+    Ok(queues)
+}
+
+/// Records a pending entry's prediction and the entry ahead it waits for, if any.
+pub async fn record_prediction(
+    ctx: &Ctx,
+    entry: &Entry,
+    prediction: &serde_json::Value,
+    held_for: Option<&str>,
+) -> Result<()> {
+    let mut tx = ctx.db.begin().await?;
+    entries::set_prediction(&mut tx, entry, prediction, held_for).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(())
+}
+
+/// A pending entry whose wish left `pending_merge` some other way (cancelled, resumed
+/// elsewhere): it leaves the queue.
+pub async fn drop_orphan(ctx: &Ctx, entry: &Entry) -> Result<()> {
+    let mut tx = ctx.db.begin().await?;
+    entries::delete(&mut tx, entry).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(())
+}
+
+/// Claims the entry for this process (`pending → processing`); `None` if another got there first.
+pub async fn claim(ctx: &Ctx, entry: &Entry, run: DateTime<Utc>, lease: std::time::Duration) -> Result<Option<Entry>> {
+    let mut tx = ctx.db.begin().await?;
+    let wish = wishes::lock(&mut tx, entry.wish_id).await?;
+    if wish.as_ref().is_none_or(|w| w.status != WishStatus::PendingMerge || w.held) {
+        return Ok(None);
+    }
+    let claimed = entries::claim(&mut tx, entry, &ctx.node.node_id, run, lease).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(claimed)
+}
+
+/// Records the attempt's commits before git acts on them; `None` when the claim is void.
+pub async fn record_commits(
+    ctx: &Ctx,
+    entry: &Entry,
+    base: &str,
+    wish: &str,
+    merge: Option<&str>,
+    gate_log: Option<&str>,
+) -> Result<Option<Entry>> {
+    let mut conn = ctx.db.acquire().await?;
+    Ok(entries::record_commits(&mut conn, entry, base, wish, merge, gate_log).await?)
+}
+
+pub async fn renew_lease(ctx: &Ctx, entry: &Entry, lease: std::time::Duration) -> Result<bool> {
+    let (Some(run), mut conn) = (entry.claimed_run, ctx.db.acquire().await?) else { return Ok(false) };
+    Ok(entries::renew_lease(&mut conn, entry.id, run, lease).await?)
+}
+
+/// The target branch moved to the entry's merge commit: entry `completed`, wish `merged`, its
+/// workers' history rows `merged`, wishes waiting for it started.
+#[tracing::instrument(skip_all, fields(wish = %entry.wish), err(level = "debug"))]
+pub async fn merged(ctx: &Ctx, entry: &Entry) -> Result<Entry> {
+    let mut tx = ctx.db.begin().await?;
+    let done = entries::finish(&mut tx, entry, EntryState::Completed, &Finish::default())
+        .await?
+        .ok_or_else(|| changed(entry))?;
+    let wish = wishes::lock(&mut tx, entry.wish_id).await?.ok_or_else(|| Error::NotFound("no wish".into()))?;
+    let reason = entry.merge_commit.as_deref().map(|c| format!("merge commit {c}"));
+    let wish = act(&mut tx, &wish, WishEvent::Merged, reason.as_deref()).await?;
+    history::mark_merged(&mut tx, wish.id).await?;
+    start_waiting(&mut tx, &wish).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(done)
+}
+
+/// The attempt did not merge: entry `conflict` or `failed`, its wish likewise, and the handoff
+/// to a fix agent or a person — one transaction.
+#[tracing::instrument(skip_all, fields(wish = %entry.wish), err(level = "debug"))]
+pub async fn setback(
+    ctx: &Ctx,
+    entry: &Entry,
+    setback: Setback,
+    reason: &str,
+    files: &[String],
+    gate_log: Option<&str>,
+) -> Result<Entry> {
+    let (to, event) = match setback {
+        Setback::Conflict => (EntryState::Conflict, WishEvent::Conflict),
+        Setback::GateFailed | Setback::Refused => (EntryState::Failed, WishEvent::MergeFailed),
+    };
+    let mut tx = ctx.db.begin().await?;
+    let how = Finish { failure_reason: Some(reason), conflict_files: files, gate_log };
+    let ended = entries::finish(&mut tx, entry, to, &how).await?.ok_or_else(|| changed(entry))?;
+    let wish = wishes::lock(&mut tx, entry.wish_id).await?.ok_or_else(|| Error::NotFound("no wish".into()))?;
+    let wish = act(&mut tx, &wish, event, Some(reason)).await?;
+    let ended = fixes::hand_off(&mut tx, ended, &wish, setback).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(ended)
+}
+
+/// A void claim goes back to `pending` (git said the target branch did not take its merge).
+pub async fn recover(ctx: &Ctx, entry: &Entry) -> Result<()> {
+    let mut tx = ctx.db.begin().await?;
+    entries::finish(&mut tx, entry, EntryState::Pending, &Finish::default()).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(())
+}
+
+/// Entries processing under a void claim (see [`entries::void_claims`]).
+pub async fn void_claims(ctx: &Ctx, run: DateTime<Utc>) -> Result<Vec<Entry>> {
+    let mut conn = ctx.db.acquire().await?;
+    Ok(entries::void_claims(&mut conn, &ctx.node.node_id, run).await?)
+}
+
+/// The project an entry belongs to.
+pub async fn project_of_entry(ctx: &Ctx, entry: &Entry) -> Result<Project> {
+    let mut conn = ctx.db.acquire().await?;
+    project_by_id(&mut conn, entry.project_id).await
+}

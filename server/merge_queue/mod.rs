@@ -1,0 +1,281 @@
+//! The merge queue's loop, one per `serve`/`worker` process; any number of nodes may run it. Each
+//! [`MergeQueue::tick`]:
+//! 1. lets completed wishes of projects with the queue enabled enter it;
+//! 2. settles claims left by a process that died: git says whether the target branch took the
+//!    entry's merge commit (then it is completed) or not (then it waits again) — never twice;
+//! 3. for each queue (project, target branch) with nothing processing: predicts every pending
+//!    entry against the target branch and the entries ahead of it ([`predict`]; one `git
+//!    merge-tree` per pair of commits, cached), so an entry that would conflict with one ahead
+//!    waits for it; then claims the first entry free to go and processes it.
+//!
+//! Processing, with every step recorded in PostgreSQL before git acts on it: the merge is made in
+//! memory in the project's repository ([`crate::git::merge::merge`], `--no-ff`, two parents, the
+//! message naming the wish); the gate runs in a scratch clone checked out at it ([`gate`]); the
+//! merge commit is recorded; only then does the target branch move, by compare-and-swap from the
+//! commit the merge was made on. The user's working trees are never touched: a target branch
+//! checked out under a working tree is not moved at all — the entry fails with that reason and a
+//! person decides (check out another branch, or use a bare repository, then retry the entry).
+
+pub mod gate;
+pub mod predict;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use crate::app::merge_queue::{self as use_cases, OpenQueue};
+use crate::app::Ctx;
+use crate::db::merge_queue::settings::MergeSettings;
+use crate::db::merge_queue::Entry;
+use crate::domain::merge_queue::{EntryState, Setback};
+use crate::git::merge::{self as git, Merged};
+
+/// How long a claim lasts without renewal; renewed every [`RENEW`] while the gate runs.
+const LEASE: Duration = Duration::from_secs(60);
+const RENEW: Duration = Duration::from_secs(10);
+/// The longest rest between passes when nothing wakes the loop.
+const POLL: Duration = Duration::from_secs(2);
+/// The shortest time between two passes: commits of our own wake the loop too.
+const GAP: Duration = Duration::from_millis(50);
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tick {
+    /// Wishes that entered a queue.
+    pub entered: usize,
+    /// Void claims settled: `(wish, state now)`.
+    pub recovered: Vec<(String, EntryState)>,
+    /// Trial merges run (cache misses) and answered from the cache.
+    pub trial_merges: usize,
+    pub cached: usize,
+    /// Entries processed: `(wish, how it ended)`.
+    pub processed: Vec<(String, EntryState)>,
+}
+
+pub struct MergeQueue {
+    ctx: Ctx,
+    /// This process's run: claims it makes carry it, and a claim of this node with another run
+    /// was made by a process that is gone.
+    run: DateTime<Utc>,
+    cache: predict::Cache,
+}
+
+impl MergeQueue {
+    pub fn new(ctx: Ctx) -> MergeQueue {
+        MergeQueue { ctx, run: Utc::now(), cache: predict::Cache::default() }
+    }
+
+    /// Passes until `shutdown`: after each, waits for a commit anywhere (the feed) or [`POLL`].
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut wake = self.ctx.feed.subscribe();
+        loop {
+            if let Err(e) = self.tick().await {
+                tracing::warn!(error = %e, "merge queue pass");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(POLL) => {}
+                _ = wake.changed() => {}
+            }
+            tokio::time::sleep(GAP).await;
+        }
+        tracing::info!("merge queue stopped");
+    }
+
+    pub async fn tick(&self) -> crate::app::Result<Tick> {
+        let mut tick = Tick { entered: use_cases::enter_completed(&self.ctx).await?, ..Tick::default() };
+        for entry in use_cases::void_claims(&self.ctx, self.run).await? {
+            let state = self.settle(&entry).await?;
+            tick.recovered.push((entry.wish.clone(), state));
+        }
+        for queue in use_cases::open_queues(&self.ctx).await? {
+            if queue.entries.iter().any(|e| e.state == EntryState::Processing) {
+                continue; // another process has this queue's one entry
+            }
+            if let Some(done) = self.next_in(&queue, &mut tick).await? {
+                tick.processed.push(done);
+            }
+        }
+        Ok(tick)
+    }
+
+    /// Predicts the queue's pending entries, then processes the first one free to go.
+    async fn next_in(&self, queue: &OpenQueue, tick: &mut Tick) -> crate::app::Result<Option<(String, EntryState)>> {
+        let repo = PathBuf::from(&queue.project.repo_path);
+        let heads = git::branch_heads(&repo).await?;
+        let wishes: HashMap<_, _> = queue.wishes.iter().map(|w| (w.id, w)).collect();
+        let mut live = Vec::new();
+        for entry in &queue.entries {
+            match wishes.get(&entry.wish_id) {
+                Some(w) if w.status == crate::domain::wish::WishStatus::PendingMerge => live.push((entry, w.held)),
+                _ => use_cases::drop_orphan(&self.ctx, entry).await?,
+            }
+        }
+        let target = heads.get(&queue.target_branch).cloned();
+        let mut next = None;
+        let mut ahead: Vec<(&Entry, Option<String>)> = Vec::new();
+        for (entry, wish_held) in live {
+            let head = heads.get(&entry.wish_branch).cloned();
+            let p = predict::entry(&self.cache, &repo, target.as_deref(), head.as_deref(), &ahead).await;
+            tick.trial_merges += p.trial_merges;
+            tick.cached += p.cached;
+            if entry.prediction.as_ref() != Some(&p.document) || entry.held_for != p.held_for {
+                use_cases::record_prediction(&self.ctx, entry, &p.document, p.held_for.as_deref()).await?;
+            }
+            if next.is_none() && !entry.held && !wish_held && p.held_for.is_none() {
+                next = Some(entry);
+            }
+            ahead.push((entry, head));
+        }
+        let Some(entry) = next else { return Ok(None) };
+        let Some(claimed) = use_cases::claim(&self.ctx, entry, self.run, LEASE).await? else { return Ok(None) };
+        let state = self.process(&queue.project.slug, &repo, &queue.settings, &claimed).await?;
+        Ok(Some((claimed.wish.clone(), state)))
+    }
+
+    /// One attempt at merging a claimed entry; its state when it ended.
+    async fn process(
+        &self,
+        project: &str,
+        repo: &Path,
+        settings: &MergeSettings,
+        entry: &Entry,
+    ) -> crate::app::Result<EntryState> {
+        let target = &entry.target_branch;
+        let refused = |why: String| (Setback::Refused, why, Vec::new(), None);
+        let (Some(base), Some(wish)) = (
+            git::resolve(repo, &format!("refs/heads/{target}")).await?,
+            git::resolve(repo, &format!("refs/heads/{}", entry.wish_branch)).await?,
+        ) else {
+            let why = format!("`{target}` or `{}` is not a branch of the project's repository", entry.wish_branch);
+            return self.setback(entry, refused(why)).await;
+        };
+        let Some(entry) = use_cases::record_commits(&self.ctx, entry, &base, &wish, None, None).await? else {
+            return Ok(EntryState::Processing); // the claim is void: whoever settles it decides
+        };
+        if git::is_ancestor(repo, &wish, &base).await? {
+            // Already in the target (merged by someone else, or by us before a crash): nothing to merge.
+            return Ok(use_cases::merged(&self.ctx, &entry).await?.state);
+        }
+        if let Some(at) = git::checked_out_at(repo, target).await? {
+            return self.setback(&entry, refused(checked_out(target, &at))).await;
+        }
+        let wish_row = entry.wish.clone();
+        let message = format!(
+            "Merge wish `{wish_row}`: {}\n\nMerged by the Switchyard merge queue from branch `{}`.",
+            entry.title, entry.wish_branch
+        );
+        let merge = match git::merge(repo, &base, &wish, &message).await? {
+            Merged::Conflicts(files) => {
+                let why = format!("merging `{}` into `{target}` conflicts in {}", entry.wish_branch, files.join(", "));
+                return self.setback(&entry, (Setback::Conflict, why, files, None)).await;
+            }
+            Merged::Commit(merge) => merge,
+        };
+        let mut log = None;
+        if let Some(check) = &settings.merge_check {
+            let scratch = self.ctx.data_dir.join("merge-queue").join(project).join(target.replace('/', "+"));
+            git::checkout_scratch(repo, &scratch, &merge).await?;
+            let timeout = Duration::from_secs(settings.gate_timeout_secs as u64);
+            let ctx = &self.ctx;
+            let claim = &entry;
+            let run = gate::run(&scratch, check, timeout, RENEW, || async move {
+                if let Err(e) = use_cases::renew_lease(ctx, claim, LEASE).await {
+                    tracing::warn!(error = %e, "renewing the merge claim");
+                }
+            })
+            .await;
+            if !run.passed {
+                let why = format!("the gate `{check}` failed ({})", run.outcome);
+                return self.setback(&entry, (Setback::GateFailed, why, Vec::new(), Some(run.log))).await;
+            }
+            log = Some(run.log);
+        }
+        let Some(entry) =
+            use_cases::record_commits(&self.ctx, &entry, &base, &wish, Some(&merge), log.as_deref()).await?
+        else {
+            return Ok(EntryState::Processing);
+        };
+        self.apply(repo, &entry, &merge, &base).await
+    }
+
+    /// Moves the target branch from `base` to the recorded merge commit; completes the entry.
+    async fn apply(&self, repo: &Path, entry: &Entry, merge: &str, base: &str) -> crate::app::Result<EntryState> {
+        let target = &entry.target_branch;
+        if let Some(at) = git::checked_out_at(repo, target).await? {
+            return self.setback(entry, (Setback::Refused, checked_out(target, &at), Vec::new(), None)).await;
+        }
+        let reason = format!("switchyard merge queue: wish {}", entry.wish);
+        if !git::move_branch(repo, target, merge, base, &reason).await? {
+            // Someone moved the target meanwhile: try again from its new commit.
+            use_cases::recover(&self.ctx, entry).await?;
+            return Ok(EntryState::Pending);
+        }
+        let done = use_cases::merged(&self.ctx, entry).await?;
+        self.clean_up(repo, entry).await;
+        Ok(done.state)
+    }
+
+    /// Deletes the merged wish branch and its group branches, unless the project keeps them or a
+    /// working tree has one checked out (or it moved since: new work is kept).
+    async fn clean_up(&self, repo: &Path, entry: &Entry) {
+        let keep = {
+            let Ok(mut conn) = self.ctx.db.acquire().await else { return };
+            crate::db::merge_queue::settings::get(&mut conn, entry.project_id)
+                .await
+                .map(|s| s.keep_branches)
+                .unwrap_or(true)
+        };
+        if keep {
+            return;
+        }
+        let mut branches = git::branches_under(repo, &format!("group/{}/", entry.wish)).await.unwrap_or_default();
+        if let Some(wish) = &entry.wish_commit {
+            branches.push((entry.wish_branch.clone(), wish.clone()));
+        }
+        for (branch, at) in branches {
+            if matches!(git::checked_out_at(repo, &branch).await, Ok(None)) {
+                if let Err(e) = git::delete_branch(repo, &branch, &at).await {
+                    tracing::debug!(%branch, error = %e, "keeping a merged branch");
+                }
+            }
+        }
+    }
+
+    async fn setback(
+        &self,
+        entry: &Entry,
+        (setback, why, files, log): (Setback, String, Vec<String>, Option<String>),
+    ) -> crate::app::Result<EntryState> {
+        Ok(use_cases::setback(&self.ctx, entry, setback, &why, &files, log.as_deref()).await?.state)
+    }
+
+    /// A claim whose process is gone: completed if the target branch has its merge (or the CAS it
+    /// was about to make still applies: the gate passed on that very base), else pending again.
+    async fn settle(&self, entry: &Entry) -> crate::app::Result<EntryState> {
+        let project = use_cases::project_of_entry(&self.ctx, entry).await?;
+        let repo = PathBuf::from(&project.repo_path);
+        let head = git::resolve(&repo, &format!("refs/heads/{}", entry.target_branch)).await?;
+        if let (Some(merge), Some(base), Some(head)) = (&entry.merge_commit, &entry.base_commit, &head) {
+            if git::is_ancestor(&repo, merge, head).await? {
+                return Ok(use_cases::merged(&self.ctx, entry).await?.state);
+            }
+            if head == base {
+                return self.apply(&repo, entry, merge, base).await;
+            }
+        }
+        use_cases::recover(&self.ctx, entry).await?;
+        Ok(EntryState::Pending)
+    }
+}
+
+fn checked_out(target: &str, at: &Path) -> String {
+    format!(
+        "`{target}` is checked out in {}: the merge queue never moves a branch under a working tree. \
+         Check out another branch there (or use a bare repository), then retry this entry.",
+        at.display()
+    )
+}

@@ -1,0 +1,102 @@
+//! Conflict prediction that acts: an entry is trial-merged (`git merge-tree`, in memory) with the
+//! target branch and with each entry ahead of it; the first entry ahead it would conflict with is
+//! what it waits for (`held_for`). Each answer is cached by the two commit ids, so a pass costs one
+//! trial merge per pair that changed: a new entry behind N others costs N + 1, not a re-run of all.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+
+use crate::db::merge_queue::Entry;
+use crate::domain::merge_queue::{held_for, Predicted};
+use crate::git::conflicts::{trial_merge_commits, Outcome};
+
+/// Answers kept; past this the cache starts afresh (the commits in flight are re-asked once).
+const CAPACITY: usize = 100_000;
+
+/// Trial merges by their (ordered) pair of commit ids.
+#[derive(Default)]
+pub struct Cache(Mutex<HashMap<(String, String), Predicted>>);
+
+impl Cache {
+    /// The prediction for commits `a` and `b`, and whether git had to be asked.
+    pub async fn trial(&self, repo: &Path, a: &str, b: &str) -> (Predicted, bool) {
+        let key = if a <= b { (a.to_owned(), b.to_owned()) } else { (b.to_owned(), a.to_owned()) };
+        if let Some(hit) = self.0.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return (hit, false);
+        }
+        let predicted = match trial_merge_commits(repo, a, b).await {
+            Outcome::Clean => Predicted::Clean,
+            Outcome::Conflicts(files) => Predicted::Conflict { files },
+            Outcome::Missing(what) => Predicted::Unknown { why: format!("`{what}` is missing") },
+            // Not cached: git may answer next time.
+            Outcome::Unknown(why) => return (Predicted::Unknown { why }, true),
+        };
+        if let Ok(mut cache) = self.0.lock() {
+            if cache.len() >= CAPACITY {
+                cache.clear();
+            }
+            cache.insert(key, predicted.clone());
+        }
+        (predicted, true)
+    }
+}
+
+/// An entry's prediction, as stored on it.
+pub struct EntryPrediction {
+    pub document: Value,
+    pub held_for: Option<String>,
+    pub trial_merges: usize,
+    pub cached: usize,
+}
+
+/// Predicts the entry whose branch is at `head` against the target branch (at `target`) and each
+/// entry ahead (with its branch's commit).
+pub async fn entry(
+    cache: &Cache,
+    repo: &Path,
+    target: Option<&str>,
+    head: Option<&str>,
+    ahead: &[(&Entry, Option<String>)],
+) -> EntryPrediction {
+    let (mut trial_merges, mut cached) = (0, 0);
+    let Some(head) = head else {
+        let missing = Predicted::Unknown { why: "the wish branch is missing".into() };
+        return EntryPrediction { document: json!({"target": missing}), held_for: None, trial_merges, cached };
+    };
+    let mut count = |asked: bool| if asked { trial_merges += 1 } else { cached += 1 };
+    let against_target = match target {
+        Some(target) => {
+            let (p, asked) = cache.trial(repo, target, head).await;
+            count(asked);
+            p
+        }
+        None => Predicted::Unknown { why: "the target branch is missing".into() },
+    };
+    let mut answers = Vec::with_capacity(ahead.len());
+    for (other, other_head) in ahead {
+        let p = match other_head {
+            Some(other_head) => {
+                let (p, asked) = cache.trial(repo, other_head, head).await;
+                count(asked);
+                p
+            }
+            None => Predicted::Unknown { why: "its branch is missing".into() },
+        };
+        answers.push((other.wish.as_str(), p));
+    }
+    let waits_for = held_for(answers.iter().map(|(slug, p)| (*slug, p))).map(str::to_owned);
+    let conflicts: Vec<Value> = answers
+        .iter()
+        .filter_map(|(slug, p)| match p {
+            Predicted::Conflict { files } => Some(json!({"wish": slug, "files": files})),
+            _ => None,
+        })
+        .collect();
+    let clean = answers.iter().filter(|(_, p)| *p == Predicted::Clean).count();
+    let document = json!({"target": against_target, "conflicts_ahead": conflicts, "clean_ahead": clean,
+        "wish_commit": head, "target_commit": target});
+    EntryPrediction { document, held_for: waits_for, trial_merges, cached }
+}
