@@ -24,6 +24,7 @@ pub mod projects;
 pub mod query;
 pub mod rate_limit;
 pub mod task_actions;
+pub mod task_dependencies;
 pub mod tasks;
 pub mod team_chat;
 pub mod teams;

@@ -16,7 +16,10 @@ mod login;
 mod messages;
 mod overview;
 mod paging;
+mod projects;
 mod session;
+mod tasks;
+mod team_actions;
 mod teams;
 mod view;
 mod webhooks;
@@ -57,10 +60,13 @@ pub fn router(state: AppState) -> Router<AppState> {
     let pages = Router::new()
         .merge(overview::router())
         .merge(boards::router())
+        .merge(tasks::router())
+        .merge(projects::router())
         .merge(wishes::router())
         .merge(wish_form::router())
         .merge(agents::router())
         .merge(teams::router())
+        .merge(team_actions::router())
         .merge(messages::router())
         .merge(webhooks::router())
         .merge(events::router())

@@ -1,5 +1,6 @@
 mod agent_clones;
 mod agent_hooks;
+mod agent_states;
 mod agents;
 mod auth;
 mod binary;
@@ -26,6 +27,7 @@ mod problems;
 mod projects;
 mod rate_limit;
 mod receiver;
+mod task_dependencies;
 mod task_flow;
 mod tasks;
 mod teams;

@@ -152,15 +152,17 @@ async fn conditional_update(
 ) -> Result<Option<Agent>, sqlx::Error> {
     let resuming = to == AgentState::Spawning;
     let failing = to == AgentState::Error;
+    // A suspended agent's pane is gone: its pane id and pid would name a dead process, or
+    // another agent's once tmux reuses them. (Its window is kept: closing it reads that.)
     let suspending = to == AgentState::Suspended;
     let updated = sqlx::query_scalar!(
         r#"UPDATE agents SET state = $3, version = version + 1, updated_at = now(),
              failure_reason = CASE WHEN $4 THEN COALESCE($5, failure_reason) ELSE failure_reason END,
              suspended_until = CASE WHEN $6 THEN $7::timestamptz ELSE NULL END,
              node_id = CASE WHEN $8 THEN NULL ELSE node_id END,
-             tmux_pane = CASE WHEN $8 THEN NULL ELSE tmux_pane END,
+             tmux_pane = CASE WHEN $8 OR $6 THEN NULL ELSE tmux_pane END,
              tmux_window = CASE WHEN $8 THEN NULL ELSE tmux_window END,
-             pid = CASE WHEN $8 THEN NULL ELSE pid END,
+             pid = CASE WHEN $8 OR $6 THEN NULL ELSE pid END,
              nudge_count = CASE WHEN $8 THEN 0 ELSE nudge_count END
          WHERE id = $1 AND state = $2
          RETURNING to_jsonb(agents) AS "agent!: sqlx::types::Json<super::row::AgentRow>""#,
