@@ -249,3 +249,17 @@ pub async fn history(conn: &mut PgConnection, subject: &str, limit: i64) -> Resu
     .fetch_all(conn)
     .await
 }
+
+/// The newest event of one type about one subject (an agent's last state change).
+pub async fn latest(conn: &mut PgConnection, subject: &str, event_type: &str) -> Result<Option<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at
+           FROM events e WHERE e.subject = $1 AND e.type = $2
+           ORDER BY e.id DESC LIMIT 1"#,
+        subject,
+        event_type
+    )
+    .fetch_optional(conn)
+    .await
+}

@@ -135,6 +135,8 @@ struct DetailPage {
     asking: bool,
     live: bool,
     resumable: bool,
+    /// Why it is in its state, in a sentence.
+    why: String,
 }
 
 /// The agent's own events shown on its page.
@@ -166,8 +168,10 @@ async fn detail(
         Err(app::Error::Conflict { detail, .. }) => PaneView { text: None, unavailable: Some(detail), options: vec![] },
         Err(other) => return Err(other.into()),
     };
+    let why = crate::app::agent_states::explain(&state.app, &name).await?.summary;
     let page = DetailPage {
         chrome,
+        why,
         history,
         history_url: format!("/agents/{}?block=history", agent.name),
         row: AgentRow::new(&agent, now),

@@ -26,6 +26,9 @@ pub struct Cause {
     pub detail: Option<String>,
     /// For a usage limit: when the worker may resume the agent.
     pub suspended_until: Option<DateTime<Utc>>,
+    /// The signal itself, when its source has names for them: the hook's event (`Stop`), so the
+    /// state can be explained later.
+    pub signal: Option<String>,
 }
 
 impl Cause {
@@ -88,7 +91,8 @@ pub async fn apply(
         };
         let from = current.state;
         let name = subject(&current.name);
-        let payload = json!({"from": from, "to": to, "source": cause.source, "detail": cause.detail});
+        let payload =
+            json!({"from": from, "to": to, "source": cause.source, "signal": cause.signal, "detail": cause.detail});
         events::record(&mut *conn, "agent.state_changed", &name, payload).await?;
         if matches!(to, AgentState::Done | AgentState::Error | AgentState::Suspended) {
             let payload = json!({"state": to, "source": cause.source, "reason": cause.detail,

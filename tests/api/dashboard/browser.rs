@@ -23,7 +23,7 @@ use crate::helpers::{eventually, spawn_app_with_worker_and_providers, TestApp};
 
 /// chromedriver and the Chromium it starts, in a process group of their own: all of them are
 /// stopped when the test ends, however it ends.
-struct Driver(Child);
+pub(super) struct Driver(Child);
 
 impl Drop for Driver {
     fn drop(&mut self) {
@@ -40,7 +40,7 @@ fn on_path(names: &[&str]) -> Option<PathBuf> {
 
 /// Starts chromedriver on a free port and opens a headless Chromium session; `None` (with a
 /// message) when either is not installed.
-async fn browser() -> Option<(Client, Driver)> {
+pub(super) async fn browser() -> Option<(Client, Driver)> {
     let (Some(chromium), Some(chromedriver)) =
         (on_path(&["chromium", "chromium-browser", "google-chrome"]), on_path(&["chromedriver"]))
     else {
@@ -89,7 +89,7 @@ fn screenshots() -> PathBuf {
     dir
 }
 
-async fn screenshot(client: &Client, name: &str) {
+pub(super) async fn screenshot(client: &Client, name: &str) {
     let png = client.screenshot().await.expect("screenshot");
     std::fs::write(screenshots().join(format!("{name}.png")), png).expect("write screenshot");
 }
