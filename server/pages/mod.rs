@@ -14,6 +14,7 @@ mod events;
 mod live;
 mod login;
 mod messages;
+mod notifications;
 mod overview;
 mod paging;
 mod projects;
@@ -70,6 +71,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(messages::router())
         .merge(webhooks::router())
         .merge(events::router())
+        .merge(notifications::router())
         .merge(live::router())
         .merge(login::logout_router())
         .route_layer(middleware::from_fn_with_state(state.clone(), session::require_session));

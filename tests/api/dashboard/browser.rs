@@ -83,6 +83,17 @@ pub(super) async fn browser() -> Option<(Client, Driver)> {
     Some((client, driver))
 }
 
+/// A one-time login link for the app's admin token, as `serve` prints at first start.
+pub(super) async fn login_link(app: &TestApp) -> String {
+    let token_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM tokens WHERE name LIKE 'test-admin-%'")
+        .fetch_one(&app.pool)
+        .await
+        .expect("token");
+    let mut conn = app.pool.acquire().await.expect("conn");
+    let code = switchyard::db::sessions::create_login_code(&mut conn, token_id).await.expect("code");
+    format!("{}/login?code={code}", app.address)
+}
+
 fn screenshots() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").join("e2e-screenshots");
     std::fs::create_dir_all(&dir).expect("screenshot dir");
@@ -148,15 +159,7 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
     // Log in with a one-time link, as `serve` prints at first start.
     client.goto(&format!("{base}/login")).await.expect("login page");
     screenshot(&client, "login").await;
-    let token_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM tokens WHERE name LIKE 'test-admin-%'")
-        .fetch_one(&app.pool)
-        .await
-        .expect("token");
-    let code = {
-        let mut conn = app.pool.acquire().await.expect("conn");
-        switchyard::db::sessions::create_login_code(&mut conn, token_id).await.expect("code")
-    };
-    client.goto(&format!("{base}/login?code={code}")).await.expect("login link");
+    client.goto(&login_link(&app).await).await.expect("login link");
     until_text(&client, "h1", "Overview").await;
 
     // A wish with two dependent groups, from the form.

@@ -7,7 +7,7 @@
 use fantoccini::Locator;
 use serde_json::json;
 
-use super::browser::{browser, screenshot};
+use super::browser::{browser, login_link, screenshot};
 use crate::helpers::{engineer, merged, spawn_app_with, TestApp};
 
 /// What does not fit, as sentences (empty when everything does).
@@ -74,17 +74,11 @@ async fn every_page_fits_a_phone_without_sideways_scrolling_or_words_cut_by_thei
     let app = spawn_app_with(crate::webhooks::test_settings()).await;
     let (board, task, webhook) = a_busy_day(&app).await;
     let base = &app.address;
-    let token_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM tokens WHERE name LIKE 'test-admin-%'")
-        .fetch_one(&app.pool)
-        .await
-        .expect("token");
-    let code = {
-        let mut conn = app.pool.acquire().await.expect("conn");
-        switchyard::db::sessions::create_login_code(&mut conn, token_id).await.expect("code")
-    };
     client.set_window_size(390, 844).await.expect("phone size");
-    client.goto(&format!("{base}/login?code={code}")).await.expect("login link");
+    client.goto(&login_link(&app).await).await.expect("login link");
     client.wait().for_element(Locator::Css("main h1, main section")).await.expect("logged in");
+    let offered = client.execute("return !document.getElementById('notify-toggle').hidden;", vec![]).await.expect("js");
+    assert_eq!(offered, json!(true), "a browser with the Notification API is offered notifications");
 
     let mut failures = Vec::new();
     for (name, path) in [

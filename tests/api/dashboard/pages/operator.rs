@@ -277,3 +277,40 @@ async fn a_team_is_made_led_moved_on_and_disbanded_from_its_pages() {
     assert_eq!(redirected(dashboard.post_form(&format!("{page}/disband"), &[]).await).await, "/teams");
     assert_eq!(app.get("/api/v1/teams/login").await.status(), 404);
 }
+
+#[tokio::test]
+async fn notifications_tell_what_needs_a_person_after_the_cursor_once() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    app.create_agent(engineer("alpha", "fox")).await;
+    let dashboard = Dashboard::login(&app).await;
+    let (status, first) = dashboard.get("/notifications").await;
+    assert_eq!(status, 200);
+    let first: serde_json::Value = serde_json::from_str(&first).expect("json");
+    assert_eq!(first["items"], json!([]), "registering an agent needs nobody");
+    let cursor = first["after"].as_i64().expect("a cursor");
+
+    sqlx::query("UPDATE agents SET state = 'working' WHERE name = 'fox'").execute(&app.pool).await.expect("working");
+    let asks = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash"});
+    app.post_ok("/api/v1/agents/fox/hooks", asks).await;
+    let read = || async {
+        let (_, body) = dashboard.get(&format!("/notifications?after={cursor}")).await;
+        serde_json::from_str::<serde_json::Value>(&body).expect("json")
+    };
+    crate::helpers::eventually("the notice", std::time::Duration::from_secs(10), || async {
+        read().await["items"].as_array().is_some_and(|items| !items.is_empty())
+    })
+    .await;
+    let notices = read().await;
+    let notice = &notices["items"][0];
+    assert_eq!(notice["title"], "fox asks for permission", "{notices}");
+    assert_eq!(
+        (notice["body"].as_str(), notice["link"].as_str()),
+        (Some("permission to use Bash"), Some("/agents/fox"))
+    );
+    let next = notices["after"].as_i64().expect("the next cursor");
+    let (_, again) = dashboard.get(&format!("/notifications?after={next}")).await;
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&again).expect("json")["items"], json!([]), "told once");
+    let (_, page) = dashboard.get("/").await;
+    assert!(page.contains("id=\"notify-toggle\""), "the opt-in is offered on every page");
+}
