@@ -16,6 +16,7 @@ use crate::db::boards;
 use crate::db::events::{self, Event};
 use crate::db::sessions::Session;
 use crate::db::tasks;
+use crate::domain::webhook_format::page_of;
 use crate::http::AppState;
 use crate::pages::view::{ago, iso, no_block, render, truncate, words, Chrome, PageQuery, PageResult};
 
@@ -64,7 +65,7 @@ impl EventRow {
                     event_type: event.event_type.clone(),
                     about: named.unwrap_or_else(|| short(ident)),
                     kind: kind.replace('_', " "),
-                    link: link(&event.subject),
+                    link: page_of(&event.subject),
                     project: event.project.clone(),
                     summary: summary(&event.payload),
                     at_ago: ago(event.created_at, now),
@@ -82,22 +83,6 @@ fn short(ident: &str) -> String {
     } else {
         ident.to_owned()
     }
-}
-
-/// The page that shows a subject (`wish:login` → `/wishes/login`).
-fn link(subject: &str) -> Option<String> {
-    let (what, id) = subject.split_once(':')?;
-    let base = match what {
-        "wish" => "/wishes",
-        "agent" => "/agents",
-        "board" => "/boards",
-        "webhook" => "/webhooks",
-        "task" => "/tasks",
-        "team" => "/teams",
-        _ => return None,
-    };
-    let id: String = form_urlencoded::byte_serialize(id.as_bytes()).collect();
-    Some(format!("{base}/{id}"))
 }
 
 /// The payload in one line: a change of state as `from → to`, then the other fields as
@@ -191,12 +176,12 @@ mod tests {
 
     #[test]
     fn a_subject_links_to_its_page_and_a_payload_reads_as_one_line() {
-        assert_eq!(link("wish:login").as_deref(), Some("/wishes/login"));
+        assert_eq!(page_of("wish:login").as_deref(), Some("/wishes/login"));
         assert_eq!(
-            link("task:7c9e6679-7425-40de-944b-e07fc1f90ae7").as_deref(),
+            page_of("task:7c9e6679-7425-40de-944b-e07fc1f90ae7").as_deref(),
             Some("/tasks/7c9e6679-7425-40de-944b-e07fc1f90ae7")
         );
-        assert_eq!(link("token:1"), None);
+        assert_eq!(page_of("token:1"), None);
         let payload = serde_json::json!({"from": "ready", "to": "in_progress", "result": null, "n": 2,
             "wish_id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "group_key": "api",
             "depends_on": ["7c9e6679-7425-40de-944b-e07fc1f90ae7"], "released_by": "7c9e6679-7425-40de-944b-e07fc1f90ae7"});

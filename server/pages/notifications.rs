@@ -11,6 +11,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use crate::db::events::{self, Event};
+use crate::domain::webhook_format::page_of;
 use crate::http::AppState;
 use crate::pages::view::{PageQuery, PageResult};
 
@@ -65,28 +66,24 @@ async fn notifications(
 pub fn notice(event: &Event) -> Option<Notice> {
     let text = |key: &str| event.payload.get(key).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
     let (what, name) = event.subject.split_once(':')?;
-    let encoded: String = form_urlencoded::byte_serialize(name.as_bytes()).collect();
-    let (title, body, link) = match (what, event.event_type.as_str()) {
+    let link = page_of(&event.subject)?;
+    let (title, body) = match (what, event.event_type.as_str()) {
         ("agent", "agent.state_changed") => {
             let asks = match text("to").as_str() {
                 "permission" => "asks for permission",
                 "question" => "asks a question",
                 _ => return None,
             };
-            (format!("{name} {asks}"), text("detail"), format!("/agents/{encoded}"))
+            (format!("{name} {asks}"), text("detail"))
         }
-        ("agent", "agent.stuck") => {
-            (format!("{name} is stuck"), "It stopped answering nudges.".to_owned(), format!("/agents/{encoded}"))
-        }
-        ("task", "task.asked") => ("A task asks a question".to_owned(), text("question"), format!("/tasks/{encoded}")),
+        ("agent", "agent.stuck") => (format!("{name} is stuck"), "It stopped answering nudges.".to_owned()),
+        ("task", "task.asked") => ("A task asks a question".to_owned(), text("question")),
         ("task", "task.assigned") if text("assignee") == "human" => {
-            ("A task is handed to you".to_owned(), text("reason"), format!("/tasks/{encoded}"))
+            ("A task is handed to you".to_owned(), text("reason"))
         }
-        ("wish", "wish.conflict") => (
-            format!("Wish {name} has a merge conflict"),
-            "Its branch does not merge cleanly.".to_owned(),
-            format!("/wishes/{encoded}"),
-        ),
+        ("wish", "wish.conflict") => {
+            (format!("Wish {name} has a merge conflict"), "Its branch does not merge cleanly.".to_owned())
+        }
         _ => return None,
     };
     Some(Notice { id: event.id, title, body, link })

@@ -41,6 +41,7 @@ struct WebhookRow {
     state: &'static str,
     state_label: String,
     enabled: bool,
+    format: String,
 }
 
 impl WebhookRow {
@@ -60,6 +61,7 @@ impl WebhookRow {
             state,
             state_label,
             enabled: s.enabled,
+            format: s.format.clone(),
         }
     }
 }

@@ -32,3 +32,10 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
+
+-- What a subscription's deliveries look like: `standard` (the event as JSON, Standard Webhooks),
+-- or a ready-made body for a chat or push service that takes a plain POST: `slack` (an incoming
+-- webhook's `{"text": …}`) or `ntfy` (a text body with `Title` and `Click` headers), each with a
+-- link back to the dashboard page that answers it. Every format is signed the same way.
+ALTER TABLE webhook_subscriptions
+    ADD COLUMN format text NOT NULL DEFAULT 'standard' CHECK (format IN ('standard', 'slack', 'ntfy'));
