@@ -34,10 +34,12 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
         }
         // Clients of the API: `main` runs them before anything else, like `hook`.
         Command::Msg(command) => {
-            tokio::task::spawn_blocking(move || mail::msg(command)).await?.map_err(anyhow::Error::msg)
+            let listen = settings.listen;
+            tokio::task::spawn_blocking(move || mail::msg(command, listen)).await?.map_err(anyhow::Error::msg)
         }
         Command::Chat(command) => {
-            tokio::task::spawn_blocking(move || mail::chat(command)).await?.map_err(anyhow::Error::msg)
+            let listen = settings.listen;
+            tokio::task::spawn_blocking(move || mail::chat(command, listen)).await?.map_err(anyhow::Error::msg)
         }
     }
 }

@@ -12,8 +12,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Clients of the API need no settings, logging or database: run them as they are.
     let client = match cli.command {
-        Command::Msg(command) => switchyard::cli::mail::msg(command),
-        Command::Chat(command) => switchyard::cli::mail::chat(command),
+        Command::Msg(command) => switchyard::cli::mail::msg(command, cli.global.listen),
+        Command::Chat(command) => switchyard::cli::mail::chat(command, cli.global.listen),
         command => return serve(Cli { command, ..cli }),
     };
     match client {
