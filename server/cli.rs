@@ -35,13 +35,18 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
         }
         // Clients of the API: `main` runs them before anything else, like `hook`.
         Command::Msg(command) => {
-            tokio::task::spawn_blocking(move || mail::msg(command)).await?.map_err(anyhow::Error::msg)
+            let listen = settings.listen;
+            tokio::task::spawn_blocking(move || mail::msg(command, listen)).await?.map_err(anyhow::Error::msg)
         }
         Command::Chat(command) => {
-            tokio::task::spawn_blocking(move || mail::chat(command)).await?.map_err(anyhow::Error::msg)
+            let listen = settings.listen;
+            tokio::task::spawn_blocking(move || mail::chat(command, listen)).await?.map_err(anyhow::Error::msg)
         }
         command => match report::ReportCommand::of(command) {
-            Ok(report) => tokio::task::spawn_blocking(move || report::run(report)).await?.map_err(anyhow::Error::msg),
+            Ok(report) => {
+                let listen = settings.listen;
+                tokio::task::spawn_blocking(move || report::run(report, listen)).await?.map_err(anyhow::Error::msg)
+            }
             Err(other) => anyhow::bail!("`{other:?}` is not a command of its own"),
         },
     }

@@ -208,6 +208,9 @@ pub struct WebhookSettings {
     pub github_secret: Option<SecretString>,
     /// Inbound generic hook name → its `whsec_…` secret.
     pub inbound: Vec<(String, SecretString)>,
+    /// The dashboard's address, for the link back in `slack` and `ntfy` deliveries (the public
+    /// URL, else the API's listen address).
+    pub dashboard_url: Option<String>,
 }
 
 impl Default for WebhookSettings {
@@ -219,6 +222,7 @@ impl Default for WebhookSettings {
             timeout: std::time::Duration::from_secs(10),
             github_secret: None,
             inbound: Vec::new(),
+            dashboard_url: None,
         }
     }
 }
@@ -398,6 +402,7 @@ impl WebhookArgs {
             timeout,
             github_secret: self.github_webhook_secret.clone().filter(|s| !s.expose_secret().is_empty()),
             inbound,
+            dashboard_url: None,
         })
     }
 }

@@ -159,7 +159,11 @@ impl Application {
         // announced too.
         let drained = CancellationToken::new();
         let notifier = feed.clone().announce(db.pool.clone(), drained.clone());
-        let sender = webhooks::Sender::run_in_background(&db.pool, feed.clone(), webhooks.clone(), shutdown.clone());
+        // Deliveries in a chat or push format link back to the dashboard, served beside the API.
+        let mut sender_settings = (*webhooks).clone();
+        sender_settings.dashboard_url.get_or_insert_with(|| api_url.clone());
+        let sender =
+            webhooks::Sender::run_in_background(&db.pool, feed.clone(), Arc::new(sender_settings), shutdown.clone());
         let health = worker::fleet::SharedHealth::default();
         let shutdown_for_worker = shutdown.clone();
         let fleet = worker::fleet::Fleet {

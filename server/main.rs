@@ -12,10 +12,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Clients of the API need no settings, logging or database: run them as they are.
     let client = match cli.command {
-        Command::Msg(command) => switchyard::cli::mail::msg(command),
-        Command::Chat(command) => switchyard::cli::mail::chat(command),
+        Command::Msg(command) => switchyard::cli::mail::msg(command, cli.global.listen),
+        Command::Chat(command) => switchyard::cli::mail::chat(command, cli.global.listen),
         command => match switchyard::cli::report::ReportCommand::of(command) {
-            Ok(report) => switchyard::cli::report::run(report),
+            Ok(report) => switchyard::cli::report::run(report, cli.global.listen),
             Err(command) => return serve(Cli { command, ..cli }),
         },
     };

@@ -15,7 +15,7 @@
 //! `{clone}`) is substituted inside one argument, so a value can never split into more.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -71,6 +71,19 @@ impl Provider {
             .chain(ours.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())))
             .collect()
     }
+}
+
+/// Where the program of an argv is: a path (with a `/`, relative to `cwd`) that is an executable
+/// file, or the first executable of that name in `path` (a `PATH` value). `None`: the pane would
+/// only say "command not found" and close, and the agent would look merely gone.
+pub fn find_program(program: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let candidate = cwd.join(program);
+        return executable(&candidate).then_some(candidate);
+    }
+    std::env::split_paths(path).map(|dir| dir.join(program)).find(|p| executable(p))
 }
 
 /// One pass over each argument, so a value that happens to contain `{name}` is not substituted again.
@@ -401,5 +414,21 @@ mod tests {
         std::fs::write(dir.path().join("providers.toml"), "[providers.x]\ncommand = [\"{nope}\"]").unwrap();
         let err = Providers::load(dir.path()).unwrap_err();
         assert!(err.message.contains("providers.toml"), "{err}");
+    }
+
+    #[test]
+    fn a_program_is_found_on_the_path_or_by_its_own_path_and_only_if_it_can_run() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let tool = dir.path().join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::write(dir.path().join("notes"), "text").expect("write");
+        let path = format!("/nonexistent:{}", dir.path().display());
+        assert_eq!(find_program("tool", &path, Path::new("/")), Some(tool.clone()));
+        assert_eq!(find_program("claude-not-installed", &path, Path::new("/")), None);
+        assert_eq!(find_program("notes", &path, Path::new("/")), None, "not executable");
+        assert_eq!(find_program("./tool", "", dir.path()), Some(dir.path().join("./tool")));
+        assert_eq!(find_program(&tool.to_string_lossy(), "", Path::new("/")), Some(tool));
     }
 }

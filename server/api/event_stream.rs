@@ -17,7 +17,6 @@ use utoipa_axum::routes;
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::query::ApiQuery;
 use crate::db::events;
-use crate::domain::webhook::EventFilter;
 use crate::feed::Follower;
 use crate::http::AppState;
 
@@ -64,13 +63,7 @@ pub async fn stream_events(
         ),
         None => query.after,
     };
-    let filter = match &query.types {
-        Some(types) => {
-            let entries: Vec<&str> = types.split(',').map(str::trim).filter(|t| !t.is_empty()).collect();
-            Some(EventFilter::parse(&entries).map_err(|e| ApiError::validation("types", e.to_string()))?)
-        }
-        None => None,
-    };
+    let filter = query.types.as_deref().map(crate::api::events::type_filter).transpose()?;
     if let Some(after) = after {
         let mut conn = state.db.acquire().await?;
         if !events::exists(&mut conn, after).await? {

@@ -1,5 +1,7 @@
 //! `GET /api/v1/events`: the event log as a cursor (agentmux's applied offset), so a script can
-//! follow everything that happens: keep passing the last `next_after` back as `after`.
+//! follow everything that happens: keep passing the last `next_after` back as `after`. Filtered
+//! by type, project and subject as the live stream is (`types`, `project`) and beyond it
+//! (`subject`: one task's or one agent's history).
 
 use axum::extract::State;
 use axum::Json;
@@ -9,7 +11,9 @@ use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::query::ApiQuery;
+use crate::app::Fields;
 use crate::db::events::{self, Event};
+use crate::domain::webhook::EventFilter;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -24,6 +28,14 @@ pub struct EventsQuery {
     pub after: Option<i64>,
     /// Events per call, 1 to 1000 (default 100).
     pub limit: Option<i64>,
+    /// Comma-separated event types, `prefix.*` patterns or hook names (as for webhooks), e.g.
+    /// `task.*,on_agent_idle`; every event when omitted.
+    pub types: Option<String>,
+    /// Only events of this project (slug).
+    pub project: Option<String>,
+    /// Only events about this subject, e.g. `task:7c9e6679-7425-40de-944b-e07fc1f90ae7` or
+    /// `agent:clever-fox`.
+    pub subject: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -35,8 +47,9 @@ pub struct EventPage {
     pub next_after: Option<i64>,
 }
 
-/// Events after a cursor, in log order. An event whose transaction is still running is held back
-/// until it commits, so a follower never skips one.
+/// Events after a cursor, in log order, optionally only those of some types, of a project or
+/// about a subject. An event whose transaction is still running is held back until it commits,
+/// so a follower never skips one.
 #[utoipa::path(get, path = "/events", tag = "events", params(EventsQuery),
     responses((status = 200, body = EventPage), (status = 422, body = Problem)))]
 #[tracing::instrument(skip_all, fields(after = ?query.after), err(level = "debug"))]
@@ -45,6 +58,10 @@ pub async fn list_events(
     ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> ApiResult<Json<EventPage>> {
     let limit = query.limit.unwrap_or(100);
+    let mut errors = Fields::default();
+    errors.max_len_opt("project", query.project.as_deref(), 100);
+    errors.max_len_opt("subject", query.subject.as_deref(), 200);
+    errors.finish()?;
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::validation("limit", "must be between 1 and 1000"));
     }
@@ -54,7 +71,22 @@ pub async fn list_events(
             return Err(ApiError::validation("after", format!("no event {after}: pass an id this API returned")));
         }
     }
-    let items = events::after(&mut conn, query.after, limit).await?;
+    let types = query.types.as_deref().map(type_filter).transpose()?;
+    let only = events::Only {
+        types: types.as_ref().map(EventFilter::entries),
+        project: query.project.as_deref(),
+        subject: query.subject.as_deref(),
+    };
+    let items = events::after(&mut conn, query.after, limit, &only).await?;
     let next_after = items.last().map(|e| e.id).or(query.after);
     Ok(Json(EventPage { items, next_after }))
+}
+
+/// `types=a,b`: a filter as a webhook's `events` are checked; a bad entry is a 422 naming `types`.
+pub fn type_filter(types: &str) -> Result<EventFilter, ApiError> {
+    let entries: Vec<&str> = types.split(',').map(str::trim).filter(|t| !t.is_empty()).collect();
+    if entries.is_empty() {
+        return Err(ApiError::validation("types", "name at least one event type, pattern or hook (or leave it out)"));
+    }
+    EventFilter::parse(&entries).map_err(|e| ApiError::validation("types", e.to_string()))
 }

@@ -5,6 +5,7 @@
 pub mod agent_actions;
 pub mod agent_hooks;
 pub mod agent_reports;
+pub mod agent_states;
 pub mod agents;
 pub mod auth;
 pub mod board_columns;
@@ -27,6 +28,7 @@ pub mod projects;
 pub mod query;
 pub mod rate_limit;
 pub mod task_actions;
+pub mod task_dependencies;
 pub mod tasks;
 pub mod team_chat;
 pub mod teams;

@@ -15,7 +15,7 @@ use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::ApiJson;
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::{filter, ApiQuery};
-use crate::api::task_actions;
+use crate::api::{task_actions, task_dependencies};
 use crate::app::projects::id as project_id;
 use crate::app::tasks::{self as tasks_app, NewTask};
 use crate::db::tasks::{self, DependencyRef, Edit, ListFilter, Task};
@@ -27,6 +27,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(create_task, list_tasks))
         .routes(routes!(get_task, update_task))
         .merge(task_actions::router())
+        .merge(task_dependencies::router())
 }
 
 /// A task id from the path; anything but a UUID is a 422 naming `id`.

@@ -24,6 +24,7 @@ pub use crate::app::webhooks::WebhookWithSecret;
 use crate::app::webhooks::{self as webhooks_app, NewWebhook};
 use crate::auth::Scope;
 use crate::db::webhooks::{self, Subscription, SubscriptionPatch};
+use crate::domain::webhook_format::WebhookFormat;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -58,6 +59,10 @@ pub struct CreateWebhook {
     pub secret: Option<SecretString>,
     /// Default true.
     pub enabled: Option<bool>,
+    /// What deliveries look like: `standard` (default; the event as JSON), `slack` (a
+    /// Slack-compatible incoming webhook's `{"text": …}`) or `ntfy` (a text body with `Title` and
+    /// `Click` headers); the chat formats link back to the dashboard page that answers the event.
+    pub format: Option<WebhookFormat>,
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -73,6 +78,8 @@ pub struct UpdateWebhook {
     pub description: Option<String>,
     /// Enabling a disabled subscription clears `disabled_reason`; its pending deliveries resume.
     pub enabled: Option<bool>,
+    /// `standard`, `slack` or `ntfy`.
+    pub format: Option<WebhookFormat>,
 }
 
 /// Subscribes a URL to events. The answer holds the signing secret, shown only this once.
@@ -99,6 +106,7 @@ pub async fn create_webhook(
         description: body.description,
         secret: body.secret,
         enabled: body.enabled,
+        format: body.format,
     };
     let created = webhooks_app::create(&state, &state.webhooks.allowed_hosts, new, idem.as_ref()).await?;
     let location = [(header::LOCATION, format!("/api/v1/webhooks/{}", created.subscription.id))];
@@ -158,6 +166,7 @@ pub async fn update_webhook(
         events: body.events,
         project: body.project,
         description: body.description,
+        format: body.format,
         enabled: body.enabled,
     };
     Ok(Json(webhooks_app::update(&state, &state.webhooks.allowed_hosts, id, patch).await?))

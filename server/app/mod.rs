@@ -9,6 +9,7 @@
 //! `providers` → `domain`; nothing here knows about the ways in.
 
 pub mod agent_panes;
+pub mod agent_states;
 pub mod agents;
 pub mod boards;
 pub mod clones;

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::idempotency::{self, Idempotency};
 use super::{boards, projects, Ctx, Error, Fields, Result};
 use crate::db::board_columns::{Card, LockedColumn};
+use crate::db::tasks::dependency_edits::{self, Replaced};
 use crate::db::tasks::{self, refs, Applied, Change, Edit, Task};
 use crate::domain::task::TaskEvent;
 use crate::providers::Providers;
@@ -212,6 +213,41 @@ pub async fn move_to(conn: &mut PgConnection, id: Uuid, column_id: Uuid) -> Resu
 pub async fn move_card(ctx: &Ctx, id: Uuid, column_id: Uuid) -> Result<Task> {
     let mut tx = ctx.db.begin().await?;
     let task = move_to(&mut tx, id, column_id).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(task)
+}
+
+/// Replaces a standalone task's dependencies (tasks of its project), refusing a cycle, a task
+/// that has started, and a wish's group (its dependencies are the wish's plan).
+#[tracing::instrument(skip_all, fields(task = ?id), err(level = "debug"))]
+pub async fn set_dependencies(ctx: &Ctx, id: Uuid, depends_on: Vec<Uuid>) -> Result<Task> {
+    if depends_on.len() > MAX_DEPENDENCIES {
+        return Err(Error::invalid("depends_on", "at most 1000 tasks"));
+    }
+    if depends_on.contains(&id) {
+        return Err(Error::invalid("depends_on", "a task cannot wait for itself"));
+    }
+    let mut tx = ctx.db.begin().await?;
+    let task = tasks::get(&mut tx, id).await?.ok_or_else(|| not_found(id))?;
+    if task.wish_id.is_some() {
+        return Err(Error::conflict(
+            "this task is a group of a wish; its dependencies are the wish's plan",
+            Some(task.status.as_str()),
+        ));
+    }
+    let missing = refs::missing_in_project(&mut tx, task.project_id, &depends_on).await?;
+    if !missing.is_empty() {
+        let ids: Vec<String> = missing.iter().map(Uuid::to_string).collect();
+        return Err(Error::invalid("depends_on", format!("no such task in this project: {}", ids.join(", "))));
+    }
+    let task = match dependency_edits::replace(&mut tx, id, &depends_on).await? {
+        Replaced::Done(task) => task,
+        Replaced::NotFound => return Err(not_found(id)),
+        Replaced::Fixed(fixed) => return Err(Error::conflict(fixed.to_string(), Some(fixed.0.as_str()))),
+        Replaced::Cycle(through) => {
+            return Err(Error::invalid("depends_on", format!("task {through} already waits for this task: a cycle")))
+        }
+    };
     ctx.feed.commit(tx).await?;
     Ok(task)
 }

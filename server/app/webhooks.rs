@@ -15,6 +15,7 @@ use crate::db::webhook_deliveries::{self, Delivery};
 use crate::db::webhooks::{self as subscriptions, NewSubscription, Subscription, SubscriptionPatch};
 use crate::domain::project::is_valid_slug;
 use crate::domain::webhook::EventFilter;
+use crate::domain::webhook_format::WebhookFormat;
 use crate::webhooks::signature;
 
 /// What a new subscription is made of; `None` takes the default.
@@ -27,6 +28,8 @@ pub struct NewWebhook {
     /// A Standard Webhooks secret; generated when `None`.
     pub secret: Option<SecretString>,
     pub enabled: Option<bool>,
+    /// Default: `standard`.
+    pub format: Option<WebhookFormat>,
 }
 
 /// A subscription with its secret: only in the answer to creation and rotation.
@@ -84,6 +87,7 @@ pub async fn create(
         description: new.description.unwrap_or_default(),
         secret: secret.expose_secret().to_owned(),
         enabled: new.enabled.unwrap_or(true),
+        format: new.format.unwrap_or_default(),
     };
     let mut tx = ctx.db.begin().await?;
     let subscription = subscriptions::create(&mut tx, &row).await?;

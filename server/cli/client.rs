@@ -1,8 +1,9 @@
 //! Who the command-line client is and where it calls: what `switchyard hook`, `msg` and `chat`
 //! read from the environment. In an agent's pane the worker sets `SWITCHYARD_URL`,
 //! `SWITCHYARD_AGENT` and `SWITCHYARD_TOKEN_FILE` (a 0600 file holding the agent's own token,
-//! never the token itself); an operator sets `SWITCHYARD_TOKEN` (and `SWITCHYARD_URL` when the
-//! API is not on the default address). Errors never show the token.
+//! never the token itself); an operator sets `SWITCHYARD_TOKEN`, and the API is found at
+//! `SWITCHYARD_URL`, else at the configured listen address (`SWITCHYARD_LISTEN`, `--listen`).
+//! Errors never show the token.
 
 /// The API address when `SWITCHYARD_URL` is unset (the default listen address).
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
@@ -11,6 +12,8 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 pub struct Credentials {
     /// `SWITCHYARD_URL`, without a trailing `/`.
     pub url: Option<String>,
+    /// Where the API is when `url` is not given: the configured listen address.
+    pub fallback: String,
     /// `SWITCHYARD_AGENT`: the agent this pane runs; `None` for the operator.
     pub agent: Option<String>,
     pub token: String,
@@ -53,11 +56,38 @@ impl Credentials {
             },
         };
         let url = var("SWITCHYARD_URL").map(|u| u.trim_end_matches('/').to_owned());
-        Ok(Credentials { url, agent, token })
+        Ok(Credentials { url, agent, token, fallback: DEFAULT_URL.to_owned() })
     }
 
-    /// The API address, or the default one.
+    /// The API is at the listen address `listen` unless `SWITCHYARD_URL` says otherwise.
+    pub fn listening_on(self, listen: std::net::SocketAddr) -> Credentials {
+        Credentials { fallback: url_of_listen(listen), ..self }
+    }
+
+    /// The API address: `SWITCHYARD_URL`, else the listen address.
     pub fn base(&self) -> &str {
-        self.url.as_deref().unwrap_or(DEFAULT_URL)
+        self.url.as_deref().unwrap_or(&self.fallback)
+    }
+}
+
+/// The URL a client on this machine calls for a server listening on `addr`: a wildcard address
+/// (`0.0.0.0`, `::`) is reached on loopback.
+pub fn url_of_listen(addr: std::net::SocketAddr) -> String {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    format!("http://{}", std::net::SocketAddr::new(ip, addr.port()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_wildcard_listen_address_is_called_on_loopback() {
+        let url = |a: &str| super::url_of_listen(a.parse().expect("addr"));
+        assert_eq!(url("0.0.0.0:9000"), "http://127.0.0.1:9000");
+        assert_eq!(url("[::]:9000"), "http://[::1]:9000");
+        assert_eq!(url("10.1.2.3:8080"), "http://10.1.2.3:8080");
     }
 }

@@ -21,8 +21,8 @@ pub(crate) struct Api {
 }
 
 impl Api {
-    pub(crate) fn new() -> Result<Api, String> {
-        let credentials = Credentials::from_env()?;
+    pub(crate) fn new(listen: std::net::SocketAddr) -> Result<Api, String> {
+        let credentials = Credentials::from_env()?.listening_on(listen);
         let client = reqwest::Client::builder().timeout(TIMEOUT).build().map_err(|e| e.to_string())?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -122,8 +122,9 @@ fn body_or_stdin(body: Option<String>) -> Result<String, String> {
     }
 }
 
-pub fn msg(command: MsgCommand) -> Result<(), String> {
-    let api = Api::new()?;
+/// `listen`: the configured listen address, where the API is unless `SWITCHYARD_URL` says.
+pub fn msg(command: MsgCommand, listen: std::net::SocketAddr) -> Result<(), String> {
+    let api = Api::new(listen)?;
     match command {
         MsgCommand::Send { to, body } => {
             let body = body_or_stdin(body)?;
@@ -178,8 +179,8 @@ fn print_message(m: &Value) {
     println!("{}", field("body"));
 }
 
-pub fn chat(command: ChatCommand) -> Result<(), String> {
-    let api = Api::new()?;
+pub fn chat(command: ChatCommand, listen: std::net::SocketAddr) -> Result<(), String> {
+    let api = Api::new(listen)?;
     match command {
         ChatCommand::Post { body, team } => {
             let team = api.team(team)?;

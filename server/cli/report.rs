@@ -35,8 +35,9 @@ impl ReportCommand {
     }
 }
 
-pub fn run(command: ReportCommand) -> Result<(), String> {
-    let api = Api::new()?;
+/// Runs the report command against the API at `SWITCHYARD_URL`, else the configured `listen`.
+pub fn run(command: ReportCommand, listen: std::net::SocketAddr) -> Result<(), String> {
+    let api = Api::new(listen)?;
     let me = api.credentials.agent.clone().ok_or("run this in an agent's pane (SWITCHYARD_AGENT is not set)")?;
     let body = match command {
         ReportCommand::Group(GroupCommand::Done { summary }) => {

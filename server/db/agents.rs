@@ -312,10 +312,11 @@ pub async fn project_slug(conn: &mut PgConnection, id: Uuid) -> Result<Option<St
 /// Removes an agent from the registry (its tokens go with it), with an `agent.deleted` event.
 #[tracing::instrument(skip_all, fields(agent = %agent.name), err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, agent: &Agent, clone_removed: bool) -> Result<(), sqlx::Error> {
-    sqlx::query!("DELETE FROM agents WHERE id = $1", agent.id).execute(&mut *conn).await?;
     let payload = json!({"id": agent.id, "state": agent.state, "clone_path": agent.clone_path,
         "clone_removed": clone_removed});
-    events::record(conn, "agent.deleted", &subject(&agent.name), payload).await?;
+    // Recorded while the row exists, so the event finds the agent's project.
+    events::record(&mut *conn, "agent.deleted", &subject(&agent.name), payload).await?;
+    sqlx::query!("DELETE FROM agents WHERE id = $1", agent.id).execute(&mut *conn).await?;
     Ok(())
 }
 

@@ -133,6 +133,18 @@ pub async fn find(conn: &mut PgConnection, id: Uuid, lock: bool) -> Result<Optio
 }
 
 /// The board with its columns.
+/// The names of these boards, by id (those that exist).
+pub async fn names(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, String>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let rows = sqlx::query!("SELECT id, name FROM boards WHERE id = ANY($1)", ids).fetch_all(conn).await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.name)).collect())
+}
+
 pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Board>, sqlx::Error> {
     let Some(head) = find(conn, id, false).await? else { return Ok(None) };
     let columns = columns_of(conn, &[id]).await?;

@@ -77,11 +77,46 @@ pub async fn record_all(conn: &mut PgConnection, events: Vec<NewEvent<'_>>) -> R
     Ok(ids)
 }
 
+/// Which events a reader wants; every field that is `None` lets every event through.
+#[derive(Debug, Default)]
+pub struct Only<'a> {
+    /// A filter's entries, matched by `webhook_wants` as subscriptions are.
+    pub types: Option<&'a [String]>,
+    /// A project's slug.
+    pub project: Option<&'a str>,
+    /// What the events are about, e.g. `task:<id>` or `agent:<name>`.
+    pub subject: Option<&'a str>,
+}
+
 /// Events after the cursor, in log order, up to the oldest transaction still running: an event
 /// whose transaction commits later can never fall behind a cursor already handed out. (The
 /// horizon is the cluster's: a long writing transaction in another database delays, never loses.)
-pub async fn after(conn: &mut PgConnection, after: Option<i64>, limit: i64) -> Result<Vec<Event>, sqlx::Error> {
-    Ok(after_matching(conn, after, limit, None).await?.into_iter().map(|(event, _)| event).collect())
+/// Only those `only` wants are returned; a cursor past the last of them skips nothing it wants.
+pub async fn after(
+    conn: &mut PgConnection,
+    after: Option<i64>,
+    limit: i64,
+    only: &Only<'_>,
+) -> Result<Vec<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at
+           FROM events e
+           WHERE e.tx < pg_snapshot_xmin(pg_current_snapshot())
+             AND ($1::bigint IS NULL OR (e.tx, e.id) > (SELECT c.tx, c.id FROM events c WHERE c.id = $1))
+             AND ($3::text[] IS NULL OR webhook_wants($3, e.type, e.payload))
+             AND ($4::text IS NULL OR e.project = $4)
+             AND ($5::text IS NULL OR e.subject = $5)
+           ORDER BY e.tx, e.id
+           LIMIT $2"#,
+        after,
+        limit,
+        only.types,
+        only.project,
+        only.subject
+    )
+    .fetch_all(conn)
+    .await
 }
 
 /// [`after`], each event with whether `wants` (a filter's entries, matched by `webhook_wants`
@@ -198,5 +233,33 @@ pub async fn about(
         limit
     )
     .fetch_all(conn)
+    .await
+}
+
+/// The newest events about one subject, newest first: a task's or an agent's own history.
+pub async fn history(conn: &mut PgConnection, subject: &str, limit: i64) -> Result<Vec<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at
+           FROM events e WHERE e.subject = $1
+           ORDER BY e.id DESC LIMIT $2"#,
+        subject,
+        limit
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The newest event of one type about one subject (an agent's last state change).
+pub async fn latest(conn: &mut PgConnection, subject: &str, event_type: &str) -> Result<Option<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at
+           FROM events e WHERE e.subject = $1 AND e.type = $2
+           ORDER BY e.id DESC LIMIT 1"#,
+        subject,
+        event_type
+    )
+    .fetch_optional(conn)
     .await
 }

@@ -9,6 +9,7 @@
 //! never to the size of the graph, and the row locks on those counters make concurrent
 //! completions agree on which one made a dependent `ready`.
 
+pub mod dependency_edits;
 mod edits;
 pub mod refs;
 mod row;

@@ -47,6 +47,8 @@ pub struct Claimed {
     pub previous_secret: Option<String>,
     pub body: serde_json::Value,
     pub failing_since: Option<DateTime<Utc>>,
+    /// The subscription's format (`standard`, `slack`, `ntfy`).
+    pub format: String,
 }
 
 /// A subscription's deliveries, newest first, `limit + 1` rows before (`created_at`, `id`).
@@ -92,7 +94,7 @@ pub async fn claim(conn: &mut PgConnection, limit: i64, lease: Duration) -> Resu
                FOR UPDATE OF d2 SKIP LOCKED)
              RETURNING d.id, d.subscription_id, d.message_id, d.attempts, d.event_id, d.event_type, d.body)
            SELECT c.id AS "id!", c.subscription_id AS "subscription_id!", c.message_id AS "message_id!",
-                  c.attempts AS "attempts!", s.url, s.secret, s.failing_since,
+                  c.attempts AS "attempts!", s.url, s.secret, s.failing_since, s.format,
                   CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_secret END AS previous_secret,
                   COALESCE(c.body, jsonb_build_object(
                     'type', e.type, 'timestamp', e.created_at,

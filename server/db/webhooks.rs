@@ -8,6 +8,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::events;
+use crate::domain::webhook_format::WebhookFormat;
 
 /// How long a rotated-out secret keeps signing, so receivers can switch without losing messages.
 pub const ROTATION_GRACE_HOURS: i32 = 24;
@@ -15,7 +16,7 @@ pub const ROTATION_GRACE_HOURS: i32 = 24;
 /// A subscription as the API shows it: never its secret.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"id": "6c1f0c9e-2b7a-4a52-9d55-3f6c2a1e0b7d", "url": "https://ci.example.com/switchyard",
-    "events": ["on_ci_failed", "task.*"], "project": "switchyard", "description": "CI bridge", "enabled": true,
+    "events": ["on_ci_failed", "task.*"], "project": "switchyard", "description": "CI bridge", "format": "standard", "enabled": true,
     "disabled_reason": null, "failing_since": null, "created_at": "2025-01-15T10:30:00Z", "updated_at": "2025-01-15T10:30:00Z"}))]
 pub struct Subscription {
     pub id: Uuid,
@@ -25,6 +26,9 @@ pub struct Subscription {
     /// Only events of this project (slug); all projects when null.
     pub project: Option<String>,
     pub description: String,
+    /// What its deliveries look like: `standard` (the event as JSON), `slack` or `ntfy`.
+    #[schema(example = "standard")]
+    pub format: String,
     pub enabled: bool,
     /// Why Switchyard disabled it (`410 Gone`, failing for days), if it did.
     pub disabled_reason: Option<String>,
@@ -39,6 +43,7 @@ pub struct NewSubscription {
     pub events: Vec<String>,
     pub project: Option<String>,
     pub description: String,
+    pub format: WebhookFormat,
     pub secret: String,
     pub enabled: bool,
 }
@@ -50,6 +55,7 @@ pub struct SubscriptionPatch {
     pub events: Option<Vec<String>>,
     pub project: Option<Option<String>>,
     pub description: Option<String>,
+    pub format: Option<WebhookFormat>,
     pub enabled: Option<bool>,
 }
 
@@ -58,16 +64,17 @@ fn subject(id: Uuid) -> String {
 }
 
 fn summary(s: &Subscription) -> serde_json::Value {
-    serde_json::json!({"id": s.id, "url": s.url, "events": s.events, "project": s.project, "enabled": s.enabled})
+    serde_json::json!({"id": s.id, "url": s.url, "events": s.events, "project": s.project, "format": s.format,
+        "enabled": s.enabled})
 }
 
 #[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn create(conn: &mut PgConnection, new: &NewSubscription) -> Result<Subscription, sqlx::Error> {
     let sub = sqlx::query_as!(
         Subscription,
-        r#"INSERT INTO webhook_subscriptions (id, url, events, project, description, secret, enabled)
-           VALUES ($1, $2, $3, $4, $5, $6, $7)
-           RETURNING id, url, events, project, description, enabled, disabled_reason, failing_since,
+        r#"INSERT INTO webhook_subscriptions (id, url, events, project, description, secret, enabled, format)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+           RETURNING id, url, events, project, description, format, enabled, disabled_reason, failing_since,
                      created_at, updated_at"#,
         Uuid::new_v4(),
         new.url,
@@ -75,7 +82,8 @@ pub async fn create(conn: &mut PgConnection, new: &NewSubscription) -> Result<Su
         new.project,
         new.description,
         new.secret,
-        new.enabled
+        new.enabled,
+        new.format.as_str()
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -87,7 +95,8 @@ pub async fn create(conn: &mut PgConnection, new: &NewSubscription) -> Result<Su
 pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, sqlx::Error> {
     sqlx::query_as!(
         Subscription,
-        r#"SELECT id, url, events, project, description, enabled, disabled_reason, failing_since, created_at, updated_at
+        r#"SELECT id, url, events, project, description, format, enabled, disabled_reason, failing_since, created_at,
+                  updated_at
            FROM webhook_subscriptions WHERE id = $1"#,
         id
     )
@@ -105,7 +114,8 @@ pub async fn list(
     let (at, id) = after.unzip();
     sqlx::query_as!(
         Subscription,
-        r#"SELECT id, url, events, project, description, enabled, disabled_reason, failing_since, created_at, updated_at
+        r#"SELECT id, url, events, project, description, format, enabled, disabled_reason, failing_since, created_at,
+                  updated_at
            FROM webhook_subscriptions
            WHERE $1::timestamptz IS NULL OR (created_at, id) > ($1, $2)
            ORDER BY created_at, id LIMIT $3"#,
@@ -138,9 +148,10 @@ pub async fn update(
              enabled = COALESCE($7, enabled),
              disabled_reason = CASE WHEN $7 THEN NULL ELSE disabled_reason END,
              failing_since = CASE WHEN $7 THEN NULL ELSE failing_since END,
+             format = COALESCE($8, format),
              updated_at = now()
            WHERE id = $1
-           RETURNING id, url, events, project, description, enabled, disabled_reason, failing_since,
+           RETURNING id, url, events, project, description, format, enabled, disabled_reason, failing_since,
                      created_at, updated_at"#,
         id,
         patch.url,
@@ -148,7 +159,8 @@ pub async fn update(
         set_project,
         project,
         patch.description,
-        patch.enabled
+        patch.enabled,
+        patch.format.map(|f| f.as_str())
     )
     .fetch_optional(&mut *conn)
     .await?;

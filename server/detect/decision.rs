@@ -90,6 +90,10 @@ pub struct Detector {
     usage_limit: Option<DateTime<Utc>>,
     error: Option<String>,
     reported: Option<(Activity, Option<DateTime<Utc>>, Option<String>)>,
+    /// The first reading after a restart is where the screen is, not a change of it: for generic
+    /// rules it must not count as work (an idle shell agent went idle → working → idle on every
+    /// restart, and a project's `on_agent_idle` webhooks heard it each time).
+    baseline: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -107,7 +111,26 @@ struct View {
 
 impl Detector {
     pub fn new(rules: ScreenRules, config: DetectorConfig) -> Detector {
-        Detector { rules, config, hook: None, view: None, quiet: None, usage_limit: None, error: None, reported: None }
+        Detector {
+            rules,
+            config,
+            hook: None,
+            view: None,
+            quiet: None,
+            usage_limit: None,
+            error: None,
+            reported: None,
+            baseline: false,
+        }
+    }
+
+    /// A detector for an agent whose state was recorded before this worker started watching it:
+    /// that state counts as already reported, and the first reading only sets where the screen is.
+    pub fn resuming(rules: ScreenRules, config: DetectorConfig, recorded: Option<Activity>) -> Detector {
+        let mut detector = Detector::new(rules, config);
+        detector.reported = recorded.map(|activity| (activity, None, None));
+        detector.baseline = recorded.is_some();
+        detector
     }
 
     /// The activity last decided, if any.
@@ -126,6 +149,15 @@ impl Detector {
         self.decide(now)
     }
 
+    /// A program other than the pane's shell runs in its foreground (`#{pane_current_command}`):
+    /// a shell agent is busy however still its screen is, so the screen cannot settle to idle
+    /// (and a message is not typed into the running command).
+    pub fn on_busy(&mut self, now: Instant) -> Option<Decision> {
+        self.view = Some(View { activity: Activity::Working, source: Source::Screen, at: now });
+        self.quiet = None;
+        self.decide(now)
+    }
+
     /// A hook reported `activity` (see [`super::hooks::signal`]).
     pub fn on_hook(&mut self, now: Instant, activity: Activity) -> Option<Decision> {
         self.hook = Some(Stamped { activity, at: now });
@@ -135,6 +167,7 @@ impl Detector {
     /// A fresh capture of the pane (`wall` is the wall clock at `now`, for reset times).
     pub fn on_screen(&mut self, now: Instant, wall: DateTime<Utc>, text: &str) -> Option<Decision> {
         let reading = screen::read(self.rules, text, &ReadContext { now: wall, zone: self.config.zone });
+        let baseline = std::mem::take(&mut self.baseline);
         // A limit stays at the time first read: "try again in 2 hours" would move on every reading.
         self.usage_limit = reading.usage_limit.map(|at| self.usage_limit.unwrap_or(at));
         self.error = reading.error;
@@ -151,7 +184,7 @@ impl Detector {
                 }
                 _ => {
                     self.quiet = Some((reading.region_hash, now));
-                    if self.rules == ScreenRules::Generic {
+                    if self.rules == ScreenRules::Generic && !baseline {
                         // No markers to go by: a changed screen is the only sign of work.
                         self.view = Some(View { activity: Activity::Working, source: Source::Screen, at: now });
                     }

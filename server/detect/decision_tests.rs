@@ -220,3 +220,18 @@ fn a_final_error_is_reported_beside_the_activity() {
     assert_eq!(decision.activity, Activity::Idle);
     assert!(decision.error.unwrap().starts_with("API Error: 401"));
 }
+
+#[test]
+fn a_restart_reads_an_idle_shell_where_it_was_and_reports_nothing() {
+    let config = DetectorConfig { settle: Duration::from_millis(800), ..Default::default() };
+    let (c, mut d) = (Clock::new(), Detector::resuming(ScreenRules::Generic, config, Some(Activity::Idle)));
+    let prompt = "$ make test\nok\n$ ";
+    assert_eq!(c.screen(&mut d, 0, prompt), None, "the first reading is where the screen is, not work");
+    assert_eq!(c.screen(&mut d, 1000, prompt), None, "still idle, as recorded: no new decision");
+    // New output afterwards is work again, then idle once it settles.
+    assert_eq!(activity(c.screen(&mut d, 2000, "$ make test\nok\n$ ls\n")), Some((Activity::Working, Source::Screen)));
+    assert_eq!(activity(c.screen(&mut d, 3000, "$ make test\nok\n$ ls\n")).map(|a| a.0), Some(Activity::Idle));
+    // Without a recorded state, the first reading of a generic screen counts as work (as before).
+    let mut fresh = detector(ScreenRules::Generic);
+    assert_eq!(activity(c.screen(&mut fresh, 0, prompt)), Some((Activity::Working, Source::Screen)));
+}

@@ -18,6 +18,7 @@
 //! - [`message`]: the mailbox's rules: bodies, and how delivery goes on from where it stopped.
 //! - [`typed`]: what text typed into a pane may hold (no control characters but tab and newline).
 //! - [`webhook`]: which events a subscription wants (types, patterns, hook names) and retry timing.
+//! - [`webhook_format`]: what a delivery looks like on the wire (standard, Slack, ntfy).
 
 pub mod agent;
 pub mod agent_kind;
@@ -32,6 +33,7 @@ pub mod task;
 pub mod team;
 pub mod typed;
 pub mod webhook;
+pub mod webhook_format;
 pub mod wish;
 
 /// A status string that names no known status, e.g. from an API request or a database row.

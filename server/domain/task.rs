@@ -149,6 +149,22 @@ pub fn initial_status(unmet_dependencies: usize) -> TaskStatus {
     }
 }
 
+/// A task whose dependencies cannot change now: it has started (or finished).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the dependencies of a task that is {0} cannot change: only before it starts, or before it is retried")]
+pub struct DependenciesFixed(pub TaskStatus);
+
+/// The status of a task whose dependencies were replaced, `unmet` of them not done yet: a task
+/// that has not started is `blocked` or `ready` as a new task would be; a failed or cancelled
+/// one stays so (its retry counts them). A task that started keeps what it has.
+pub fn after_new_dependencies(from: TaskStatus, unmet: usize) -> Result<TaskStatus, DependenciesFixed> {
+    match from {
+        TaskStatus::Blocked | TaskStatus::Ready => Ok(initial_status(unmet)),
+        TaskStatus::Failed | TaskStatus::Cancelled => Ok(from),
+        started => Err(DependenciesFixed(started)),
+    }
+}
+
 /// Applies `event` to a task in status `from`, returning its new status.
 pub fn transition(from: TaskStatus, event: &TaskEvent) -> Result<TaskStatus, IllegalTransition> {
     use TaskEvent as E;
@@ -272,5 +288,18 @@ mod tests {
         assert_eq!(err.expected.len(), TaskStatus::ALL.len());
         assert!(err.to_string().starts_with("unknown task status \"running\""));
         assert!("In_Progress".parse::<TaskStatus>().is_err());
+    }
+
+    #[test]
+    fn dependencies_change_before_a_task_starts_or_before_its_retry() {
+        use TaskStatus as S;
+        assert_eq!(after_new_dependencies(S::Ready, 1), Ok(S::Blocked));
+        assert_eq!(after_new_dependencies(S::Blocked, 0), Ok(S::Ready));
+        assert_eq!(after_new_dependencies(S::Blocked, 2), Ok(S::Blocked));
+        assert_eq!(after_new_dependencies(S::Failed, 3), Ok(S::Failed));
+        assert_eq!(after_new_dependencies(S::Cancelled, 0), Ok(S::Cancelled));
+        for started in [S::InProgress, S::WaitingInput, S::Done] {
+            assert_eq!(after_new_dependencies(started, 0), Err(DependenciesFixed(started)));
+        }
     }
 }

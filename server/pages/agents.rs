@@ -3,7 +3,7 @@
 //! as buttons, a box to type into it, and suspend / resume / kill / interrupt.
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::routing::{get, post};
 use axum::Router;
 use chrono::{DateTime, Utc};
@@ -12,18 +12,23 @@ use serde::Deserialize;
 use crate::api::error::ApiError;
 use crate::app::{self, agent_panes};
 use crate::db::agents::{self, Agent, ListFilter};
+use crate::db::events;
 use crate::db::sessions::Session;
 use crate::detect::prompt::{self, PromptOption};
 use crate::domain::agent::{AgentEvent, AgentState};
+use crate::domain::agent_kind::{AgentKind, AgentRole};
 use crate::http::AppState;
+use crate::pages::events::EventRow;
 use crate::pages::live::topic;
 use crate::pages::view::{
-    ago, iso, no_block, render, see_other, truncate, words, BlockQuery, Chrome, PageForm, PageResult,
+    ago, filled, iso, no_block, render, see_other, truncate, words, BlockQuery, Chrome, PageForm, PagePath, PageQuery,
+    PageResult,
 };
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/agents", get(list))
+        .route("/agents", get(list).post(create))
+        .route("/agents/{name}/delete", post(delete))
         .route("/agents/{name}", get(detail))
         .route("/agents/{name}/input", post(input))
         .route("/agents/{name}/answer", post(answer))
@@ -66,16 +71,22 @@ struct ListPage {
     agents: Vec<AgentRow>,
     filter: Option<String>,
     states: Vec<(&'static str, String)>,
+    /// What the registration form offers.
+    projects: Vec<String>,
+    providers: Vec<String>,
+    kinds: Vec<&'static str>,
+    roles: Vec<&'static str>,
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ListQuery {
     block: Option<String>,
     state: Option<String>,
 }
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
-async fn list(State(state): State<AppState>, session: Session, Query(query): Query<ListQuery>) -> PageResult {
+async fn list(State(state): State<AppState>, session: Session, PageQuery(query): PageQuery<ListQuery>) -> PageResult {
     let filter = crate::api::query::filter::<AgentState>("state", query.state.as_deref().filter(|s| !s.is_empty()))?;
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "agents", "Agents").await?;
@@ -84,7 +95,17 @@ async fn list(State(state): State<AppState>, session: Session, Query(query): Que
     let mut rows: Vec<AgentRow> = all.iter().map(|a| AgentRow::new(a, now)).collect();
     rows.sort_by_key(|a| (!a.needs_person, std::cmp::Reverse(a.last_activity)));
     let states = AgentState::ALL.iter().map(|s| (s.as_str(), words(s.as_str()))).collect();
-    let page = ListPage { chrome, agents: rows, filter: filter.map(|s| s.as_str().to_owned()), states };
+    let projects = crate::db::projects::list(&mut conn, None, 1000).await?.into_iter().map(|p| p.slug).collect();
+    let page = ListPage {
+        chrome,
+        agents: rows,
+        filter: filter.map(|s| s.as_str().to_owned()),
+        states,
+        projects,
+        providers: state.providers.names().into_iter().map(str::to_owned).collect(),
+        kinds: AgentKind::ALL.iter().map(AgentKind::as_str).collect(),
+        roles: AgentRole::ALL.iter().map(AgentRole::as_str).collect(),
+    };
     match query.block.as_deref() {
         None => Ok(render(&page)),
         Some("agents") => Ok(render(&page.as_agents())),
@@ -100,9 +121,12 @@ struct PaneView {
 }
 
 #[derive(Template)]
-#[template(path = "agents/detail.html", blocks = ["summary", "prompt", "pane"])]
+#[template(path = "agents/detail.html", blocks = ["summary", "prompt", "pane", "history"])]
 struct DetailPage {
     chrome: Chrome,
+    /// Its own events, newest first.
+    history: Vec<EventRow>,
+    history_url: String,
     agent: Agent,
     row: AgentRow,
     topic: String,
@@ -111,7 +135,12 @@ struct DetailPage {
     asking: bool,
     live: bool,
     resumable: bool,
+    /// Why it is in its state, in a sentence.
+    why: String,
 }
+
+/// The agent's own events shown on its page.
+const HISTORY: i64 = 50;
 
 /// Lines of history above the visible screen shown in the pane view.
 const PANE_HISTORY: u32 = 40;
@@ -120,15 +149,17 @@ const PANE_HISTORY: u32 = 40;
 async fn detail(
     State(state): State<AppState>,
     session: Session,
-    Path(name): Path<String>,
-    Query(query): Query<BlockQuery>,
+    PagePath(name): PagePath<String>,
+    PageQuery(query): PageQuery<BlockQuery>,
 ) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "agents", format!("Agent {name}")).await?;
     let agent =
         agents::by_name(&mut conn, &name).await?.ok_or_else(|| ApiError::NotFound(format!("no agent `{name}`")))?;
-    drop(conn);
     let now = Utc::now();
+    let history = events::history(&mut conn, &agents::subject(&agent.name), HISTORY).await?;
+    let history = EventRow::load(&mut conn, &history, now).await?;
+    drop(conn);
     let pane = match agent_panes::screen(&state.app, &name, PANE_HISTORY).await {
         Ok(screen) => {
             let options = if agent.state.needs_person() { prompt::options(&screen.text) } else { Vec::new() };
@@ -137,8 +168,12 @@ async fn detail(
         Err(app::Error::Conflict { detail, .. }) => PaneView { text: None, unavailable: Some(detail), options: vec![] },
         Err(other) => return Err(other.into()),
     };
+    let why = crate::app::agent_states::explain(&state.app, &name).await?.summary;
     let page = DetailPage {
         chrome,
+        why,
+        history,
+        history_url: format!("/agents/{}?block=history", agent.name),
         row: AgentRow::new(&agent, now),
         topic: topic("agent", &agent.name),
         created: ago(agent.created_at, now),
@@ -153,6 +188,7 @@ async fn detail(
         Some("summary") => Ok(render(&page.as_summary())),
         Some("prompt") => Ok(render(&page.as_prompt())),
         Some("pane") => Ok(render(&page.as_pane())),
+        Some("history") => Ok(render(&page.as_history())),
         Some(other) => Err(no_block(other)),
     }
 }
@@ -167,7 +203,7 @@ struct InputForm {
 #[tracing::instrument(skip_all, fields(agent = ?name), err(Debug, level = "debug"))]
 async fn input(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    PagePath(name): PagePath<String>,
     PageForm(form): PageForm<InputForm>,
 ) -> PageResult {
     agent_panes::input(&state.app, &name, &form.text, form.submit.is_some()).await?;
@@ -184,7 +220,7 @@ struct AnswerForm {
 #[tracing::instrument(skip_all, fields(agent = ?name), err(Debug, level = "debug"))]
 async fn answer(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    PagePath(name): PagePath<String>,
     PageForm(form): PageForm<AnswerForm>,
 ) -> PageResult {
     let answer = form.answer.trim();
@@ -196,7 +232,7 @@ async fn answer(
 }
 
 #[tracing::instrument(skip_all, fields(agent = ?name, action = ?action), err(Debug, level = "debug"))]
-async fn act(State(state): State<AppState>, Path((name, action)): Path<(String, String)>) -> PageResult {
+async fn act(State(state): State<AppState>, PagePath((name, action)): PagePath<(String, String)>) -> PageResult {
     match action.as_str() {
         "interrupt" => {
             agent_panes::interrupt(&state.app, &name).await?;
@@ -213,4 +249,45 @@ async fn act(State(state): State<AppState>, Path((name, action)): Path<(String, 
         other => return Err(ApiError::NotFound(format!("no agent action `{other}`")).into()),
     }
     Ok(see_other(&format!("/agents/{name}")))
+}
+
+#[derive(Debug, Deserialize)]
+struct AgentForm {
+    /// Empty: a name made from the kind.
+    name: String,
+    project: String,
+    provider: String,
+    kind: String,
+    role: String,
+    /// Empty: none.
+    task: String,
+}
+
+/// Registers an agent as the API does; a worker claims it and opens its pane.
+#[tracing::instrument(skip_all, fields(project = ?form.project), err(Debug, level = "debug"))]
+async fn create(State(state): State<AppState>, PageForm(form): PageForm<AgentForm>) -> PageResult {
+    let kind = crate::api::query::filter::<AgentKind>("kind", Some(form.kind.as_str()))?.unwrap_or(AgentKind::Worker);
+    let role = crate::api::query::filter::<AgentRole>("role", Some(form.role.as_str()))?.unwrap_or(AgentRole::Engineer);
+    let input = app::agents::NewAgentInput {
+        name: filled(&form.name),
+        project: form.project,
+        kind,
+        role,
+        provider: form.provider,
+        task: filled(&form.task),
+        wish: None,
+        group: None,
+        workspace: None,
+        branch: None,
+        team: None,
+    };
+    let agent = app::agents::create(&state.app, input, None).await?;
+    Ok(see_other(&format!("/agents/{}", agent.name)))
+}
+
+/// Removes a stopped agent from the registry (a live one is refused: stop it first).
+#[tracing::instrument(skip_all, fields(agent = ?name), err(Debug, level = "debug"))]
+async fn delete(State(state): State<AppState>, PagePath(name): PagePath<String>) -> PageResult {
+    app::agents::delete(&state.app, &name, false).await?;
+    Ok(see_other("/agents"))
 }

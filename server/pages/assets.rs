@@ -1,6 +1,7 @@
 //! The dashboard's static files, compiled into the binary (it needs nothing beside it) and served
 //! with year-long cache headers: each URL names one exact content — htmx and its SSE extension by
 //! their version, our own CSS and script by a hash of their bytes — so a changed file is a new URL.
+//! The icon is the exception: browsers look for it by a fixed name, so it is cached for a day.
 
 use std::sync::LazyLock;
 
@@ -17,6 +18,7 @@ const HTMX: &[u8] = include_bytes!("../../web/static/htmx-2.0.11.min.js");
 const SSE: &[u8] = include_bytes!("../../web/static/htmx-ext-sse-2.2.4.min.js");
 const CSS: &[u8] = include_bytes!("../../web/static/app.css");
 const APP_JS: &[u8] = include_bytes!("../../web/static/app.js");
+const FAVICON: &[u8] = include_bytes!("../../web/static/favicon.svg");
 
 pub const HTMX_URL: &str = "/static/htmx-2.0.11.min.js";
 pub const SSE_URL: &str = "/static/htmx-ext-sse-2.2.4.min.js";
@@ -37,16 +39,20 @@ fn short_hash(bytes: &[u8]) -> String {
 }
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/static/{name}", get(asset))
+    Router::new()
+        .route("/static/{name}", get(asset))
+        // Browsers ask for `/favicon.ico` on their own, whatever the page links.
+        .route("/favicon.ico", get(|| asset(Path("favicon.svg".to_owned()))))
 }
 
 /// Every static file with its content type, for the server and the bench (first-visit bytes).
-pub fn files() -> [(&'static str, &'static str, &'static [u8]); 4] {
+pub fn files() -> [(&'static str, &'static str, &'static [u8]); 5] {
     [
         ("htmx-2.0.11.min.js", "text/javascript; charset=utf-8", HTMX),
         ("htmx-ext-sse-2.2.4.min.js", "text/javascript; charset=utf-8", SSE),
         ("app.css", "text/css; charset=utf-8", CSS),
         ("app.js", "text/javascript; charset=utf-8", APP_JS),
+        ("favicon.svg", "image/svg+xml", FAVICON),
     ]
 }
 
@@ -57,7 +63,8 @@ async fn asset(Path(name): Path<String>) -> Response {
     let mut response = bytes.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=31536000, immutable"));
+    let cache = if name == "favicon.svg" { "public, max-age=86400" } else { "public, max-age=31536000, immutable" };
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
 }

@@ -6,7 +6,7 @@
 //! wish's [`crate::app::wishes::move_to`]).
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
@@ -22,7 +22,9 @@ use crate::db::sessions::Session;
 use crate::db::{board_templates, projects, tasks, wishes};
 use crate::http::AppState;
 use crate::pages::live::topic;
-use crate::pages::view::{no_block, render, see_other, words, BlockQuery, Chrome, PageForm, PageResult};
+use crate::pages::view::{
+    no_block, render, see_other, words, BlockQuery, Chrome, PageForm, PagePath, PageQuery, PageResult,
+};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -56,7 +58,7 @@ struct ListPage {
 }
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
-async fn list(State(state): State<AppState>, session: Session, Query(query): Query<BlockQuery>) -> PageResult {
+async fn list(State(state): State<AppState>, session: Session, PageQuery(query): PageQuery<BlockQuery>) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "boards", "Boards").await?;
     let mut listed = Vec::new();
@@ -109,8 +111,8 @@ struct Card {
     status: &'static str,
     status_label: String,
     assignee: Option<String>,
-    /// Wishes, and a wish's groups, open their wish.
-    link: Option<String>,
+    /// A task opens its page (a wish's group too: it says which wish drives it); a wish, its wish.
+    link: String,
 }
 
 /// A column with its cards and its neighbours' names (where ← and → send a card).
@@ -144,8 +146,8 @@ const MAX_CARDS: i64 = 5000;
 async fn board(
     State(state): State<AppState>,
     session: Session,
-    Path(id): Path<Uuid>,
-    Query(query): Query<BlockQuery>,
+    PagePath(id): PagePath<Uuid>,
+    PageQuery(query): PageQuery<BlockQuery>,
 ) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let board = boards::get(&mut conn, id).await?.ok_or_else(|| no_board(id))?;
@@ -153,18 +155,6 @@ async fn board(
     let filter = tasks::ListFilter { board_id: Some(id), ..tasks::ListFilter::default() };
     let task_list = tasks::list(&mut conn, &filter, MAX_CARDS).await?;
     let wish_list = wishes::on_board(&mut conn, id).await?;
-    let wish_slugs: std::collections::HashMap<Uuid, String> = {
-        let ids: Vec<Uuid> = task_list.iter().filter_map(|t| t.wish_id).collect();
-        let mut slugs = std::collections::HashMap::new();
-        for wish_id in ids {
-            if let std::collections::hash_map::Entry::Vacant(slot) = slugs.entry(wish_id) {
-                if let Some(slug) = tasks::refs::wish_slug(&mut conn, wish_id).await? {
-                    slot.insert(slug);
-                }
-            }
-        }
-        slugs
-    };
     let strays = columns_db::strays(&mut conn, id).await?.total();
     let mut columns: Vec<ColumnView> = board
         .columns
@@ -191,7 +181,6 @@ async fn board(
     }
     for task in &task_list {
         let Some(column) = columns.iter_mut().find(|c| Some(c.id) == task.column_id) else { continue };
-        let wish = task.wish_id.and_then(|w| wish_slugs.get(&w));
         column.cards.push(Card {
             id: task.id.to_string(),
             element: format!("t-{}", task.id),
@@ -200,7 +189,7 @@ async fn board(
             status: task.status.as_str(),
             status_label: words(task.status.as_str()),
             assignee: task.assignee.clone(),
-            link: wish.map(|slug| format!("/wishes/{slug}")),
+            link: format!("/tasks/{}", task.id),
         });
     }
     for wish in &wish_list {
@@ -213,7 +202,7 @@ async fn board(
             status: wish.status.as_str(),
             status_label: words(wish.status.as_str()),
             assignee: None,
-            link: Some(format!("/wishes/{}", wish.slug)),
+            link: format!("/wishes/{}", wish.slug),
         });
     }
     let triggers = format!("sse:{}, sse:tasks", topic("board", &id.to_string()));
@@ -236,7 +225,7 @@ struct TaskForm {
 #[tracing::instrument(skip_all, fields(board = ?id), err(Debug, level = "debug"))]
 async fn create_task(
     State(state): State<AppState>,
-    Path(id): Path<Uuid>,
+    PagePath(id): PagePath<Uuid>,
     PageForm(form): PageForm<TaskForm>,
 ) -> PageResult {
     let mut conn = state.db.acquire().await?;
@@ -324,7 +313,7 @@ impl MoveForm {
 #[tracing::instrument(skip_all, fields(board = ?id), err(Debug, level = "debug"))]
 async fn move_card(
     State(state): State<AppState>,
-    Path(id): Path<Uuid>,
+    PagePath(id): PagePath<Uuid>,
     PageForm(form): PageForm<MoveForm>,
 ) -> PageResult {
     let (card, target) = form.target()?;
@@ -347,7 +336,7 @@ async fn move_card(
 }
 
 #[tracing::instrument(skip_all, fields(board = ?id), err(Debug, level = "debug"))]
-async fn reconcile(State(state): State<AppState>, Path(id): Path<Uuid>) -> PageResult {
+async fn reconcile(State(state): State<AppState>, PagePath(id): PagePath<Uuid>) -> PageResult {
     boards_app::reconcile_now(&state, id).await?;
     Ok(see_other(&format!("/boards/{id}")))
 }

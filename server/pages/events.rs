@@ -2,76 +2,117 @@
 //! cursor; the first page grows live as events happen.
 
 use askama::Template;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::api::error::ApiError;
+use crate::db::boards;
 use crate::db::events::{self, Event};
 use crate::db::sessions::Session;
+use crate::db::tasks;
+use crate::domain::webhook_format::page_of;
 use crate::http::AppState;
-use crate::pages::view::{ago, iso, no_block, render, truncate, Chrome, PageResult};
+use crate::pages::view::{ago, iso, no_block, render, truncate, words, Chrome, PageQuery, PageResult};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/events", get(feed))
 }
 
-/// An event as a row of the feed.
+/// An event as a row of the feed, in people's words: what it is about by name, with a link to
+/// its page, and the payload's meaningful fields (ids, which the names replace, left out).
 pub struct EventRow {
     pub id: i64,
     pub event_type: String,
-    pub subject: String,
+    /// The subject's name: a task's title, an agent's or wish's name, …
+    pub about: String,
+    /// What kind of thing it is (`task`, `agent`, …), shown before the name.
+    pub kind: String,
     /// The dashboard page of what it is about, when there is one.
     pub link: Option<String>,
     pub project: Option<String>,
-    /// The payload, compact and cut short.
+    /// The payload in a line: `ready → in progress · result: …`.
     pub summary: String,
     pub at_ago: String,
     pub at_iso: String,
 }
 
 impl EventRow {
-    pub fn new(event: &Event, now: DateTime<Utc>) -> EventRow {
-        EventRow {
-            id: event.id,
-            event_type: event.event_type.clone(),
-            subject: event.subject.clone(),
-            link: link(&event.subject),
-            project: event.project.clone(),
-            summary: summary(&event.payload),
-            at_ago: ago(event.created_at, now),
-            at_iso: iso(event.created_at),
-        }
+    /// Rows for these events, with the names of the tasks and boards they are about (one query
+    /// for each kind, whatever the number of events).
+    pub async fn load(conn: &mut PgConnection, list: &[Event], now: DateTime<Utc>) -> Result<Vec<EventRow>, ApiError> {
+        let ids = |kind: &str| -> Vec<Uuid> {
+            list.iter().filter_map(|e| e.subject.strip_prefix(kind)?.parse().ok()).collect()
+        };
+        let tasks = tasks::refs::titles(conn, &ids("task:")).await?;
+        let boards = boards::names(conn, &ids("board:")).await?;
+        Ok(list
+            .iter()
+            .map(|event| {
+                let (kind, ident) = event.subject.split_once(':').unwrap_or(("", &event.subject));
+                let named = ident.parse::<Uuid>().ok().and_then(|id| match kind {
+                    "task" => tasks.get(&id).cloned(),
+                    "board" => boards.get(&id).cloned(),
+                    _ => None,
+                });
+                EventRow {
+                    id: event.id,
+                    event_type: event.event_type.clone(),
+                    about: named.unwrap_or_else(|| short(ident)),
+                    kind: kind.replace('_', " "),
+                    link: page_of(&event.subject),
+                    project: event.project.clone(),
+                    summary: summary(&event.payload),
+                    at_ago: ago(event.created_at, now),
+                    at_iso: iso(event.created_at),
+                }
+            })
+            .collect())
     }
 }
 
-/// The page that shows a subject (`wish:login` → `/wishes/login`).
-fn link(subject: &str) -> Option<String> {
-    let (what, id) = subject.split_once(':')?;
-    let base = match what {
-        "wish" => "/wishes",
-        "agent" => "/agents",
-        "board" => "/boards",
-        "webhook" => "/webhooks",
-        _ => return None,
-    };
-    let id: String = form_urlencoded::byte_serialize(id.as_bytes()).collect();
-    Some(format!("{base}/{id}"))
+/// An id shortened to what a person can compare at a glance (`3ff64f4f…`); names stay whole.
+fn short(ident: &str) -> String {
+    if ident.parse::<Uuid>().is_ok() {
+        format!("{}…", &ident[..8])
+    } else {
+        ident.to_owned()
+    }
 }
 
-/// `key=value` pairs of the payload's top level, nulls left out, cut to a line.
+/// The payload in one line: a change of state as `from → to`, then the other fields as
+/// `key: value`; ids (the subject's name stands for them), nulls and empty lists left out.
 fn summary(payload: &serde_json::Value) -> String {
+    use serde_json::Value;
     let Some(fields) = payload.as_object() else { return truncate(&payload.to_string(), 160) };
-    let parts: Vec<String> = fields
-        .iter()
-        .filter(|(_, v)| !v.is_null())
-        .map(|(k, v)| match v {
-            serde_json::Value::String(s) => format!("{k}={s}"),
-            other => format!("{k}={other}"),
-        })
-        .collect();
-    truncate(&parts.join(" "), 160)
+    // Only states are words with underscores; people's text is shown as they wrote it.
+    let state = |key: &str| fields.get(key).and_then(Value::as_str);
+    let change = state("from").zip(state("to"));
+    let mut parts: Vec<String> = change.iter().map(|(from, to)| format!("{} → {}", words(from), words(to))).collect();
+    let is_id = |key: &str, value: &Value| {
+        key == "id" || key.ends_with("_id") || value.as_str().is_some_and(|s| s.parse::<Uuid>().is_ok())
+    };
+    for (key, value) in fields {
+        let transition = change.is_some() && (key == "from" || key == "to");
+        let empty = value.is_null() || value.as_array().is_some_and(Vec::is_empty) || value.as_str() == Some("");
+        if transition || empty || is_id(key, value) {
+            continue;
+        }
+        let shown = match value {
+            Value::Array(items) if items.iter().all(|i| i.as_str().is_some_and(|s| s.parse::<Uuid>().is_ok())) => {
+                format!("{} item(s)", items.len())
+            }
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        parts.push(format!("{}: {shown}", key.replace('_', " ")));
+    }
+    truncate(&parts.join(" · "), 160)
 }
 
 #[derive(Template)]
@@ -88,6 +129,7 @@ struct FeedPage {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct FeedQuery {
     block: Option<String>,
     before: Option<i64>,
@@ -99,7 +141,7 @@ struct FeedQuery {
 const PAGE: i64 = 100;
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
-async fn feed(State(state): State<AppState>, session: Session, Query(query): Query<FeedQuery>) -> PageResult {
+async fn feed(State(state): State<AppState>, session: Session, PageQuery(query): PageQuery<FeedQuery>) -> PageResult {
     let type_prefix = query.type_prefix.as_deref().map(str::trim).filter(|s| !s.is_empty());
     let project = query.project.as_deref().map(str::trim).filter(|s| !s.is_empty());
     let mut conn = state.db.acquire().await?;
@@ -107,7 +149,7 @@ async fn feed(State(state): State<AppState>, session: Session, Query(query): Que
     let now = Utc::now();
     let found = events::newest(&mut conn, query.before, type_prefix, project, PAGE + 1).await?;
     let older = (found.len() as i64 > PAGE).then(|| found[PAGE as usize - 1].id);
-    let events = found.iter().take(PAGE as usize).map(|e| EventRow::new(e, now)).collect();
+    let events = EventRow::load(&mut conn, &found[..found.len().min(PAGE as usize)], now).await?;
     let filters: String = form_urlencoded::Serializer::new(String::new())
         .append_pair("type", type_prefix.unwrap_or(""))
         .append_pair("project", project.unwrap_or(""))
@@ -134,9 +176,17 @@ mod tests {
 
     #[test]
     fn a_subject_links_to_its_page_and_a_payload_reads_as_one_line() {
-        assert_eq!(link("wish:login").as_deref(), Some("/wishes/login"));
-        assert_eq!(link("token:1"), None);
-        let payload = serde_json::json!({"from": "ready", "to": "in_progress", "result": null, "n": 2});
-        assert_eq!(summary(&payload), "from=ready n=2 to=in_progress");
+        assert_eq!(page_of("wish:login").as_deref(), Some("/wishes/login"));
+        assert_eq!(
+            page_of("task:7c9e6679-7425-40de-944b-e07fc1f90ae7").as_deref(),
+            Some("/tasks/7c9e6679-7425-40de-944b-e07fc1f90ae7")
+        );
+        assert_eq!(page_of("token:1"), None);
+        let payload = serde_json::json!({"from": "ready", "to": "in_progress", "result": null, "n": 2,
+            "wish_id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "group_key": "api",
+            "depends_on": ["7c9e6679-7425-40de-944b-e07fc1f90ae7"], "released_by": "7c9e6679-7425-40de-944b-e07fc1f90ae7"});
+        assert_eq!(summary(&payload), "ready → in progress · depends on: 1 item(s) · group key: api · n: 2");
+        assert_eq!(short("7c9e6679-7425-40de-944b-e07fc1f90ae7"), "7c9e6679…");
+        assert_eq!(short("clever-fox"), "clever-fox");
     }
 }

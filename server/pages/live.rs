@@ -16,7 +16,7 @@
 use std::collections::BTreeSet;
 use std::convert::Infallible;
 
-use axum::extract::{Extension, Query, State};
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::IntoResponse;
@@ -30,13 +30,14 @@ use crate::db::sessions::{self, Session};
 use crate::feed::Follower;
 use crate::http::AppState;
 use crate::pages::session::{cookie, SESSION_COOKIE};
-use crate::pages::view::PageResult;
+use crate::pages::view::{PageQuery, PageResult};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/live", get(live))
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct LiveQuery {
     after: Option<i64>,
 }
@@ -46,7 +47,7 @@ async fn live(
     State(state): State<AppState>,
     Extension(session): Extension<Session>,
     headers: HeaderMap,
-    Query(query): Query<LiveQuery>,
+    PageQuery(query): PageQuery<LiveQuery>,
 ) -> PageResult {
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
     let mut after = resume.or(query.after);
@@ -99,7 +100,7 @@ fn topic_stream(follower: Follower, session: SessionCheck) -> impl Stream<Item =
 
 /// The topics an event touches: `events` always; its kind (`tasks`, `wishes`, `agents`,
 /// `boards`, `webhooks`, `projects`, `teams`, `messages`); and the one
-/// thing it is about (`wish-<slug>`, `agent-<name>`, `board-<id>`, `team-<name>`, `chat-<team>`
+/// thing it is about (`wish-<slug>`, `agent-<name>`, `board-<id>`, `task-<id>`, `team-<name>`, `chat-<team>`
 /// for a post in its chat, and `wish-<id>` for a wish's groups, whose events name the wish by id).
 pub fn topics(event: &Event) -> Vec<String> {
     let mut topics = vec!["events".to_owned()];
@@ -119,7 +120,7 @@ pub fn topics(event: &Event) -> Vec<String> {
     topics.extend(plural.map(str::to_owned));
     if let Some((what, id)) = event.subject.split_once(':') {
         match what {
-            "wish" | "agent" | "board" | "webhook" => topics.push(topic(what, id)),
+            "wish" | "agent" | "board" | "webhook" | "task" => topics.push(topic(what, id)),
             // A team's chat is a part of its own: a post need not refresh the rest of the team.
             "team" if kind == "chat" => topics.push(topic("chat", id)),
             "team" => topics.push(topic(what, id)),
@@ -161,7 +162,7 @@ mod tests {
     fn a_group_completion_reaches_the_wish_and_task_listeners() {
         let wish = "6f1c2d9e-8a4b-4c3d-9e2f-1a2b3c4d5e6f";
         let e = event("task.completed", "task:abc", serde_json::json!({"wish_id": wish, "group_key": "api"}));
-        assert_eq!(topics(&e), ["events", "tasks", &format!("wish-{wish}")]);
+        assert_eq!(topics(&e), ["events", "tasks", "task-abc", &format!("wish-{wish}")]);
     }
 
     #[test]
@@ -169,7 +170,7 @@ mod tests {
         let e = event("agent.state_changed", "agent:fox", serde_json::json!({"to": "idle"}));
         assert_eq!(topics(&e), ["events", "agents", "agent-fox"]);
         let e = event("task.moved", "task:abc", serde_json::json!({"board_id": "b1"}));
-        assert_eq!(topics(&e), ["events", "tasks", "board-b1"]);
+        assert_eq!(topics(&e), ["events", "tasks", "task-abc", "board-b1"]);
         let e = event("wish.queued", "wish:login", serde_json::json!({}));
         assert_eq!(topics(&e), ["events", "wishes", "wish-login"]);
         let e = event("team.member_added", "team:login", serde_json::json!({"agent": "fox"}));

@@ -4,7 +4,7 @@
 //! case [`crate::app::messages::send`], as for `POST /api/v1/messages`.
 
 use askama::Template;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
 use chrono::{DateTime, Utc};
@@ -18,7 +18,7 @@ use crate::db::sessions::Session;
 use crate::domain::message::OPERATOR;
 use crate::http::AppState;
 use crate::pages::paging::{ListAt, PageLinks, Paged};
-use crate::pages::view::{ago, iso, no_block, render, see_other, truncate, Chrome, PageForm, PageResult};
+use crate::pages::view::{ago, iso, no_block, render, see_other, truncate, Chrome, PageForm, PageQuery, PageResult};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/messages", get(mailbox).post(send_one))
@@ -74,6 +74,7 @@ struct MailboxPage {
 /// Each list's cursor: `?pending_before=` and `?delivered_before=` show its page older than it
 /// (its newest page without it); a link of one list keeps the other's.
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct MailboxQuery {
     block: Option<String>,
     pending_before: Option<String>,
@@ -92,7 +93,11 @@ async fn one_list(
 }
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
-async fn mailbox(State(state): State<AppState>, session: Session, Query(query): Query<MailboxQuery>) -> PageResult {
+async fn mailbox(
+    State(state): State<AppState>,
+    session: Session,
+    PageQuery(query): PageQuery<MailboxQuery>,
+) -> PageResult {
     let (pending_before, delivered_before) = (query.pending_before.as_deref(), query.delivered_before.as_deref());
     let keep_delivered: Vec<(&str, &str)> = delivered_before.map(|c| ("delivered_before", c)).into_iter().collect();
     let keep_pending: Vec<(&str, &str)> = pending_before.map(|c| ("pending_before", c)).into_iter().collect();

@@ -15,9 +15,13 @@ mod live;
 mod login;
 mod merge_queue;
 mod messages;
+mod notifications;
 mod overview;
 mod paging;
+mod projects;
 mod session;
+mod tasks;
+mod team_actions;
 mod teams;
 mod view;
 mod webhooks;
@@ -58,14 +62,18 @@ pub fn router(state: AppState) -> Router<AppState> {
     let pages = Router::new()
         .merge(overview::router())
         .merge(boards::router())
+        .merge(tasks::router())
+        .merge(projects::router())
         .merge(wishes::router())
         .merge(wish_form::router())
         .merge(agents::router())
         .merge(teams::router())
+        .merge(team_actions::router())
         .merge(messages::router())
         .merge(webhooks::router())
         .merge(events::router())
         .merge(merge_queue::router())
+        .merge(notifications::router())
         .merge(live::router())
         .merge(login::logout_router())
         .route_layer(middleware::from_fn_with_state(state.clone(), session::require_session));

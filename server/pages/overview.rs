@@ -3,7 +3,7 @@
 //! (wishes pending merge) and the latest events.
 
 use askama::Template;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
@@ -18,7 +18,7 @@ use crate::domain::wish::WishStatus;
 use crate::http::AppState;
 use crate::pages::agents::AgentRow;
 use crate::pages::events::EventRow;
-use crate::pages::view::{ago, no_block, render, BlockQuery, Chrome, PageResult};
+use crate::pages::view::{ago, no_block, render, BlockQuery, Chrome, PageQuery, PageResult};
 use crate::pages::wishes::WishRow;
 
 pub fn router() -> Router<AppState> {
@@ -51,7 +51,11 @@ const IN_FLIGHT: [&str; 4] = ["planned", "queued", "executing", "completed"];
 const SHOWN: i64 = 50;
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
-async fn overview(State(state): State<AppState>, session: Session, Query(query): Query<BlockQuery>) -> PageResult {
+async fn overview(
+    State(state): State<AppState>,
+    session: Session,
+    PageQuery(query): PageQuery<BlockQuery>,
+) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "overview", "Overview").await?;
     let now = Utc::now();
@@ -120,7 +124,8 @@ async fn overview(State(state): State<AppState>, session: Session, Query(query):
     let mut merge_queue = WishRow::load(&mut conn, pending, now).await?;
     // First in, first merged: the queue reads oldest first.
     merge_queue.reverse();
-    let events = events::newest(&mut conn, None, None, None, 15).await?.iter().map(|e| EventRow::new(e, now)).collect();
+    let newest = events::newest(&mut conn, None, None, None, 15).await?;
+    let events = EventRow::load(&mut conn, &newest, now).await?;
 
     let page = OverviewPage { chrome, needs, counts, agents: agent_rows, in_flight, merge_queue, events };
     let response: Response = match query.block.as_deref() {

@@ -4,7 +4,7 @@
 //! [`crate::app::messages::post_to_team`], as for `POST /api/v1/teams/{name}/chat`.
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::routing::{get, post};
 use axum::Router;
 use chrono::Utc;
@@ -17,10 +17,13 @@ use crate::db::sessions::Session;
 use crate::db::team_chat as chat;
 use crate::db::teams::{self, ListFilter, Team};
 use crate::domain::message::OPERATOR;
+use crate::domain::team::TeamStatus;
 use crate::http::AppState;
 use crate::pages::live::topic;
 use crate::pages::paging::{ListAt, PageLinks};
-use crate::pages::view::{ago, iso, no_block, render, see_other, words, BlockQuery, Chrome, PageForm, PageResult};
+use crate::pages::view::{
+    ago, iso, no_block, render, see_other, words, BlockQuery, Chrome, PageForm, PagePath, PageQuery, PageResult,
+};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/teams", get(list)).route("/teams/{name}", get(detail)).route("/teams/{name}/chat", post(say))
@@ -36,10 +39,12 @@ struct ListPage {
     chrome: Chrome,
     /// Each team with its state in words.
     teams: Vec<(Team, String)>,
+    /// The projects a new team may belong to.
+    projects: Vec<String>,
 }
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
-async fn list(State(state): State<AppState>, session: Session, Query(query): Query<BlockQuery>) -> PageResult {
+async fn list(State(state): State<AppState>, session: Session, PageQuery(query): PageQuery<BlockQuery>) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "teams", "Teams").await?;
     let teams = teams::list(&mut conn, &ListFilter::default(), MAX_TEAMS)
@@ -50,7 +55,8 @@ async fn list(State(state): State<AppState>, session: Session, Query(query): Que
             (t, label)
         })
         .collect();
-    let page = ListPage { chrome, teams };
+    let projects = crate::db::projects::list(&mut conn, None, 1000).await?.into_iter().map(|p| p.slug).collect();
+    let page = ListPage { chrome, teams, projects };
     match query.block.as_deref() {
         None => Ok(render(&page)),
         Some("teams") => Ok(render(&page.as_teams())),
@@ -72,6 +78,8 @@ struct DetailPage {
     chrome: Chrome,
     team: Team,
     status_label: String,
+    /// Every team status, for the status form.
+    statuses: Vec<(&'static str, String)>,
     /// The topics of the team's own events and of its chat's posts.
     team_topic: String,
     chat_topic: String,
@@ -83,6 +91,7 @@ struct DetailPage {
 
 /// `?before=<cursor>`: the chat's page older than the cursor (the newest page without it).
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DetailQuery {
     block: Option<String>,
     before: Option<String>,
@@ -92,8 +101,8 @@ struct DetailQuery {
 async fn detail(
     State(state): State<AppState>,
     session: Session,
-    Path(name): Path<String>,
-    Query(query): Query<DetailQuery>,
+    PagePath(name): PagePath<String>,
+    PageQuery(query): PageQuery<DetailQuery>,
 ) -> PageResult {
     let path = format!("/teams/{name}");
     let list = ListAt { path: &path, param: "before", block: "chat", keep: &[] };
@@ -114,6 +123,7 @@ async fn detail(
     let page = DetailPage {
         chrome,
         status_label: words(team.status.as_str()),
+        statuses: TeamStatus::ALL.iter().map(|s| (s.as_str(), words(s.as_str()))).collect(),
         team_topic: topic("team", &team.name),
         chat_topic: topic("chat", &team.name),
         posts,
@@ -137,7 +147,7 @@ struct ChatForm {
 #[tracing::instrument(skip_all, fields(team = ?name), err(Debug, level = "debug"))]
 async fn say(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    PagePath(name): PagePath<String>,
     PageForm(form): PageForm<ChatForm>,
 ) -> PageResult {
     let team = {

@@ -3,6 +3,7 @@
 //! formatting rules templates need (relative times, truncation, state labels).
 
 use askama::Template;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -15,6 +16,20 @@ use crate::api::error::{ApiError, InternalCause};
 use crate::db::events;
 use crate::db::sessions::Session;
 use crate::pages::assets;
+
+/// The dashboard's sections, in the navigation's order: `(key, address, label)`.
+pub const SECTIONS: [(&str, &str, &str); 10] = [
+    ("overview", "/", "Overview"),
+    ("boards", "/boards", "Boards"),
+    ("wishes", "/wishes", "Wishes"),
+    ("merge-queue", "/merge-queue", "Merge queue"),
+    ("history", "/history", "History"),
+    ("agents", "/agents", "Agents"),
+    ("teams", "/teams", "Teams"),
+    ("messages", "/messages", "Mailbox"),
+    ("webhooks", "/webhooks", "Webhooks"),
+    ("events", "/events", "Events"),
+];
 
 /// The frame of every page: who is logged in, the CSRF token for forms and htmx, which navigation
 /// entry is current, and where the page's live stream starts.
@@ -57,6 +72,25 @@ impl Chrome {
         })
     }
 
+    /// The breadcrumb's links above the page's own name: the overview, then the page's section
+    /// unless the page is that section's list.
+    pub fn crumbs(&self) -> Vec<(&'static str, &'static str)> {
+        let mut crumbs = Vec::new();
+        if self.nav != "overview" {
+            crumbs.push(("/", "Overview"));
+        }
+        if let Some((_, href, label)) = SECTIONS.iter().find(|(key, _, _)| *key == self.nav) {
+            if *label != self.title && self.nav != "overview" {
+                crumbs.push((*href, *label));
+            }
+        }
+        crumbs
+    }
+
+    pub fn sections(&self) -> &'static [(&'static str, &'static str, &'static str)] {
+        &SECTIONS
+    }
+
     /// The `hx-headers` value that makes htmx send the CSRF token with every request.
     pub fn hx_headers(&self) -> String {
         serde_json::json!({ super::CSRF_HEADER: self.csrf }).to_string()
@@ -86,6 +120,7 @@ pub fn no_block(name: &str) -> PageError {
 
 /// `?block=<name>`: which part of a page to render alone.
 #[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BlockQuery {
     pub block: Option<String>,
 }
@@ -181,6 +216,30 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for PageForm<T> {
     }
 }
 
+/// Path parameters whose failures are the error page (a malformed id is a 404, as in the API),
+/// never axum's plain-text rejection.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(PageError))]
+pub struct PagePath<T>(pub T);
+
+impl From<PathRejection> for PageError {
+    fn from(rejection: PathRejection) -> PageError {
+        PageError(rejection.into())
+    }
+}
+
+/// A page's query string, parsed as the API parses one: a bad value or a parameter the page does
+/// not know is a 422 naming it (`/wishes?state=bogus` says so instead of showing every wish).
+pub struct PageQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for PageQuery<T> {
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        crate::api::query::parse(parts.uri.query().unwrap_or("")).map(PageQuery).map_err(PageError)
+    }
+}
+
 /// The page's session, which the session middleware put there.
 impl<S: Send + Sync> FromRequestParts<S> for Session {
     type Rejection = PageError;
@@ -219,6 +278,16 @@ pub fn truncate(text: &str, max: usize) -> String {
     }
     let cut: String = text.chars().take(max.saturating_sub(1)).collect();
     format!("{}…", cut.trim_end())
+}
+
+/// `a, b c` → `["a", "b", "c"]`: names typed into one field.
+pub fn list(text: &str) -> Vec<String> {
+    text.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+/// A form field trimmed; `None` when left empty (the use case's default).
+pub fn filled(text: &str) -> Option<String> {
+    Some(text.trim().to_owned()).filter(|t| !t.is_empty())
 }
 
 /// `in_progress` → `in progress`: a state as words (the CSS class keeps the underscore).

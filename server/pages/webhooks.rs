@@ -1,27 +1,33 @@
 //! `/webhooks`: the subscriptions (where events go, which, whether they work);
 //! `/webhooks/{id}`: one subscription's delivery log, with "redeliver" on each delivery and "send
-//! a test event". The log refreshes itself: attempts write no events, so it is polled.
+//! a test event", enable or disable it, rotate its signing secret (the new one shown once) and
+//! delete it. The log refreshes itself: attempts write no events, so it is polled.
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::routing::{get, post};
 use axum::Router;
 use chrono::Utc;
+use secrecy::ExposeSecret;
 use uuid::Uuid;
 
 use crate::app::webhooks as webhooks_app;
 use crate::db::sessions::Session;
 use crate::db::webhook_deliveries::{self, Delivery};
-use crate::db::webhooks::{self, Subscription};
+use crate::db::webhooks::{self, Subscription, SubscriptionPatch};
 use crate::http::AppState;
 use crate::pages::live::topic;
-use crate::pages::view::{ago, iso, no_block, render, see_other, BlockQuery, Chrome, PageResult};
+use crate::pages::view::{ago, iso, no_block, render, see_other, BlockQuery, Chrome, PagePath, PageQuery, PageResult};
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/webhooks", get(list))
         .route("/webhooks/{id}", get(detail))
         .route("/webhooks/{id}/test", post(send_test))
+        .route("/webhooks/{id}/enable", post(enable))
+        .route("/webhooks/{id}/disable", post(disable))
+        .route("/webhooks/{id}/rotate-secret", post(rotate_secret))
+        .route("/webhooks/{id}/delete", post(delete))
         .route("/webhooks/{id}/deliveries/{delivery}/redeliver", post(redeliver))
 }
 
@@ -34,6 +40,8 @@ struct WebhookRow {
     description: String,
     state: &'static str,
     state_label: String,
+    enabled: bool,
+    format: String,
 }
 
 impl WebhookRow {
@@ -52,6 +60,8 @@ impl WebhookRow {
             description: s.description.clone(),
             state,
             state_label,
+            enabled: s.enabled,
+            format: s.format.clone(),
         }
     }
 }
@@ -64,7 +74,7 @@ struct ListPage {
 }
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
-async fn list(State(state): State<AppState>, session: Session, Query(query): Query<BlockQuery>) -> PageResult {
+async fn list(State(state): State<AppState>, session: Session, PageQuery(query): PageQuery<BlockQuery>) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "webhooks", "Webhooks").await?;
     let webhooks = webhooks::list(&mut conn, None, 1000).await?.iter().map(WebhookRow::new).collect();
@@ -123,8 +133,8 @@ struct DetailPage {
 async fn detail(
     State(state): State<AppState>,
     session: Session,
-    Path(id): Path<Uuid>,
-    Query(query): Query<BlockQuery>,
+    PagePath(id): PagePath<Uuid>,
+    PageQuery(query): PageQuery<BlockQuery>,
 ) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "webhooks", "Webhook").await?;
@@ -145,13 +155,55 @@ async fn detail(
 }
 
 #[tracing::instrument(skip_all, fields(webhook = ?id), err(Debug, level = "debug"))]
-async fn send_test(State(state): State<AppState>, Path(id): Path<Uuid>) -> PageResult {
+async fn send_test(State(state): State<AppState>, PagePath(id): PagePath<Uuid>) -> PageResult {
     webhooks_app::queue_test(&state, id).await?;
     Ok(see_other(&format!("/webhooks/{id}")))
 }
 
 #[tracing::instrument(skip_all, fields(webhook = ?id, delivery = ?delivery), err(Debug, level = "debug"))]
-async fn redeliver(State(state): State<AppState>, Path((id, delivery)): Path<(Uuid, Uuid)>) -> PageResult {
+async fn redeliver(State(state): State<AppState>, PagePath((id, delivery)): PagePath<(Uuid, Uuid)>) -> PageResult {
     webhooks_app::redeliver(&state, id, delivery).await?;
     Ok(see_other(&format!("/webhooks/{id}")))
+}
+
+/// Turns deliveries on (those held while it was disabled go out) or off.
+async fn set_enabled(state: &AppState, id: Uuid, enabled: bool) -> PageResult {
+    let patch = SubscriptionPatch { enabled: Some(enabled), ..SubscriptionPatch::default() };
+    webhooks_app::update(state, &state.webhooks.allowed_hosts, id, patch).await?;
+    Ok(see_other(&format!("/webhooks/{id}")))
+}
+
+#[tracing::instrument(skip_all, fields(webhook = ?id), err(Debug, level = "debug"))]
+async fn enable(State(state): State<AppState>, PagePath(id): PagePath<Uuid>) -> PageResult {
+    set_enabled(&state, id, true).await
+}
+
+#[tracing::instrument(skip_all, fields(webhook = ?id), err(Debug, level = "debug"))]
+async fn disable(State(state): State<AppState>, PagePath(id): PagePath<Uuid>) -> PageResult {
+    set_enabled(&state, id, false).await
+}
+
+#[tracing::instrument(skip_all, fields(webhook = ?id), err(Debug, level = "debug"))]
+async fn delete(State(state): State<AppState>, PagePath(id): PagePath<Uuid>) -> PageResult {
+    webhooks_app::delete(&state, id).await?;
+    Ok(see_other("/webhooks"))
+}
+
+#[derive(Template)]
+#[template(path = "webhooks/secret.html")]
+struct SecretPage {
+    chrome: Chrome,
+    webhook: WebhookRow,
+    secret: String,
+}
+
+/// The new secret is shown on this answer only (it is stored, never shown again): a page, not a
+/// redirect, so a reload cannot show it twice — it asks to send the form again instead.
+#[tracing::instrument(skip_all, fields(webhook = ?id), err(Debug, level = "debug"))]
+async fn rotate_secret(State(state): State<AppState>, session: Session, PagePath(id): PagePath<Uuid>) -> PageResult {
+    let rotated = webhooks_app::rotate_secret(&state, id).await?;
+    let mut conn = state.db.acquire().await?;
+    let chrome = Chrome::new(&mut conn, &session, "webhooks", "New signing secret").await?;
+    let secret = rotated.secret.expose_secret().to_owned();
+    Ok(render(&SecretPage { chrome, webhook: WebhookRow::new(&rotated.subscription), secret }))
 }

@@ -20,7 +20,7 @@ use crate::db::projects;
 use crate::db::sessions::Session;
 use crate::db::wishes::NewGroup;
 use crate::http::AppState;
-use crate::pages::view::{render, see_other, Chrome, PageForm, PageResult};
+use crate::pages::view::{list, render, see_other, Chrome, PageForm, PageResult};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/new-wish", get(new_wish)).route("/wishes", post(create))
@@ -125,11 +125,6 @@ fn group_field(name: &str) -> Option<(usize, &str)> {
     let rest = name.strip_prefix("groups[")?;
     let (index, field) = rest.split_once("].")?;
     Some((index.parse().ok().filter(|i| *i < 200)?, field))
-}
-
-/// `a, b c` → `["a", "b", "c"]`.
-fn list(text: &str) -> Vec<String> {
-    text.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
 
 #[derive(Template)]

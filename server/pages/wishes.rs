@@ -4,7 +4,7 @@
 //! The actions are the use cases the API calls too ([`crate::app::wishes`], [`crate::app::groups`]).
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::routing::{get, post};
 use axum::Router;
 use chrono::{DateTime, Utc};
@@ -14,17 +14,18 @@ use sqlx::PgConnection;
 use crate::api::error::ApiError;
 use crate::app::groups;
 use crate::app::wishes::{detail as wish_detail, find};
+use crate::db::agents;
 use crate::db::sessions::Session;
 use crate::db::tasks::Change;
 use crate::db::wishes::{self, Blocker, Wish};
 use crate::db::{events, projects};
-use crate::domain::task::{TaskEvent, TaskStatus};
+use crate::domain::task::{transition as task_transition, TaskEvent};
 use crate::domain::wish::{transition, WishEvent, WishStatus};
 use crate::git::conflicts::{self, Outcome};
 use crate::http::AppState;
 use crate::pages::dag::{self, Dag};
 use crate::pages::live::topic;
-use crate::pages::view::{ago, iso, no_block, render, see_other, words, Chrome, PageResult};
+use crate::pages::view::{ago, iso, no_block, render, see_other, words, Chrome, PagePath, PageQuery, PageResult};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -32,7 +33,7 @@ pub fn router() -> Router<AppState> {
         .route("/wishes/{slug}", get(detail))
         .route("/wishes/{slug}/conflicts", get(conflicts_part))
         .route("/wishes/{slug}/actions/{action}", post(act))
-        .route("/wishes/{slug}/groups/{key}/retry", post(retry_group))
+        .route("/wishes/{slug}/groups/{key}/actions/{action}", post(act_on_group))
 }
 
 /// A wish as a row of a table.
@@ -83,13 +84,14 @@ struct ListPage {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ListQuery {
     block: Option<String>,
     status: Option<String>,
 }
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
-async fn list(State(state): State<AppState>, session: Session, Query(query): Query<ListQuery>) -> PageResult {
+async fn list(State(state): State<AppState>, session: Session, PageQuery(query): PageQuery<ListQuery>) -> PageResult {
     let filter = crate::api::query::filter::<WishStatus>("status", query.status.as_deref().filter(|s| !s.is_empty()))?;
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "wishes", "Wishes").await?;
@@ -117,7 +119,27 @@ struct GroupRow {
     depends_on: String,
     iterations: String,
     result: String,
-    retryable: bool,
+    /// Its page.
+    task_id: uuid::Uuid,
+    /// The agent working on it (a live one first), linked to its page.
+    agent: Option<String>,
+    /// `(action, label)` legal now; none unless the wish is executing (groups move only then).
+    actions: Vec<(&'static str, &'static str)>,
+}
+
+/// What a person can do to a group from the wish page: start it by hand, complete or fail it
+/// for an agent that cannot, retry it.
+const GROUP_ACTIONS: [(&str, &str); 4] =
+    [("start", "Start"), ("complete", "Complete"), ("fail", "Fail"), ("retry", "Retry")];
+
+fn group_event(action: &str) -> Option<TaskEvent> {
+    Some(match action {
+        "start" => TaskEvent::Start,
+        "complete" => TaskEvent::Complete,
+        "fail" => TaskEvent::Fail,
+        "retry" => TaskEvent::Retry { unmet_dependencies: 0 },
+        _ => return None,
+    })
 }
 
 /// One recorded review.
@@ -182,8 +204,8 @@ fn event_for(action: &str) -> Option<WishEvent> {
 async fn detail(
     State(state): State<AppState>,
     session: Session,
-    Path(slug): Path<String>,
-    Query(query): Query<crate::pages::view::BlockQuery>,
+    PagePath(slug): PagePath<String>,
+    PageQuery(query): PageQuery<crate::pages::view::BlockQuery>,
 ) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "wishes", format!("Wish {slug}")).await?;
@@ -207,6 +229,11 @@ async fn detail(
         .collect();
     let full = wish_detail(&mut conn, wish).await?;
     let executing = full.wish.status == WishStatus::Executing;
+    let filter = agents::ListFilter { project_id: Some(full.wish.project_id), ..agents::ListFilter::default() };
+    let mut workers: Vec<agents::Agent> =
+        agents::list(&mut conn, &filter, 2000).await?.into_iter().filter(|a| a.wish_id == Some(full.wish.id)).collect();
+    // The live agent of a group first, then the latest one.
+    workers.sort_by_key(|a| (!a.state.is_live(), std::cmp::Reverse(a.created_at)));
     let dag = dag::layout(&full.groups);
     // The table lists the groups in the drawing's order.
     let mut listed: Vec<&wishes::Group> = full.groups.iter().collect();
@@ -221,7 +248,15 @@ async fn detail(
             depends_on: g.depends_on.join(", "),
             iterations: format!("{} of {}", g.iterations, g.max_iterations),
             result: g.result.clone().unwrap_or_default(),
-            retryable: executing && matches!(g.status, TaskStatus::Failed | TaskStatus::Cancelled),
+            task_id: g.task_id,
+            agent: workers.iter().find(|a| a.task_id == Some(g.task_id)).map(|a| a.name.clone()),
+            actions: GROUP_ACTIONS
+                .iter()
+                .filter(|(action, _)| {
+                    executing && group_event(action).is_some_and(|e| task_transition(g.status, &e).is_ok())
+                })
+                .copied()
+                .collect(),
         })
         .collect();
     let page = DetailPage {
@@ -250,7 +285,7 @@ async fn project_of(conn: &mut PgConnection, id: uuid::Uuid) -> Result<Option<pr
 }
 
 #[tracing::instrument(skip_all, fields(slug = ?slug, action = ?action), err(Debug, level = "debug"))]
-async fn act(State(state): State<AppState>, Path((slug, action)): Path<(String, String)>) -> PageResult {
+async fn act(State(state): State<AppState>, PagePath((slug, action)): PagePath<(String, String)>) -> PageResult {
     let event = event_for(&action).ok_or_else(|| ApiError::NotFound(format!("no wish action `{action}`")))?;
     if event == WishEvent::SubmitForMerge {
         crate::app::merge_queue::submit(&state, &slug).await?;
@@ -260,10 +295,17 @@ async fn act(State(state): State<AppState>, Path((slug, action)): Path<(String, 
     Ok(see_other(&format!("/wishes/{slug}")))
 }
 
-#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(Debug, level = "debug"))]
-async fn retry_group(State(state): State<AppState>, Path((slug, key)): Path<(String, String)>) -> PageResult {
-    groups::act_on(&state, &slug, &key, TaskEvent::Retry { unmet_dependencies: 0 }, Change::default()).await?;
-    Ok(see_other(&format!("/wishes/{slug}")))
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key, action = ?action), err(Debug, level = "debug"))]
+async fn act_on_group(
+    State(state): State<AppState>,
+    PagePath((slug, key, action)): PagePath<(String, String, String)>,
+) -> PageResult {
+    let event = group_event(&action).ok_or_else(|| ApiError::NotFound(format!("no group action `{action}`")))?;
+    // A failure says who failed it; the agent's own failures say why.
+    let result = (event == TaskEvent::Fail).then(|| "failed by a person from the dashboard".to_owned());
+    let change = Change { result, ..Change::default() };
+    groups::act_on(&state, &slug, &key, event, change).await?;
+    Ok(see_other(&format!("/wishes/{slug}#group-{key}")))
 }
 
 /// One line of the prediction.
@@ -289,7 +331,7 @@ const MAX_OTHERS: usize = 10;
 
 /// The conflict prediction, fetched after the page has loaded: it runs git.
 #[tracing::instrument(skip_all, fields(slug = ?slug), err(Debug, level = "debug"))]
-async fn conflicts_part(State(state): State<AppState>, Path(slug): Path<String>) -> PageResult {
+async fn conflicts_part(State(state): State<AppState>, PagePath(slug): PagePath<String>) -> PageResult {
     let mut conn = state.db.acquire().await?;
     let wish = find(&mut conn, &slug).await?;
     let project = project_of(&mut conn, wish.project_id).await?;

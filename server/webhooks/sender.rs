@@ -26,6 +26,7 @@ use crate::db::spare_connections::SpareConnections;
 use crate::db::webhook_deliveries::{self, AttemptResult, Claimed};
 use crate::db::webhooks;
 use crate::domain::webhook::{next_retry, parse_retry_after};
+use crate::domain::webhook_format::render;
 use crate::feed::EventFeed;
 use crate::webhooks::{signature, ssrf};
 
@@ -247,10 +248,9 @@ impl Sender {
     /// One attempt over the network; nothing is written here.
     async fn send(&self, claim: &Claimed) -> Attempt {
         let started = Instant::now();
-        let body = match serde_json::to_vec(&claim.body) {
-            Ok(body) => body,
-            Err(e) => return Attempt::error(format!("cannot serialize the body: {e}"), started),
-        };
+        let format = claim.format.parse().unwrap_or_default();
+        let rendered = render(format, &claim.body, self.settings.dashboard_url.as_deref());
+        let body = rendered.body;
         let timestamp = chrono::Utc::now().timestamp();
         let secrets = webhooks::signing_secrets(&claim.secret, claim.previous_secret.as_deref());
         let signature = signature::signature_header(&secrets, &claim.message_id, timestamp, &body);
@@ -258,16 +258,17 @@ impl Sender {
             Ok(url) => url,
             Err(why) => return Attempt::error(format!("refused: {why}"), started),
         };
-        let sent = self
+        let mut request = self
             .client
             .post(url)
-            .header("content-type", "application/json")
+            .header("content-type", rendered.content_type)
             .header("webhook-id", &claim.message_id)
             .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature)
-            .body(body)
-            .send()
-            .await;
+            .header("webhook-signature", signature);
+        for (name, value) in rendered.headers {
+            request = request.header(name, value);
+        }
+        let sent = request.body(body).send().await;
         match sent {
             Err(e) => Attempt::error(error_chain(&e), started),
             Ok(response) => Attempt {

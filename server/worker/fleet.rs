@@ -336,12 +336,16 @@ impl Fleet {
             let Some(pane) = &agent.tmux_pane else { continue };
             keep.push(pane.clone());
             if !watches.contains(pane) {
-                let rules = self
-                    .providers
-                    .get(&agent.provider)
-                    .and_then(|p| p.screen_rules.parse::<ScreenRules>().ok())
-                    .unwrap_or(ScreenRules::Generic);
-                watches.insert(pane.clone(), Watch::new(agent, rules));
+                let provider = self.providers.get(&agent.provider);
+                let rules =
+                    provider.and_then(|p| p.screen_rules.parse::<ScreenRules>().ok()).unwrap_or(ScreenRules::Generic);
+                // Without screen rules, the program the pane was started with is its shell.
+                let shell = provider
+                    .filter(|_| rules == ScreenRules::Generic)
+                    .and_then(|p| p.command.first())
+                    .and_then(|program| std::path::Path::new(program).file_name())
+                    .map(|name| name.to_string_lossy().into_owned());
+                watches.insert(pane.clone(), Watch::new(agent, rules, shell));
             }
         }
         watches.retain(&keep);

@@ -63,31 +63,30 @@ impl Spawner<'_> {
             let exe = std::env::current_exe()?;
             claude_hooks::install(&cwd, &exe)?;
         }
-        let mut tx = self.db.begin().await?;
-        let token = fleet::issue_token(&mut tx, agent.id).await?;
-        let token_file = write_token(self.data_dir, &agent.name, &token)?;
-        self.feed.commit(tx).await?;
         let session_id = agent.provider_session_id.to_string();
         let clone = cwd.to_string_lossy();
         let values = Placeholders { session_id: &session_id, name: &agent.name, clone: &clone };
         // A session of ours that had a pane before is continued, not started afresh.
         let command =
             if agent.tmux_session.is_some() { provider.resume_command(&values) } else { provider.command(&values) };
-        let spec = WindowSpec {
-            session: self.session.to_owned(),
-            name: agent.name.clone(),
-            cwd: cwd.clone(),
-            command,
-            env: {
-                let mut env = provider.pane_env(self.api_url, &agent.name, &token_file.to_string_lossy());
-                // What the agent's role and branch are, for scripts and `switchyard` itself.
-                env.push(("SWITCHYARD_ROLE".to_owned(), agent.role.as_str().to_owned()));
-                if let Some(branch) = &agent.branch {
-                    env.push(("SWITCHYARD_BRANCH".to_owned(), branch.clone()));
-                }
-                env
-            },
-        };
+        // The pane's PATH: the provider's own, else the one tmux passes on from this process.
+        let path = provider.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
+        let program = command.first().map(String::as_str).unwrap_or_default();
+        if crate::providers::find_program(program, &path, &cwd).is_none() {
+            anyhow::bail!("command not found: {program}");
+        }
+        let mut tx = self.db.begin().await?;
+        let token = fleet::issue_token(&mut tx, agent.id).await?;
+        let token_file = write_token(self.data_dir, &agent.name, &token)?;
+        self.feed.commit(tx).await?;
+        let mut env = provider.pane_env(self.api_url, &agent.name, &token_file.to_string_lossy());
+        // What the agent's role and branch are, for scripts and `switchyard` itself.
+        env.push(("SWITCHYARD_ROLE".to_owned(), agent.role.as_str().to_owned()));
+        if let Some(branch) = &agent.branch {
+            env.push(("SWITCHYARD_BRANCH".to_owned(), branch.clone()));
+        }
+        let spec =
+            WindowSpec { session: self.session.to_owned(), name: agent.name.clone(), cwd: cwd.clone(), command, env };
         self.tmux.ensure_session(self.session).await?;
         let pane = self.tmux.new_window(&spec).await?;
         let mut tx = self.db.begin().await?;

@@ -31,6 +31,8 @@ pub const OUTPUT_SETTLE: Duration = Duration::from_millis(3);
 pub struct Watch {
     pub agent_id: Uuid,
     pub name: String,
+    /// The shell a pane without screen rules runs (`bash`); `None` for providers with rules.
+    pub shell: Option<String>,
     pub detector: Detector,
     /// When control mode last reported output from the pane.
     pub last_output: Instant,
@@ -47,11 +49,15 @@ pub struct Watch {
 }
 
 impl Watch {
-    pub fn new(agent: &Agent, rules: ScreenRules) -> Watch {
+    /// `shell`: for panes without screen rules, the program the pane runs (`bash`): another in
+    /// its foreground means the agent is busy.
+    pub fn new(agent: &Agent, rules: ScreenRules, shell: Option<String>) -> Watch {
         Watch {
+            shell,
             agent_id: agent.id,
             name: agent.name.clone(),
-            detector: Detector::new(rules, DetectorConfig::default()),
+            // A state recorded before this worker watched it (a restart) is where it starts.
+            detector: Detector::resuming(rules, DetectorConfig::default(), activity_of(agent.state)),
             last_output: Instant::now(),
             hook_seen: agent.last_hook_at,
             hook_new: None,
@@ -77,7 +83,7 @@ impl Watch {
     /// before the hook's screen was drawn): otherwise it would write a hook that newer hooks
     /// have already overtaken. The detector reports each verdict once, so the verdict the hook
     /// brought is kept even when the screen read with it has nothing new to say.
-    pub fn read(&mut self, now: Instant, text: &str) -> Option<Decision> {
+    pub fn read(&mut self, now: Instant, text: &str, foreground: Option<&str>) -> Option<Decision> {
         let mut decided = None;
         if let Some((at, state)) = self.hook_new.take() {
             self.hook_seen = Some(at);
@@ -88,7 +94,11 @@ impl Watch {
                 decided = self.detector.on_hook(when, activity);
             }
         }
-        let decision = self.detector.on_screen(now, Utc::now(), text).or(decided)?;
+        let busy = match (&self.shell, foreground) {
+            (Some(shell), Some(running)) if running != shell => self.detector.on_busy(now),
+            _ => None,
+        };
+        let decision = self.detector.on_screen(now, Utc::now(), text).or(busy).or(decided)?;
         let only_the_hook = decision.source == Source::Hook
             && decision.usage_limit_until.is_none()
             && decision.error.is_none()
@@ -195,8 +205,13 @@ impl Watches {
             control.keep_mirrors(&self.panes.keys().cloned().collect::<Vec<_>>());
         }
         let captures = futures_util::future::join_all(panes.iter().map(|pane| screen(control, pane))).await;
+        let shells = panes.iter().map(|pane| self.panes.get(pane).is_some_and(|w| w.shell.is_some()));
+        let foregrounds = futures_util::future::join_all(
+            panes.iter().zip(shells).map(|(pane, shell)| foreground(control, pane, shell)),
+        )
+        .await;
         let mut decisions = Vec::new();
-        for (pane, text) in panes.iter().zip(captures) {
+        for ((pane, text), running) in panes.iter().zip(captures).zip(foregrounds) {
             let Some(watch) = self.panes.get_mut(pane) else { continue };
             watch.read_at = None;
             let text = match text {
@@ -206,12 +221,22 @@ impl Watches {
                     continue;
                 }
             };
-            if let Some(decision) = watch.read(Instant::now(), &text) {
+            if let Some(decision) = watch.read(Instant::now(), &text, running.as_deref()) {
                 decisions.push((pane.clone(), watch.agent_id, decision));
             }
         }
         decisions
     }
+}
+
+/// The program in the pane's foreground, for panes that run a shell (`None` for the others, or
+/// when tmux cannot say).
+async fn foreground(control: &Control, pane: &str, shell: bool) -> Option<String> {
+    if !shell {
+        return None;
+    }
+    let lines = control.command(&["display-message", "-p", "-t", pane, "#{pane_current_command}"]).await.ok()?;
+    lines.into_iter().next().filter(|l| !l.is_empty())
 }
 
 /// The pane's screen from its mirror; a pane without one is mirrored first, and read with
@@ -335,6 +360,7 @@ mod tests {
         Watch {
             agent_id: Uuid::nil(),
             name: "fox".into(),
+            shell: None,
             detector: Detector::new(ScreenRules::ClaudeCode, DetectorConfig::default()),
             last_output: Instant::now(),
             hook_seen: None,
@@ -353,14 +379,14 @@ mod tests {
         let mut watch = watch();
         let start = Instant::now();
         let hook_came = Utc::now() - chrono::Duration::milliseconds(100);
-        let first = watch.read(start, WORKING).expect("the screen decides");
+        let first = watch.read(start, WORKING, None).expect("the screen decides");
         assert_eq!(first.activity, Activity::Working);
         watch.hook_new = Some((hook_came, AgentState::Idle));
-        let second = watch.read(start + Duration::from_millis(50), IDLE).expect("the hook's verdict is written");
+        let second = watch.read(start + Duration::from_millis(50), IDLE, None).expect("the hook's verdict is written");
         assert_eq!((second.activity, second.source), (Activity::Idle, Source::Hook));
         // Told once: the next readings agree and report nothing new.
-        assert!(watch.read(start + Duration::from_millis(100), IDLE).is_none());
-        assert!(watch.read(start + Duration::from_secs(2), IDLE).is_none());
+        assert!(watch.read(start + Duration::from_millis(100), IDLE, None).is_none());
+        assert!(watch.read(start + Duration::from_secs(2), IDLE, None).is_none());
     }
 
     #[test]
@@ -370,10 +396,10 @@ mod tests {
         let mut watch = watch();
         let start = Instant::now();
         watch.hook_new = Some((Utc::now(), AgentState::Idle));
-        assert!(watch.read(start, IDLE).is_none(), "the API wrote it; newer hooks may have followed");
+        assert!(watch.read(start, IDLE, None).is_none(), "the API wrote it; newer hooks may have followed");
         assert!(watch.hook_new.is_none() && watch.hook_seen.is_some(), "each hook is told once");
         watch.hook_new = Some((Utc::now(), AgentState::Working));
-        assert!(watch.read(start + Duration::from_millis(10), WORKING).is_none());
+        assert!(watch.read(start + Duration::from_millis(10), WORKING, None).is_none());
         assert_eq!(watch.detector.activity(), Some(Activity::Working));
     }
 }

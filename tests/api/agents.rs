@@ -228,7 +228,7 @@ async fn a_swap_between_working_and_idle_writes_what_apply_writes_and_leaves_oth
     app.create_project("alpha").await;
     let fox = id(&app.create_agent(engineer("alpha", "fox")).await);
     let mut conn = app.pool.acquire().await.unwrap();
-    let cause = Cause { source: "screen", detail: Some("shown".into()), suspended_until: None };
+    let cause = Cause { source: "screen", detail: Some("shown".into()), ..Cause::default() };
     let observe = |activity| AgentEvent::Observed(activity);
     // From spawning (or any state but the other of the two) a swap writes nothing.
     assert_eq!(agents::swap(&mut conn, fox, AgentState::Working, &cause).await.unwrap(), None);
@@ -295,8 +295,12 @@ async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_chang
     ));
     assert_eq!(agents::record_nudge(&mut conn, id).await.unwrap(), Some(1));
     assert!(agents::touch_activity(&mut conn, id).await.unwrap());
-    let cause =
-        Cause { source: "worker", detail: Some("usage limit".into()), suspended_until: Some(chrono::Utc::now()) };
+    let cause = Cause {
+        source: "worker",
+        detail: Some("usage limit".into()),
+        suspended_until: Some(chrono::Utc::now()),
+        ..Cause::default()
+    };
     let suspended = agents::apply(&mut conn, id, None, AgentEvent::Suspend, &cause).await.unwrap();
     assert!(matches!(suspended, Some(Applied::Changed { .. })));
     assert!(agents::list_live_on_node(&mut conn, "node-a").await.unwrap().is_empty());

@@ -70,3 +70,56 @@ async fn an_event_committed_late_is_not_skipped_by_a_follower() {
     let types: Vec<&str> = seen.iter().filter_map(|e| e["type"].as_str()).collect();
     assert_eq!(types, ["test.early", "test.late"]);
 }
+
+/// The filtered log's items, following until `want` of them arrived.
+async fn filtered(app: &TestApp, query: &str, want: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let response = app.get(&format!("/api/v1/events?limit=1000&{query}")).await;
+        assert_eq!(response.status(), 200, "{query}");
+        let body: Value = response.json().await.expect("json");
+        let items = body["items"].as_array().cloned().unwrap_or_default();
+        if items.len() >= want || std::time::Instant::now() > deadline {
+            return items;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_event_log_filters_by_type_project_and_subject() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    app.create_project("beta").await;
+    let task = app.create_task(serde_json::json!({"project": "alpha", "title": "Write docs"})).await;
+    app.create_task(serde_json::json!({"project": "beta", "title": "Fix bug"})).await;
+    app.create_agent(crate::helpers::engineer("alpha", "fox")).await;
+    let id = task["id"].as_str().expect("id");
+    app.post_ok(&format!("/api/v1/tasks/{id}/start"), serde_json::json!({})).await;
+
+    let about = filtered(&app, &format!("subject=task:{id}"), 2).await;
+    let types: Vec<&str> = about.iter().map(|e| e["type"].as_str().unwrap_or("")).collect();
+    assert_eq!(types, ["task.created", "task.started"], "one task's own history, in order");
+
+    let alpha_tasks = filtered(&app, "types=task.*&project=alpha", 2).await;
+    assert_eq!(alpha_tasks.len(), 2, "{alpha_tasks:?}");
+    assert!(alpha_tasks
+        .iter()
+        .all(|e| e["project"] == "alpha" && e["type"].as_str().unwrap_or("").starts_with("task.")));
+
+    // An agent's events belong to its project, so a hook name finds them there.
+    let started = filtered(&app, "types=on_agent_started&project=alpha", 1).await;
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["subject"], "agent:fox");
+    assert!(filtered(&app, "types=on_agent_started&project=beta", 0).await.is_empty());
+
+    for (query, field) in [("types=nope.*", "types"), ("types=", "types"), ("subject=", "")] {
+        let response = app.get(&format!("/api/v1/events?{query}")).await;
+        if field.is_empty() {
+            assert_eq!(response.status(), 200, "{query}: an empty subject matches nothing, it is no error");
+            continue;
+        }
+        let body = assert_problem(response, 422).await;
+        assert_eq!(body["errors"][0]["field"], field, "{query}: {body}");
+    }
+}

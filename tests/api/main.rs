@@ -1,5 +1,6 @@
 mod agent_clones;
 mod agent_hooks;
+mod agent_states;
 mod agents;
 mod auth;
 mod binary;
@@ -30,6 +31,7 @@ mod projects;
 mod rate_limit;
 mod receiver;
 mod state_schema;
+mod task_dependencies;
 mod task_flow;
 mod tasks;
 mod teams;

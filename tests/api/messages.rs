@@ -137,6 +137,8 @@ fn run_cli(args: &[String], env: &[(String, String)], stdin: Option<&str>) -> (b
     use std::io::Write;
     let mut cmd = Command::new(BIN);
     cmd.args(args)
+        .env_remove("SWITCHYARD_URL")
+        .env_remove("SWITCHYARD_LISTEN")
         .env_remove("SWITCHYARD_TOKEN")
         .env_remove("SWITCHYARD_AGENT")
         .env_remove("SWITCHYARD_TOKEN_FILE")
@@ -196,4 +198,19 @@ async fn an_agent_uses_msg_and_chat_from_its_pane_environment_without_curl() {
     assert!(out.trim_end().ends_with("fox: session middleware merged"), "{out}");
     let (ok, _, err) = cli(&["chat", "read"], &operator, None).await;
     assert!(!ok && err.contains("--team"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn msg_finds_the_server_at_the_configured_listen_address_without_switchyard_url() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    app.create_agent(engineer("alpha", "fox")).await;
+    let listen = app.address.trim_start_matches("http://").to_owned();
+    let operator = [("SWITCHYARD_LISTEN", listen.as_str()), ("SWITCHYARD_TOKEN", app.admin_token.as_str())];
+    let (ok, out, err) = cli(&["msg", "send", "--to", "fox", "found by the listen address"], &operator, None).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("to fox"), "{out}");
+    let elsewhere = [("SWITCHYARD_LISTEN", "127.0.0.1:9"), ("SWITCHYARD_TOKEN", app.admin_token.as_str())];
+    let (ok, _, err) = cli(&["msg", "inbox"], &elsewhere, None).await;
+    assert!(!ok && err.contains("127.0.0.1:9"), "it called the configured address, not :8080: {err}");
 }

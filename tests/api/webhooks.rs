@@ -438,3 +438,35 @@ async fn a_url_with_an_embedded_or_reserved_address_or_of_any_length_is_a_422_na
         assert_eq!(problem["errors"][0]["field"], "url", "{problem}");
     }
 }
+
+#[tokio::test]
+async fn slack_and_ntfy_formats_say_what_happened_in_a_line_with_a_signed_link_back() {
+    let app = spawn_app_with(test_settings()).await;
+    let (slack, ntfy) = (Receiver::start(&[], 200).await, Receiver::start(&[], 200).await);
+    let mut secrets = Vec::new();
+    for (receiver, format) in [(&slack, "slack"), (&ntfy, "ntfy")] {
+        let body = json!({"url": receiver.url, "events": ["on_agent_started"], "format": format});
+        let created = app.post_ok("/api/v1/webhooks", body).await;
+        assert_eq!(created["format"], format);
+        secrets.push(created["secret"].as_str().expect("secret").to_owned());
+    }
+    let refused = app.post("/api/v1/webhooks", json!({"url": slack.url, "events": ["*"], "format": "teams"})).await;
+    assert_eq!(assert_problem(refused, 422).await["errors"][0]["field"], "format");
+    app.create_project("alpha").await;
+    app.create_agent(crate::helpers::engineer("alpha", "fox")).await;
+    crate::helpers::eventually("both delivered", Duration::from_secs(10), || async {
+        slack.count() >= 1 && ntfy.count() >= 1
+    })
+    .await;
+
+    let to_slack = &slack.received()[0];
+    assert!(signed_by(&secrets[0], to_slack), "signed like every delivery");
+    let text = to_slack.json()["text"].as_str().unwrap_or_default().to_owned();
+    assert!(text.starts_with("Switchyard: agent.spawned — agent:fox"), "{text}");
+    assert!(text.contains(&format!("<{}/agents/fox|Open in Switchyard>", app.address)), "{text}");
+    let to_ntfy = &ntfy.received()[0];
+    assert!(signed_by(&secrets[1], to_ntfy));
+    assert!(String::from_utf8_lossy(&to_ntfy.body).starts_with("agent.spawned — agent:fox"));
+    assert_eq!(to_ntfy.header("title"), "Switchyard: agent.spawned");
+    assert_eq!(to_ntfy.header("click"), format!("{}/agents/fox", app.address));
+}

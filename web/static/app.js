@@ -1,6 +1,6 @@
-// Switchyard dashboard: drag and drop for board cards, and closing the page's live stream when
-// the page is left. Everything else is htmx attributes; a card can also be moved without this
-// script, with its ← → buttons.
+// Switchyard dashboard: drag and drop for board cards, closing the page's live stream when the
+// page is left, and opt-in browser notifications of what needs a person. Everything else is htmx
+// attributes; a card can also be moved without this script, with its ← → buttons.
 (function () {
   "use strict";
 
@@ -11,6 +11,7 @@
   htmx.createEventSource = function (url) {
     var source = new EventSource(url, { withCredentials: true });
     sources.push(source);
+    watchForNeeds(source, url);
     return source;
   };
   window.addEventListener("pagehide", function () {
@@ -20,6 +21,62 @@
   window.addEventListener("pageshow", function (event) {
     if (event.persisted) window.location.reload();
   });
+
+  // Browser notifications, opt-in per browser: when the live stream names agents, tasks or
+  // wishes, ask /notifications what needs a person since the last ask and show each notice; a
+  // click opens the page that answers it.
+  var NOTIFY_KEY = "switchyard-notify";
+  function notifying() {
+    return "Notification" in window && Notification.permission === "granted" && localStorage.getItem(NOTIFY_KEY) === "on";
+  }
+  var cursor = null, asking = false, again = false;
+  function askForNeeds() {
+    if (!notifying()) return;
+    if (asking) { again = true; return; }
+    asking = true;
+    var query = cursor === null ? "" : "?after=" + encodeURIComponent(cursor);
+    fetch("/notifications" + query, { credentials: "same-origin", headers: { accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (notices) {
+        if (!notices) return;
+        if (notices.after !== null) cursor = notices.after;
+        notices.items.forEach(function (notice) {
+          var shown = new Notification(notice.title, { body: notice.body, tag: "switchyard-" + notice.id });
+          shown.onclick = function () { window.focus(); window.location.href = notice.link; };
+        });
+      })
+      .catch(function () {})
+      .then(function () {
+        asking = false;
+        if (again) { again = false; askForNeeds(); }
+      });
+  }
+  function watchForNeeds(source, url) {
+    // The page was rendered at the event its stream starts after: notices start there too.
+    var after = /[?&]after=(\d+)/.exec(url);
+    if (after && cursor === null) cursor = after[1];
+    ["agents", "tasks", "wishes"].forEach(function (topic) { source.addEventListener(topic, askForNeeds); });
+  }
+  function showNotifyToggle() {
+    var toggle = document.getElementById("notify-toggle");
+    if (!toggle || !("Notification" in window)) return;
+    toggle.hidden = false;
+    toggle.textContent = notifying() ? "Notifications on" : "Notify me";
+    toggle.setAttribute("aria-pressed", notifying() ? "true" : "false");
+  }
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest || !event.target.closest("#notify-toggle")) return;
+    if (notifying()) {
+      localStorage.removeItem(NOTIFY_KEY);
+      showNotifyToggle();
+      return;
+    }
+    Notification.requestPermission().then(function (permission) {
+      if (permission === "granted") localStorage.setItem(NOTIFY_KEY, "on");
+      showNotifyToggle();
+    });
+  });
+  document.addEventListener("DOMContentLoaded", showNotifyToggle);
 
   // A message from a refused change stays until the next change is tried.
   document.addEventListener("htmx:beforeRequest", function (event) {

@@ -26,6 +26,9 @@ pub struct Cause {
     pub detail: Option<String>,
     /// For a usage limit: when the worker may resume the agent.
     pub suspended_until: Option<DateTime<Utc>>,
+    /// The signal itself, when its source has names for them: the hook's event (`Stop`), so the
+    /// state can be explained later.
+    pub signal: Option<String>,
 }
 
 impl Cause {
@@ -88,7 +91,8 @@ pub async fn apply(
         };
         let from = current.state;
         let name = subject(&current.name);
-        let payload = json!({"from": from, "to": to, "source": cause.source, "detail": cause.detail});
+        let payload =
+            json!({"from": from, "to": to, "source": cause.source, "signal": cause.signal, "detail": cause.detail});
         events::record(&mut *conn, "agent.state_changed", &name, payload).await?;
         if matches!(to, AgentState::Done | AgentState::Error | AgentState::Suspended) {
             let payload = json!({"state": to, "source": cause.source, "reason": cause.detail,
@@ -152,15 +156,17 @@ async fn conditional_update(
 ) -> Result<Option<Agent>, sqlx::Error> {
     let resuming = to == AgentState::Spawning;
     let failing = to == AgentState::Error;
+    // A suspended agent's pane is gone: its pane id and pid would name a dead process, or
+    // another agent's once tmux reuses them. (Its window is kept: closing it reads that.)
     let suspending = to == AgentState::Suspended;
     let updated = sqlx::query_scalar!(
         r#"UPDATE agents SET state = $3, version = version + 1, updated_at = now(),
              failure_reason = CASE WHEN $4 THEN COALESCE($5, failure_reason) ELSE failure_reason END,
              suspended_until = CASE WHEN $6 THEN $7::timestamptz ELSE NULL END,
              node_id = CASE WHEN $8 THEN NULL ELSE node_id END,
-             tmux_pane = CASE WHEN $8 THEN NULL ELSE tmux_pane END,
+             tmux_pane = CASE WHEN $8 OR $6 THEN NULL ELSE tmux_pane END,
              tmux_window = CASE WHEN $8 THEN NULL ELSE tmux_window END,
-             pid = CASE WHEN $8 THEN NULL ELSE pid END,
+             pid = CASE WHEN $8 OR $6 THEN NULL ELSE pid END,
              nudge_count = CASE WHEN $8 THEN 0 ELSE nudge_count END
          WHERE id = $1 AND state = $2
          RETURNING to_jsonb(agents) AS "agent!: sqlx::types::Json<super::row::AgentRow>""#,

@@ -1,5 +1,7 @@
 //! Lookups of what a task refers to: its project, its dependencies and its wish.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -47,4 +49,13 @@ pub async fn dependencies(conn: &mut PgConnection, id: Uuid) -> Result<Vec<Depen
     rows.into_iter()
         .map(|r| Ok(DependencyRef { id: r.id, title: r.title, group_key: r.group_key, status: status(&r.status)? }))
         .collect()
+}
+
+/// The titles of these tasks, by id (those that exist): names for the events about them.
+pub async fn titles(conn: &mut PgConnection, ids: &[Uuid]) -> Result<HashMap<Uuid, String>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = sqlx::query!("SELECT id, title FROM tasks WHERE id = ANY($1)", ids).fetch_all(conn).await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.title)).collect())
 }

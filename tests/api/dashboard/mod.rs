@@ -5,6 +5,7 @@ mod browser;
 mod live;
 mod login;
 mod pages;
+mod phone;
 
 use reqwest::{Method, StatusCode};
 

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::{redirected, Dashboard};
 use crate::helpers::{engineer, merged, spawn_app, spawn_app_with, TestApp};
 
+mod operator;
 mod paging;
 
 const SCRIPT: &str = "<script>alert('x')</script>";
@@ -52,7 +53,7 @@ async fn text_people_typed_is_shown_as_text_on_every_page() {
         assert!(html.contains(SCRIPT_ESCAPED) || path == "/events", "{path} shows the text:\n{html}");
     }
     let (_, events) = dashboard.get("/events").await;
-    assert!(events.contains("title=&#60;script&#62;"), "the payload is escaped too");
+    assert!(events.contains("title: &#60;script&#62;"), "the payload is escaped too");
 }
 
 #[tokio::test]

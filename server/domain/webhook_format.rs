@@ -1,0 +1,160 @@
+//! What a webhook delivery looks like on the wire. `standard` is the event as JSON (Standard
+//! Webhooks); `slack` and `ntfy` are ready-made bodies for chat and push services that take a
+//! plain POST — a Slack-compatible incoming webhook's `{"text": …}`, and ntfy's text body with
+//! `Title` and `Click` headers — each with a link back to the dashboard page that answers it.
+//! Every format is signed the same way (the signature covers the body as sent).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::UnknownStatus;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookFormat {
+    #[default]
+    Standard,
+    Slack,
+    Ntfy,
+}
+
+impl WebhookFormat {
+    pub const ALL: [WebhookFormat; 3] = [WebhookFormat::Standard, WebhookFormat::Slack, WebhookFormat::Ntfy];
+
+    /// The wire and database name; matches the SQL `CHECK`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WebhookFormat::Standard => "standard",
+            WebhookFormat::Slack => "slack",
+            WebhookFormat::Ntfy => "ntfy",
+        }
+    }
+}
+
+impl fmt::Display for WebhookFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for WebhookFormat {
+    type Err = UnknownStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        super::parse_status("webhook format", &Self::ALL, Self::as_str, s)
+    }
+}
+
+/// A delivery's body as sent, with its content type and the headers its format adds.
+#[derive(Debug, PartialEq)]
+pub struct Rendered {
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// The dashboard page of what an event is about (`wish:login` → `/wishes/login`), if it has one.
+pub fn page_of(subject: &str) -> Option<String> {
+    let (what, id) = subject.split_once(':')?;
+    let base = match what {
+        "wish" => "/wishes",
+        "agent" => "/agents",
+        "board" => "/boards",
+        "webhook" => "/webhooks",
+        "task" => "/tasks",
+        "team" => "/teams",
+        _ => return None,
+    };
+    let id: String = form_urlencoded::byte_serialize(id.as_bytes()).collect();
+    Some(format!("{base}/{id}"))
+}
+
+/// Renders a delivery's `body` (`{type, timestamp, data: {id, subject, project, payload}}`) in
+/// `format`; `dashboard` is the dashboard's address, for the link back.
+pub fn render(format: WebhookFormat, body: &serde_json::Value, dashboard: Option<&str>) -> Rendered {
+    let json = |value: &serde_json::Value| serde_json::to_vec(value).unwrap_or_default();
+    if format == WebhookFormat::Standard {
+        return Rendered { content_type: "application/json", body: json(body), headers: Vec::new() };
+    }
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    let (event_type, subject) = (text(&body["type"]), text(&body["data"]["subject"]));
+    let payload = &body["data"]["payload"];
+    let said = ["to", "detail", "reason", "question", "result"]
+        .iter()
+        .filter_map(|key| payload.get(*key).and_then(|v| v.as_str()).map(|v| format!("{key}: {v}")))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let line = if said.is_empty() {
+        format!("{event_type} — {subject}")
+    } else {
+        format!("{event_type} — {subject} ({said})")
+    };
+    let link = dashboard.zip(page_of(&subject)).map(|(base, page)| format!("{}{page}", base.trim_end_matches('/')));
+    match format {
+        WebhookFormat::Slack => {
+            let text = match &link {
+                Some(link) => format!("Switchyard: {line}\n<{link}|Open in Switchyard>"),
+                None => format!("Switchyard: {line}"),
+            };
+            Rendered {
+                content_type: "application/json",
+                body: json(&serde_json::json!({ "text": text })),
+                headers: Vec::new(),
+            }
+        }
+        _ => {
+            // Header values must stay one line of visible ASCII: anything else is left out.
+            let header = |v: String| v.chars().filter(|c| c.is_ascii_graphic() || *c == ' ').collect::<String>();
+            let mut headers = vec![("title", header(format!("Switchyard: {event_type}")))];
+            headers.extend(link.map(|link| ("click", header(link))));
+            Rendered { content_type: "text/plain; charset=utf-8", body: line.into_bytes(), headers }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivery() -> serde_json::Value {
+        serde_json::json!({"type": "agent.state_changed", "timestamp": "2026-11-22T09:30:00Z",
+            "data": {"id": 42, "subject": "agent:fox", "project": "alpha",
+                "payload": {"from": "working", "to": "permission", "detail": "permission to use Bash"}}})
+    }
+
+    #[test]
+    fn standard_is_the_event_as_json() {
+        let rendered = render(WebhookFormat::Standard, &delivery(), Some("https://sy.example.com"));
+        assert_eq!(rendered.content_type, "application/json");
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&rendered.body).unwrap(), delivery());
+    }
+
+    #[test]
+    fn slack_says_it_in_a_line_with_a_link_to_the_page_that_answers_it() {
+        let rendered = render(WebhookFormat::Slack, &delivery(), Some("https://sy.example.com/"));
+        let body: serde_json::Value = serde_json::from_slice(&rendered.body).unwrap();
+        assert_eq!(
+            body["text"],
+            "Switchyard: agent.state_changed — agent:fox (to: permission · detail: permission to use Bash)\n\
+             <https://sy.example.com/agents/fox|Open in Switchyard>"
+        );
+    }
+
+    #[test]
+    fn ntfy_is_text_with_a_title_and_a_click_link() {
+        let rendered = render(WebhookFormat::Ntfy, &delivery(), Some("https://sy.example.com"));
+        assert!(rendered.content_type.starts_with("text/plain"));
+        assert!(String::from_utf8(rendered.body).unwrap().starts_with("agent.state_changed — agent:fox"));
+        assert_eq!(
+            rendered.headers,
+            [
+                ("title", "Switchyard: agent.state_changed".to_owned()),
+                ("click", "https://sy.example.com/agents/fox".to_owned())
+            ]
+        );
+        assert_eq!("ntfy".parse(), Ok(WebhookFormat::Ntfy));
+        assert!("teams".parse::<WebhookFormat>().is_err());
+    }
+}
