@@ -10,6 +10,7 @@ pub mod boards;
 pub mod conductor;
 pub mod embedded;
 pub mod events;
+pub mod handoffs;
 pub mod idempotency;
 pub mod messages;
 pub mod metrics;

@@ -10,17 +10,22 @@ mod agents;
 mod assets;
 mod boards;
 mod dag;
+mod diff;
 mod events;
+mod handoffs;
 mod live;
 mod login;
 mod messages;
 mod overview;
 mod paging;
+mod project_conductor;
 mod session;
 mod teams;
 mod view;
 mod webhooks;
+mod wish_conductor;
 mod wish_form;
+mod wish_review;
 mod wishes;
 
 use axum::http::{header, HeaderValue};
@@ -59,6 +64,9 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(boards::router())
         .merge(wishes::router())
         .merge(wish_form::router())
+        .merge(wish_review::router())
+        .merge(handoffs::router())
+        .merge(project_conductor::router())
         .merge(agents::router())
         .merge(teams::router())
         .merge(messages::router())

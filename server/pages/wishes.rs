@@ -25,6 +25,7 @@ use crate::http::AppState;
 use crate::pages::dag::{self, Dag};
 use crate::pages::live::topic;
 use crate::pages::view::{ago, iso, no_block, render, see_other, words, Chrome, PageResult};
+use crate::pages::wish_conductor::ConductorView;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -135,7 +136,7 @@ struct Action {
 }
 
 #[derive(Template)]
-#[template(path = "wishes/detail.html", blocks = ["head", "plan", "reviews"])]
+#[template(path = "wishes/detail.html", blocks = ["head", "conductor", "plan", "reviews"])]
 struct DetailPage {
     chrome: Chrome,
     wish: Wish,
@@ -148,6 +149,7 @@ struct DetailPage {
     groups: Vec<GroupRow>,
     dag: Dag,
     reviews: Vec<ReviewRow>,
+    conductor: ConductorView,
 }
 
 /// The actions offered, in this order, when the lifecycle allows them.
@@ -195,7 +197,8 @@ async fn detail(
         .filter(|(name, _, _)| event_for(name).is_some_and(|e| transition(&snapshot, &e).is_ok()))
         .map(|&(name, label, style)| Action { name, label, style })
         .collect();
-    let project = project_of(&mut conn, wish.project_id).await?.map(|p| p.slug).unwrap_or_default();
+    let (project, repo) =
+        project_of(&mut conn, wish.project_id).await?.map(|p| (p.slug, p.repo_path)).unwrap_or_default();
     let reviews = events::about(&mut conn, &wishes::subject(&wish), "wish.reviewed", 200)
         .await?
         .iter()
@@ -206,6 +209,7 @@ async fn detail(
         })
         .collect();
     let full = wish_detail(&mut conn, wish).await?;
+    let conductor = ConductorView::load(&mut conn, &full.wish, &full.groups, &project, &repo).await?;
     let executing = full.wish.status == WishStatus::Executing;
     let dag = dag::layout(&full.groups);
     // The table lists the groups in the drawing's order.
@@ -234,11 +238,13 @@ async fn detail(
         dag,
         groups,
         reviews,
+        conductor,
         wish: full.wish,
     };
     match query.block.as_deref() {
         None => Ok(render(&page)),
         Some("head") => Ok(render(&page.as_head())),
+        Some("conductor") => Ok(render(&page.as_conductor())),
         Some("plan") => Ok(render(&page.as_plan())),
         Some("reviews") => Ok(render(&page.as_reviews())),
         Some(other) => Err(no_block(other)),

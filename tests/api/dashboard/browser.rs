@@ -23,7 +23,7 @@ use crate::helpers::{eventually, spawn_app_with_worker_and_providers, TestApp};
 
 /// chromedriver and the Chromium it starts, in a process group of their own: all of them are
 /// stopped when the test ends, however it ends.
-struct Driver(Child);
+pub(super) struct Driver(Child);
 
 impl Drop for Driver {
     fn drop(&mut self) {
@@ -40,7 +40,7 @@ fn on_path(names: &[&str]) -> Option<PathBuf> {
 
 /// Starts chromedriver on a free port and opens a headless Chromium session; `None` (with a
 /// message) when either is not installed.
-async fn browser() -> Option<(Client, Driver)> {
+pub(super) async fn browser() -> Option<(Client, Driver)> {
     let (Some(chromium), Some(chromedriver)) =
         (on_path(&["chromium", "chromium-browser", "google-chrome"]), on_path(&["chromedriver"]))
     else {
@@ -83,19 +83,30 @@ async fn browser() -> Option<(Client, Driver)> {
     Some((client, driver))
 }
 
+/// A one-time login link for the app's admin token, as `serve` prints at first start.
+pub(super) async fn login_link(app: &TestApp) -> String {
+    let token_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM tokens WHERE name LIKE 'test-admin-%'")
+        .fetch_one(&app.pool)
+        .await
+        .expect("token");
+    let mut conn = app.pool.acquire().await.expect("conn");
+    let code = switchyard::db::sessions::create_login_code(&mut conn, token_id).await.expect("code");
+    format!("{}/login?code={code}", app.address)
+}
+
 fn screenshots() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").join("e2e-screenshots");
     std::fs::create_dir_all(&dir).expect("screenshot dir");
     dir
 }
 
-async fn screenshot(client: &Client, name: &str) {
+pub(super) async fn screenshot(client: &Client, name: &str) {
     let png = client.screenshot().await.expect("screenshot");
     std::fs::write(screenshots().join(format!("{name}.png")), png).expect("write screenshot");
 }
 
 /// Waits until `css` matches an element whose text contains `text`.
-async fn until_text(client: &Client, css: &str, text: &str) {
+pub(super) async fn until_text(client: &Client, css: &str, text: &str) {
     eventually(&format!("`{css}` says `{text}`"), Duration::from_secs(20), || async {
         match client.find(Locator::Css(css)).await {
             Ok(element) => element.text().await.is_ok_and(|t| t.contains(text)),
@@ -107,7 +118,7 @@ async fn until_text(client: &Client, css: &str, text: &str) {
 
 /// Clicks the button labelled `label`. A live update may swap the part holding it between finding
 /// and clicking (the element is then stale), as it would under a person's pointer: find it again.
-async fn click_button(client: &Client, label: &str) {
+pub(super) async fn click_button(client: &Client, label: &str) {
     let xpath = format!("//button[normalize-space()='{label}']");
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
@@ -122,7 +133,7 @@ async fn click_button(client: &Client, label: &str) {
     }
 }
 
-async fn fill(client: &Client, css: &str, text: &str) {
+pub(super) async fn fill(client: &Client, css: &str, text: &str) {
     client.find(Locator::Css(css)).await.expect(css).send_keys(text).await.expect("type");
 }
 
@@ -148,15 +159,7 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser() {
     // Log in with a one-time link, as `serve` prints at first start.
     client.goto(&format!("{base}/login")).await.expect("login page");
     screenshot(&client, "login").await;
-    let token_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM tokens WHERE name LIKE 'test-admin-%'")
-        .fetch_one(&app.pool)
-        .await
-        .expect("token");
-    let code = {
-        let mut conn = app.pool.acquire().await.expect("conn");
-        switchyard::db::sessions::create_login_code(&mut conn, token_id).await.expect("code")
-    };
-    client.goto(&format!("{base}/login?code={code}")).await.expect("login link");
+    client.goto(&login_link(&app).await).await.expect("login link");
     until_text(&client, "h1", "Overview").await;
 
     // A wish with two dependent groups, from the form.
