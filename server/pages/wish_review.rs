@@ -14,7 +14,6 @@ use axum::Router;
 use crate::api::error::ApiError;
 use crate::app::wishes::{find, review};
 use crate::app::Fields;
-use crate::db::projects;
 use crate::db::sessions::Session;
 use crate::domain::review::Verdict;
 use crate::domain::wish::{WishPhase, WishStatus};
@@ -22,6 +21,7 @@ use crate::git::branches;
 use crate::http::AppState;
 use crate::pages::diff::{self, DiffFile};
 use crate::pages::view::{no_block, render, see_other, BlockQuery, Chrome, PageForm, PageResult};
+use crate::pages::wishes::project_of;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/wishes/{slug}/changes", get(changes)).route("/wishes/{slug}/review", post(submit))
@@ -55,7 +55,7 @@ async fn changes(
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "wishes", format!("Changes of {slug}")).await?;
     let wish = find(&mut conn, &slug).await?;
-    let project = projects::list(&mut conn, None, 10_000).await?.into_iter().find(|p| p.id == wish.project_id);
+    let project = project_of(&mut conn, wish.project_id).await?;
     drop(conn);
     let reviewing = wish.status == WishStatus::Executing && wish.phase == WishPhase::HumanReview && !wish.held;
     let (target, repo) = project.map(|p| (p.target_branch, p.repo_path)).unwrap_or_default();

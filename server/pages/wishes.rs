@@ -251,7 +251,7 @@ async fn detail(
     }
 }
 
-async fn project_of(conn: &mut PgConnection, id: uuid::Uuid) -> Result<Option<projects::Project>, ApiError> {
+pub(super) async fn project_of(conn: &mut PgConnection, id: uuid::Uuid) -> Result<Option<projects::Project>, ApiError> {
     Ok(projects::list(conn, None, 10_000).await?.into_iter().find(|p| p.id == id))
 }
 
