@@ -11,6 +11,7 @@ pub mod conductor;
 pub mod embedded;
 pub mod events;
 pub mod history;
+pub mod handoffs;
 pub mod idempotency;
 pub mod merge_queue;
 pub mod messages;

@@ -129,3 +129,68 @@ pub async fn diff(repo: &Path, base: &str, head: &str) -> Result<(String, String
     let patch = git(repo, &["diff", "--no-color", "--no-ext-diff", &range]).await?;
     Ok((stat, patch))
 }
+
+/// One file changed on a branch: its path, the lines added and removed (`None` for a binary
+/// file), and its patch (from its `diff --git` line on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    pub path: String,
+    pub added: Option<u32>,
+    pub removed: Option<u32>,
+    pub patch: String,
+}
+
+/// The files `head` changes against its merge base with `base`, each with its +/− counts and its
+/// own patch. Renames are shown as a deletion and an addition, so every file has one path.
+pub async fn changes(repo: &Path, base: &str, head: &str) -> Result<Vec<FileChange>, GitError> {
+    let range = format!("{base}...{head}");
+    let numstat = git(repo, &["diff", "--numstat", "-z", "--no-renames", "--no-color", &range]).await?;
+    let patch = git(repo, &["diff", "--no-color", "--no-ext-diff", "--no-renames", &range]).await?;
+    Ok(split_changes(&numstat, &patch))
+}
+
+/// Pairs `git diff --numstat -z` records with the per-file parts of the patch: git lists the
+/// files in the same order in both.
+fn split_changes(numstat: &str, patch: &str) -> Vec<FileChange> {
+    let mut patches: Vec<String> = Vec::new();
+    for line in patch.split_inclusive('\n') {
+        match patches.last_mut() {
+            Some(current) if !line.starts_with("diff --git ") => current.push_str(line),
+            _ => patches.push(line.to_owned()),
+        }
+    }
+    let mut patches = patches.into_iter();
+    numstat
+        .split('\0')
+        .filter(|record| !record.is_empty())
+        .filter_map(|record| {
+            let mut parts = record.splitn(3, '\t');
+            let (added, removed, path) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(FileChange {
+                path: path.trim_start_matches('\n').to_owned(),
+                added: added.trim().parse().ok(),
+                removed: removed.trim().parse().ok(),
+                patch: patches.next().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_file_gets_its_counts_and_its_own_patch() {
+        let numstat = "2\t1\tsrc/a.rs\0-\t-\tlogo.png\0";
+        let patch = "diff --git a/src/a.rs b/src/a.rs\n@@ -1 +1,2 @@\n-old\n+new\n+more\n\
+                     diff --git a/logo.png b/logo.png\nBinary files differ\n";
+        let files = split_changes(numstat, patch);
+        assert_eq!(files.len(), 2);
+        assert_eq!((files[0].path.as_str(), files[0].added, files[0].removed), ("src/a.rs", Some(2), Some(1)));
+        assert!(files[0].patch.starts_with("diff --git a/src/a.rs") && files[0].patch.ends_with("+more\n"));
+        assert_eq!((files[1].path.as_str(), files[1].added, files[1].removed), ("logo.png", None, None));
+        assert!(files[1].patch.contains("Binary files differ"));
+        assert!(split_changes("", "").is_empty());
+    }
+}

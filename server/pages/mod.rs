@@ -10,7 +10,9 @@ mod agents;
 mod assets;
 mod boards;
 mod dag;
+mod diff;
 mod events;
+mod handoffs;
 mod live;
 mod login;
 mod merge_queue;
@@ -19,13 +21,16 @@ mod notifications;
 mod overview;
 mod paging;
 mod projects;
+mod project_conductor;
 mod session;
 mod tasks;
 mod team_actions;
 mod teams;
 mod view;
 mod webhooks;
+mod wish_conductor;
 mod wish_form;
+mod wish_review;
 mod wishes;
 
 use axum::http::{header, HeaderValue};
@@ -66,6 +71,9 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(projects::router())
         .merge(wishes::router())
         .merge(wish_form::router())
+        .merge(wish_review::router())
+        .merge(handoffs::router())
+        .merge(project_conductor::router())
         .merge(agents::router())
         .merge(teams::router())
         .merge(team_actions::router())

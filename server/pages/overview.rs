@@ -18,6 +18,7 @@ use crate::domain::wish::WishStatus;
 use crate::http::AppState;
 use crate::pages::agents::AgentRow;
 use crate::pages::events::EventRow;
+use crate::pages::handoffs::Handoffs;
 use crate::pages::view::{ago, no_block, render, BlockQuery, Chrome, PageQuery, PageResult};
 use crate::pages::wishes::WishRow;
 
@@ -40,6 +41,7 @@ pub struct Need {
 struct OverviewPage {
     chrome: Chrome,
     needs: Vec<Need>,
+    handoffs: Handoffs,
     counts: Vec<(&'static str, String, i64)>,
     agents: Vec<AgentRow>,
     in_flight: Vec<WishRow>,
@@ -84,7 +86,9 @@ async fn overview(
         500,
     )
     .await?;
-    needs.extend(human.iter().filter(|t| !t.status.is_terminal()).take(SHOWN as usize).map(|t| Need {
+    // A wish's groups handed to a person are the conductor's hand-offs, listed with their actions.
+    let human = human.iter().filter(|t| !t.status.is_terminal() && t.wish_id.is_none());
+    needs.extend(human.take(SHOWN as usize).map(|t| Need {
         what: "task",
         name: t.title.clone(),
         link: t.board_id.map(|b| format!("/boards/{b}")).unwrap_or_else(|| "/boards".to_owned()),
@@ -109,6 +113,8 @@ async fn overview(
         since: ago(e.updated_at, now),
     }));
 
+    let handoffs = Handoffs::load(&state, &mut conn, now, SHOWN).await?;
+
     let counts = agents::count_all_by_state(&mut conn).await?;
     let counts = AgentState::ALL
         .iter()
@@ -127,7 +133,7 @@ async fn overview(
     let newest = events::newest(&mut conn, None, None, None, 15).await?;
     let events = EventRow::load(&mut conn, &newest, now).await?;
 
-    let page = OverviewPage { chrome, needs, counts, agents: agent_rows, in_flight, merge_queue, events };
+    let page = OverviewPage { chrome, needs, handoffs, counts, agents: agent_rows, in_flight, merge_queue, events };
     let response: Response = match query.block.as_deref() {
         None => render(&page),
         Some("needs") => render(&page.as_needs()),

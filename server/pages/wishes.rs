@@ -26,6 +26,7 @@ use crate::http::AppState;
 use crate::pages::dag::{self, Dag};
 use crate::pages::live::topic;
 use crate::pages::view::{ago, iso, no_block, render, see_other, words, Chrome, PagePath, PageQuery, PageResult};
+use crate::pages::wish_conductor::ConductorView;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -157,7 +158,7 @@ struct Action {
 }
 
 #[derive(Template)]
-#[template(path = "wishes/detail.html", blocks = ["head", "plan", "reviews"])]
+#[template(path = "wishes/detail.html", blocks = ["head", "conductor", "plan", "reviews"])]
 struct DetailPage {
     chrome: Chrome,
     wish: Wish,
@@ -170,6 +171,7 @@ struct DetailPage {
     groups: Vec<GroupRow>,
     dag: Dag,
     reviews: Vec<ReviewRow>,
+    conductor: ConductorView,
 }
 
 /// The actions offered, in this order, when the lifecycle allows them.
@@ -217,7 +219,8 @@ async fn detail(
         .filter(|(name, _, _)| event_for(name).is_some_and(|e| transition(&snapshot, &e).is_ok()))
         .map(|&(name, label, style)| Action { name, label, style })
         .collect();
-    let project = project_of(&mut conn, wish.project_id).await?.map(|p| p.slug).unwrap_or_default();
+    let (project, repo) =
+        project_of(&mut conn, wish.project_id).await?.map(|p| (p.slug, p.repo_path)).unwrap_or_default();
     let reviews = events::about(&mut conn, &wishes::subject(&wish), "wish.reviewed", 200)
         .await?
         .iter()
@@ -228,6 +231,7 @@ async fn detail(
         })
         .collect();
     let full = wish_detail(&mut conn, wish).await?;
+    let conductor = ConductorView::load(&mut conn, &full.wish, &full.groups, &project, &repo).await?;
     let executing = full.wish.status == WishStatus::Executing;
     let filter = agents::ListFilter { project_id: Some(full.wish.project_id), ..agents::ListFilter::default() };
     let mut workers: Vec<agents::Agent> =
@@ -269,18 +273,20 @@ async fn detail(
         dag,
         groups,
         reviews,
+        conductor,
         wish: full.wish,
     };
     match query.block.as_deref() {
         None => Ok(render(&page)),
         Some("head") => Ok(render(&page.as_head())),
+        Some("conductor") => Ok(render(&page.as_conductor())),
         Some("plan") => Ok(render(&page.as_plan())),
         Some("reviews") => Ok(render(&page.as_reviews())),
         Some(other) => Err(no_block(other)),
     }
 }
 
-async fn project_of(conn: &mut PgConnection, id: uuid::Uuid) -> Result<Option<projects::Project>, ApiError> {
+pub(super) async fn project_of(conn: &mut PgConnection, id: uuid::Uuid) -> Result<Option<projects::Project>, ApiError> {
     Ok(projects::list(conn, None, 10_000).await?.into_iter().find(|p| p.id == id))
 }
 

@@ -106,7 +106,7 @@ pub(super) async fn screenshot(client: &Client, name: &str) {
 }
 
 /// Waits until `css` matches an element whose text contains `text`.
-async fn until_text(client: &Client, css: &str, text: &str) {
+pub(super) async fn until_text(client: &Client, css: &str, text: &str) {
     eventually(&format!("`{css}` says `{text}`"), Duration::from_secs(20), || async {
         match client.find(Locator::Css(css)).await {
             Ok(element) => element.text().await.is_ok_and(|t| t.contains(text)),
@@ -118,7 +118,7 @@ async fn until_text(client: &Client, css: &str, text: &str) {
 
 /// Clicks the button labelled `label`. A live update may swap the part holding it between finding
 /// and clicking (the element is then stale), as it would under a person's pointer: find it again.
-async fn click_button(client: &Client, label: &str) {
+pub(super) async fn click_button(client: &Client, label: &str) {
     let xpath = format!("//button[normalize-space()='{label}']");
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
@@ -133,7 +133,7 @@ async fn click_button(client: &Client, label: &str) {
     }
 }
 
-async fn fill(client: &Client, css: &str, text: &str) {
+pub(super) async fn fill(client: &Client, css: &str, text: &str) {
     client.find(Locator::Css(css)).await.expect(css).send_keys(text).await.expect("type");
 }
 

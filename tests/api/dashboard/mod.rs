@@ -2,6 +2,7 @@
 //! and out, CSRF, the live stream, and end to end in headless Chromium (`browser`).
 
 mod browser;
+mod conductor;
 mod live;
 mod login;
 mod pages;

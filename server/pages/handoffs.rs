@@ -1,0 +1,210 @@
+//! The overview's "Needs a person" for the conductor: wish groups and wishes handed to `human`
+//! (with the reason, the agent's last screen and summary, and what a person can do: answer the
+//! agent, retry with a new agent, mark the group done, cancel the wish, hand the step back),
+//! planned wishes waiting to be queued, wishes waiting for a person's review, and each
+//! provider's state (at a usage limit until when). The actions are the API's use cases
+//! ([`crate::app::conductor::handoff`], [`crate::app::groups`], [`crate::app::messages`]).
+
+use axum::extract::{Path, State};
+use axum::routing::post;
+use axum::Router;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use sqlx::PgConnection;
+
+use crate::app::conductor::handoff;
+use crate::app::{agent_panes, groups, messages, Ctx};
+use crate::db::agents::Agent;
+use crate::db::tasks::Change;
+use crate::db::{conductor, events, handoffs, wishes};
+use crate::domain::message::OPERATOR;
+use crate::domain::task::TaskEvent;
+use crate::domain::wish::{WishPhase, WishStatus};
+use crate::http::AppState;
+use crate::pages::view::{ago, iso, see_other, truncate, PageForm, PageResult};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/wishes/{slug}/groups/{key}/redispatch", post(redispatch))
+        .route("/wishes/{slug}/groups/{key}/done", post(mark_done))
+        .route("/wishes/{slug}/hand-back", post(hand_back))
+        .route("/wishes/{slug}/answer", post(answer))
+}
+
+/// A step the conductor handed to a person: a group (`key` set) or a wish's own step.
+pub struct Handoff {
+    pub slug: String,
+    pub title: String,
+    pub key: Option<String>,
+    pub reason: String,
+    pub since: String,
+    /// The agent that had the step, its summary and the last lines of its pane (when it has one).
+    pub agent: Option<String>,
+    pub summary: Option<String>,
+    pub screen: Option<String>,
+}
+
+/// A wish a person is waiting on for something else than a handoff.
+pub struct WishLink {
+    pub slug: String,
+    pub title: String,
+    pub since: String,
+}
+
+/// A provider, and until when it is at a usage limit (none: available).
+pub struct ProviderState {
+    pub name: String,
+    pub until: Option<String>,
+    pub until_iso: Option<String>,
+}
+
+/// Everything of the conductor's that waits for a person.
+pub struct Handoffs {
+    pub steps: Vec<Handoff>,
+    pub approvals: Vec<WishLink>,
+    pub reviews: Vec<WishLink>,
+    pub providers: Vec<ProviderState>,
+}
+
+impl Handoffs {
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty() && self.approvals.is_empty() && self.reviews.is_empty()
+    }
+
+    pub async fn load(ctx: &Ctx, conn: &mut PgConnection, now: DateTime<Utc>, limit: i64) -> PageResult<Handoffs> {
+        let mut steps = Vec::new();
+        for (task, slug) in handoffs::groups(&mut *conn, limit).await? {
+            // The latest hand-off says why, and which agent had the group.
+            let assigned = events::about(&mut *conn, &format!("task:{}", task.id), "task.assigned", 1000).await?;
+            let last = assigned.iter().rev().find(|e| e.payload["assignee"] == handoff::HUMAN);
+            let text = |field: &str| last.and_then(|e| e.payload[field].as_str()).map(str::to_owned);
+            let agent = match text("previous") {
+                Some(name) => crate::db::agents::by_name(&mut *conn, &name).await?,
+                None => None,
+            };
+            let wish_title = wishes::get(&mut *conn, &slug).await?.map(|w| w.title).unwrap_or_default();
+            steps.push(
+                step(
+                    ctx,
+                    agent.as_ref(),
+                    Handoff {
+                        title: format!("{} — group {}", wish_title, task.title),
+                        key: task.group_key.clone(),
+                        reason: text("reason").unwrap_or_else(|| "handed to a person".to_owned()),
+                        since: ago(task.updated_at, now),
+                        slug,
+                        agent: None,
+                        summary: None,
+                        screen: None,
+                    },
+                )
+                .await,
+            );
+        }
+        for wish in handoffs::wishes(&mut *conn, limit).await? {
+            // The step's agent: the newest of the wish's agents that had no group.
+            let agent = handoffs::agents_of(&mut *conn, wish.id).await?.into_iter().find(|a| a.task_id.is_none());
+            steps.push(
+                step(
+                    ctx,
+                    agent.as_ref(),
+                    Handoff {
+                        reason: wish.failure_reason.clone().unwrap_or_else(|| "handed to a person".to_owned()),
+                        since: ago(wish.updated_at, now),
+                        slug: wish.slug,
+                        title: wish.title,
+                        key: None,
+                        agent: None,
+                        summary: None,
+                        screen: None,
+                    },
+                )
+                .await,
+            );
+        }
+        let link = |w: wishes::Wish| WishLink { since: ago(w.updated_at, now), slug: w.slug, title: w.title };
+        let approvals = wishes::in_states(&mut *conn, &[WishStatus::Planned.as_str()], limit).await?;
+        let approvals = approvals.into_iter().filter(|w| !w.held).map(link).collect();
+        let executing = wishes::in_states(&mut *conn, &[WishStatus::Executing.as_str()], 1000).await?;
+        let reviews = executing
+            .into_iter()
+            .filter(|w| w.phase == WishPhase::HumanReview && w.assignee.is_none())
+            .take(limit as usize)
+            .map(link)
+            .collect();
+        let limited = conductor::providers_at_limit(&mut *conn).await?;
+        let providers = ctx
+            .providers
+            .names()
+            .into_iter()
+            .map(|name| {
+                let until = limited.iter().find(|(p, _)| p == name).map(|(_, until)| *until);
+                ProviderState {
+                    name: name.to_owned(),
+                    until: until.map(|t| format!("{} UTC", t.format("%Y-%m-%d %H:%M:%S"))),
+                    until_iso: until.map(iso),
+                }
+            })
+            .collect();
+        Ok(Handoffs { steps, approvals, reviews, providers })
+    }
+}
+
+/// Lines of the agent's pane shown with a hand-off.
+const SCREEN_LINES: usize = 15;
+
+/// The hand-off with what its agent left: its summary and, while its pane is still there on this
+/// node, the pane's last lines.
+async fn step(ctx: &Ctx, agent: Option<&Agent>, mut handoff: Handoff) -> Handoff {
+    let Some(agent) = agent else { return handoff };
+    handoff.agent = Some(agent.name.clone());
+    handoff.summary = agent.summary.as_deref().map(|s| truncate(s, 500));
+    if agent.tmux_pane.is_some() {
+        if let Ok(screen) = agent_panes::screen(ctx, &agent.name, 0).await {
+            let lines: Vec<&str> = screen.text.trim_end().lines().collect();
+            let tail = lines[lines.len().saturating_sub(SCREEN_LINES)..].join("\n");
+            handoff.screen = Some(tail).filter(|t| !t.trim().is_empty());
+        }
+    }
+    handoff
+}
+
+/// A person gives the group to a new agent.
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(Debug, level = "debug"))]
+async fn redispatch(State(state): State<AppState>, Path((slug, key)): Path<(String, String)>) -> PageResult {
+    handoff::redispatch(&state, &slug, &key).await?;
+    Ok(see_other(&format!("/wishes/{slug}")))
+}
+
+/// A person marks the group done (they did or checked the work themselves).
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(Debug, level = "debug"))]
+async fn mark_done(State(state): State<AppState>, Path((slug, key)): Path<(String, String)>) -> PageResult {
+    let change = Change { result: Some("marked done by a person".to_owned()), ..Change::default() };
+    groups::act_on(&state, &slug, &key, TaskEvent::Complete, change).await?;
+    Ok(see_other(&format!("/wishes/{slug}")))
+}
+
+/// A person hands the wish's step back to the conductor, which runs it again with a new agent.
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(Debug, level = "debug"))]
+async fn hand_back(State(state): State<AppState>, Path(slug): Path<String>) -> PageResult {
+    handoff::hand_back(&state, &slug).await?;
+    Ok(see_other(&format!("/wishes/{slug}")))
+}
+
+#[derive(Debug, Deserialize)]
+struct AnswerForm {
+    to: String,
+    body: String,
+}
+
+/// A person answers the agent that had the step: a message from `operator`, delivered when it
+/// is idle.
+#[tracing::instrument(skip_all, fields(slug = ?slug, to = ?form.to), err(Debug, level = "debug"))]
+async fn answer(
+    State(state): State<AppState>,
+    Path(slug): Path<String>,
+    PageForm(form): PageForm<AnswerForm>,
+) -> PageResult {
+    messages::send(&state, OPERATOR.to_owned(), &form.to, form.body, None).await?;
+    Ok(see_other(&format!("/wishes/{slug}")))
+}
