@@ -230,6 +230,12 @@ pub struct WorkerConfig {
     pub message_settle: std::time::Duration,
     /// How long a hook may take to confirm a submitted message before the screen is read.
     pub message_confirm: std::time::Duration,
+    /// The `switchyard` binary agents' hooks run; `None`: the running executable (tests run the
+    /// application inside the test binary, so they name the real one).
+    pub switchyard_exe: Option<std::path::PathBuf>,
+    /// The home whose provider logins (`~/.claude`, `~/.codex`, `~/.gemini`) agents get; `None`:
+    /// the worker's own (`HOME` and the providers' variables). Tests give one of their own.
+    pub provider_home: Option<std::path::PathBuf>,
 }
 
 impl Default for WorkerConfig {
@@ -243,6 +249,8 @@ impl Default for WorkerConfig {
             max_nudges: 3,
             message_settle: std::time::Duration::from_millis(300),
             message_confirm: std::time::Duration::from_secs(10),
+            switchyard_exe: None,
+            provider_home: None,
         }
     }
 }
@@ -341,6 +349,8 @@ impl GlobalArgs {
             max_nudges: self.max_nudges,
             message_settle: std::time::Duration::from_millis(self.message_settle_ms),
             message_confirm: std::time::Duration::from_millis(self.message_confirm_ms),
+            switchyard_exe: None,
+            provider_home: None,
         })
     }
 }

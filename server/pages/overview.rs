@@ -13,7 +13,7 @@ use crate::db::agents::{self, ListFilter};
 use crate::db::sessions::Session;
 use crate::db::tasks;
 use crate::db::{events, wishes};
-use crate::domain::agent::AgentState;
+use crate::domain::agent::{provider_need, AgentState};
 use crate::domain::wish::WishStatus;
 use crate::http::AppState;
 use crate::pages::agents::AgentRow;
@@ -33,6 +33,8 @@ pub struct Need {
     pub detail: String,
     pub state: &'static str,
     pub since: String,
+    /// More words after the name (the provider's own, for a provider that needs something).
+    pub note: String,
 }
 
 #[derive(Template)]
@@ -72,8 +74,10 @@ async fn overview(State(state): State<AppState>, session: Session, Query(query):
             detail: if a.state == AgentState::Permission { "asks permission" } else { "asks a question" }.to_owned(),
             state: a.state.as_str(),
             since: ago(a.last_activity.unwrap_or(a.updated_at), now),
+            note: String::new(),
         })
         .collect();
+    needs.extend(provider_needs(&mut conn, now).await?);
     let human = tasks::list(
         &mut conn,
         &tasks::ListFilter { assignee: Some("human".to_owned()), ..tasks::ListFilter::default() },
@@ -87,6 +91,7 @@ async fn overview(State(state): State<AppState>, session: Session, Query(query):
         detail: "handed to a human".to_owned(),
         state: "human",
         since: ago(t.updated_at, now),
+        note: String::new(),
     }));
     let conflicts = wishes::in_states(&mut conn, &[WishStatus::Conflict.as_str()], SHOWN).await?;
     needs.extend(conflicts.iter().map(|w| Need {
@@ -96,6 +101,7 @@ async fn overview(State(state): State<AppState>, session: Session, Query(query):
         detail: "merge conflict".to_owned(),
         state: w.status.as_str(),
         since: ago(w.updated_at, now),
+        note: String::new(),
     }));
 
     let counts = agents::count_all_by_state(&mut conn).await?;
@@ -126,4 +132,39 @@ async fn overview(State(state): State<AppState>, session: Session, Query(query):
         Some(other) => return Err(no_block(other)),
     };
     Ok(response)
+}
+
+/// Providers that stopped agents for want of something from the user (a login, an API key,
+/// network access), one line per provider and need: the provider's own words and its agents.
+async fn provider_needs(conn: &mut sqlx::PgConnection, now: chrono::DateTime<Utc>) -> sqlx::Result<Vec<Need>> {
+    let failed =
+        agents::list(conn, &ListFilter { state: Some(AgentState::Error), ..ListFilter::default() }, 500).await?;
+    let mut needs: Vec<(Need, Vec<String>)> = Vec::new();
+    for agent in &failed {
+        let Some(words) = agent.failure_reason.as_deref() else { continue };
+        let Some(need) = provider_need(words) else { continue };
+        let detail = format!("needs {need}");
+        match needs.iter_mut().find(|(n, _)| n.name == agent.provider && n.detail == detail) {
+            Some((_, names)) => names.push(agent.name.clone()),
+            None => {
+                let need = Need {
+                    what: "provider",
+                    name: agent.provider.clone(),
+                    link: format!("/agents/{}", agent.name),
+                    detail,
+                    state: AgentState::Error.as_str(),
+                    since: ago(agent.updated_at, now),
+                    note: format!("“{words}”"),
+                };
+                needs.push((need, vec![agent.name.clone()]));
+            }
+        }
+    }
+    Ok(needs
+        .into_iter()
+        .map(|(mut need, names)| {
+            need.note = format!("{} (agents: {})", need.note, names.join(", "));
+            need
+        })
+        .collect())
 }

@@ -1,4 +1,5 @@
-//! Making an agent's pane: its clone, Claude Code's hooks, its own token, then a window in the
+//! Making an agent's pane: its clone, Claude Code's hooks, its provider's own configuration
+//! ([`provider_setup`]), its own token, then a window in the
 //! node's tmux session running the provider's command. The row exists (in `spawning`) before any
 //! of this happens, so a crash in between leaves a row the reconciler finishes, never a pane
 //! nobody knows about.
@@ -16,6 +17,7 @@ use crate::git::clones;
 use crate::providers::{Placeholders, Providers};
 use crate::tmux::{Pane, Tmux, WindowSpec};
 use crate::worker::claude_hooks;
+use crate::worker::provider_setup::{self, UserConfig};
 
 /// What spawning needs from the worker.
 pub struct Spawner<'a> {
@@ -27,6 +29,10 @@ pub struct Spawner<'a> {
     pub data_dir: &'a Path,
     /// The API address agents (and `switchyard hook`) call back.
     pub api_url: &'a str,
+    /// The `switchyard` binary hooks run; `None`: this executable.
+    pub exe: Option<&'a Path>,
+    /// Whose provider logins agents get: `None`, the worker's user's.
+    pub provider_home: Option<&'a Path>,
 }
 
 impl Spawner<'_> {
@@ -54,9 +60,15 @@ impl Spawner<'_> {
             .ok_or_else(|| anyhow::anyhow!("provider `{}` is not configured on this node", agent.provider))?;
         let cwd = self.workspace(agent).await?;
         if provider.install_hooks {
-            let exe = std::env::current_exe()?;
+            let exe = match self.exe {
+                Some(exe) => exe.to_path_buf(),
+                None => std::env::current_exe()?,
+            };
             claude_hooks::install(&cwd, &exe)?;
         }
+        let own_dir = crate::app::agents::own_dir(self.data_dir, &agent.name);
+        let user = self.provider_home.map_or_else(UserConfig::from_env, UserConfig::under);
+        let setup_env = provider_setup::prepare(provider.setup, &own_dir, &cwd, &user, &provider.env)?;
         let mut tx = self.db.begin().await?;
         let token = fleet::issue_token(&mut tx, agent.id).await?;
         let token_file = write_token(self.data_dir, &agent.name, &token)?;
@@ -72,7 +84,7 @@ impl Spawner<'_> {
             name: agent.name.clone(),
             cwd: cwd.clone(),
             command,
-            env: provider.pane_env(self.api_url, &agent.name, &token_file.to_string_lossy()),
+            env: [setup_env, provider.pane_env(self.api_url, &agent.name, &token_file.to_string_lossy())].concat(),
         };
         self.tmux.ensure_session(self.session).await?;
         let pane = self.tmux.new_window(&spec).await?;

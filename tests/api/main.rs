@@ -25,6 +25,7 @@ mod openapi;
 mod problems;
 mod projects;
 mod rate_limit;
+mod real_clis;
 mod receiver;
 mod task_flow;
 mod tasks;
