@@ -166,8 +166,8 @@ struct Layout {
     bare_prompt: bool,
     /// Characters that open a transcript entry; the live region starts at the last one.
     bullets: &'static [char],
-    /// One hint line may stand between the input area's rule and its prompt (Gemini 0.61:
-    /// `Shift+Tab to accept edits`).
+    /// A hint line and a blank one may stand between the input area's rule and its prompt
+    /// (Gemini 0.61: `Shift+Tab to accept edits`).
     hint_above_prompt: bool,
 }
 
@@ -179,11 +179,8 @@ impl Layout {
             return None;
         }
         let framed = (0..lines.len().saturating_sub(1)).rev().find(|&i| {
-            let prompt_at = if self.is_prompt(lines[i + 1]) {
-                Some(i + 1)
-            } else {
-                (self.hint_above_prompt && i + 2 < lines.len() && self.is_prompt(lines[i + 2])).then_some(i + 2)
-            };
+            let reach = if self.hint_above_prompt { 3 } else { 1 };
+            let prompt_at = (i + 1..=i + reach).take_while(|&p| p < lines.len()).find(|&p| self.is_prompt(lines[p]));
             (is_box_top(lines[i]) || is_rule(lines[i])) && prompt_at.is_some_and(|p| near_bottom(lines, p))
         });
         if framed.is_some() || !self.bare_prompt {

@@ -285,15 +285,9 @@ mod tests {
         std::fs::write(user.path().join(".credentials.json"), r#"{"claudeAiOauth": {}}"#).unwrap();
         let user_config =
             UserConfig { claude_dir: Some(user.path().into()), claude_json: Some(users_json), ..UserConfig::none() };
-        let key = "sk-ant-api03-0123456789abcdefghijKLMNOPQRST";
-        let vars = prepare(
-            Setup::Claude,
-            agent.path(),
-            Path::new("/clones/fox"),
-            &user_config,
-            &env(&[("ANTHROPIC_API_KEY", key)]),
-        )
-        .unwrap();
+        let key = env(&[("ANTHROPIC_API_KEY", "sk-ant-api03-0123456789abcdefghijKLMNOPQRST")]);
+        let start = || prepare(Setup::Claude, agent.path(), Path::new("/clones/fox"), &user_config, &key).unwrap();
+        let vars = start();
         let dir = agent.path().join("claude");
         assert_eq!(vars, [("CLAUDE_CONFIG_DIR".to_owned(), dir.to_string_lossy().into_owned())]);
         let config = json_at(dir.join(".claude.json"));
@@ -312,14 +306,7 @@ mod tests {
         let mut config = json_at(dir.join(".claude.json"));
         config["numStartups"] = json!(3);
         std::fs::write(dir.join(".claude.json"), config.to_string()).unwrap();
-        prepare(
-            Setup::Claude,
-            agent.path(),
-            Path::new("/clones/fox"),
-            &user_config,
-            &env(&[("ANTHROPIC_API_KEY", key)]),
-        )
-        .unwrap();
+        start();
         let config = json_at(dir.join(".claude.json"));
         assert_eq!(config["numStartups"], 3);
         assert_eq!(config["customApiKeyResponses"]["approved"].as_array().unwrap().len(), 1);

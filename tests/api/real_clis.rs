@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use switchyard::providers::Providers;
 
 use crate::dashboard::Dashboard;
+use crate::fake_agent::state_changes;
 use crate::helpers::{assert_json, eventually, spawn_app_with_worker_and_providers, TestApp};
 
 /// The CLIs start slowly on a loaded machine (Codex about 8 s alone).
@@ -161,7 +162,16 @@ fn record(provider: &str, name: &str, version: &str, text: &str) {
 }
 
 async fn type_text(app: &TestApp, name: &str, text: &str) {
-    assert_json(app.post(&format!("/api/v1/agents/{name}/input"), json!({"text": text})).await, 200).await;
+    let response = app.post(&format!("/api/v1/agents/{name}/input"), json!({"text": text})).await;
+    if response.status() != 200 {
+        let agent = app.agent(name).await;
+        panic!(
+            "typing {text:?}: {} {}\n{agent}\n{}",
+            response.status(),
+            response.text().await.unwrap_or_default(),
+            screen(app, name)
+        );
+    }
 }
 
 async fn act(app: &TestApp, name: &str, action: &str) -> Value {
@@ -213,16 +223,19 @@ async fn claude_code_starts_at_its_prompt_its_real_hook_confirms_a_message_and_n
     let needs = needs_panel(&app).await;
     assert!(needs.contains("needs a login") && needs.contains("claude"), "{needs}");
     assert!(needs.contains("Not logged in · Please run /login"), "{needs}");
-}
 
-async fn state_changes(app: &TestApp, name: &str) -> Vec<String> {
-    sqlx::query_scalar(
-        "SELECT payload->>'to' FROM events WHERE type = 'agent.state_changed' AND subject = $1 ORDER BY id",
-    )
-    .bind(format!("agent:{name}"))
-    .fetch_all(&app.pool)
-    .await
-    .expect("events")
+    // Resumed, it continues the session it failed in (the prompt is in its transcript) and,
+    // still not logged in, says so again.
+    act(&app, "fox", "resume").await;
+    let transcript = screen_shows(&app, "fox", "Summarise the README in one line.").await;
+    let command = start_command(&app, "fox");
+    assert!(
+        command.contains("--resume") && command.contains(fox["provider_session_id"].as_str().unwrap()),
+        "{command}"
+    );
+    record("claude", "fatal-resumed-not-logged-in", &v, &transcript);
+    let again = wait_for(&app, "fox", "error", START).await;
+    assert!(again["failure_reason"].as_str().unwrap_or_default().contains("Not logged in"), "{again}");
 }
 
 #[tokio::test]
@@ -250,75 +263,65 @@ async fn claude_code_is_interrupted_suspended_and_resumed_with_its_session() {
     wait_for(&app, "owl", "suspended", START).await;
     eventually("owl's window is gone", START, || async { screen(&app, "owl").is_empty() }).await;
 
+    // Its session is in its own config directory, and the resumed pane continues it.
+    let sessions = app._data_dir.path().join("agents/owl/claude/projects");
+    let stored = walk(&sessions).into_iter().any(|p| p.ends_with(format!("{session}.jsonl")));
+    assert!(stored, "no {session}.jsonl under {}", sessions.display());
     act(&app, "owl", "resume").await;
     wait_for(&app, "owl", "idle", START).await;
     let command = start_command(&app, "owl");
     assert!(command.contains("--resume") && command.contains(&session), "{command}");
-    let resumed = screen_shows(&app, "owl", "sleep 600").await;
+    let resumed = screen_shows(&app, "owl", "Not logged in").await;
     assert!(!resumed.contains("No conversation found"), "{resumed}");
     record("claude", "idle-resumed", &v, &resumed);
 }
 
-#[tokio::test]
-async fn codex_says_it_needs_a_sign_in_and_with_an_api_key_starts_works_and_is_interrupted() {
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
+}
+
+/// A CLI with neither a login nor a key (`provider`) says so: the agent is `error` with
+/// `words` in its reason and the overview says the provider needs a login. Given an API key
+/// (`keyed`), the same CLI starts at its prompt without a dialog, works on a message (it waits
+/// for the network) until interrupted, and is idle again.
+async fn needs_a_login_or_starts_with_a_key(provider: &str, keyed: &str, words: &str, busy: &str) {
     let Some((app, bin)) = app_with_real_clis().await else { return };
-    let v = version(&bin, "codex");
-    start(&app, "fox", "codex").await;
+    let v = version(&bin, provider);
+    start(&app, "fox", provider).await;
     let (fox, last) = wait_watching(&app, "fox", "error", START).await;
-    record("codex", "fatal-sign-in", &v, &last);
-    let reason = fox["failure_reason"].as_str().unwrap_or_default();
-    assert!(reason.contains("Sign in"), "{fox}");
+    record(provider, "fatal-sign-in", &v, &last);
+    assert!(fox["failure_reason"].as_str().unwrap_or_default().contains(words), "{fox}");
 
     let started = Instant::now();
-    start(&app, "owl", "codex-key").await;
+    start(&app, "owl", keyed).await;
     let up = latency(&app, "owl", "idle", started, START).await;
     let idle = screen(&app, "owl");
     assert!(!idle.contains("trust"), "{idle}");
-    record("codex", "idle-start-api-key", &v, &idle);
+    record(provider, "idle-start-api-key", &v, &idle);
 
     let sent = Instant::now();
     let message = app.send_message("owl", "Summarise the README in one line.").await;
     app.delivered(message, START).await;
-    let busy = latency(&app, "owl", "working", sent, START).await;
-    record("codex", "working-offline", &v, &screen_shows(&app, "owl", "esc to interrupt").await);
+    let working = latency(&app, "owl", "working", sent, START).await;
+    record(provider, "working-offline", &v, &screen_shows(&app, "owl", busy).await);
     let pressed = Instant::now();
     act(&app, "owl", "interrupt").await;
     let stopped = latency(&app, "owl", "idle", pressed, Duration::from_secs(20)).await;
-    record("codex", "idle-interrupted", &v, &screen(&app, "owl"));
-    eprintln!("codex {v}: spawn to idle {up:?}; message to working {busy:?}; interrupt to idle {stopped:?}");
+    record(provider, "idle-interrupted", &v, &screen(&app, "owl"));
+    eprintln!("{provider} {v}: spawn to idle {up:?}; message to working {working:?}; interrupt to idle {stopped:?}");
 
     let needs = needs_panel(&app).await;
-    assert!(needs.contains("codex") && needs.contains("needs a login"), "{needs}");
+    assert!(needs.contains(provider) && needs.contains("needs a login"), "{needs}");
+}
+
+#[tokio::test]
+async fn codex_says_it_needs_a_sign_in_and_with_an_api_key_starts_works_and_is_interrupted() {
+    needs_a_login_or_starts_with_a_key("codex", "codex-key", "Sign in", "esc to interrupt").await;
 }
 
 #[tokio::test]
 async fn gemini_says_it_needs_a_sign_in_and_with_an_api_key_starts_works_and_is_interrupted() {
-    let Some((app, bin)) = app_with_real_clis().await else { return };
-    let v = version(&bin, "gemini");
-    start(&app, "fox", "gemini").await;
-    let (fox, last) = wait_watching(&app, "fox", "error", START).await;
-    record("gemini", "fatal-sign-in", &v, &last);
-    let reason = fox["failure_reason"].as_str().unwrap_or_default();
-    assert!(reason.contains("authenticate"), "{fox}");
-
-    let started = Instant::now();
-    start(&app, "owl", "gemini-key").await;
-    let up = latency(&app, "owl", "idle", started, START).await;
-    let idle = screen(&app, "owl");
-    assert!(!idle.contains("Do you trust"), "{idle}");
-    record("gemini", "idle-start-api-key", &v, &idle);
-
-    let sent = Instant::now();
-    let message = app.send_message("owl", "Summarise the README in one line.").await;
-    app.delivered(message, START).await;
-    let busy = latency(&app, "owl", "working", sent, START).await;
-    record("gemini", "working-offline", &v, &screen_shows(&app, "owl", "esc to cancel").await);
-    let pressed = Instant::now();
-    act(&app, "owl", "interrupt").await;
-    let stopped = latency(&app, "owl", "idle", pressed, Duration::from_secs(20)).await;
-    record("gemini", "idle-interrupted", &v, &screen(&app, "owl"));
-    eprintln!("gemini {v}: spawn to idle {up:?}; message to working {busy:?}; interrupt to idle {stopped:?}");
-
-    let needs = needs_panel(&app).await;
-    assert!(needs.contains("gemini") && needs.contains("needs a login"), "{needs}");
+    needs_a_login_or_starts_with_a_key("gemini", "gemini-key", "authenticate", "esc to cancel").await;
 }
