@@ -96,17 +96,17 @@ async fn start(app: &TestApp, name: &str, provider: &str) {
 
 /// Waits for `state`, failing at once should the agent land in another state it cannot leave.
 async fn wait_for(app: &TestApp, name: &str, state: &str, within: Duration) -> Value {
-    wait_watching(app, name, state, within).await.0
+    wait_watching(app, name, state, "", within).await.0
 }
 
 /// Waits for `state` as [`wait_for`] does, and returns the last screen its window showed on the
-/// way (the window of an agent that stopped is gone when the state says so).
-async fn wait_watching(app: &TestApp, name: &str, state: &str, within: Duration) -> (Value, String) {
+/// way that held `words` (the window of an agent that stopped is gone when the state says so).
+async fn wait_watching(app: &TestApp, name: &str, state: &str, words: &str, within: Duration) -> (Value, String) {
     let started = Instant::now();
     let mut last = String::new();
     loop {
         let now = screen(app, name);
-        if !now.is_empty() {
+        if now.contains(words) {
             last = now;
         }
         let agent = app.agent(name).await;
@@ -210,7 +210,7 @@ async fn claude_code_starts_at_its_prompt_its_real_hook_confirms_a_message_and_n
     let confirmed = sent.elapsed();
 
     // Offline and not logged in, its answer stops it: error, in its own words.
-    let (fox, last) = wait_watching(&app, "fox", "error", START).await;
+    let (fox, last) = wait_watching(&app, "fox", "error", "Please run /login", START).await;
     let to_error = sent.elapsed();
     record("claude", "fatal-not-logged-in", &v, &last);
     let reason = fox["failure_reason"].as_str().unwrap_or_default();
@@ -290,7 +290,7 @@ async fn needs_a_login_or_starts_with_a_key(provider: &str, keyed: &str, words: 
     let Some((app, bin)) = app_with_real_clis().await else { return };
     let v = version(&bin, provider);
     start(&app, "fox", provider).await;
-    let (fox, last) = wait_watching(&app, "fox", "error", START).await;
+    let (fox, last) = wait_watching(&app, "fox", "error", words, START).await;
     record(provider, "fatal-sign-in", &v, &last);
     assert!(fox["failure_reason"].as_str().unwrap_or_default().contains(words), "{fox}");
 
