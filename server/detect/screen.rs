@@ -108,7 +108,9 @@ pub fn read(rules: ScreenRules, text: &str, ctx: &ReadContext) -> ScreenReading 
         ScreenRules::ClaudeCode => claude::LAYOUT,
         ScreenRules::Codex => codex::LAYOUT,
         ScreenRules::Gemini => gemini::LAYOUT,
-        ScreenRules::Generic => Layout { prompts: &[], bare_prompt: false, bullets: &[], hint_above_prompt: false },
+        ScreenRules::Generic => {
+            Layout { prompts: &[], bare_prompt: false, bullets: &[], hint_above_prompt: false, composer_hints: &[] }
+        }
     };
     let input_area = layout.input_area(&lines);
     let at_prompt = layout.prompts.is_empty() || input_area.is_some();
@@ -169,6 +171,9 @@ struct Layout {
     /// A hint line and a blank one may stand between the input area's rule and its prompt
     /// (Gemini 0.61: `Shift+Tab to accept edits`).
     hint_above_prompt: bool,
+    /// A bare prompt is the composer only with one of these in its footer (Codex hides its
+    /// composer while a turn starts, leaving the user's echoed `›` line last on the screen).
+    composer_hints: &'static [&'static str],
 }
 
 impl Layout {
@@ -192,6 +197,10 @@ impl Layout {
             .rev()
             .take_while(|&i| lines[i + 1..].iter().filter(|l| !l.trim().is_empty()).count() <= 3)
             .find(|&i| self.is_prompt(lines[i]))
+            .filter(|&i| {
+                self.composer_hints.is_empty()
+                    || lines[i + 1..].iter().any(|l| self.composer_hints.iter().any(|h| l.contains(h)))
+            })
     }
 
     fn is_prompt(&self, line: &str) -> bool {

@@ -47,13 +47,12 @@ fn version(bin: &Path, cli: &str) -> String {
     text.split_whitespace().find(|w| w.starts_with(|c: char| c.is_ascii_digit())).expect("a version").to_owned()
 }
 
-/// The built-in `claude`, `codex` and `gemini` with their own arguments, the program found in
-/// `bin` (tmux looks a command up on its server's PATH, not the window's) and `bin` first on
-/// the pane's PATH; plus `codex-key` and `gemini-key`: the same CLIs given an API key (a made-up
-/// one: nothing is reachable anyway).
+/// The built-in `claude`, `codex` and `gemini` with their own arguments and the program found in
+/// `bin` (a pane's PATH is the worker's: tmux 3.3 replaces a window's `-e PATH=…` with its
+/// client's, so a provider's `env` cannot move it); plus `codex-key` and `gemini-key`: the same
+/// CLIs given an API key (a made-up one: nothing is reachable anyway).
 fn providers_toml(bin: &Path) -> String {
     let builtin = Providers::builtin();
-    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
     let located = |args: &[String]| {
         let mut args = args.to_vec();
         args[0] = bin.join(&args[0]).to_string_lossy().into_owned();
@@ -61,18 +60,17 @@ fn providers_toml(bin: &Path) -> String {
     };
     let mut toml = String::new();
     for (name, base, key) in [
-        ("claude", "claude", None),
-        ("codex", "codex", None),
-        ("gemini", "gemini", None),
-        ("codex-key", "codex", Some(("OPENAI_API_KEY", "sk-switchyard-test-not-a-key"))),
-        ("gemini-key", "gemini", Some(("GEMINI_API_KEY", "switchyard-test-not-a-key"))),
+        ("claude", "claude", ""),
+        ("codex", "codex", ""),
+        ("gemini", "gemini", ""),
+        ("codex-key", "codex", "OPENAI_API_KEY = \"sk-switchyard-test-not-a-key\""),
+        ("gemini-key", "gemini", "GEMINI_API_KEY = \"switchyard-test-not-a-key\""),
     ] {
         let provider = builtin.get(base).expect("built in");
         let resume = provider.resume.as_ref().expect("resumable");
-        let key = key.map(|(k, v)| format!(", {k} = \"{v}\"")).unwrap_or_default();
         toml.push_str(&format!(
             "[providers.{name}]\ncommand = {}\nresume = {}\nscreen_rules = \"{base}\"\nsetup = \"{base}\"\n\
-             env = {{ PATH = \"{path}\"{key} }}\n\n",
+             env = {{ {key} }}\n\n",
             located(&provider.command),
             located(resume),
         ));
@@ -303,14 +301,18 @@ async fn needs_a_login_or_starts_with_a_key(provider: &str, keyed: &str, words: 
 
     let sent = Instant::now();
     let message = app.send_message("owl", "Summarise the README in one line.").await;
-    app.delivered(message, START).await;
+    let delivered = app.delivered(message, START).await;
+    let (took, confirmed_by) = (sent.elapsed(), delivered["confirmed_by"].clone());
     let working = latency(&app, "owl", "working", sent, START).await;
     record(provider, "working-offline", &v, &screen_shows(&app, "owl", busy).await);
     let pressed = Instant::now();
     act(&app, "owl", "interrupt").await;
     let stopped = latency(&app, "owl", "idle", pressed, Duration::from_secs(20)).await;
     record(provider, "idle-interrupted", &v, &screen(&app, "owl"));
-    eprintln!("{provider} {v}: spawn to idle {up:?}; message to working {working:?}; interrupt to idle {stopped:?}");
+    eprintln!(
+        "{provider} {v}: spawn to idle {up:?}; message delivered in {took:?} (confirmed by {confirmed_by}), \
+         working {working:?} after sending; interrupt to idle {stopped:?}"
+    );
 
     let needs = needs_panel(&app).await;
     assert!(needs.contains(provider) && needs.contains("needs a login"), "{needs}");

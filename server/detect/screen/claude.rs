@@ -20,8 +20,13 @@ use super::{
 };
 
 /// `!` opens the input line in bash mode.
-pub(super) const LAYOUT: Layout =
-    Layout { prompts: &['>', '❯', '!'], bare_prompt: false, bullets: &['⏺', '●'], hint_above_prompt: false };
+pub(super) const LAYOUT: Layout = Layout {
+    prompts: &['>', '❯', '!'],
+    bare_prompt: false,
+    bullets: &['⏺', '●'],
+    hint_above_prompt: false,
+    composer_hints: &[],
+};
 
 /// What stops Claude Code until the user gives it something: the first start's "Unable to
 /// connect to Anthropic services" (onboarding with no network), and answers to a turn.

@@ -17,8 +17,13 @@ use super::{
     any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, words_of, Layout, Marks, ReadContext,
 };
 
-pub(super) const LAYOUT: Layout =
-    Layout { prompts: &['›', '▌'], bare_prompt: true, bullets: &['•', '■', '›'], hint_above_prompt: false };
+pub(super) const LAYOUT: Layout = Layout {
+    prompts: &['›', '▌'],
+    bare_prompt: true,
+    bullets: &['•', '■', '›'],
+    hint_above_prompt: false,
+    composer_hints: &["for shortcuts", "⏎ send", "context left"],
+};
 
 /// The sign-in chooser Codex starts at without a login (0.169: "Welcome to Codex … Choose how
 /// you want to use Codex." / `> 1. Sign in with ChatGPT`).
@@ -34,7 +39,10 @@ const APPROVALS: &[&str] = &[
 ];
 
 pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
-    let busy = any_contains_ci(live, "esc to interrupt");
+    // The user's prompt as the last transcript entry is a turn with no reply drawn yet: 0.169
+    // shows only that (no status line, no composer) for its first seconds offline.
+    let submitted = live.first().is_some_and(|l| l.starts_with('›'));
+    let busy = submitted || any_contains_ci(live, "esc to interrupt");
     let permission = any_contains(live, APPROVALS)
         && (has_yes_option(live) || live.iter().any(|l| l.trim_start_matches(['▌', ' ']).starts_with("Yes")));
     let question = !permission && has_selection(live);

@@ -16,8 +16,13 @@ use super::{
     any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, words_of, Layout, Marks, ReadContext,
 };
 
-pub(super) const LAYOUT: Layout =
-    Layout { prompts: &['>', '!', '*'], bare_prompt: false, bullets: &['✦', '✕'], hint_above_prompt: true };
+pub(super) const LAYOUT: Layout = Layout {
+    prompts: &['>', '!', '*'],
+    bare_prompt: false,
+    bullets: &['✦', '✕'],
+    hint_above_prompt: true,
+    composer_hints: &[],
+};
 
 /// The authentication dialog Gemini CLI starts at without a login or key (0.61: "Get started /
 /// How would you like to authenticate for this project? … No authentication method selected.").
