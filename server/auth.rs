@@ -51,7 +51,8 @@ impl Scope {
     }
 }
 
-/// Whether an agent token of agent `own` may make this request: read itself and post its hooks;
+/// Whether an agent token of agent `own` may make this request: read itself, post its hooks and
+/// report on its own work;
 /// read its inbox, send messages and mark them read; read its team and use its chat. `path` is
 /// under `/api/v1` (with or without it). Routes that take another name or an id (a message, a
 /// team) check in their handler that it is the agent's own.
@@ -63,6 +64,7 @@ pub fn agent_may(own: &str, method: &axum::http::Method, path: &str) -> bool {
     match parts.as_slice() {
         ["agents", name] => get && *name == own,
         ["agents", name, "hooks"] => post && *name == own,
+        ["agents", name, "report"] => post && *name == own,
         ["agents", name, "messages"] => get && *name == own,
         ["messages"] => post,
         ["messages", _] => get,

@@ -4,6 +4,7 @@ pub mod args;
 pub mod client;
 pub mod hook;
 pub mod mail;
+pub mod report;
 
 use tokio_util::sync::CancellationToken;
 
@@ -39,6 +40,10 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
         Command::Chat(command) => {
             tokio::task::spawn_blocking(move || mail::chat(command)).await?.map_err(anyhow::Error::msg)
         }
+        command => match report::ReportCommand::of(command) {
+            Ok(report) => tokio::task::spawn_blocking(move || report::run(report)).await?.map_err(anyhow::Error::msg),
+            Err(other) => anyhow::bail!("`{other:?}` is not a command of its own"),
+        },
     }
 }
 

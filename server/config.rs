@@ -34,6 +34,10 @@ pub struct GlobalArgs {
     /// Run the worker beside the API (`serve`); `false` makes an API-only replica.
     #[arg(long, env = "SWITCHYARD_WORKER", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub run_worker: bool,
+    /// Run the conductor (wishes run themselves: planners, engineers, merges into wish branches,
+    /// reviews) in this process; `false` leaves every step to people.
+    #[arg(long, env = "SWITCHYARD_CONDUCTOR", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub run_conductor: bool,
     /// The tmux socket (`tmux -L`) the worker runs agents on.
     #[arg(long, env = "SWITCHYARD_TMUX_SOCKET", default_value = "switchyard", global = true)]
     pub tmux_socket: String,
@@ -221,6 +225,8 @@ impl Default for WebhookSettings {
 pub struct WorkerConfig {
     /// `serve` runs the worker unless this is false (an API-only replica).
     pub enabled: bool,
+    /// The conductor runs in this process (`serve` and `worker`) unless this is false.
+    pub conductor: bool,
     pub tmux_socket: String,
     pub public_url: Option<String>,
     pub reconcile_every: std::time::Duration,
@@ -242,6 +248,7 @@ impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
             enabled: true,
+            conductor: true,
             tmux_socket: "switchyard".into(),
             public_url: None,
             reconcile_every: std::time::Duration::from_secs(10),
@@ -342,6 +349,7 @@ impl GlobalArgs {
         }
         Ok(WorkerConfig {
             enabled: self.run_worker,
+            conductor: self.run_conductor,
             tmux_socket: self.tmux_socket.clone(),
             public_url: self.public_url.clone(),
             reconcile_every: std::time::Duration::from_millis(self.reconcile_ms),

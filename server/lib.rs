@@ -197,18 +197,27 @@ impl Application {
             embedded: db.embedded_health(),
         });
         let status_server = axum::serve(status, status_app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        let ctx = app::Ctx::new(app::Parts {
+            db: db.pool.clone(),
+            node: node.clone(),
+            providers: providers.clone(),
+            data_dir: data_dir_path.clone(),
+            panes,
+            feed: feed.clone(),
+        });
+        let conductor = worker::conductor::Conductor { ctx: ctx.clone() };
+        let run_conductor = worker.conductor;
+        let shutdown_for_conductor = shutdown.clone();
+        let conductor_task = tokio::spawn(async move {
+            if run_conductor {
+                conductor.run(shutdown_for_conductor).await;
+            }
+        });
         let api_server = async {
             match api {
                 Some(listener) => {
                     let app = http::router(http::AppState::new(http::Shared {
-                        app: app::Ctx::new(app::Parts {
-                            db: db.pool.clone(),
-                            node: node.clone(),
-                            providers: providers.clone(),
-                            data_dir: data_dir_path.clone(),
-                            panes,
-                            feed: feed.clone(),
-                        }),
+                        app: ctx,
                         webhooks: webhooks.clone(),
                         tokens: Default::default(),
                         task_reads: db::tasks::reads(&db.pool),
@@ -234,6 +243,9 @@ impl Application {
                 tokio::join!(api_server, std::future::IntoFuture::into_future(status_server), listener, sender);
             if let Err(e) = worker_task.await {
                 tracing::error!(error = %e, "the worker ended abnormally");
+            }
+            if let Err(e) = conductor_task.await {
+                tracing::error!(error = %e, "the conductor ended abnormally");
             }
             drained.cancel();
             servers

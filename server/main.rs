@@ -14,7 +14,10 @@ fn main() -> ExitCode {
     let client = match cli.command {
         Command::Msg(command) => switchyard::cli::mail::msg(command),
         Command::Chat(command) => switchyard::cli::mail::chat(command),
-        command => return serve(Cli { command, ..cli }),
+        command => match switchyard::cli::report::ReportCommand::of(command) {
+            Ok(report) => switchyard::cli::report::run(report),
+            Err(command) => return serve(Cli { command, ..cli }),
+        },
     };
     match client {
         Ok(()) => ExitCode::SUCCESS,

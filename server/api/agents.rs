@@ -16,7 +16,7 @@ use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::{filter, ApiQuery};
-use crate::api::{agent_actions, agent_hooks};
+use crate::api::{agent_actions, agent_hooks, agent_reports};
 pub use crate::app::agents::DeletedAgent;
 use crate::app::agents::{self as agents_app, text, NewAgentInput, Workspace};
 use crate::app::projects::id as project_id;
@@ -31,6 +31,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_agent, update_agent, delete_agent))
         .merge(agent_hooks::router())
         .merge(agent_actions::router())
+        .merge(agent_reports::router())
 }
 
 /// The response for one agent, with its version as the `ETag`.

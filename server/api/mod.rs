@@ -4,6 +4,7 @@
 
 pub mod agent_actions;
 pub mod agent_hooks;
+pub mod agent_reports;
 pub mod agents;
 pub mod auth;
 pub mod board_columns;

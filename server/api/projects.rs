@@ -19,7 +19,7 @@ use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::ApiQuery;
 use crate::app::projects::{self as projects_app, no_project, NewProject, ProjectPatch};
 use crate::db::projects::{self, Project};
-use crate::domain::project::{ForkConfig, MergeQueueConfig, PrShepherdConfig};
+use crate::domain::project::{ConductorConfig, ForkConfig, MergeQueueConfig, PrShepherdConfig};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -46,6 +46,8 @@ pub struct CreateProject {
     pub fork_config: Option<ForkConfig>,
     pub merge_queue_config: Option<MergeQueueConfig>,
     pub pr_shepherd_config: Option<PrShepherdConfig>,
+    /// How the conductor runs the project's wishes; omitted fields take their defaults.
+    pub conductor_config: Option<ConductorConfig>,
 }
 
 /// Only the fields sent change; `github_url: null` clears it. A config object replaces the
@@ -63,6 +65,8 @@ pub struct UpdateProject {
     pub fork_config: Option<ForkConfig>,
     pub merge_queue_config: Option<MergeQueueConfig>,
     pub pr_shepherd_config: Option<PrShepherdConfig>,
+    /// How the conductor runs the project's wishes; omitted fields take their defaults.
+    pub conductor_config: Option<ConductorConfig>,
 }
 
 /// Creates a project over an existing git repository.
@@ -97,6 +101,7 @@ impl From<CreateProject> for NewProject {
             fork_config: body.fork_config,
             merge_queue_config: body.merge_queue_config,
             pr_shepherd_config: body.pr_shepherd_config,
+            conductor_config: body.conductor_config,
         }
     }
 }
@@ -153,6 +158,7 @@ pub async fn update_project(
         fork_config: patch.fork_config,
         merge_queue_config: patch.merge_queue_config,
         pr_shepherd_config: patch.pr_shepherd_config,
+        conductor_config: patch.conductor_config,
     };
     let project = projects_app::update(&state, &slug, &if_match, patch).await?;
     Ok((etag(project.version), Json(project)))

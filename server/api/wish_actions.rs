@@ -31,6 +31,17 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(submit_wish))
         .routes(routes!(record_merge))
         .routes(routes!(move_wish))
+        .routes(routes!(hand_back_wish))
+}
+
+/// Hands a wish that waits for a person (`assignee: human`: its planner, reviewer or fixer
+/// ended or gave up) back to the conductor, which runs that step again with a new agent.
+#[utoipa::path(post, path = "/wishes/{slug}/hand-back", tag = "wishes", params(("slug" = String, Path)),
+    responses((status = 200, body = WishDetail), (status = 404, body = Problem),
+        (status = 409, body = Problem, description = "The wish does not wait for a person")))]
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
+pub async fn hand_back_wish(State(state): State<AppState>, Path(slug): Path<String>) -> ApiResult<Json<WishDetail>> {
+    Ok(Json(crate::app::conductor::handoff::hand_back(&state, &slug).await?))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]

@@ -22,6 +22,22 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(complete_group))
         .routes(routes!(fail_group))
         .routes(routes!(retry_group))
+        .routes(routes!(redispatch_group))
+}
+
+/// Dispatches a started group again, to a new agent (after it was handed to a person, or to
+/// give up on its agent): `in_progress → ready`; the conductor assigns it from the wish's
+/// branch as it stands.
+#[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/redispatch", tag = "wishes",
+    params(("slug" = String, Path), ("key" = String, Path)),
+    responses((status = 200, body = crate::app::wishes::WishDetail), (status = 404, body = Problem),
+        (status = 409, body = Problem, description = "The wish is not executing, or the group is not started")))]
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
+pub async fn redispatch_group(
+    State(state): State<AppState>,
+    Path((slug, key)): Path<(String, String)>,
+) -> ApiResult<Json<crate::app::wishes::WishDetail>> {
+    Ok(Json(crate::app::conductor::handoff::redispatch(&state, &slug, &key).await?))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]

@@ -44,6 +44,10 @@ pub struct GroupInput {
     pub depends_on: Vec<String>,
     /// Attempts before a failure fails the wish (default 10).
     pub max_iterations: Option<i32>,
+    /// The provider of the group's agent; `any`: the project's, or the first of its fallback
+    /// providers not at a usage limit. Default: the wish's, else the project's.
+    #[schema(example = "claude")]
+    pub provider: Option<String>,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -156,6 +160,7 @@ pub fn to_groups(input: Vec<GroupInput>) -> Vec<NewGroup> {
             goal: g.goal,
             depends_on: g.depends_on,
             max_iterations: g.max_iterations,
+            provider: g.provider,
         })
         .collect()
 }

@@ -146,13 +146,17 @@ pub async fn screen(ctx: &Ctx, name: &str, lines: u32) -> Result<Screen> {
 }
 
 /// Records a nudge of a quiet agent (`agent.nudged`), and once it has had `max_nudges` that it
-/// is stuck (`agent.stuck`), in the caller's transaction: the nudge is typed only once this is
+/// is stuck (`agent.stuck`; a conductor agent's step goes to a person), in the caller's transaction: the nudge is typed only once this is
 /// committed, so a crash never types one that was not counted. Answers the nudges so far.
 pub async fn record_nudge(conn: &mut PgConnection, agent: &Agent, max_nudges: i32) -> Result<i32> {
-    let count = agents::record_nudge(conn, agent.id).await?.unwrap_or(0);
+    let count = agents::record_nudge(&mut *conn, agent.id).await?.unwrap_or(0);
     if count >= max_nudges {
         let payload = serde_json::json!({"nudges": count, "state": agent.state});
-        events::record(conn, "agent.stuck", &format!("agent:{}", agent.name), payload).await?;
+        events::record(&mut *conn, "agent.stuck", &format!("agent:{}", agent.name), payload).await?;
+        if agent.wish_id.is_some() && !agent.ready_for_cleanup {
+            let reason = format!("agent `{}` did not report after {count} nudges", agent.name);
+            super::conductor::handoff::give_up(conn, agent, &reason).await?;
+        }
     }
     Ok(count)
 }

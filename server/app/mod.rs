@@ -12,6 +12,7 @@ pub mod agent_panes;
 pub mod agents;
 pub mod boards;
 pub mod clones;
+pub mod conductor;
 pub mod delivery;
 pub mod error;
 pub mod fleet;

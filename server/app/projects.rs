@@ -11,8 +11,11 @@ use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::projects::{self, Project, ProjectFields};
 use crate::domain::agent_kind::is_valid_branch;
-use crate::domain::project::{is_valid_slug, ForkConfig, MergeQueueConfig, PrShepherdConfig};
+use crate::domain::project::{
+    is_valid_slug, ConductorConfig, ForkConfig, MergeQueueConfig, PrShepherdConfig, MAX_AGENTS,
+};
 use crate::git::{self, clones, GitError};
+use crate::providers::Providers;
 
 /// What a new project is made of; what is not given takes its default (`main`, configs off).
 #[derive(Debug, Default)]
@@ -26,6 +29,7 @@ pub struct NewProject {
     pub fork_config: Option<ForkConfig>,
     pub merge_queue_config: Option<MergeQueueConfig>,
     pub pr_shepherd_config: Option<PrShepherdConfig>,
+    pub conductor_config: Option<ConductorConfig>,
 }
 
 /// A change to a project: only the fields given change; `github_url: Some(None)` clears it, a
@@ -39,6 +43,7 @@ pub struct ProjectPatch {
     pub fork_config: Option<ForkConfig>,
     pub merge_queue_config: Option<MergeQueueConfig>,
     pub pr_shepherd_config: Option<PrShepherdConfig>,
+    pub conductor_config: Option<ConductorConfig>,
 }
 
 /// The id of the project named by `slug` in `field`; an unknown slug is a bad `field`.
@@ -64,8 +69,10 @@ pub async fn create(ctx: &Ctx, new: NewProject, idem: Option<&Idempotency>) -> R
             fork_config: new.fork_config.unwrap_or_default(),
             merge_queue_config: new.merge_queue_config.unwrap_or_default(),
             pr_shepherd_config: new.pr_shepherd_config.unwrap_or_default(),
+            conductor_config: new.conductor_config.unwrap_or_default(),
         },
         &ctx.data_dir,
+        &ctx.providers,
         &mut errors,
     );
     errors.finish()?;
@@ -98,8 +105,10 @@ pub async fn update(ctx: &Ctx, slug: &str, if_match: &IfMatch, patch: ProjectPat
             fork_config: patch.fork_config.unwrap_or_else(|| old.fork_config.clone()),
             merge_queue_config: patch.merge_queue_config.unwrap_or_else(|| old.merge_queue_config.clone()),
             pr_shepherd_config: patch.pr_shepherd_config.unwrap_or_else(|| old.pr_shepherd_config.clone()),
+            conductor_config: patch.conductor_config.unwrap_or_else(|| old.conductor_config.clone()),
         },
         &ctx.data_dir,
+        &ctx.providers,
         &mut errors,
     );
     errors.finish()?;
@@ -152,7 +161,7 @@ fn plural(n: i64, noun: &str) -> String {
 
 /// Trims and checks the fields every create and update must satisfy, recording every bad one.
 /// Lengths are checked before anything else, so no huge value reaches git or the database.
-fn validate(mut f: ProjectFields, data_dir: &Path, errors: &mut Fields) -> ProjectFields {
+fn validate(mut f: ProjectFields, data_dir: &Path, providers: &Providers, errors: &mut Fields) -> ProjectFields {
     f.name = f.name.trim().to_owned();
     errors.check("name", !f.name.is_empty() && f.name.chars().count() <= 200, "must be 1 to 200 characters");
     f.target_branch = f.target_branch.trim().to_owned();
@@ -173,6 +182,22 @@ fn validate(mut f: ProjectFields, data_dir: &Path, errors: &mut Fields) -> Proje
     errors.max_len_opt("fork_config.upstream_url", fork.upstream_url.as_deref(), MAX_URL);
     errors.max_len_opt("fork_config.upstream_owner", fork.upstream_owner.as_deref(), 100);
     errors.max_len_opt("fork_config.upstream_repo", fork.upstream_repo.as_deref(), 100);
+    let conductor = &f.conductor_config;
+    errors.check(
+        "conductor_config.max_agents",
+        (1..=MAX_AGENTS).contains(&conductor.max_agents),
+        format!("must be 1 to {MAX_AGENTS}"),
+    );
+    let known = |name: &str| providers.get(name).is_some();
+    errors.check(
+        "conductor_config.provider",
+        known(&conductor.provider),
+        format!("unknown provider; known: {}", providers.names().join(", ")),
+    );
+    errors.check("conductor_config.fallback_providers", conductor.fallback_providers.len() <= 10, "at most 10");
+    for (i, name) in conductor.fallback_providers.iter().enumerate() {
+        errors.check(format!("conductor_config.fallback_providers[{i}]"), known(name), "unknown provider");
+    }
     f.repo_path = f.repo_path.trim().to_owned();
     if let Err(why) = repo_path_rule(&f.repo_path, data_dir) {
         errors.check("repo_path", false, why);
@@ -217,6 +242,7 @@ fn changed_fields(old: &ProjectFields, new: &ProjectFields) -> Vec<&'static str>
         ("fork_config", old.fork_config != new.fork_config),
         ("merge_queue_config", old.merge_queue_config != new.merge_queue_config),
         ("pr_shepherd_config", old.pr_shepherd_config != new.pr_shepherd_config),
+        ("conductor_config", old.conductor_config != new.conductor_config),
     ]
     .into_iter()
     .filter_map(|(name, differs)| differs.then_some(name))

@@ -12,7 +12,7 @@ use crate::db::projects as projects_db;
 use crate::db::wishes::{self, Blocker, Group, NewGroup, Outcome, Wish};
 use crate::domain::agent_kind::is_valid_branch;
 use crate::domain::plan::{self, PlanError};
-use crate::domain::review::{self, ReviewOutcome, ReviewState, Verdict};
+use crate::domain::review::Verdict;
 use crate::domain::wish::{WishEvent, WishStatus};
 
 /// A wish with its groups (states and dependencies) and what it waits for.
@@ -165,27 +165,13 @@ pub async fn plan(ctx: &Ctx, slug: &str, groups: Option<Vec<NewGroup>>) -> Resul
     Ok(detail)
 }
 
-/// Records a review of an executing wish (agentmux's loop): each verdict moves
-/// `review_iteration`; a fail at the cap fails the wish.
+/// Records a review of a wish under review (agentmux's loop): a pass completes it, a fail sends
+/// the notes to a fix agent, a fail at the cap fails it ([`super::conductor::review::verdict`]).
 #[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn review(ctx: &Ctx, slug: &str, verdict: Verdict, notes: &str) -> Result<WishDetail> {
     let mut tx = ctx.db.begin().await?;
     let wish = find(&mut tx, slug).await?;
-    if wish.status != WishStatus::Executing || wish.held {
-        let why = if wish.held { "the wish is on hold" } else { "only an executing wish is reviewed" };
-        return Err(Error::conflict(why, Some(wish.status.as_str())));
-    }
-    let review_state = ReviewState { iteration: wish.review_iteration as u32, cap: wish.review_cap as u32 };
-    let outcome = review::record(review_state, verdict)
-        .map_err(|e| Error::conflict(e.to_string(), Some(wish.status.as_str())))?;
-    let payload = serde_json::json!({"slug": wish.slug, "verdict": verdict, "notes": notes, "outcome": outcome});
-    let mut updated = wishes::record_review(&mut tx, &wish, outcome.iteration() as i32, payload)
-        .await?
-        .ok_or_else(|| Error::conflict("the wish changed meanwhile; try again", Some(wish.status.as_str())))?;
-    if let ReviewOutcome::CapReached { iteration } = outcome {
-        let reason = format!("review failed {iteration} times (cap {})", wish.review_cap);
-        updated = act(&mut tx, &updated, WishEvent::GroupFailed, Some(&reason)).await?;
-    }
+    let updated = super::conductor::review::verdict(&mut tx, wish, verdict, notes).await?;
     let detail = detail(&mut tx, updated).await?;
     ctx.feed.commit(tx).await?;
     Ok(detail)
@@ -261,6 +247,7 @@ fn checked_groups(groups: Vec<NewGroup>) -> Result<Vec<NewGroup>> {
             g.max_iterations.is_none_or(|m| m >= 1),
             "must be at least 1",
         );
+        errors.max_len_opt(format!("groups[{i}].provider"), g.provider.as_deref(), 64);
     }
     errors.finish()?;
     Ok(groups.into_iter().map(|g| NewGroup { title: g.title.trim().to_owned(), ..g }).collect())

@@ -35,6 +35,86 @@ pub enum Command {
     /// Post to and read a team's chat (an agent's own team by default).
     #[command(subcommand)]
     Chat(ChatCommand),
+    /// An engineer agent reports on its group.
+    #[command(subcommand)]
+    Group(GroupCommand),
+    /// A reviewer agent gives its verdict on its wish.
+    #[command(subcommand)]
+    Review(ReviewCommand),
+    /// Wishes: a planner agent gives its draft's plan.
+    #[command(subcommand)]
+    Wish(WishCommand),
+    /// A fix agent reports its fix.
+    #[command(subcommand)]
+    Fix(FixCommand),
+    /// An agent reports on its standalone task.
+    #[command(subcommand)]
+    Task(TaskCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GroupCommand {
+    /// Your group is done: pushes this clone's HEAD to your branch, then reports (it needs new commits).
+    Done {
+        #[arg(long, default_value = "")]
+        summary: String,
+    },
+    /// You cannot do your group: a person takes over.
+    Blocked {
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReviewCommand {
+    /// The wish's branch passes review.
+    Pass {
+        #[arg(long, default_value = "")]
+        notes: String,
+    },
+    /// The wish's branch fails review; the notes (file:line references) go to a fix agent.
+    Fail {
+        /// A file holding the notes.
+        #[arg(long, conflicts_with = "notes")]
+        notes_file: Option<std::path::PathBuf>,
+        #[arg(long)]
+        notes: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WishCommand {
+    /// Gives your draft's plan from a YAML or JSON file: `groups: [{key, title, goal, depends_on, provider}]`.
+    Plan {
+        #[arg(long)]
+        file: std::path::PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FixCommand {
+    /// Your fix is done: pushes this clone's HEAD to your branch (the wish's), then reports.
+    Done {
+        #[arg(long, default_value = "")]
+        summary: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Your task is done.
+    Done {
+        #[arg(long, default_value = "")]
+        result: String,
+    },
+    /// Your task failed.
+    Fail {
+        #[arg(long)]
+        reason: String,
+    },
+    /// Ask a person; the task waits for the answer, which arrives as a message.
+    Ask { question: String },
 }
 
 #[derive(Debug, Subcommand)]

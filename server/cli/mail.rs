@@ -14,14 +14,14 @@ use crate::cli::args::{ChatCommand, MsgCommand};
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A blocking-style client over one small runtime: each command makes a few calls.
-struct Api {
-    credentials: Credentials,
+pub(crate) struct Api {
+    pub(crate) credentials: Credentials,
     client: reqwest::Client,
     runtime: tokio::runtime::Runtime,
 }
 
 impl Api {
-    fn new() -> Result<Api, String> {
+    pub(crate) fn new() -> Result<Api, String> {
         let credentials = Credentials::from_env()?;
         let client = reqwest::Client::builder().timeout(TIMEOUT).build().map_err(|e| e.to_string())?;
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -73,11 +73,11 @@ impl Api {
         })
     }
 
-    fn get(&self, path: &str) -> Result<Value, String> {
+    pub(crate) fn get(&self, path: &str) -> Result<Value, String> {
         self.call(reqwest::Method::GET, path, None)
     }
 
-    fn post(&self, path: &str, body: Value) -> Result<Value, String> {
+    pub(crate) fn post(&self, path: &str, body: Value) -> Result<Value, String> {
         self.call(reqwest::Method::POST, path, Some(body))
     }
 

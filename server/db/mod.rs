@@ -7,6 +7,7 @@ pub mod batched_reads;
 pub mod board_columns;
 pub mod board_templates;
 pub mod boards;
+pub mod conductor;
 pub mod embedded;
 pub mod events;
 pub mod idempotency;

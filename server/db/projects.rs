@@ -8,7 +8,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::events;
-use crate::domain::project::{ForkConfig, MergeQueueConfig, PrShepherdConfig};
+use crate::domain::project::{ConductorConfig, ForkConfig, MergeQueueConfig, PrShepherdConfig};
 
 /// A project as the API shows it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -16,6 +16,8 @@ use crate::domain::project::{ForkConfig, MergeQueueConfig, PrShepherdConfig};
     "repo_path": "/srv/repos/switchyard", "target_branch": "main", "github_url": "https://github.com/acme/switchyard",
     "fork_config": {"is_fork": false, "upstream_url": null, "upstream_owner": null, "upstream_repo": null, "force_fork_mode": false},
     "merge_queue_config": {"enabled": true, "track_mode": "all"}, "pr_shepherd_config": {"enabled": false, "track_mode": "author"},
+    "conductor_config": {"planning": "agent", "plan_approval": "auto", "review": "agent", "provider": "claude",
+        "fallback_providers": [], "max_agents": 4, "keep_clones": false},
     "version": 1, "created_at": "2025-01-15T10:30:00Z", "updated_at": "2025-01-15T10:30:00Z"}))]
 pub struct Project {
     pub id: Uuid,
@@ -27,6 +29,8 @@ pub struct Project {
     pub fork_config: ForkConfig,
     pub merge_queue_config: MergeQueueConfig,
     pub pr_shepherd_config: PrShepherdConfig,
+    /// How the conductor runs the project's wishes: planning, approval, review, provider, limits.
+    pub conductor_config: ConductorConfig,
     /// Incremented by every change; send it back in `If-Match` to update safely.
     pub version: i32,
     pub created_at: DateTime<Utc>,
@@ -43,6 +47,8 @@ pub struct ProjectFields {
     pub fork_config: ForkConfig,
     pub merge_queue_config: MergeQueueConfig,
     pub pr_shepherd_config: PrShepherdConfig,
+    /// How the conductor runs the project's wishes: planning, approval, review, provider, limits.
+    pub conductor_config: ConductorConfig,
 }
 
 impl Project {
@@ -55,6 +61,7 @@ impl Project {
             fork_config: self.fork_config.clone(),
             merge_queue_config: self.merge_queue_config.clone(),
             pr_shepherd_config: self.pr_shepherd_config.clone(),
+            conductor_config: self.conductor_config.clone(),
         }
     }
 }
@@ -69,6 +76,7 @@ struct ProjectRow {
     fork_config: Json<ForkConfig>,
     merge_queue_config: Json<MergeQueueConfig>,
     pr_shepherd_config: Json<PrShepherdConfig>,
+    conductor_config: Json<ConductorConfig>,
     version: i32,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -86,6 +94,7 @@ impl From<ProjectRow> for Project {
             fork_config: r.fork_config.0,
             merge_queue_config: r.merge_queue_config.0,
             pr_shepherd_config: r.pr_shepherd_config.0,
+            conductor_config: r.conductor_config.0,
             version: r.version,
             created_at: r.created_at,
             updated_at: r.updated_at,
@@ -106,12 +115,13 @@ pub async fn create(conn: &mut PgConnection, slug: &str, fields: &ProjectFields)
     let row = sqlx::query_as!(
         ProjectRow,
         r#"INSERT INTO projects (id, slug, name, repo_path, target_branch, github_url,
-                                 fork_config, merge_queue_config, pr_shepherd_config)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                                 fork_config, merge_queue_config, pr_shepherd_config, conductor_config)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
            RETURNING id, slug, name, repo_path, target_branch, github_url,
                      fork_config AS "fork_config: Json<ForkConfig>",
                      merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
                      pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
+                     conductor_config AS "conductor_config: Json<ConductorConfig>",
                      version, created_at, updated_at"#,
         Uuid::new_v4(),
         slug,
@@ -122,6 +132,7 @@ pub async fn create(conn: &mut PgConnection, slug: &str, fields: &ProjectFields)
         Json(&fields.fork_config) as _,
         Json(&fields.merge_queue_config) as _,
         Json(&fields.pr_shepherd_config) as _,
+        Json(&fields.conductor_config) as _,
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -143,6 +154,7 @@ pub async fn list(
                   fork_config AS "fork_config: Json<ForkConfig>",
                   merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
                   pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
+                     conductor_config AS "conductor_config: Json<ConductorConfig>",
                   version, created_at, updated_at
            FROM projects
            WHERE $1::timestamptz IS NULL OR (created_at, id) > ($1, $2)
@@ -173,6 +185,7 @@ pub async fn find(conn: &mut PgConnection, slug: &str, lock: bool) -> Result<Opt
                       fork_config AS "fork_config: Json<ForkConfig>",
                       merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
                       pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
+                     conductor_config AS "conductor_config: Json<ConductorConfig>",
                       version, created_at, updated_at
                FROM projects WHERE slug = $1 FOR UPDATE"#,
             slug
@@ -186,6 +199,7 @@ pub async fn find(conn: &mut PgConnection, slug: &str, lock: bool) -> Result<Opt
                       fork_config AS "fork_config: Json<ForkConfig>",
                       merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
                       pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
+                     conductor_config AS "conductor_config: Json<ConductorConfig>",
                       version, created_at, updated_at
                FROM projects WHERE slug = $1"#,
             slug
@@ -207,13 +221,14 @@ pub async fn update(
     let row = sqlx::query_as!(
         ProjectRow,
         r#"UPDATE projects SET name = $2, repo_path = $3, target_branch = $4, github_url = $5,
-                  fork_config = $6, merge_queue_config = $7, pr_shepherd_config = $8,
+                  fork_config = $6, merge_queue_config = $7, pr_shepherd_config = $8, conductor_config = $9,
                   version = version + 1, updated_at = now()
            WHERE id = $1
            RETURNING id, slug, name, repo_path, target_branch, github_url,
                      fork_config AS "fork_config: Json<ForkConfig>",
                      merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
                      pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
+                     conductor_config AS "conductor_config: Json<ConductorConfig>",
                      version, created_at, updated_at"#,
         current.id,
         fields.name,
@@ -223,6 +238,7 @@ pub async fn update(
         Json(&fields.fork_config) as _,
         Json(&fields.merge_queue_config) as _,
         Json(&fields.pr_shepherd_config) as _,
+        Json(&fields.conductor_config) as _,
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -254,4 +270,20 @@ pub async fn delete(conn: &mut PgConnection, project: &Project) -> Result<(), sq
     let payload = serde_json::json!({"name": project.name, "boards_deleted": boards});
     events::record(conn, "project.deleted", &format!("project:{}", project.slug), payload).await?;
     Ok(())
+}
+
+/// How the conductor runs the project's wishes (the defaults for a project that is gone).
+pub async fn conductor_config(conn: &mut PgConnection, project_id: Uuid) -> Result<ConductorConfig, sqlx::Error> {
+    let config = sqlx::query_scalar!(
+        r#"SELECT conductor_config AS "config!: Json<ConductorConfig>" FROM projects WHERE id = $1"#,
+        project_id
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(config.map(|c| c.0).unwrap_or_default())
+}
+
+/// The project's repository path.
+pub async fn repo_path(conn: &mut PgConnection, project_id: Uuid) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar!("SELECT repo_path FROM projects WHERE id = $1", project_id).fetch_one(conn).await
 }

@@ -61,6 +61,17 @@ pub struct Task {
     pub unmet_dependencies: i32,
     pub started_at: Option<DateTime<Utc>>,
     pub completed_at: Option<DateTime<Utc>>,
+    /// A wish group's branch in the project's repository (`group/<wish>/<key>`), once dispatched.
+    #[schema(example = "group/login-page/api")]
+    pub branch: Option<String>,
+    /// The wish-branch commit the group's branch started from.
+    pub base_commit: Option<String>,
+    /// The group branch's commit its agent reported done with.
+    pub head_commit: Option<String>,
+    /// When its agent reported done; the group is merged into the wish's branch after that.
+    pub reported_at: Option<DateTime<Utc>>,
+    /// The wish-branch merge commit that took the group's work in.
+    pub merge_commit: Option<String>,
     /// Bumped on every change; send it back as `If-Match` to update safely.
     pub version: i32,
     pub created_at: DateTime<Utc>,
@@ -166,6 +177,7 @@ pub async fn insert(conn: &mut PgConnection, new: &NewTask) -> Result<Task, sqlx
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10, 10), $11, $12, $13)
          RETURNING id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
                    iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
+                   branch, base_commit, head_commit, reported_at, merge_commit,
                    version, created_at, updated_at",
         Uuid::new_v4(),
         new.project_id,
@@ -204,6 +216,7 @@ pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Task>, sqlx
         TaskRow,
         "SELECT id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
                 iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
+                   branch, base_commit, head_commit, reported_at, merge_commit,
                 version, created_at, updated_at
          FROM tasks WHERE id = $1",
         id
@@ -355,6 +368,7 @@ async fn conditional_update(
            AND (NOT $4 OR iterations < max_iterations)
          RETURNING id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
                    iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
+                   branch, base_commit, head_commit, reported_at, merge_commit,
                    version, created_at, updated_at",
         current.id,
         current.status.as_str(),

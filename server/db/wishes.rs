@@ -6,7 +6,9 @@ mod lifecycle;
 mod listing;
 mod moves;
 
-pub use groups::{delete_groups, for_group, group, group_done, group_task, groups, insert_groups, Group, NewGroup};
+pub use groups::{
+    delete_groups, dependency_results, for_group, group, group_done, group_task, groups, insert_groups, Group, NewGroup,
+};
 pub use lifecycle::{apply, lock, record_review, snapshot, waiting_on, Outcome};
 pub use listing::{in_states, on_board, progress};
 pub use moves::move_to_column;
@@ -17,7 +19,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::events;
-use crate::domain::wish::WishStatus;
+use crate::domain::wish::{WishPhase, WishStatus};
 
 /// A wish as the API shows it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -49,6 +51,15 @@ pub struct Wish {
     /// Groups not done yet; the wish completes when this reaches 0 while it executes.
     #[schema(example = 2)]
     pub groups_open: i32,
+    /// While executing: its groups run, its branch is under review, or a fix agent works on it.
+    #[schema(value_type = String, example = "groups")]
+    pub phase: WishPhase,
+    /// `human` when the conductor handed the wish to a person (the reason is `failure_reason`).
+    pub assignee: Option<String>,
+    /// The provider of the wish's agents unless a group names its own.
+    pub provider: Option<String>,
+    /// The latest failed review's notes.
+    pub review_notes: Option<String>,
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -56,7 +67,7 @@ pub struct Wish {
 
 /// A row as read; it also reads from `to_jsonb(wishes)` inside another row.
 #[derive(Debug, serde::Deserialize)]
-struct WishRow {
+pub(crate) struct WishRow {
     id: Uuid,
     slug: String,
     project_id: Uuid,
@@ -76,6 +87,10 @@ struct WishRow {
     completed_at: Option<DateTime<Utc>>,
     merged_at: Option<DateTime<Utc>>,
     groups_open: i32,
+    phase: String,
+    assignee: Option<String>,
+    provider: Option<String>,
+    review_notes: Option<String>,
     version: i32,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -87,6 +102,10 @@ impl TryFrom<WishRow> for Wish {
     fn try_from(r: WishRow) -> Result<Wish, sqlx::Error> {
         Ok(Wish {
             status: r.status.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+            phase: r.phase.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+            assignee: r.assignee,
+            provider: r.provider,
+            review_notes: r.review_notes,
             id: r.id,
             slug: r.slug,
             project_id: r.project_id,

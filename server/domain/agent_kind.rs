@@ -60,10 +60,13 @@ pub enum AgentRole {
     Reviewer,
     Qa,
     Fix,
+    /// Writes a draft wish's plan (the conductor's).
+    Planner,
 }
 
 impl AgentRole {
-    pub const ALL: [AgentRole; 4] = [AgentRole::Engineer, AgentRole::Reviewer, AgentRole::Qa, AgentRole::Fix];
+    pub const ALL: [AgentRole; 5] =
+        [AgentRole::Engineer, AgentRole::Reviewer, AgentRole::Qa, AgentRole::Fix, AgentRole::Planner];
 
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -71,6 +74,7 @@ impl AgentRole {
             AgentRole::Reviewer => "reviewer",
             AgentRole::Qa => "qa",
             AgentRole::Fix => "fix",
+            AgentRole::Planner => "planner",
         }
     }
 }
@@ -150,7 +154,7 @@ mod tests {
             assert_eq!(serde_json::to_value(role).unwrap(), role.as_str());
         }
         assert!("merge_queue".parse::<AgentKind>().is_err());
-        assert_eq!("boss".parse::<AgentRole>().unwrap_err().expected.len(), 4);
+        assert_eq!("boss".parse::<AgentRole>().unwrap_err().expected.len(), 5);
     }
 
     #[test]

@@ -71,6 +71,76 @@ pub struct ForkConfig {
     pub force_fork_mode: bool,
 }
 
+/// How the conductor runs a project's wishes. Omitted fields take their defaults (the column's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
+#[schema(example = json!({"planning": "agent", "plan_approval": "auto", "review": "agent", "provider": "claude",
+    "fallback_providers": ["codex"], "max_agents": 4, "keep_clones": false}))]
+pub struct ConductorConfig {
+    /// Who plans a draft wish that has a description and no groups.
+    pub planning: Planning,
+    /// Whether a planner's plan runs at once or waits at `planned` for a person to queue it.
+    pub plan_approval: PlanApproval,
+    /// Who reviews a wish's branch once every group is done.
+    pub review: ReviewMode,
+    /// The provider of the project's agents unless the wish or the group names one.
+    pub provider: String,
+    /// Tried in order for a group whose provider is `any` when the ones before are at a usage limit.
+    pub fallback_providers: Vec<String>,
+    /// The most agents of the project working at once (planners, engineers, reviewers, fixers).
+    pub max_agents: u32,
+    /// Keep agents' clones after their wish is merged or cancelled.
+    pub keep_clones: bool,
+}
+
+impl Default for ConductorConfig {
+    fn default() -> Self {
+        ConductorConfig {
+            planning: Planning::Agent,
+            plan_approval: PlanApproval::Auto,
+            review: ReviewMode::Agent,
+            provider: "claude".to_owned(),
+            fallback_providers: Vec::new(),
+            max_agents: 4,
+            keep_clones: false,
+        }
+    }
+}
+
+/// The most agents a project may run at once.
+pub const MAX_AGENTS: u32 = 1_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Planning {
+    /// A planner agent writes the plan.
+    Agent,
+    /// A person plans it (API or dashboard).
+    Human,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanApproval {
+    /// A planned wish is queued at once.
+    Auto,
+    /// A planned wish waits for a person to queue it.
+    Human,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReviewMode {
+    /// A reviewer agent.
+    Agent,
+    /// A person, on the wish's page.
+    Human,
+    /// A reviewer agent, then a person.
+    Both,
+    /// No review: a wish whose groups are done is completed.
+    None,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +166,19 @@ mod tests {
         .expect("parses");
         assert_eq!(fork, ForkConfig::default());
         assert_eq!(PrShepherdConfig::default().track_mode, TrackMode::Author);
+    }
+
+    #[test]
+    fn the_conductor_config_defaults_like_its_column() {
+        let stored: ConductorConfig = serde_json::from_str(
+            r#"{"planning": "agent", "plan_approval": "auto", "review": "agent", "provider": "claude",
+               "fallback_providers": [], "max_agents": 4, "keep_clones": false}"#,
+        )
+        .expect("parses");
+        assert_eq!(stored, ConductorConfig::default());
+        let partial: ConductorConfig = serde_json::from_str(r#"{"review": "none"}"#).expect("parses");
+        assert_eq!(partial, ConductorConfig { review: ReviewMode::None, ..ConductorConfig::default() });
+        assert!(serde_json::from_str::<ConductorConfig>(r#"{"review": "maybe"}"#).is_err());
     }
 
     #[test]

@@ -32,6 +32,12 @@ pub fn check(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `text` with every character [`check`] refuses removed (CRLF becomes LF): for text from
+/// elsewhere (a repository's diff, a summary) that Switchyard itself types to an agent.
+pub fn plain(text: &str) -> String {
+    text.chars().filter(|c| matches!(c, '\t' | '\n') || !c.is_control()).collect()
+}
+
 /// Whether `text` would end a bracketed paste: refused by the typist whatever let it through.
 pub fn ends_paste(text: &str) -> bool {
     text.contains(PASTE_END)

@@ -113,6 +113,47 @@ impl FromStr for WishStatus {
     }
 }
 
+/// Where an executing wish is (the conductor's steps after its groups run). Stored snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WishPhase {
+    /// Its groups run (or have not started).
+    Groups,
+    /// Every group is done; a reviewer agent reads the branch.
+    AgentReview,
+    /// A person reviews the branch on the wish's page.
+    HumanReview,
+    /// A review failed; a fix agent works on its notes.
+    Fix,
+}
+
+impl WishPhase {
+    pub const ALL: [WishPhase; 4] = [WishPhase::Groups, WishPhase::AgentReview, WishPhase::HumanReview, WishPhase::Fix];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WishPhase::Groups => "groups",
+            WishPhase::AgentReview => "agent_review",
+            WishPhase::HumanReview => "human_review",
+            WishPhase::Fix => "fix",
+        }
+    }
+}
+
+impl fmt::Display for WishPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for WishPhase {
+    type Err = UnknownStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        super::parse_status("wish phase", &Self::ALL, Self::as_str, s)
+    }
+}
+
 /// What the rules need to know about a wish, read from its row and related rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WishSnapshot {

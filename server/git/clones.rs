@@ -134,6 +134,35 @@ pub async fn remove(clone: &Path) -> Result<(), GitError> {
     }
 }
 
+/// Writes `text` to each of `files` in the clone's root that is not there already, and lists
+/// them in `.git/info/exclude` so they never end up in the agent's commits (a file the
+/// repository itself has is left as it is).
+pub fn write_excluded(clone: &Path, files: &[&str], text: &str) -> std::io::Result<()> {
+    let exclude = clone.join(".git").join("info").join("exclude");
+    let listed = std::fs::read_to_string(&exclude).unwrap_or_default();
+    let mut add = String::new();
+    for file in files {
+        let path = clone.join(file);
+        if path.exists() {
+            continue;
+        }
+        std::fs::write(&path, text)?;
+        let line = format!("/{file}");
+        if !listed.lines().any(|l| l.trim() == line) {
+            add.push_str(&line);
+            add.push('\n');
+        }
+    }
+    if !add.is_empty() {
+        if let Some(dir) = exclude.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let sep = if listed.is_empty() || listed.ends_with('\n') { "" } else { "\n" };
+        std::fs::write(&exclude, format!("{listed}{sep}{add}"))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

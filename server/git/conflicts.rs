@@ -58,7 +58,7 @@ async fn branch_exists(repo: &Path, branch: &str) -> Result<bool, String> {
 }
 
 /// `merge-tree --name-only` prints the tree id, then each conflicted file (once per stage).
-fn conflicted_files(stdout: &str) -> Vec<String> {
+pub(super) fn conflicted_files(stdout: &str) -> Vec<String> {
     let mut files: Vec<String> =
         stdout.lines().skip(1).map(str::trim).take_while(|l| !l.is_empty()).map(str::to_owned).collect();
     files.sort();

@@ -3,6 +3,7 @@
 //! as an argument list (never through a shell), never prompts, and answers about the directory
 //! it is given, whatever repository called us.
 
+pub mod branches;
 pub mod clones;
 pub mod conflicts;
 

@@ -134,6 +134,8 @@ mod tests {
             result: None,
             iterations: 0,
             max_iterations: 10,
+            branch: None,
+            merge_commit: None,
         }
     }
 

@@ -113,6 +113,7 @@ impl WishFields {
                     goal: g.goal.trim().to_owned(),
                     depends_on: list(&g.depends_on),
                     max_iterations: None,
+                    provider: None,
                 })
                 .collect(),
         })

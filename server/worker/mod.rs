@@ -8,6 +8,7 @@
 //! [`delivery::Delivery::tick`], [`reconciler::Reconciler::tick`]), so tests drive them step by step.
 
 pub mod claude_hooks;
+pub mod conductor;
 pub mod delivery;
 pub mod fleet;
 pub mod mailbox;

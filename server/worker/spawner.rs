@@ -59,6 +59,12 @@ impl Spawner<'_> {
             .get(&agent.provider)
             .ok_or_else(|| anyhow::anyhow!("provider `{}` is not configured on this node", agent.provider))?;
         let cwd = self.workspace(agent).await?;
+        if agent.wish_id.is_some() && agent.clone_mode == "agent" {
+            // The conductor's agents are told how to report where their provider reads standing
+            // instructions; kept out of their commits.
+            let text = crate::app::conductor::briefs::standing_instructions(agent.role);
+            clones::write_excluded(&cwd, &crate::app::conductor::briefs::INSTRUCTION_FILES, &text)?;
+        }
         if provider.install_hooks {
             let exe = match self.exe {
                 Some(exe) => exe.to_path_buf(),
@@ -84,7 +90,16 @@ impl Spawner<'_> {
             name: agent.name.clone(),
             cwd: cwd.clone(),
             command,
-            env: [setup_env, provider.pane_env(self.api_url, &agent.name, &token_file.to_string_lossy())].concat(),
+            env: {
+                let mut env = setup_env;
+                env.extend(provider.pane_env(self.api_url, &agent.name, &token_file.to_string_lossy()));
+                // What the agent's role and branch are, for scripts and `switchyard` itself.
+                env.push(("SWITCHYARD_ROLE".to_owned(), agent.role.as_str().to_owned()));
+                if let Some(branch) = &agent.branch {
+                    env.push(("SWITCHYARD_BRANCH".to_owned(), branch.clone()));
+                }
+                env
+            },
         };
         self.tmux.ensure_session(self.session).await?;
         let pane = self.tmux.new_window(&spec).await?;

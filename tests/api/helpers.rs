@@ -174,6 +174,17 @@ pub async fn spawn_app_with_worker_settings(providers: &str, tweak: impl FnOnce(
     launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker, Default::default()).await
 }
 
+/// Another node on `app`'s database, as a second machine would be: its own data directory
+/// (so its own node id), tmux server, worker and `providers`, with the worker settings `tweak` says.
+pub async fn spawn_node_beside(app: &TestApp, providers: &str, tweak: impl FnOnce(&mut WorkerConfig)) -> TestApp {
+    let data_dir = tempfile::tempdir().expect("temp data dir");
+    std::fs::write(data_dir.path().join("providers.toml"), providers).expect("write providers.toml");
+    let mut worker = worker_config(true, new_tmux_socket());
+    tweak(&mut worker);
+    let (url, name) = (app.database_url.clone(), app.database_name.clone());
+    launch_with(url, name, WebhookSettings::default(), data_dir, worker, Default::default()).await
+}
+
 /// What is left of a stopped instance: its database, data directory (so its node id), projects'
 /// repositories and tmux server, whose agents' panes live on. Dropped without [`restart`], it
 /// kills the tmux server.
@@ -240,8 +251,9 @@ async fn launch(database_url: String, database_name: String, webhooks: WebhookSe
 fn worker_config(with_worker: bool, tmux_socket: String) -> WorkerConfig {
     WorkerConfig {
         // Only the worker's own tests run it (`spawn_app_with_worker`): elsewhere agents stay
-        // where the test puts them.
+        // where the test puts them. Likewise the conductor runs only where a test asks for it.
         enabled: with_worker,
+        conductor: false,
         tmux_socket,
         reconcile_every: Duration::from_millis(300),
         // The application runs inside the test binary: hooks run the real `switchyard`.
@@ -382,6 +394,10 @@ impl TestApp {
     }
 
     /// GETs `path`, asserts a 200 (showing the answer if not) and returns its JSON.
+    pub async fn patch_ok(&self, path: &str, body: Value) -> Value {
+        assert_json(self.send(Method::PATCH, path, Some(body)).await, 200).await
+    }
+
     pub async fn get_ok(&self, path: &str) -> Value {
         assert_json(self.get(path).await, 200).await
     }
@@ -393,6 +409,13 @@ impl TestApp {
         init_repo(&repo);
         let body = json!({"slug": slug, "name": format!("Project {slug}"), "repo_path": repo});
         assert_json(self.post("/api/v1/projects", body).await, 201).await
+    }
+
+    /// Turns off the review of `project`'s wishes: one whose groups are all done completes at
+    /// once (the tests of group progress walk wishes by hand, with no reviewer agent).
+    pub async fn skip_reviews(&self, project: &str) {
+        let body = json!({"conductor_config": {"review": "none"}});
+        self.patch_ok(&format!("/api/v1/projects/{project}"), body).await;
     }
 
     /// A board of `project` made from `body` (name, and columns or a template); see [`column_ids`].

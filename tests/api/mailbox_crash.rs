@@ -15,18 +15,18 @@ use crate::fake_inbox::{idle_agent, prompts, providers_toml, send, wait_delivere
 use crate::helpers::{eventually, fresh_database, git_repo};
 
 /// One switchyard installation that is started, killed and started again.
-struct Installation {
+pub(crate) struct Installation {
     data: tempfile::TempDir,
     logs: tempfile::TempDir,
-    repo: tempfile::TempDir,
-    database_url: String,
+    pub(crate) repo: tempfile::TempDir,
+    pub(crate) database_url: String,
     /// The API's port, the same across restarts: agents' hooks call it.
     port: u16,
     socket: String,
     served: Option<Served>,
     /// The logs of the runs that ended, shown when the test fails.
     past_logs: Vec<String>,
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
 }
 
 impl Drop for Installation {
@@ -52,10 +52,15 @@ impl Installation {
     /// A fresh database and data directory; the fake agent pauses `submit_delay_ms` between
     /// Enter and taking the prompt.
     async fn new(submit_delay_ms: u64) -> Installation {
-        let data = tempfile::tempdir().expect("data dir");
         let logs = tempfile::tempdir().expect("logs");
         let delay = submit_delay_ms.to_string();
         let providers = providers_toml(logs.path(), &[("FAKE_SUBMIT_DELAY_MS", &delay)]);
+        Installation::with_providers(&providers, logs).await
+    }
+
+    /// A fresh database and data directory whose agents run `providers`.
+    pub(crate) async fn with_providers(providers: &str, logs: tempfile::TempDir) -> Installation {
+        let data = tempfile::tempdir().expect("data dir");
         std::fs::write(data.path().join("providers.toml"), providers).expect("providers.toml");
         let (database_url, _) = fresh_database().await;
         Installation {
@@ -71,11 +76,11 @@ impl Installation {
         }
     }
 
-    fn api(&self) -> String {
+    pub(crate) fn api(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn start(&mut self, settle_ms: u64, confirm_ms: u64) {
+    pub(crate) fn start(&mut self, settle_ms: u64, confirm_ms: u64) {
         let mut cmd = switchyard(self.data.path());
         cmd.env("DATABASE_URL", &self.database_url)
             .env("SWITCHYARD_LISTEN", format!("127.0.0.1:{}", self.port))
@@ -87,18 +92,18 @@ impl Installation {
         self.served = Some(Served::start(cmd));
     }
 
-    fn crash(&mut self) {
+    pub(crate) fn crash(&mut self) {
         let served = self.served.take().expect("running");
         self.past_logs.push(served.log());
         served.crash();
     }
 
-    async fn pool(&self) -> sqlx::PgPool {
+    pub(crate) async fn pool(&self) -> sqlx::PgPool {
         sqlx::PgPool::connect(&self.database_url).await.expect("connect")
     }
 
     /// An admin token, made in the database the server migrated.
-    async fn token(&self) -> String {
+    pub(crate) async fn token(&self) -> String {
         let pool = self.pool().await;
         let mut tx = pool.begin().await.expect("begin");
         let (_, secret) = switchyard::db::tokens::create(&mut tx, "crash-test", Scope::Admin).await.expect("token");

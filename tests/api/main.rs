@@ -4,6 +4,8 @@ mod agents;
 mod auth;
 mod binary;
 mod boards;
+mod conductor;
+mod conductor_crash;
 mod dashboard;
 mod embedded;
 mod event_stream;

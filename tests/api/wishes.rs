@@ -10,6 +10,7 @@ fn group<'a>(wish: &'a Value, key: &str) -> &'a Value {
 /// Wish `slug` with groups `api` and `ui` (after `api`), of a project `alpha` made for it.
 async fn two_step_wish(app: &TestApp, slug: &str) -> Value {
     app.create_project("alpha").await;
+    app.skip_reviews("alpha").await;
     let wish = app
         .create_wish(json!({"slug": slug, "project": "alpha", "title": "Login page", "groups": [
             {"key": "api", "title": "API"},
@@ -184,17 +185,31 @@ async fn a_group_that_used_all_its_iterations_cannot_start_again() {
 }
 
 #[tokio::test]
-async fn failed_reviews_up_to_the_cap_fail_the_wish() {
+async fn a_failed_review_asks_for_a_fix_and_one_at_the_cap_fails_the_wish_to_a_person() {
     let app = spawn_app().await;
     app.create_project("alpha").await;
-    app.create_wish(json!({"slug": "rev", "project": "alpha", "title": "t", "review_cap": 2,
-        "groups": [{"key": "g", "title": "G"}]}))
-        .await;
-    app.start_wish("rev").await;
+    for (slug, cap) in [("rev", 2), ("capped", 1)] {
+        app.create_wish(json!({"slug": slug, "project": "alpha", "title": "t", "review_cap": cap,
+            "groups": [{"key": "g", "title": "G"}]}))
+            .await;
+        app.start_wish(slug).await;
+        let early =
+            assert_problem(app.post(&format!("/api/v1/wishes/{slug}/review"), json!({"verdict": "pass"})).await, 409)
+                .await;
+        assert!(early["detail"].as_str().unwrap_or("").contains("under review"), "{early}");
+        app.post_ok(&format!("/api/v1/wishes/{slug}/groups/g/start"), json!({})).await;
+        let done = app.post_ok(&format!("/api/v1/wishes/{slug}/groups/g/complete"), json!({})).await;
+        assert_eq!((done["status"].as_str(), done["phase"].as_str()), (Some("executing"), Some("agent_review")));
+    }
     let first = app.post_ok("/api/v1/wishes/rev/review", json!({"verdict": "fail", "notes": "missing tests"})).await;
     assert_eq!((first["review_iteration"].as_i64(), first["status"].as_str()), (Some(1), Some("executing")));
-    let second = app.post_ok("/api/v1/wishes/rev/review", json!({"verdict": "fail"})).await;
-    assert_eq!((second["review_iteration"].as_i64(), second["status"].as_str()), (Some(2), Some("failed")));
+    assert_eq!((first["phase"].as_str(), first["review_notes"].as_str()), (Some("fix"), Some("missing tests")));
+    let again = assert_problem(app.post("/api/v1/wishes/rev/review", json!({"verdict": "pass"})).await, 409).await;
+    assert!(again["detail"].as_str().unwrap_or("").contains("(fix)"), "a fix comes before the next review: {again}");
+
+    let last = app.post_ok("/api/v1/wishes/capped/review", json!({"verdict": "fail"})).await;
+    assert_eq!((last["review_iteration"].as_i64(), last["status"].as_str()), (Some(1), Some("failed")));
+    assert_eq!(last["assignee"], "human");
     let body = assert_problem(app.post("/api/v1/wishes/rev/review", json!({"verdict": "maybe"})).await, 422).await;
     assert_eq!(body["errors"][0]["field"], "verdict");
 }
@@ -219,6 +234,7 @@ async fn fifty_concurrent_completions_of_one_group_have_exactly_one_winner() {
 async fn twenty_groups_completed_at_once_complete_their_wish_exactly_once() {
     let app = spawn_app().await;
     app.create_project("alpha").await;
+    app.skip_reviews("alpha").await;
     let groups: Vec<Value> = (0..20).map(|i| json!({"key": format!("g{i}"), "title": "part"})).collect();
     let wish = app.create_wish(json!({"slug": "wide", "project": "alpha", "title": "Wide", "groups": groups})).await;
     assert_eq!(wish["groups_open"], 20);

@@ -31,6 +31,7 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
         TaskRow,
         "SELECT id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
                 iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
+                   branch, base_commit, head_commit, reported_at, merge_commit,
                 version, created_at, updated_at
          FROM tasks
          WHERE ($1::uuid IS NULL OR project_id = $1)
@@ -85,6 +86,7 @@ pub async fn update_fields(
          WHERE id = $1 AND ($9::int IS NULL OR version = $9)
          RETURNING id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
                    iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
+                   branch, base_commit, head_commit, reported_at, merge_commit,
                    version, created_at, updated_at",
         id,
         edit.title,
@@ -138,6 +140,7 @@ pub async fn move_to_column(
          WHERE id = $1
          RETURNING id, project_id, wish_id, group_key, title, goal, status, assignee, provider, result, question,
                    iterations, max_iterations, board_id, column_id, unmet_dependencies, started_at, completed_at,
+                   branch, base_commit, head_commit, reported_at, merge_commit,
                    version, created_at, updated_at",
         id,
         column.board_id,

@@ -19,6 +19,8 @@ pub struct NewGroup {
     pub goal: String,
     pub depends_on: Vec<String>,
     pub max_iterations: Option<i32>,
+    /// The provider of the group's agent (`any`: the project's, or a fallback at a usage limit).
+    pub provider: Option<String>,
 }
 
 impl NewGroup {
@@ -49,6 +51,7 @@ pub async fn insert_groups(
                 goal: group.goal.clone(),
                 depends_on,
                 max_iterations: group.max_iterations,
+                provider: group.provider.clone(),
                 ..NewTask::default()
             },
         )
@@ -124,6 +127,10 @@ pub struct Group {
     pub result: Option<String>,
     pub iterations: i32,
     pub max_iterations: i32,
+    /// The group's branch in the project's repository, once dispatched (`group/<wish>/<key>`).
+    pub branch: Option<String>,
+    /// The wish-branch merge commit that took the group in.
+    pub merge_commit: Option<String>,
 }
 
 impl Group {
@@ -140,6 +147,8 @@ impl Group {
             result: task.result.clone(),
             iterations: task.iterations,
             max_iterations: task.max_iterations,
+            branch: task.branch.clone(),
+            merge_commit: task.merge_commit.clone(),
         }
     }
 }
@@ -157,7 +166,7 @@ pub async fn group(conn: &mut PgConnection, wish_id: Uuid, key: &str) -> Result<
 async fn group_rows(conn: &mut PgConnection, wish_id: Uuid, key: Option<&str>) -> Result<Vec<Group>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT t.id, t.group_key AS "key!", t.title, t.goal, t.status, t.assignee, t.result, t.iterations,
-                  t.max_iterations,
+                  t.max_iterations, t.branch, t.merge_commit,
                   COALESCE(array_agg(d.group_key ORDER BY d.group_key) FILTER (WHERE d.id IS NOT NULL), '{}')
                     AS "depends_on!: Vec<String>"
            FROM tasks t
@@ -184,6 +193,8 @@ async fn group_rows(conn: &mut PgConnection, wish_id: Uuid, key: Option<&str>) -
                 result: r.result,
                 iterations: r.iterations,
                 max_iterations: r.max_iterations,
+                branch: r.branch,
+                merge_commit: r.merge_commit,
             })
         })
         .collect()
@@ -193,4 +204,19 @@ pub async fn group_task(conn: &mut PgConnection, wish_id: Uuid, key: &str) -> Re
     sqlx::query_scalar!("SELECT id FROM tasks WHERE wish_id = $1 AND group_key = $2", wish_id, key)
         .fetch_optional(conn)
         .await
+}
+
+/// The keys and results (summaries) of the groups `task_id` depends on, by key.
+pub async fn dependency_results(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+) -> Result<Vec<(String, Option<String>)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT d.group_key AS "key!", d.result FROM task_dependencies td JOIN tasks d ON d.id = td.depends_on
+           WHERE td.task_id = $1 AND d.group_key IS NOT NULL ORDER BY d.group_key"#,
+        task_id
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.key, r.result)).collect())
 }

@@ -295,6 +295,10 @@ async fn a_wish_page_draws_its_plan_and_offers_only_the_legal_actions() {
     app.post_ok("/api/v1/wishes/login/groups/api/fail", json!({"result": "tests red"})).await;
     let (_, plan) = dashboard.get("/wishes/login?block=plan").await;
     assert!(plan.contains("1 of 10"), "a failed group with iterations left goes back to ready: {plan}");
+    // With every group done the wish is under review.
+    for (group, action) in [("api", "start"), ("api", "complete"), ("ui", "start"), ("ui", "complete")] {
+        app.post_ok(&format!("/api/v1/wishes/login/groups/{group}/{action}"), json!({})).await;
+    }
     app.post_ok("/api/v1/wishes/login/review", json!({"verdict": "fail", "notes": "missing tests"})).await;
     let (_, reviews) = dashboard.get("/wishes/login?block=reviews").await;
     assert!(reviews.contains("missing tests") && reviews.contains(">fail<"), "{reviews}");

@@ -1,0 +1,167 @@
+//! Steps that start work: a planner for a draft, queueing an approved plan, starting a queued
+//! wish (its branch made from the target branch), and an engineer for each ready group.
+
+use std::path::Path;
+
+use super::{assign, briefs, Assignment, BATCH};
+use crate::app::wishes::act;
+use crate::app::{Ctx, Error, Result};
+use crate::db::conductor::{self, Conducted, Due};
+use crate::db::tasks::{self, Applied, Change, Edit};
+use crate::db::wishes;
+use crate::domain::agent_kind::{AgentKind, AgentRole};
+use crate::domain::task::TaskEvent;
+use crate::domain::wish::WishEvent;
+use crate::git::branches;
+
+/// A planner agent for each draft that needs one.
+pub async fn planners(ctx: &Ctx) -> Result<usize> {
+    let mut tx = ctx.db.begin().await?;
+    let due = conductor::due(&mut tx, Due::Planner, BATCH).await?;
+    let mut started = 0;
+    for c in &due {
+        conductor::lock_project(&mut tx, c.wish.project_id).await?;
+        if !has_room(&mut tx, c).await? {
+            continue;
+        }
+        let Some(provider) = provider_for(&mut tx, c, None).await? else { continue };
+        let brief = briefs::planner(&c.wish.title, &c.wish.description);
+        let branch = format!("plan/{}", c.wish.slug);
+        let a = Assignment {
+            conducted: c,
+            role: AgentRole::Planner,
+            kind: AgentKind::Worker,
+            provider,
+            branch,
+            task_id: None,
+            brief,
+        };
+        assign(&mut tx, a).await?;
+        started += 1;
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(started)
+}
+
+/// Queues planned wishes of projects whose plans need no approval.
+pub async fn queue_planned(ctx: &Ctx) -> Result<usize> {
+    let mut tx = ctx.db.begin().await?;
+    let due = conductor::due(&mut tx, Due::Queue, BATCH).await?;
+    for c in &due {
+        act(&mut tx, &c.wish, WishEvent::Queue, None).await?;
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(due.len())
+}
+
+/// Starts queued wishes whose blockers have all merged, each with its integration branch
+/// (`wish/<slug>` unless it was given one) made from the target branch. The branch is made
+/// inside the transaction, so a started wish always has it (a crash before the commit leaves
+/// a branch the next start reuses).
+pub async fn start_queued(ctx: &Ctx) -> Result<usize> {
+    let mut tx = ctx.db.begin().await?;
+    let due = conductor::due(&mut tx, Due::Start, BATCH).await?;
+    let mut started = 0;
+    for c in &due {
+        let branch = c.wish.branch.clone().unwrap_or_else(|| branches::wish_branch(&c.wish.slug));
+        if let Err(why) = wish_branch(c, &branch).await {
+            let reason = format!("cannot make the wish's branch `{branch}`: {why}");
+            super::handoff::to_a_person(&mut tx, &c.wish, &reason).await?;
+            continue;
+        }
+        let wish = act(&mut tx, &c.wish, WishEvent::Start, None).await?;
+        conductor::set_branch(&mut tx, wish.id, &branch).await?;
+        started += 1;
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(started)
+}
+
+/// The wish branch's head, made from the target branch when it does not exist yet.
+async fn wish_branch(c: &Conducted, branch: &str) -> std::result::Result<String, String> {
+    let repo = Path::new(&c.repo_path);
+    let target = branches::head(repo, &c.target_branch)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("the target branch `{}` does not exist", c.target_branch))?;
+    branches::create_if_missing(repo, branch, &target).await.map_err(|e| e.to_string())
+}
+
+/// An engineer for each ready group nobody works on, up to each project's `max_agents`. The
+/// group's branch is made from the wish's branch as it stands now — after the merges of the
+/// groups it depends on — inside the transaction that assigns the agent, so the worker that
+/// claims the agent always finds it.
+pub async fn groups(ctx: &Ctx) -> Result<usize> {
+    let mut tx = ctx.db.begin().await?;
+    let ready = conductor::ready_groups(&mut tx, BATCH).await?;
+    let mut dispatched = 0;
+    for group in ready {
+        let (c, task) = (&group.conducted, group.task);
+        conductor::lock_project(&mut tx, c.wish.project_id).await?;
+        if !has_room(&mut tx, c).await? {
+            continue;
+        }
+        let Some(provider) = provider_for(&mut tx, c, task.provider.as_deref()).await? else { continue };
+        let Some(wish_branch_name) = c.wish.branch.clone() else { continue };
+        let repo = Path::new(&c.repo_path);
+        let base = match wish_branch(c, &wish_branch_name).await {
+            Ok(base) => base,
+            Err(why) => {
+                tracing::warn!(wish = %c.wish.slug, error = %why, "cannot read the wish's branch");
+                continue;
+            }
+        };
+        let (task_id, key) = (task.id, task.group_key.clone().unwrap_or_default());
+        let branch = branches::group_branch(&c.wish.slug, &key);
+        branches::reset(repo, &branch, &base).await.map_err(|e| Error::Internal(e.into()))?;
+        let dependencies = wishes::dependency_results(&mut tx, task_id).await?;
+        let brief = briefs::engineer(&c.wish.title, &c.wish.description, &key, &task.goal, &branch, &dependencies);
+        let a = Assignment {
+            conducted: c,
+            role: AgentRole::Engineer,
+            kind: AgentKind::Worker,
+            provider,
+            branch: branch.clone(),
+            task_id: Some(task.id),
+            brief,
+        };
+        let agent = assign(&mut tx, a).await?;
+        match tasks::apply_to(&mut tx, task, TaskEvent::Start, &Change::default()).await? {
+            Some(Applied::Done(..)) => {}
+            // Locked and read as ready in this transaction: cannot happen; undo all the same.
+            _ => return Err(Error::Internal(anyhow::anyhow!("a locked ready group could not start"))),
+        }
+        let edit = Edit { assignee: Some(Some(agent.name.clone())), ..Edit::default() };
+        // No expected version: nobody else can hold the row this transaction locked.
+        let _edited = tasks::update_fields(&mut tx, task_id, None, &edit).await?;
+        conductor::record_dispatch(&mut tx, task_id, &branch, &base).await?;
+        let payload = serde_json::json!({"assignee": agent.name, "wish": c.wish.slug, "group": key, "branch": branch});
+        crate::db::events::record(&mut tx, "task.assigned", &format!("task:{task_id}"), payload).await?;
+        dispatched += 1;
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(dispatched)
+}
+
+/// Whether the project may start one more agent (its row is locked by the caller).
+async fn has_room(conn: &mut sqlx::PgConnection, c: &Conducted) -> Result<bool> {
+    let at_work = conductor::agents_at_work(conn, c.wish.project_id).await?;
+    Ok(at_work < i64::from(c.config.max_agents))
+}
+
+/// The provider for a new agent: the group's, else the wish's, else the project's — unless it is
+/// held at a usage limit. A group that says `any` takes the project's provider or the first of
+/// its fallbacks that is not at a limit. `None`: wait until the limit resets.
+async fn provider_for(conn: &mut sqlx::PgConnection, c: &Conducted, group: Option<&str>) -> Result<Option<String>> {
+    let at_limit = conductor::providers_at_limit(conn).await?;
+    let limited = |name: &str| at_limit.iter().any(|(p, _)| p == name);
+    let chosen = group.or(c.wish.provider.as_deref());
+    let candidates: Vec<&str> = match chosen {
+        Some("any") => std::iter::once(c.config.provider.as_str())
+            .chain(c.config.fallback_providers.iter().map(String::as_str))
+            .collect(),
+        Some(name) => vec![name],
+        None => vec![c.config.provider.as_str()],
+    };
+    Ok(candidates.into_iter().find(|p| !limited(p)).map(str::to_owned))
+}

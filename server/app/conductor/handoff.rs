@@ -1,0 +1,133 @@
+//! When the conductor stops and asks a person (v0's handoff): an agent that ended, got stuck
+//! (`max_nudges`) or said it is blocked before its step concluded leaves the step to `human` —
+//! a group's task, or the wish for a planner's, reviewer's or fixer's step. The wish keeps its
+//! state; the overview lists what waits on a person with the reason. Concluded agents are stopped.
+
+use sqlx::PgConnection;
+
+use crate::app::{agent_panes, Ctx, Result};
+use crate::db::agents::Agent;
+use crate::db::tasks::{self, Edit};
+use crate::db::wishes::{self, Wish};
+use crate::db::{conductor, events};
+use crate::domain::agent::AgentEvent;
+
+/// Who a step is handed to.
+pub const HUMAN: &str = "human";
+
+/// Hands the steps of conductor agents that ended without concluding them to a person.
+pub async fn abandoned(ctx: &Ctx) -> Result<usize> {
+    let mut tx = ctx.db.begin().await?;
+    let agents = conductor::abandoned(&mut tx, super::BATCH).await?;
+    for agent in &agents {
+        let why = agent.failure_reason.as_deref().unwrap_or("no reason recorded");
+        let reason = format!("agent `{}` ended ({}) before reporting: {why}", agent.name, agent.state);
+        give_up(&mut tx, agent, &reason).await?;
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(agents.len())
+}
+
+/// The agent's step goes to a person, and the agent no longer counts as at work. A group whose
+/// done report was accepted is not handed off: it waits only for its merge.
+pub async fn give_up(conn: &mut PgConnection, agent: &Agent, reason: &str) -> Result<()> {
+    conductor::conclude(&mut *conn, agent.id).await?;
+    if let Some(task_id) = agent.task_id {
+        let Some(task) = tasks::get(&mut *conn, task_id).await? else { return Ok(()) };
+        let still_ours = task.assignee.as_deref() == Some(agent.name.as_str());
+        if task.status.is_terminal() || task.reported_at.is_some() || !still_ours {
+            return Ok(());
+        }
+        let edit = Edit { assignee: Some(Some(HUMAN.to_owned())), ..Edit::default() };
+        // No expected version: handing off cannot lose a race that matters.
+        let _edited = tasks::update_fields(&mut *conn, task_id, None, &edit).await?;
+        let payload = serde_json::json!({"assignee": HUMAN, "previous": agent.name, "reason": reason});
+        events::record(conn, "task.assigned", &format!("task:{task_id}"), payload).await?;
+        return Ok(());
+    }
+    let Some(wish_id) = agent.wish_id else { return Ok(()) };
+    let Some(wish) = wishes::lock(&mut *conn, wish_id).await? else { return Ok(()) };
+    if wish.status.is_terminal() || wish.assignee.is_some() {
+        return Ok(());
+    }
+    to_a_person(conn, &wish, reason).await
+}
+
+/// Hands the wish's current step to a person, with the reason (`wish.handed_off`).
+pub async fn to_a_person(conn: &mut PgConnection, wish: &Wish, reason: &str) -> Result<()> {
+    let wish = conductor::set_wish_assignee(&mut *conn, wish.id, Some(HUMAN), Some(reason)).await?;
+    let payload = serde_json::json!({"slug": wish.slug, "status": wish.status, "phase": wish.phase, "reason": reason});
+    events::record(conn, "wish.handed_off", &wishes::subject(&wish), payload).await?;
+    Ok(())
+}
+
+/// Stops concluded agents that are still live; their windows close where they run.
+pub async fn stop_concluded(ctx: &Ctx) -> Result<usize> {
+    let agents = {
+        let mut conn = ctx.db.acquire().await?;
+        conductor::concluded_live(&mut conn, super::BATCH).await?
+    };
+    let mut stopped = 0;
+    for agent in agents {
+        // Only this node can close its windows; another node's conductor stops its own.
+        if agent.node_id.as_deref().is_some_and(|node| node != ctx.node.node_id) {
+            continue;
+        }
+        match agent_panes::stop(ctx, &agent.name, AgentEvent::Finish, "its step is done").await {
+            Ok(_) => stopped += 1,
+            Err(e) => tracing::debug!(agent = %agent.name, error = %e, "stopping a concluded agent"),
+        }
+    }
+    Ok(stopped)
+}
+
+/// A person's retry of a group that was handed to them (or whose agent they gave up on): the
+/// group goes back to `ready` and the conductor dispatches a new agent from the wish's branch
+/// as it stands.
+#[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
+pub async fn redispatch(ctx: &Ctx, slug: &str, key: &str) -> Result<crate::app::wishes::WishDetail> {
+    let mut tx = ctx.db.begin().await?;
+    let wish = crate::app::wishes::find(&mut tx, slug).await?;
+    if wish.status != crate::domain::wish::WishStatus::Executing {
+        let why = format!("the wish is {}; its groups are dispatched only while it is executing", wish.status);
+        return Err(crate::app::Error::conflict(why, Some(wish.status.as_str())));
+    }
+    let task_id = wishes::group_task(&mut tx, wish.id, key)
+        .await?
+        .ok_or_else(|| crate::app::Error::NotFound(format!("wish `{slug}` has no group `{key}`")))?;
+    let before = tasks::get(&mut tx, task_id).await?;
+    let task = conductor::requeue_group(&mut tx, task_id).await?.ok_or_else(|| {
+        let status = before.as_ref().map(|t| t.status.as_str()).unwrap_or("gone");
+        crate::app::Error::conflict(
+            format!("only a started group can be dispatched again; this one is {status}"),
+            Some(status),
+        )
+    })?;
+    if let Some(previous) = before.and_then(|t| t.assignee).filter(|a| a != HUMAN) {
+        if let Some(agent) = crate::db::agents::by_name(&mut tx, &previous).await? {
+            conductor::conclude(&mut tx, agent.id).await?;
+        }
+    }
+    let payload = serde_json::json!({"wish": slug, "group": key});
+    events::record(&mut tx, "task.redispatched", &format!("task:{}", task.id), payload).await?;
+    let detail = crate::app::wishes::detail(&mut tx, wish).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(detail)
+}
+
+/// A person hands a wish's step back to the conductor (after fixing what stopped it): the
+/// planner, reviewer or fixer step runs again with a new agent.
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
+pub async fn hand_back(ctx: &Ctx, slug: &str) -> Result<crate::app::wishes::WishDetail> {
+    let mut tx = ctx.db.begin().await?;
+    let wish = crate::app::wishes::find(&mut tx, slug).await?;
+    if wish.assignee.is_none() {
+        return Err(crate::app::Error::conflict("the wish is not waiting for a person", Some(wish.status.as_str())));
+    }
+    let wish = conductor::set_wish_assignee(&mut tx, wish.id, None, None).await?;
+    let payload = serde_json::json!({"slug": wish.slug, "status": wish.status, "phase": wish.phase});
+    events::record(&mut tx, "wish.handed_back", &wishes::subject(&wish), payload).await?;
+    let detail = crate::app::wishes::detail(&mut tx, wish).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(detail)
+}

@@ -1,0 +1,279 @@
+//! What an agent reports about its own work (`POST /agents/{name}/report`, the `switchyard
+//! group|review|wish|fix|task` commands). A report acts only on the reporter's own step — its
+//! group, its wish's review, plan or fix, its task — whatever it names, so an agent's token
+//! cannot touch another's work.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::handoff::give_up;
+use super::integrate::{self, Integration};
+use super::{briefs, review, tell};
+use crate::app::{agents as agents_app, tasks as tasks_app, wishes as wishes_app, Ctx, Error, Result};
+use crate::db::agents::{self, Agent};
+use crate::db::tasks::{self, Change};
+use crate::db::wishes::{NewGroup, Wish};
+use crate::db::{conductor, projects};
+use crate::domain::agent_kind::AgentRole;
+use crate::domain::review::Verdict;
+use crate::domain::task::TaskEvent;
+use crate::domain::wish::WishStatus;
+use crate::git::branches;
+
+/// One report.
+#[derive(Debug, Clone)]
+pub enum Report {
+    /// An engineer's group is done: its branch has new commits.
+    GroupDone {
+        summary: String,
+    },
+    /// An engineer cannot do its group; a person takes over.
+    GroupBlocked {
+        reason: String,
+    },
+    /// A reviewer's verdict on its wish.
+    Review {
+        verdict: Verdict,
+        notes: String,
+    },
+    /// A planner's plan for its draft.
+    Plan {
+        groups: Vec<NewGroup>,
+    },
+    /// A fix agent's work is on the wish's branch.
+    FixDone {
+        summary: String,
+    },
+    /// A standalone task's agent finished, failed or asks.
+    TaskDone {
+        result: String,
+    },
+    TaskFail {
+        reason: String,
+    },
+    TaskAsk {
+        question: String,
+    },
+}
+
+/// What a report did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"accepted": "group_done", "detail": "merged into wish/login-page",
+    "integration": [{"outcome": "merged", "group": "api", "merge_commit": "4b825dc"}]}))]
+pub struct ReportOutcome {
+    /// The report's kind.
+    pub accepted: &'static str,
+    /// What happens next, in a sentence for the agent.
+    pub detail: String,
+    /// For a group done: what merging it into the wish's branch gave (empty while it waits).
+    pub integration: Vec<Integration>,
+}
+
+/// The most characters of a summary, reason, note or question kept.
+const MAX_TEXT: usize = 20_000;
+
+/// Records `report` from agent `name`.
+#[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
+pub async fn report(ctx: &Ctx, name: &str, report: Report) -> Result<ReportOutcome> {
+    let agent = {
+        let mut conn = ctx.db.acquire().await?;
+        agents::by_name(&mut conn, name).await?.ok_or_else(|| agents_app::not_found(name))?
+    };
+    check_text(&report)?;
+    match report {
+        Report::GroupDone { summary } => group_done(ctx, &agent, summary).await,
+        Report::GroupBlocked { reason } => group_blocked(ctx, &agent, &reason).await,
+        Report::Review { verdict, notes } => review_verdict(ctx, &agent, verdict, &notes).await,
+        Report::Plan { groups } => plan(ctx, &agent, groups).await,
+        Report::FixDone { summary } => fix_done(ctx, &agent, &summary).await,
+        Report::TaskDone { result } => {
+            task(ctx, &agent, TaskEvent::Complete, Change { result: Some(result), ..Change::default() }).await
+        }
+        Report::TaskFail { reason } => {
+            task(ctx, &agent, TaskEvent::Fail, Change { result: Some(reason), ..Change::default() }).await
+        }
+        Report::TaskAsk { question } => {
+            task(ctx, &agent, TaskEvent::Ask, Change { question: Some(question), ..Change::default() }).await
+        }
+    }
+}
+
+fn check_text(report: &Report) -> Result<()> {
+    let (field, text) = match report {
+        Report::GroupDone { summary } | Report::FixDone { summary } => ("summary", summary),
+        Report::GroupBlocked { reason } | Report::TaskFail { reason } => ("reason", reason),
+        Report::Review { notes, .. } => ("notes", notes),
+        Report::TaskDone { result } => ("result", result),
+        Report::TaskAsk { question } => ("question", question),
+        Report::Plan { .. } => return Ok(()),
+    };
+    let mut errors = crate::app::Fields::default();
+    errors.max_len(field, text, MAX_TEXT);
+    let required = matches!(report, Report::GroupBlocked { .. } | Report::TaskFail { .. } | Report::TaskAsk { .. });
+    errors.check(field, !required || !text.trim().is_empty(), "must not be empty");
+    errors.finish()
+}
+
+fn not_yours(agent: &Agent, what: &str) -> Error {
+    Error::conflict(format!("agent `{}` ({}) has no {what} to report on", agent.name, agent.role), None)
+}
+
+/// The group the engineer works on: its task and wish.
+async fn own_group(ctx: &Ctx, agent: &Agent) -> Result<(tasks::Task, Wish, String)> {
+    let mut conn = ctx.db.acquire().await?;
+    let task_id = agent.task_id.ok_or_else(|| not_yours(agent, "group"))?;
+    let task = tasks::get(&mut conn, task_id).await?.ok_or_else(|| not_yours(agent, "group"))?;
+    let wish_id = task.wish_id.ok_or_else(|| not_yours(agent, "group"))?;
+    let wish = wish_by_id(&mut conn, wish_id).await?;
+    if task.assignee.as_deref() != Some(agent.name.as_str()) {
+        let who = task.assignee.as_deref().unwrap_or("nobody");
+        return Err(Error::conflict(
+            format!("group `{}` is assigned to {who} now", task.group_key.as_deref().unwrap_or("")),
+            Some(task.status.as_str()),
+        ));
+    }
+    let repo = projects::repo_path(&mut conn, wish.project_id).await?;
+    Ok((task, wish, repo))
+}
+
+async fn wish_by_id(conn: &mut sqlx::PgConnection, id: uuid::Uuid) -> Result<Wish> {
+    let slug =
+        tasks::refs::wish_slug(&mut *conn, id).await?.ok_or_else(|| Error::NotFound("the wish is gone".into()))?;
+    wishes_app::find(conn, &slug).await
+}
+
+/// Done needs commits on the group's branch beyond where it started; the report is recorded,
+/// then merged into the wish's branch at once (or by the next conductor tick).
+async fn group_done(ctx: &Ctx, agent: &Agent, summary: String) -> Result<ReportOutcome> {
+    let (task, wish, repo) = own_group(ctx, agent).await?;
+    let (Some(branch), Some(base)) = (task.branch.clone(), task.base_commit.clone()) else {
+        return Err(not_yours(agent, "dispatched group"));
+    };
+    let git = |e: crate::git::GitError| Error::Internal(anyhow::anyhow!("reading `{branch}`: {e}"));
+    let head = branches::head(Path::new(&repo), &branch).await.map_err(git)?.unwrap_or_else(|| base.clone());
+    if branches::commits_ahead(Path::new(&repo), &base, &head).await.map_err(git)? == 0 {
+        return Err(Error::conflict(
+            format!(
+                "`{branch}` has no commits beyond where the group started ({}): commit your work, then report done \
+                 with `switchyard group done`, which pushes the branch",
+                &base[..base.len().min(12)]
+            ),
+            Some(task.status.as_str()),
+        ));
+    }
+    let mut tx = ctx.db.begin().await?;
+    conductor::record_report(&mut tx, task.id, &head, &summary)
+        .await?
+        .ok_or_else(|| Error::conflict("the group is not running any more", Some(task.status.as_str())))?;
+    ctx.feed.commit(tx).await?;
+    let integration = integrate::wish(ctx, wish.id).await?;
+    let key = task.group_key.unwrap_or_default();
+    let mine: Vec<Integration> = integration
+        .into_iter()
+        .filter(
+            |i| matches!(i, Integration::Merged { group, .. } | Integration::Conflict { group, .. } if *group == key),
+        )
+        .collect();
+    let wish_branch = wish.branch.unwrap_or_default();
+    let detail = match mine.first() {
+        Some(Integration::Merged { .. }) => format!("merged into `{wish_branch}`; your work here is done"),
+        Some(Integration::Conflict { files, .. }) => format!(
+            "your branch conflicts with `{wish_branch}` in {}: merge origin/{wish_branch} into your branch, resolve, commit and report done again",
+            files.join(", ")
+        ),
+        None => format!("recorded; it is merged into `{wish_branch}` shortly"),
+    };
+    Ok(ReportOutcome { accepted: "group_done", detail, integration: mine })
+}
+
+async fn group_blocked(ctx: &Ctx, agent: &Agent, reason: &str) -> Result<ReportOutcome> {
+    let (task, _wish, _repo) = own_group(ctx, agent).await?;
+    let mut tx = ctx.db.begin().await?;
+    give_up(&mut tx, agent, &format!("agent `{}` is blocked: {reason}", agent.name)).await?;
+    ctx.feed.commit(tx).await?;
+    let key = task.group_key.unwrap_or_default();
+    Ok(ReportOutcome {
+        accepted: "group_blocked",
+        detail: format!("group `{key}` is handed to a person"),
+        integration: vec![],
+    })
+}
+
+/// The wish of a planner, reviewer or fixer, checked to be the reporter's role.
+async fn own_wish(ctx: &Ctx, agent: &Agent, role: AgentRole, what: &str) -> Result<Wish> {
+    if agent.role != role || agent.task_id.is_some() || agent.ready_for_cleanup {
+        return Err(not_yours(agent, what));
+    }
+    let wish_id = agent.wish_id.ok_or_else(|| not_yours(agent, what))?;
+    let mut conn = ctx.db.acquire().await?;
+    wish_by_id(&mut conn, wish_id).await
+}
+
+async fn review_verdict(ctx: &Ctx, agent: &Agent, verdict: Verdict, notes: &str) -> Result<ReportOutcome> {
+    let wish = own_wish(ctx, agent, AgentRole::Reviewer, "review").await?;
+    let mut tx = ctx.db.begin().await?;
+    let wish =
+        crate::db::wishes::lock(&mut tx, wish.id).await?.ok_or_else(|| Error::NotFound("the wish is gone".into()))?;
+    let after = review::verdict(&mut tx, wish, verdict, notes).await?;
+    conductor::conclude(&mut tx, agent.id).await?;
+    ctx.feed.commit(tx).await?;
+    let detail = format!("recorded; the wish is {} ({})", after.status, after.phase);
+    Ok(ReportOutcome { accepted: "review", detail, integration: vec![] })
+}
+
+/// A planner's plan replaces the draft's (checked as the API checks it). A refused plan is told
+/// back to the planner as a message too, so a planner that does not read the command's output
+/// still learns why.
+async fn plan(ctx: &Ctx, agent: &Agent, groups: Vec<NewGroup>) -> Result<ReportOutcome> {
+    let wish = own_wish(ctx, agent, AgentRole::Planner, "draft to plan").await?;
+    if wish.status != WishStatus::Draft {
+        return Err(Error::conflict(format!("the wish is {}, not a draft", wish.status), Some(wish.status.as_str())));
+    }
+    match wishes_app::plan(ctx, &wish.slug, Some(groups)).await {
+        Ok(detail) => {
+            let mut tx = ctx.db.begin().await?;
+            conductor::conclude(&mut tx, agent.id).await?;
+            ctx.feed.commit(tx).await?;
+            let detail = format!("plan accepted: {} group(s); the wish is {}", detail.groups.len(), detail.wish.status);
+            Ok(ReportOutcome { accepted: "plan", detail, integration: vec![] })
+        }
+        Err(Error::Invalid(problems)) => {
+            let text: Vec<String> = problems.iter().map(|p| format!("- {}: {}", p.field, p.message)).collect();
+            let mut tx = ctx.db.begin().await?;
+            tell(&mut tx, agent, briefs::plan_refused(&text.join("\n"))).await?;
+            ctx.feed.commit(tx).await?;
+            Err(Error::Invalid(problems))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+async fn fix_done(ctx: &Ctx, agent: &Agent, summary: &str) -> Result<ReportOutcome> {
+    let wish = own_wish(ctx, agent, AgentRole::Fix, "fix").await?;
+    let mut tx = ctx.db.begin().await?;
+    let wish =
+        crate::db::wishes::lock(&mut tx, wish.id).await?.ok_or_else(|| Error::NotFound("the wish is gone".into()))?;
+    let after = match wish.status {
+        WishStatus::Executing => review::fixed(&mut tx, &wish).await?,
+        // A fix for the merge queue (a conflict or a failed gate) is the queue's to take back.
+        _ => {
+            let why = format!("the wish is {}; nothing waits for this fix ({summary})", wish.status);
+            return Err(Error::conflict(why, Some(wish.status.as_str())));
+        }
+    };
+    conductor::conclude(&mut tx, agent.id).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(ReportOutcome {
+        accepted: "fix_done",
+        detail: format!("recorded; the wish is {} ({})", after.status, after.phase),
+        integration: vec![],
+    })
+}
+
+/// A standalone task's agent reports on its own task.
+async fn task(ctx: &Ctx, agent: &Agent, event: TaskEvent, change: Change) -> Result<ReportOutcome> {
+    let task_id = agent.task_id.ok_or_else(|| not_yours(agent, "task"))?;
+    let task = tasks_app::act(ctx, task_id, event, change).await?;
+    Ok(ReportOutcome { accepted: "task", detail: format!("the task is {}", task.status), integration: vec![] })
+}

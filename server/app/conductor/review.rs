@@ -1,0 +1,113 @@
+//! The review loop (agentmux's): a reviewer agent reads the wish's branch against the target
+//! branch; a pass completes the wish (or, with review `both`, hands it to a person's review); a
+//! fail sends its notes to a fix agent on the wish's branch, then the branch is reviewed again;
+//! a fail at the wish's `review_cap` fails the wish and hands it to a person.
+
+use std::path::Path;
+
+use sqlx::PgConnection;
+
+use super::handoff::to_a_person;
+use super::{assign, briefs, Assignment, BATCH};
+use crate::app::wishes::act;
+use crate::app::{Ctx, Error, Result};
+use crate::db::conductor::{self, Due};
+use crate::db::wishes::{self, Wish};
+use crate::db::{events, projects};
+use crate::domain::agent_kind::{AgentKind, AgentRole};
+use crate::domain::project::ReviewMode;
+use crate::domain::review::{self, ReviewOutcome, ReviewState, Verdict};
+use crate::domain::wish::{WishEvent, WishPhase, WishStatus};
+use crate::git::branches;
+
+/// A reviewer for each wish in `agent_review` without one, given the diff against the target.
+pub async fn reviewers(ctx: &Ctx) -> Result<usize> {
+    on_the_wish_branch(ctx, Due::Reviewer).await
+}
+
+/// A fix agent on the wish's branch for each wish in `fix` without one, told the review's notes.
+pub async fn fixers(ctx: &Ctx) -> Result<usize> {
+    on_the_wish_branch(ctx, Due::Fixer).await
+}
+
+/// An agent on the wish's own branch for each wish `due` one (a reviewer or a fixer).
+async fn on_the_wish_branch(ctx: &Ctx, due: Due) -> Result<usize> {
+    let mut tx = ctx.db.begin().await?;
+    let wishes = conductor::due(&mut tx, due, BATCH).await?;
+    let mut assigned = 0;
+    for c in &wishes {
+        let Some(branch) = c.wish.branch.clone() else { continue };
+        let (role, kind, brief) = if due == Due::Reviewer {
+            let (stat, patch) = branches::diff(Path::new(&c.repo_path), &c.target_branch, &branch)
+                .await
+                .map_err(|e| Error::Internal(anyhow::anyhow!("reading the diff of `{branch}`: {e}")))?;
+            let brief = briefs::reviewer(&c.wish.title, &c.wish.description, &c.target_branch, &stat, &patch);
+            (AgentRole::Reviewer, AgentKind::Review, brief)
+        } else {
+            let notes = c.wish.review_notes.clone().unwrap_or_default();
+            (AgentRole::Fix, AgentKind::Worker, briefs::review_fix(&c.wish.title, &branch, &notes))
+        };
+        let provider = c.wish.provider.clone().unwrap_or_else(|| c.config.provider.clone());
+        assign(&mut tx, Assignment { conducted: c, role, kind, provider, branch, task_id: None, brief }).await?;
+        assigned += 1;
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(assigned)
+}
+
+/// Records a verdict on a wish under review, in the caller's transaction, and moves the wish on.
+pub async fn verdict(conn: &mut PgConnection, wish: Wish, verdict: Verdict, notes: &str) -> Result<Wish> {
+    let under_review = matches!(wish.phase, WishPhase::AgentReview | WishPhase::HumanReview);
+    if wish.status != WishStatus::Executing || wish.held || !under_review {
+        let why = if wish.held {
+            "the wish is on hold".to_owned()
+        } else {
+            format!("only a wish under review gets a verdict; this one is {} ({})", wish.status, wish.phase)
+        };
+        return Err(Error::conflict(why, Some(wish.status.as_str())));
+    }
+    let state = ReviewState { iteration: wish.review_iteration as u32, cap: wish.review_cap as u32 };
+    let outcome =
+        review::record(state, verdict).map_err(|e| Error::conflict(e.to_string(), Some(wish.status.as_str())))?;
+    let payload = serde_json::json!({"slug": wish.slug, "verdict": verdict, "notes": notes, "outcome": outcome,
+                                     "phase": wish.phase});
+    let updated = wishes::record_review(&mut *conn, &wish, outcome.iteration() as i32, payload)
+        .await?
+        .ok_or_else(|| Error::conflict("the wish changed meanwhile; try again", Some(wish.status.as_str())))?;
+    match outcome {
+        ReviewOutcome::Passed { .. } => {
+            let mode = projects::conductor_config(&mut *conn, wish.project_id).await?.review;
+            if wish.phase == WishPhase::AgentReview && mode == ReviewMode::Both {
+                return Ok(conductor::set_phase(conn, updated.id, WishPhase::HumanReview, None).await?);
+            }
+            act(conn, &updated, WishEvent::AllGroupsDone, None).await
+        }
+        ReviewOutcome::FixRequested { .. } => {
+            let notes = if notes.trim().is_empty() { "The review failed without notes." } else { notes };
+            let wish = conductor::set_phase(&mut *conn, updated.id, WishPhase::Fix, Some(notes)).await?;
+            let payload = serde_json::json!({"slug": wish.slug, "review_iteration": wish.review_iteration});
+            events::record(conn, "wish.fix_requested", &wishes::subject(&wish), payload).await?;
+            Ok(wish)
+        }
+        ReviewOutcome::CapReached { iteration } => {
+            let reason = format!("review failed {iteration} times (cap {})", wish.review_cap);
+            let failed = act(&mut *conn, &updated, WishEvent::GroupFailed, Some(&reason)).await?;
+            to_a_person(&mut *conn, &failed, &reason).await?;
+            Ok(wishes::lock(conn, failed.id).await?.unwrap_or(failed))
+        }
+    }
+}
+
+/// A fix agent's work is on the wish's branch: the branch is reviewed again (by an agent unless
+/// the project reviews by people only).
+pub async fn fixed(conn: &mut PgConnection, wish: &Wish) -> Result<Wish> {
+    if wish.status != WishStatus::Executing || wish.phase != WishPhase::Fix {
+        let why = format!("the wish is {} ({}), not waiting for a fix", wish.status, wish.phase);
+        return Err(Error::conflict(why, Some(wish.status.as_str())));
+    }
+    let phase = match projects::conductor_config(&mut *conn, wish.project_id).await?.review {
+        ReviewMode::Human => WishPhase::HumanReview,
+        _ => WishPhase::AgentReview,
+    };
+    Ok(conductor::set_phase(conn, wish.id, phase, None).await?)
+}

@@ -1,0 +1,377 @@
+//! What the conductor reads and writes: the wishes and groups it has a step to take for, each
+//! claimed with `FOR UPDATE … SKIP LOCKED` so that with several nodes each step is taken once,
+//! and the few columns only it writes (a group's branch and report, a wish's phase and assignee).
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::agents::Agent;
+use super::tasks::{Task, TaskRow};
+use super::wishes::{Wish, WishRow};
+use crate::domain::project::ConductorConfig;
+use crate::domain::wish::WishPhase;
+
+/// A wish with what the conductor needs of its project.
+#[derive(Debug, Clone)]
+pub struct Conducted {
+    pub wish: Wish,
+    pub project_slug: String,
+    pub repo_path: String,
+    pub target_branch: String,
+    pub config: ConductorConfig,
+}
+
+struct ConductedRow {
+    wish: Json<WishRow>,
+    project_slug: String,
+    repo_path: String,
+    target_branch: String,
+    config: Json<ConductorConfig>,
+}
+
+impl TryFrom<ConductedRow> for Conducted {
+    type Error = sqlx::Error;
+    fn try_from(r: ConductedRow) -> Result<Conducted, sqlx::Error> {
+        Ok(Conducted {
+            wish: Wish::try_from(r.wish.0)?,
+            project_slug: r.project_slug,
+            repo_path: r.repo_path,
+            target_branch: r.target_branch,
+            config: r.config.0,
+        })
+    }
+}
+
+/// What a wish waits for from the conductor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// A draft with a description, no plan and a project whose planning is `agent`.
+    Planner,
+    /// Planned, in a project whose plans need no approval.
+    Queue,
+    /// Queued with every blocker merged.
+    Start,
+    /// Executing in `agent_review` with no reviewer at work.
+    Reviewer,
+    /// Executing in `fix` with no fix agent at work.
+    Fixer,
+}
+
+/// Up to `limit` wishes due for `due`, locked (skipping those another node holds) until the
+/// caller's transaction ends. A wish handed to a person (`assignee`) waits for them.
+pub async fn due(conn: &mut PgConnection, due: Due, limit: i64) -> Result<Vec<Conducted>, sqlx::Error> {
+    let (status, phase, role) = match due {
+        Due::Planner => ("draft", None, Some("planner")),
+        Due::Queue => ("planned", None, None),
+        Due::Start => ("queued", None, None),
+        Due::Reviewer => ("executing", Some(WishPhase::AgentReview), Some("reviewer")),
+        Due::Fixer => ("executing", Some(WishPhase::Fix), Some("fix")),
+    };
+    let rows = sqlx::query_as!(
+        ConductedRow,
+        r#"SELECT to_jsonb(w) AS "wish!: Json<WishRow>", p.slug AS project_slug, p.repo_path, p.target_branch,
+                  p.conductor_config AS "config!: Json<ConductorConfig>"
+           FROM wishes w JOIN projects p ON p.id = w.project_id
+           WHERE w.status = $1 AND NOT w.held AND w.assignee IS NULL
+             AND ($2::text IS NULL OR w.phase = $2)
+             -- A draft needs a description to plan from, no plan yet, and a project that plans by agent.
+             AND ($1 <> 'draft' OR (w.description <> '' AND p.conductor_config->>'planning' = 'agent'
+                  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.wish_id = w.id)))
+             AND ($1 <> 'planned' OR p.conductor_config->>'plan_approval' = 'auto')
+             AND ($1 <> 'queued' OR NOT EXISTS (SELECT 1 FROM wish_blockers b JOIN wishes o ON o.id = b.blocked_by
+                                               WHERE b.wish_id = w.id AND o.status <> 'merged'))
+             -- No agent of the role still on the step (one whose work concluded is ready for cleanup).
+             AND ($3::text IS NULL OR NOT EXISTS (SELECT 1 FROM agents a WHERE a.wish_id = w.id AND a.role = $3
+                                                  AND a.task_id IS NULL AND NOT a.ready_for_cleanup))
+           ORDER BY w.created_at, w.id
+           LIMIT $4
+           FOR UPDATE OF w SKIP LOCKED"#,
+        status,
+        phase.map(|p| p.as_str()),
+        role,
+        limit
+    )
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter().map(Conducted::try_from).collect()
+}
+
+/// A group ready to run, with its wish and project.
+#[derive(Debug, Clone)]
+pub struct ReadyGroup {
+    pub task: Task,
+    pub conducted: Conducted,
+}
+
+/// Up to `limit` ready groups nobody is assigned to, of executing wishes that are not held,
+/// oldest wish first; each group row locked (skipping those another node holds).
+pub async fn ready_groups(conn: &mut PgConnection, limit: i64) -> Result<Vec<ReadyGroup>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT to_jsonb(t) AS "task!: Json<TaskRow>", to_jsonb(w) AS "wish!: Json<WishRow>",
+                  p.slug AS project_slug, p.repo_path, p.target_branch,
+                  p.conductor_config AS "config!: Json<ConductorConfig>"
+           FROM tasks t JOIN wishes w ON w.id = t.wish_id JOIN projects p ON p.id = w.project_id
+           WHERE t.status = 'ready' AND t.assignee IS NULL AND w.status = 'executing' AND NOT w.held
+             AND w.phase = 'groups'
+           ORDER BY w.created_at, t.created_at, t.id
+           LIMIT $1
+           FOR UPDATE OF t SKIP LOCKED"#,
+        limit
+    )
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(ReadyGroup {
+                task: Task::try_from(r.task.0)?,
+                conducted: ConductedRow {
+                    wish: r.wish,
+                    project_slug: r.project_slug,
+                    repo_path: r.repo_path,
+                    target_branch: r.target_branch,
+                    config: r.config,
+                }
+                .try_into()?,
+            })
+        })
+        .collect()
+}
+
+/// The project's row, locked: dispatches of one project are counted one at a time.
+pub async fn lock_project(conn: &mut PgConnection, project_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT id FROM projects WHERE id = $1 FOR UPDATE", project_id).fetch_optional(conn).await?;
+    Ok(())
+}
+
+/// How many of the project's conductor agents are still on a step (not concluded).
+pub async fn agents_at_work(conn: &mut PgConnection, project_id: Uuid) -> Result<i64, sqlx::Error> {
+    let n = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM agents
+           WHERE project_id = $1 AND wish_id IS NOT NULL AND NOT ready_for_cleanup AND state NOT IN ('done', 'error')"#,
+        project_id
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(n)
+}
+
+/// Providers with an agent held at a usage limit until a time still to come, and that time.
+pub async fn providers_at_limit(conn: &mut PgConnection) -> Result<Vec<(String, DateTime<Utc>)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT provider, max(suspended_until) AS "until!" FROM agents
+           WHERE state = 'suspended' AND suspended_until > now() GROUP BY provider"#
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.provider, r.until)).collect())
+}
+
+/// Records where a dispatched group runs: its branch, the commit it starts from, its agent.
+pub async fn record_dispatch(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+    branch: &str,
+    base_commit: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE tasks SET branch = $2, base_commit = $3, head_commit = NULL, reported_at = NULL,
+                          version = version + 1, updated_at = now()
+         WHERE id = $1",
+        task_id,
+        branch,
+        base_commit
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records a group's done report (its head commit and summary), if the group is still running.
+pub async fn record_report(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+    head_commit: &str,
+    summary: &str,
+) -> Result<Option<Task>, sqlx::Error> {
+    let row = sqlx::query_scalar!(
+        r#"UPDATE tasks t SET head_commit = $2, result = $3, reported_at = now(), version = version + 1,
+                              updated_at = now()
+           WHERE id = $1 AND status = 'in_progress' RETURNING to_jsonb(t) AS "task!: Json<TaskRow>""#,
+        task_id,
+        head_commit,
+        summary
+    )
+    .fetch_optional(conn)
+    .await?;
+    row.map(|r| Task::try_from(r.0)).transpose()
+}
+
+/// Withdraws a done report (the merge conflicted: the agent must merge and report again).
+pub async fn clear_report(conn: &mut PgConnection, task_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE tasks SET reported_at = NULL, version = version + 1, updated_at = now() WHERE id = $1",
+        task_id
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records the wish-branch merge that took a group in.
+pub async fn record_merge_commit(conn: &mut PgConnection, task_id: Uuid, commit: &str) -> Result<(), sqlx::Error> {
+    sqlx::query!("UPDATE tasks SET merge_commit = $2 WHERE id = $1", task_id, commit).execute(conn).await?;
+    Ok(())
+}
+
+/// Executing wishes with a group reported done and waiting to be merged.
+pub async fn wishes_to_integrate(conn: &mut PgConnection, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT DISTINCT t.wish_id AS \"wish_id!\" FROM tasks t
+         WHERE t.reported_at IS NOT NULL AND t.status = 'in_progress' AND t.wish_id IS NOT NULL LIMIT $1",
+        limit
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The wish, locked for an integration, or `None` when another node is integrating it.
+pub async fn lock_for_integration(conn: &mut PgConnection, wish_id: Uuid) -> Result<Option<Conducted>, sqlx::Error> {
+    let row = sqlx::query_as!(
+        ConductedRow,
+        r#"SELECT to_jsonb(w) AS "wish!: Json<WishRow>", p.slug AS project_slug, p.repo_path, p.target_branch,
+                  p.conductor_config AS "config!: Json<ConductorConfig>"
+           FROM wishes w JOIN projects p ON p.id = w.project_id
+           WHERE w.id = $1 FOR UPDATE OF w SKIP LOCKED"#,
+        wish_id
+    )
+    .fetch_optional(conn)
+    .await?;
+    row.map(Conducted::try_from).transpose()
+}
+
+/// The wish's groups reported done and not merged yet, oldest report first.
+pub async fn reported_groups(conn: &mut PgConnection, wish_id: Uuid) -> Result<Vec<Task>, sqlx::Error> {
+    let rows = sqlx::query_scalar!(
+        r#"SELECT to_jsonb(t) AS "task!: Json<TaskRow>" FROM tasks t
+           WHERE wish_id = $1 AND reported_at IS NOT NULL AND status = 'in_progress' ORDER BY reported_at, id"#,
+        wish_id
+    )
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter().map(|r| Task::try_from(r.0)).collect()
+}
+
+/// Sets an executing wish's phase (and the review notes that go with `fix`).
+pub async fn set_phase(
+    conn: &mut PgConnection,
+    wish_id: Uuid,
+    phase: WishPhase,
+    notes: Option<&str>,
+) -> Result<Wish, sqlx::Error> {
+    let row = sqlx::query_scalar!(
+        r#"UPDATE wishes w SET phase = $2, review_notes = COALESCE($3, review_notes), version = version + 1,
+                               updated_at = now()
+           WHERE id = $1 RETURNING to_jsonb(w) AS "wish!: Json<WishRow>""#,
+        wish_id,
+        phase.as_str(),
+        notes
+    )
+    .fetch_one(conn)
+    .await?;
+    Wish::try_from(row.0)
+}
+
+/// Sets (or clears) who a wish waits on, with the reason.
+pub async fn set_wish_assignee(
+    conn: &mut PgConnection,
+    wish_id: Uuid,
+    assignee: Option<&str>,
+    reason: Option<&str>,
+) -> Result<Wish, sqlx::Error> {
+    let row = sqlx::query_scalar!(
+        r#"UPDATE wishes w SET assignee = $2, failure_reason = COALESCE($3, failure_reason), version = version + 1,
+                               updated_at = now()
+           WHERE id = $1 RETURNING to_jsonb(w) AS "wish!: Json<WishRow>""#,
+        wish_id,
+        assignee,
+        reason
+    )
+    .fetch_one(conn)
+    .await?;
+    Wish::try_from(row.0)
+}
+
+/// Sets the branch of a wish that has none.
+pub async fn set_branch(conn: &mut PgConnection, wish_id: Uuid, branch: &str) -> Result<Wish, sqlx::Error> {
+    let row = sqlx::query_scalar!(
+        r#"UPDATE wishes w SET branch = COALESCE(branch, $2), version = version + 1, updated_at = now()
+           WHERE id = $1 RETURNING to_jsonb(w) AS "wish!: Json<WishRow>""#,
+        wish_id,
+        branch
+    )
+    .fetch_one(conn)
+    .await?;
+    Wish::try_from(row.0)
+}
+
+/// Marks an agent's step concluded: the conductor stops it and no longer counts it at work.
+pub async fn conclude(conn: &mut PgConnection, agent_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE agents SET ready_for_cleanup = true, version = version + 1, updated_at = now()
+         WHERE id = $1 AND NOT ready_for_cleanup",
+        agent_id
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Conductor agents that ended (`done` or `error`) before their step concluded, locked.
+pub async fn abandoned(conn: &mut PgConnection, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
+    let ids = sqlx::query_scalar!(
+        "SELECT id FROM agents WHERE wish_id IS NOT NULL AND NOT ready_for_cleanup AND state IN ('done', 'error')
+         ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED",
+        limit
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    read_agents(conn, ids).await
+}
+
+/// Concluded conductor agents still in a live state: to be stopped.
+pub async fn concluded_live(conn: &mut PgConnection, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
+    let ids = sqlx::query_scalar!(
+        "SELECT id FROM agents WHERE ready_for_cleanup AND state NOT IN ('done', 'error', 'suspended')
+         ORDER BY updated_at LIMIT $1",
+        limit
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    read_agents(conn, ids).await
+}
+
+/// Puts a started group back in the queue for a new agent (a person's retry after a handoff).
+pub async fn requeue_group(conn: &mut PgConnection, task_id: Uuid) -> Result<Option<Task>, sqlx::Error> {
+    let row = sqlx::query_scalar!(
+        r#"UPDATE tasks t SET status = 'ready', assignee = NULL, reported_at = NULL, head_commit = NULL,
+                              question = NULL, version = version + 1, updated_at = now()
+           WHERE id = $1 AND status IN ('in_progress', 'waiting_input') AND unmet_dependencies = 0
+           RETURNING to_jsonb(t) AS "task!: Json<TaskRow>""#,
+        task_id
+    )
+    .fetch_optional(conn)
+    .await?;
+    row.map(|r| Task::try_from(r.0)).transpose()
+}
+
+async fn read_agents(conn: &mut PgConnection, ids: Vec<Uuid>) -> Result<Vec<Agent>, sqlx::Error> {
+    let mut agents = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(agent) = super::agents::get(&mut *conn, id).await? {
+            agents.push(agent);
+        }
+    }
+    Ok(agents)
+}

@@ -1,0 +1,131 @@
+//! A wish's branches in the project's repository, moved without a working tree: the wish's
+//! integration branch (`wish/<slug>`) and its groups' branches (`group/<slug>/<key>`; git cannot
+//! hold both `wish/x` and `wish/x/y`). Merges are made in memory (`git merge-tree --write-tree`,
+//! then `commit-tree`) and a branch only moves by compare-and-swap (`update-ref <new> <old>`),
+//! so a branch is never left mid-merge, nor moved from under a concurrent change, and the user's
+//! checked-out files are never touched.
+
+use std::path::Path;
+
+use super::{command, run as git, GitError};
+
+/// The integration branch of wish `slug`.
+pub fn wish_branch(slug: &str) -> String {
+    format!("wish/{slug}")
+}
+
+/// The branch of group `key` of wish `slug`.
+pub fn group_branch(slug: &str, key: &str) -> String {
+    format!("group/{slug}/{key}")
+}
+
+/// The commit `branch` points at, or `None` when there is no such branch.
+pub async fn head(repo: &Path, branch: &str) -> Result<Option<String>, GitError> {
+    let reference = format!("refs/heads/{branch}^{{commit}}");
+    match git(repo, &["rev-parse", "--verify", "--quiet", &reference]).await {
+        Ok(out) => Ok(Some(out.trim().to_owned())),
+        Err(GitError::Failed { stderr, .. }) if stderr.is_empty() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes `branch` point at `commit` if it does not exist yet; answers where it points.
+pub async fn create_if_missing(repo: &Path, branch: &str, commit: &str) -> Result<String, GitError> {
+    if let Some(existing) = head(repo, branch).await? {
+        return Ok(existing);
+    }
+    let reference = format!("refs/heads/{branch}");
+    // The empty old value: only if the ref does not exist (a concurrent creator wins cleanly).
+    match git(repo, &["update-ref", &reference, commit, ""]).await {
+        Ok(_) => Ok(commit.to_owned()),
+        Err(e) => head(repo, branch).await?.ok_or(e),
+    }
+}
+
+/// Points `branch` at `commit` whatever it pointed at (a group branch nobody works on yet).
+pub async fn reset(repo: &Path, branch: &str, commit: &str) -> Result<(), GitError> {
+    git(repo, &["update-ref", &format!("refs/heads/{branch}"), commit]).await.map(drop)
+}
+
+/// Moves `branch` from `old` to `new`; fails if it no longer points at `old`.
+pub async fn compare_and_swap(repo: &Path, branch: &str, new: &str, old: &str) -> Result<(), GitError> {
+    git(repo, &["update-ref", &format!("refs/heads/{branch}"), new, old]).await.map(drop)
+}
+
+/// Deletes `branch` if it exists.
+pub async fn delete(repo: &Path, branch: &str) -> Result<(), GitError> {
+    if head(repo, branch).await?.is_none() {
+        return Ok(());
+    }
+    git(repo, &["update-ref", "-d", &format!("refs/heads/{branch}")]).await.map(drop)
+}
+
+/// Whether commit `ancestor` is reachable from `descendant`.
+pub async fn is_ancestor(repo: &Path, ancestor: &str, descendant: &str) -> Result<bool, GitError> {
+    let output = command(repo, &["merge-base", "--is-ancestor", ancestor, descendant]).output().await?;
+    match output.status.code() {
+        Some(0) => Ok(true),
+        Some(1) => Ok(false),
+        _ => Err(GitError::Failed {
+            args: "merge-base --is-ancestor".to_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        }),
+    }
+}
+
+/// How many commits `head` has that `base` does not.
+pub async fn commits_ahead(repo: &Path, base: &str, head: &str) -> Result<u32, GitError> {
+    let range = format!("{base}..{head}");
+    let out = git(repo, &["rev-list", "--count", &range]).await?;
+    Ok(out.trim().parse().unwrap_or(0))
+}
+
+/// What merging one commit into another in memory gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Merge {
+    /// The merge commit (not on any branch yet).
+    Clean(String),
+    /// The files git could not combine.
+    Conflicts(Vec<String>),
+}
+
+/// Merges commit `theirs` into commit `ours` without a working tree: a merge commit with both as
+/// parents (never a fast-forward), or the conflicting files. Nothing moves; the caller swaps the
+/// branch to the commit.
+pub async fn merge(repo: &Path, ours: &str, theirs: &str, message: &str) -> Result<Merge, GitError> {
+    let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs];
+    let output = command(repo, &args).output().await?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    match output.status.code() {
+        Some(0) => {}
+        Some(1) => return Ok(Merge::Conflicts(super::conflicts::conflicted_files(&stdout))),
+        _ => {
+            return Err(GitError::Failed {
+                args: args.join(" "),
+                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            })
+        }
+    }
+    let tree = stdout.lines().next().unwrap_or("").trim().to_owned();
+    let args = ["commit-tree", &tree, "-p", ours, "-p", theirs, "-m", message];
+    // Switchyard makes the merge, whoever runs it and whatever their git identity says.
+    let mut commit_tree = command(repo, &args);
+    for (key, value) in [
+        ("GIT_AUTHOR_NAME", "Switchyard"),
+        ("GIT_AUTHOR_EMAIL", "switchyard@localhost"),
+        ("GIT_COMMITTER_NAME", "Switchyard"),
+        ("GIT_COMMITTER_EMAIL", "switchyard@localhost"),
+    ] {
+        commit_tree.env(key, value);
+    }
+    let commit = super::finished(&args, commit_tree.output().await?)?;
+    Ok(Merge::Clean(commit.trim().to_owned()))
+}
+
+/// The diff of `head` against its merge base with `base`: a `--stat` summary, then the patch.
+pub async fn diff(repo: &Path, base: &str, head: &str) -> Result<(String, String), GitError> {
+    let range = format!("{base}...{head}");
+    let stat = git(repo, &["diff", "--stat", "--no-color", &range]).await?;
+    let patch = git(repo, &["diff", "--no-color", "--no-ext-diff", &range]).await?;
+    Ok((stat, patch))
+}

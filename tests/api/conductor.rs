@@ -1,0 +1,269 @@
+//! The conductor carries wishes from words to a reviewed branch, with fake agents
+//! (`tests/fake_agent/conductor-agent.sh`) that make real commits in real clones and report
+//! with the real `switchyard` CLI from real tmux panes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+/// Long enough for several agents to spawn, clone, commit and report on a loaded machine.
+const RUN: Duration = Duration::from_secs(120);
+
+/// What the fake agents are told, in a directory of the test's own.
+pub(crate) struct Fakes {
+    dir: tempfile::TempDir,
+}
+
+impl Fakes {
+    pub(crate) fn new() -> Fakes {
+        Fakes { dir: tempfile::tempdir().expect("fake dir") }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub(crate) fn say(&self, file: &str, text: &str) {
+        std::fs::write(self.path().join(file), text).expect("write fake instruction");
+    }
+
+    /// The fake agent as the `fake` provider.
+    pub(crate) fn providers(&self) -> String {
+        let root = env!("CARGO_MANIFEST_DIR");
+        format!(
+            r#"[providers.fake]
+command = ["bash", "--norc", "--noprofile", "{root}/tests/fake_agent/conductor-agent.sh"]
+screen_rules = "generic"
+install_hooks = false
+env = {{ SWITCHYARD_BIN = "{bin}", FAKE_DIR = "{dir}" }}
+"#,
+            bin = env!("CARGO_BIN_EXE_switchyard"),
+            dir = self.path().display()
+        )
+    }
+}
+
+/// The app with its worker and conductor running the fake agents.
+async fn conducted(fakes: &Fakes) -> TestApp {
+    spawn_app_with_worker_settings(&fakes.providers(), |w| w.conductor = true).await
+}
+
+/// A project whose agents are the fakes, with these conductor settings over the defaults.
+async fn project(app: &TestApp, slug: &str, settings: Value) -> (Value, PathBuf) {
+    let project = app.create_project(slug).await;
+    let mut config = json!({"provider": "fake", "max_agents": 4});
+    for (key, value) in settings.as_object().expect("settings") {
+        config[key] = value.clone();
+    }
+    let changed = app.patch_ok(&format!("/api/v1/projects/{slug}"), json!({"conductor_config": config})).await;
+    assert_eq!(changed["conductor_config"]["provider"], "fake");
+    let repo = repo_of(&project);
+    (changed, repo)
+}
+
+async fn wish(app: &TestApp, slug: &str) -> Value {
+    app.get_ok(&format!("/api/v1/wishes/{slug}")).await
+}
+
+/// Polls the wish until `check` holds; on the deadline, fails showing the wish and its agents.
+async fn wait_for_wish(app: &TestApp, slug: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + RUN;
+    loop {
+        let now = wish(app, slug).await;
+        if check(&now) {
+            return now;
+        }
+        if std::time::Instant::now() > deadline {
+            let agents = app.get_ok("/api/v1/agents?limit=100").await;
+            panic!("timed out waiting for: {what}\nwish: {now:#}\nagents: {agents:#}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn group<'a>(wish: &'a Value, key: &str) -> &'a Value {
+    wish["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["key"] == key)
+        .unwrap_or_else(|| panic!("no group {key}"))
+}
+
+/// Files in `branch` of `repo`.
+fn files(repo: &Path, branch: &str) -> Vec<String> {
+    git(repo, &["ls-tree", "--name-only", branch]).lines().map(str::to_owned).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_draft_is_planned_run_reviewed_twice_and_completed_with_every_groups_commit() {
+    let fakes = Fakes::new();
+    fakes.say(
+        "plan.yaml",
+        "groups:\n  - key: a\n    title: First\n    goal: write a\n  - key: b\n    title: After a\n    goal: write b\n    depends_on: [a]\n  - key: c\n    title: Beside\n    goal: write c\n",
+    );
+    fakes.say("reviews", "1");
+    let app = conducted(&fakes).await;
+    let (_, repo) = project(&app, "alpha", json!({})).await;
+    app.create_wish(json!({"slug": "login", "project": "alpha", "title": "A login page",
+                           "description": "Build the login page in three parts."}))
+        .await;
+
+    let done = wait_for_wish(&app, "login", "the wish completes", |w| w["status"] == "completed").await;
+
+    // Every group ran once, on its own agent, and was merged into the wish's branch.
+    for key in ["a", "b", "c"] {
+        let g = group(&done, key);
+        assert_eq!(g["status"], "done", "{key}: {g}");
+        assert_eq!(g["branch"], format!("group/login/{key}"));
+        assert!(g["merge_commit"].is_string(), "{key} was merged: {g}");
+    }
+    assert_eq!(done["branch"], "wish/login");
+    let on_wish = files(&repo, "wish/login");
+    for file in ["a.txt", "b.txt", "c.txt", "README.md"] {
+        assert!(on_wish.contains(&file.to_owned()), "{file} on wish/login: {on_wish:?}");
+    }
+    // b started from the wish's branch with a's work in it.
+    let b = app.task(group(&done, "b")["task_id"].as_str().unwrap()).await;
+    let a_commit = group(&done, "a")["merge_commit"].as_str().unwrap().to_owned();
+    let base = b["base_commit"].as_str().expect("b's base");
+    git(&repo, &["merge-base", "--is-ancestor", &a_commit, base]);
+    // a and c ran side by side: c was dispatched before a was merged.
+    let assigned: Vec<String> = app.get_ok("/api/v1/events?limit=500").await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "task.assigned" || e["type"] == "wish.reviewed")
+        .map(|e| format!("{}:{}", e["type"].as_str().unwrap(), e["payload"]["group"].as_str().unwrap_or("")))
+        .collect();
+    let pos = |s: &str| assigned.iter().position(|e| e == s).unwrap_or_else(|| panic!("{s} in {assigned:?}"));
+    assert!(pos("task.assigned:c") < pos("task.assigned:b"), "{assigned:?}");
+    // Reviewed twice: a fail, a fix on the wish's branch, then a pass.
+    assert_eq!(done["review_iteration"], 2, "{done}");
+    assert!(git(&repo, &["show", "wish/login:README.md"]).contains("fixed after review"));
+    // The merges into the wish's branch are real merges, never fast-forwards.
+    let merges = git(&repo, &["rev-list", "--merges", "--count", "main..wish/login"]);
+    assert_eq!(merges.trim(), "3", "one merge per group");
+    // The target branch was never touched.
+    assert_eq!(files(&repo, "main"), vec!["README.md".to_owned()]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_whose_agent_quits_without_commits_goes_to_a_person_and_a_retry_finishes_it() {
+    let fakes = Fakes::new();
+    fakes.say("quit-api", "");
+    let app = conducted(&fakes).await;
+    project(&app, "beta", json!({"review": "none"})).await;
+    app.create_wish(json!({"slug": "quits", "project": "beta", "title": "t",
+                           "groups": [{"key": "api", "title": "The API"}]}))
+        .await;
+    app.post_ok("/api/v1/wishes/quits/plan", json!({})).await;
+
+    let handed =
+        wait_for_wish(&app, "quits", "the group is handed to a person", |w| group(w, "api")["assignee"] == "human")
+            .await;
+    assert_eq!(handed["status"], "executing", "the wish waits for the person: {handed}");
+    let overview = app.get_ok("/api/v1/wishes?status=executing").await;
+    assert!(overview.to_string().contains("quits"));
+
+    // The person retries it with a new agent, which does the work this time.
+    std::fs::remove_file(fakes.path().join("quit-api")).expect("no more quitting");
+    app.post_ok("/api/v1/wishes/quits/groups/api/redispatch", json!({})).await;
+    let done =
+        wait_for_wish(&app, "quits", "the retried group completes the wish", |w| w["status"] == "completed").await;
+    assert_ne!(group(&done, "api")["assignee"], "human");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parallel_groups_editing_the_same_lines_get_a_fix_turn_and_both_land() {
+    let fakes = Fakes::new();
+    fakes.say("shared", "");
+    let app = conducted(&fakes).await;
+    let (_, repo) = project(&app, "gamma", json!({"review": "none"})).await;
+    app.create_wish(json!({"slug": "clash", "project": "gamma", "title": "t",
+                           "groups": [{"key": "left", "title": "Left"}, {"key": "right", "title": "Right"}]}))
+        .await;
+    app.post_ok("/api/v1/wishes/clash/plan", json!({})).await;
+
+    wait_for_wish(&app, "clash", "both groups land", |w| w["status"] == "completed").await;
+    let shared = git(&repo, &["show", "wish/clash:shared.txt"]);
+    assert!(shared.contains("line of left") && shared.contains("line of right"), "{shared}");
+    let conflicts: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'group.conflict'")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(conflicts, 1, "the second group's merge conflicted once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_token_reports_only_on_its_own_work() {
+    let app = spawn_app().await;
+    app.create_project("delta").await;
+    app.create_wish(json!({"slug": "own", "project": "delta", "title": "t",
+                           "groups": [{"key": "api", "title": "The API"}]}))
+        .await;
+    let mine = app.create_agent(merged(engineer("delta", "mine"), json!({"wish": "own", "group": "api"}))).await;
+    let other = app.create_agent(engineer("delta", "other")).await;
+    let token = app.agent_token(&mine).await;
+    let as_mine = |path: String, body: Value| {
+        let request = reqwest::Client::new().post(app.url(&path)).bearer_auth(&token).json(&body);
+        async move { request.send().await.expect("request") }
+    };
+    // Another agent's report route: forbidden.
+    let other_name = other["name"].as_str().unwrap();
+    assert_problem(as_mine(format!("/api/v1/agents/{other_name}/report"), json!({"kind": "group_done"})).await, 403)
+        .await;
+    // Its own route for a step it does not have (a review): refused with the reason.
+    let body =
+        assert_problem(as_mine("/api/v1/agents/mine/report".into(), json!({"kind": "review_pass"})).await, 409).await;
+    assert!(body["detail"].as_str().unwrap().contains("no review"), "{body}");
+    // A report that is not one: 422 naming the field.
+    assert_problem(as_mine("/api/v1/agents/mine/report".into(), json!({"kind": "sing"})).await, 422).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_nodes_on_one_database_dispatch_every_group_exactly_once() {
+    let fakes = Fakes::new();
+    // Nodes heartbeat at each reconcile and count a node silent for three as gone: slow enough
+    // here that a loaded machine does not make two live nodes give up on each other.
+    let node = |w: &mut switchyard::config::WorkerConfig| {
+        w.conductor = true;
+        w.reconcile_every = Duration::from_secs(3);
+    };
+    let first = spawn_app_with_worker_settings(&fakes.providers(), node).await;
+    let second = spawn_node_beside(&first, &fakes.providers(), node).await;
+    let (_, repo) = project(&first, "epsilon", json!({"review": "none", "max_agents": 8})).await;
+    let groups: Vec<Value> = (0..8).map(|i| json!({"key": format!("g{i}"), "title": format!("G{i}")})).collect();
+    first.create_wish(json!({"slug": "wide", "project": "epsilon", "title": "t", "groups": groups})).await;
+    first.post_ok("/api/v1/wishes/wide/plan", json!({})).await;
+
+    let done = wait_for_wish(&second, "wide", "both nodes finish the wish", |w| w["status"] == "completed").await;
+    let engineers: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT t.group_key, a.node_id FROM agents a JOIN tasks t ON t.id = a.task_id WHERE a.role = 'engineer'",
+    )
+    .fetch_all(&first.pool)
+    .await
+    .expect("engineers");
+    let mut keys: Vec<&str> = engineers.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort();
+    assert_eq!(keys, ["g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7"], "one engineer per group: {engineers:?}");
+    let assigned: Vec<Value> = sqlx::query_scalar(
+        "SELECT payload FROM events WHERE type = 'task.assigned' AND payload->>'assignee' <> 'human'",
+    )
+    .fetch_all(&first.pool)
+    .await
+    .expect("assignments");
+    assert_eq!(assigned.len(), 8, "each group assigned once: {assigned:?}");
+    let handed: Vec<Value> = sqlx::query_scalar(
+        "SELECT payload FROM events WHERE type = 'task.assigned' AND payload->>'assignee' = 'human'",
+    )
+    .fetch_all(&first.pool)
+    .await
+    .expect("handoffs");
+    assert!(handed.is_empty(), "no group was handed to a person: {handed:?}");
+    assert_eq!(git(&repo, &["rev-list", "--merges", "--count", "main..wish/wide"]).trim(), "8");
+    assert!(done["groups"].as_array().unwrap().iter().all(|g| g["status"] == "done"));
+}

@@ -1,0 +1,83 @@
+#!/bin/bash --norc
+# A fake coding agent for the conductor's tests: acts by its role (SWITCHYARD_ROLE) as a real
+# one would — commits on its branch in its clone and reports with the real `switchyard` CLI
+# from its pane — then keeps reading its inbox, as an agent at its prompt would, for more work
+# (a conflict to resolve). Files in FAKE_DIR say what the test wants:
+#   plan.yaml      the planner's plan
+#   reviews        how many reviews fail before one passes (default 0)
+#   shared         engineers write their group into shared.txt, so parallel groups conflict
+#   quit-<key>     the engineer of group <key> exits without committing anything
+set -u
+sy=${SWITCHYARD_BIN:?}
+dir=${FAKE_DIR:?}
+git config user.email fake@example.com
+git config user.name "Fake Agent"
+branch=${SWITCHYARD_BRANCH:-}
+key=${branch##*/}
+slug=${branch#group/}
+slug=${slug%/*}
+echo "fake $SWITCHYARD_AGENT ($SWITCHYARD_ROLE) on $branch"
+
+# Reports, trying again while the server is down (it may be restarting).
+retry() {
+    for _ in $(seq 60); do
+        "$@" && return 0
+        sleep 0.5
+    done
+    return 1
+}
+
+report_group() {
+    retry "$sy" group done --summary "group $key: $1"
+}
+
+# Resolves a conflict with the wish's branch by keeping both sides' lines.
+resolve() {
+    git fetch --quiet origin
+    if ! git merge --quiet --no-edit "origin/wish/$slug"; then
+        git diff --name-only --diff-filter=U | while read -r file; do
+            grep -v -e '^<<<<<<<' -e '^=======' -e '^>>>>>>>' "$file" | sort -u > "$file.resolved"
+            mv "$file.resolved" "$file"
+            git add "$file"
+        done
+        git commit --quiet --no-edit
+    fi
+    report_group "merged the wish's branch"
+}
+
+case "$SWITCHYARD_ROLE" in
+planner)
+    retry "$sy" wish plan --file "$dir/plan.yaml"
+    ;;
+engineer)
+    [ -e "$dir/quit-$key" ] && exit 0
+    echo "work of $key" > "$key.txt"
+    [ -e "$dir/shared" ] && echo "line of $key" > shared.txt
+    git add -A && git commit --quiet -m "group $key"
+    report_group "wrote $key.txt"
+    ;;
+reviewer)
+    failures=$(cat "$dir/reviews" 2>/dev/null || echo 0)
+    failed=$(cat "$dir/reviews-failed" 2>/dev/null || echo 0)
+    if [ "$failed" -lt "$failures" ]; then
+        echo $((failed + 1)) > "$dir/reviews-failed"
+        printf 'README.md:1 needs a line about the change\n' > notes.md
+        "$sy" review fail --notes-file notes.md
+    else
+        retry "$sy" review pass
+    fi
+    ;;
+fix)
+    echo "fixed after review" >> README.md
+    git add -A && git commit --quiet -m "fix the review's notes"
+    retry "$sy" fix done --summary "added the line"
+    ;;
+esac
+
+# At the prompt: read what Switchyard says, act on a conflict.
+while true; do
+    if "$sy" msg inbox --unread --mark-read 2>/dev/null | grep -q "Your branch conflicts with the wish's branch"; then
+        resolve
+    fi
+    sleep 0.3
+done
