@@ -245,6 +245,12 @@ pub struct WorkerConfig {
     pub message_confirm: std::time::Duration,
     /// Run the merge queue's loop in this process (any number of nodes may).
     pub merge_queue: bool,
+    /// The `switchyard` binary agents' hooks run; `None`: the running executable (tests run the
+    /// application inside the test binary, so they name the real one).
+    pub switchyard_exe: Option<std::path::PathBuf>,
+    /// The home whose provider logins (`~/.claude`, `~/.codex`, `~/.gemini`) agents get; `None`:
+    /// the worker's own (`HOME` and the providers' variables). Tests give one of their own.
+    pub provider_home: Option<std::path::PathBuf>,
 }
 
 impl Default for WorkerConfig {
@@ -260,6 +266,8 @@ impl Default for WorkerConfig {
             message_settle: std::time::Duration::from_millis(300),
             message_confirm: std::time::Duration::from_secs(10),
             merge_queue: true,
+            switchyard_exe: None,
+            provider_home: None,
         }
     }
 }
@@ -360,6 +368,8 @@ impl GlobalArgs {
             message_settle: std::time::Duration::from_millis(self.message_settle_ms),
             message_confirm: std::time::Duration::from_millis(self.message_confirm_ms),
             merge_queue: self.merge_queue,
+            switchyard_exe: None,
+            provider_home: None,
         })
     }
 }

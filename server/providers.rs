@@ -9,6 +9,7 @@
 //! command = ["aider", "--model", "sonnet", "--chat-history-file", "{clone}/.aider.history"]
 //! env = { AIDER_DARK_MODE = "true" }
 //! screen_rules = "generic"
+//! setup = "none"        # or "claude", "codex", "gemini": prepare that CLI's own configuration
 //! ```
 //!
 //! Commands are argument lists, never shell text: each placeholder (`{session_id}`, `{name}`,
@@ -36,6 +37,20 @@ pub struct Provider {
     pub screen_rules: String,
     /// Install Claude Code's hooks (`switchyard hook`) in the agent's clone.
     pub install_hooks: bool,
+    /// Whose configuration to prepare for each agent so it starts without a person
+    /// (`crate::worker::provider_setup`).
+    pub setup: Setup,
+}
+
+/// Which provider's own configuration an agent gets (`setup = "claude"` in the config file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Setup {
+    #[default]
+    None,
+    Claude,
+    Codex,
+    Gemini,
 }
 
 /// The values substituted into a command for one agent.
@@ -140,6 +155,7 @@ struct ProviderEntry {
     env: Option<BTreeMap<String, String>>,
     screen_rules: Option<String>,
     install_hooks: Option<bool>,
+    setup: Option<Setup>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -165,6 +181,7 @@ impl Providers {
                 env: BTreeMap::new(),
                 screen_rules: "claude".into(),
                 install_hooks: true,
+                setup: Setup::Claude,
             },
             Provider {
                 name: "codex".into(),
@@ -174,6 +191,7 @@ impl Providers {
                 env: BTreeMap::new(),
                 screen_rules: "codex".into(),
                 install_hooks: false,
+                setup: Setup::Codex,
             },
             Provider {
                 name: "gemini".into(),
@@ -182,6 +200,7 @@ impl Providers {
                 env: BTreeMap::new(),
                 screen_rules: "gemini".into(),
                 install_hooks: false,
+                setup: Setup::Gemini,
             },
             Provider {
                 name: "shell".into(),
@@ -190,6 +209,7 @@ impl Providers {
                 env: BTreeMap::new(),
                 screen_rules: "shell".into(),
                 install_hooks: false,
+                setup: Setup::None,
             },
         ];
         Providers { by_name: list.into_iter().map(|p| (p.name.clone(), p)).collect() }
@@ -226,6 +246,7 @@ impl Providers {
                         env: BTreeMap::new(),
                         screen_rules,
                         install_hooks: false,
+                        setup: Setup::None,
                     };
                     merge(base, entry)
                 }
@@ -261,6 +282,9 @@ fn merge(mut base: Provider, entry: ProviderEntry) -> Provider {
     }
     if let Some(install) = entry.install_hooks {
         base.install_hooks = install;
+    }
+    if let Some(setup) = entry.setup {
+        base.setup = setup;
     }
     base
 }

@@ -101,7 +101,8 @@ pub async fn press_keys(ctx: &Ctx, name: &str, keys: &[Key]) -> Result<Delivered
 pub async fn interrupt(ctx: &Ctx, name: &str) -> Result<Agent> {
     let agent = agent(ctx, name).await?;
     let pane = pane(ctx, &agent)?;
-    panes(ctx)?.tmux.send_key(pane, interrupt_key(&agent.provider)).await.map_err(tmux_failed)?;
+    let rules = ctx.providers.get(&agent.provider).map_or(agent.provider.as_str(), |p| p.screen_rules.as_str());
+    panes(ctx)?.tmux.send_key(pane, interrupt_key(rules)).await.map_err(tmux_failed)?;
     Ok(agent)
 }
 

@@ -62,6 +62,12 @@ pub async fn record_agent_hook(ctx: &Ctx, name: &str, payload: &Value) -> Result
     let no_agent = || Error::NotFound(format!("no agent `{name}`"));
     let mut tx = ctx.db.begin().await?;
     let agent = agents::by_name(&mut tx, name).await?.ok_or_else(no_agent)?;
+    // A session that ends while the agent is spawning is its earlier pane's: a suspended Claude
+    // Code runs its SessionEnd hook as its window closes, while the resumed one starts.
+    let (event, mapped) = match event {
+        Some(AgentEvent::Finish) if agent.state == AgentState::Spawning => (None, None),
+        _ => (event, mapped),
+    };
     agents::record_hook(&mut tx, agent.id, mapped).await?;
     // The prompt a turn started with: if it is the message being delivered, that is its
     // confirmation, committed with the state it causes.

@@ -64,10 +64,11 @@ impl LocalPanes {
     }
 }
 
-/// How to interrupt a provider mid-turn: the coding TUIs stop on Escape (Ctrl-C would quit
-/// them); anything else gets Ctrl-C.
-pub fn interrupt_key(provider: &str) -> Key {
-    match provider {
+/// How to interrupt a provider mid-turn, by the screen rules it is read with: the coding TUIs
+/// stop on Escape (Ctrl-C would quit them, or ask whether to), whatever the provider is named
+/// in the config; anything else gets Ctrl-C.
+pub fn interrupt_key(screen_rules: &str) -> Key {
+    match screen_rules {
         "claude" | "codex" | "gemini" => Key::Escape,
         _ => Key::CtrlC,
     }

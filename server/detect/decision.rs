@@ -7,13 +7,15 @@
 //!    the [`Decision`] carries a [`Disagreement`] for the caller to log, and the hook is spent.
 //!    Without such a reading the hook still stands: a stale screen never overrules it.
 //! 3. A screen marker (spinner, dialog) counts on one reading. Idle needs two readings at least
-//!    [`DetectorConfig::settle`] apart with the same region above the input area and no marker;
+//!    [`DetectorConfig::settle`] apart with the same region above the input area, no marker,
+//!    and the input area drawn (a CLI still starting shows none);
 //!    [`Detector::next_reading_at`] says when to take the confirming reading.
 //! 4. With [`ScreenRules::Generic`] (a shell, a custom command) there are no markers: output
 //!    means working (source [`Source::Output`]), and an unchanged screen on two readings means
 //!    idle.
 //!
-//! Usage limits and errors are reported as soon as one reading shows them, beside the activity.
+//! Usage limits, errors and what the provider needs from the user (`fatal`) are reported as soon
+//! as one reading shows them, beside the activity.
 //! Every method returns `None` when nothing the worker writes would change.
 //!
 //! Time is passed in (`now: Instant`, and the wall clock for reset times), so tests need no sleeps.
@@ -75,6 +77,9 @@ pub struct Decision {
     pub usage_limit_until: Option<DateTime<Utc>>,
     /// A final error the provider printed (for `failure_reason` or a log line).
     pub error: Option<String>,
+    /// The provider cannot work until the user gives it something (a login, an API key,
+    /// network access), in its own words: the agent is to be `error` with this reason.
+    pub fatal: Option<String>,
 }
 
 /// One agent's detector. Feed it every signal for that agent; write what it decides.
@@ -94,7 +99,11 @@ pub struct Detector {
     /// rules it must not count as work (an idle shell agent went idle → working → idle on every
     /// restart, and a project's `on_agent_idle` webhooks heard it each time).
     baseline: bool,
+    fatal: Option<String>,
+    reported: Option<Reported>,
 }
+
+type Reported = (Activity, Option<DateTime<Utc>>, Option<String>, Option<String>);
 
 #[derive(Debug, Clone, Copy)]
 struct Stamped {
@@ -131,11 +140,14 @@ impl Detector {
         detector.reported = recorded.map(|activity| (activity, None, None));
         detector.baseline = recorded.is_some();
         detector
+            fatal: None,
+            reported: None,
+        }
     }
 
     /// The activity last decided, if any.
     pub fn activity(&self) -> Option<Activity> {
-        self.reported.as_ref().map(|(activity, _, _)| *activity)
+        self.reported.as_ref().map(|(activity, ..)| *activity)
     }
 
     /// Control mode saw output from the pane. The caller should read the screen again; for
@@ -171,11 +183,14 @@ impl Detector {
         // A limit stays at the time first read: "try again in 2 hours" would move on every reading.
         self.usage_limit = reading.usage_limit.map(|at| self.usage_limit.unwrap_or(at));
         self.error = reading.error;
+        self.fatal = reading.fatal;
         match reading.activity {
             Some(activity) => {
                 self.view = Some(View { activity, source: Source::Screen, at: now });
                 self.quiet = None;
             }
+            // A provider not drawing its input area yet (starting, a blank pane) is not idle.
+            None if !reading.at_prompt => self.quiet = None,
             None => match self.quiet {
                 Some((hash, since)) if hash == reading.region_hash => {
                     if now.duration_since(since) >= self.config.settle {
@@ -228,9 +243,11 @@ impl Detector {
             }
             (Some(hook), _) => (hook.activity, Source::Hook, None),
             (None, Some(view)) => (view.activity, view.source, None),
+            // What the provider needs is news even on a screen that says nothing else.
+            (None, None) if self.fatal.is_some() => (Activity::Idle, Source::Screen, None),
             (None, None) => return None,
         };
-        let state = (activity, self.usage_limit, self.error.clone());
+        let state = (activity, self.usage_limit, self.error.clone(), self.fatal.clone());
         if self.reported.as_ref() == Some(&state) {
             return None;
         }
@@ -241,6 +258,7 @@ impl Detector {
             disagreement,
             usage_limit_until: self.usage_limit,
             error: self.error.clone(),
+            fatal: self.fatal.clone(),
         })
     }
 }

@@ -1,6 +1,8 @@
 //! Every screen under `tests/fixtures/screens/{claude,codex,gemini}/` against its provider's
 //! rules. The file name says the expected result — `working`, `idle`, `permission`, `question`,
-//! `usage_limit` or `error`, then optionally `-what-is-special` — so a new fixture is a new case.
+//! `usage_limit`, `error` or `fatal` (the provider needs a login, key or network: the agent is
+//! `error`), then optionally `-what-is-special` and, for screens recorded from the real CLIs,
+//! the CLI's version — so a new fixture is a new case.
 //! Each goes through a fresh [`Detector`] the way the worker would: read, then read again after
 //! the settle time (idle needs both) — once as captured, and once printed into a pane mirror
 //! ([`crate::tmux::mirror`]), which is how the worker reads screens.
@@ -66,14 +68,20 @@ fn check(path: &Path, mirrored: bool) -> Result<(), String> {
     }
     let decision = second.or(first).ok_or_else(|| format!("{provider}/{name}: no decision"))?;
     let ok = match expected {
-        "working" => decision.activity == Activity::Working && decision.usage_limit_until.is_none(),
+        "working" => {
+            decision.activity == Activity::Working && decision.usage_limit_until.is_none() && decision.fatal.is_none()
+        }
         "idle" => {
-            decision.activity == Activity::Idle && decision.usage_limit_until.is_none() && decision.error.is_none()
+            decision.activity == Activity::Idle
+                && decision.usage_limit_until.is_none()
+                && decision.error.is_none()
+                && decision.fatal.is_none()
         }
         "permission" => decision.activity == Activity::Permission,
         "question" => decision.activity == Activity::Question,
         "usage_limit" => decision.usage_limit_until.is_some(),
-        "error" => decision.error.is_some() && decision.usage_limit_until.is_none(),
+        "error" => decision.error.is_some() && decision.usage_limit_until.is_none() && decision.fatal.is_none(),
+        "fatal" => decision.fatal.is_some(),
         other => return Err(format!("{provider}/{name}: unknown expectation {other:?}")),
     };
     ok.then_some(()).ok_or_else(|| format!("{provider}/{name}: expected {expected}, got {decision:?}"))

@@ -87,6 +87,14 @@ pub struct ScreenReading {
     pub usage_limit: Option<DateTime<Utc>>,
     /// A final error the provider printed (API error, crash), as shown.
     pub error: Option<String>,
+    /// The provider cannot work until the user gives it something (a login, an API key,
+    /// network access), in its own words: a start screen asking for a sign-in, or the answer
+    /// to a turn while the provider still says so ("Not logged in · Please run /login" above a
+    /// footer that says "Not logged in"). The agent is `error` with this reason.
+    pub fatal: Option<String>,
+    /// The provider's input area is drawn (always true for rules without one): a quiet screen
+    /// without it is a CLI still starting, not an idle one.
+    pub at_prompt: bool,
     /// A hash of the region above the input area, colour codes stripped: equal hashes on two
     /// readings mean nothing happened in between.
     pub region_hash: u64,
@@ -100,9 +108,13 @@ pub fn read(rules: ScreenRules, text: &str, ctx: &ReadContext) -> ScreenReading 
         ScreenRules::ClaudeCode => claude::LAYOUT,
         ScreenRules::Codex => codex::LAYOUT,
         ScreenRules::Gemini => gemini::LAYOUT,
-        ScreenRules::Generic => Layout { prompts: &[], bare_prompt: false, bullets: &[] },
+        ScreenRules::Generic => {
+            Layout { prompts: &[], bare_prompt: false, bullets: &[], hint_above_prompt: false, composer_hints: &[] }
+        }
     };
-    let region = &lines[..layout.input_area(&lines).unwrap_or(lines.len())];
+    let input_area = layout.input_area(&lines);
+    let at_prompt = layout.prompts.is_empty() || input_area.is_some();
+    let (region, below) = lines.split_at(input_area.unwrap_or(lines.len()));
     let mut hasher = std::hash::DefaultHasher::new();
     // Trailing blank lines come and go as the input area grows; they are not news.
     let trimmed = region.iter().rposition(|l| !l.is_empty()).map_or(&region[..0], |last| &region[..=last]);
@@ -110,12 +122,12 @@ pub fn read(rules: ScreenRules, text: &str, ctx: &ReadContext) -> ScreenReading 
     let region_hash = hasher.finish();
     let live: Vec<&str> = layout.live(region).iter().map(|l| content(l)).collect();
     let marks = match rules {
-        ScreenRules::ClaudeCode => claude::marks(&live, ctx),
+        ScreenRules::ClaudeCode => claude::marks(&live, below, ctx),
         ScreenRules::Codex => codex::marks(&live, ctx),
         ScreenRules::Gemini => gemini::marks(&live, ctx),
         ScreenRules::Generic => Marks::default(),
     };
-    marks.into_reading(region_hash)
+    marks.into_reading(region_hash, at_prompt)
 }
 
 /// What one provider's rules found in the live region.
@@ -126,10 +138,11 @@ struct Marks {
     question: bool,
     usage_limit: Option<DateTime<Utc>>,
     error: Option<String>,
+    fatal: Option<String>,
 }
 
 impl Marks {
-    fn into_reading(self, region_hash: u64) -> ScreenReading {
+    fn into_reading(self, region_hash: u64, at_prompt: bool) -> ScreenReading {
         let activity = if self.permission {
             Some(Activity::Permission)
         } else if self.question {
@@ -143,7 +156,7 @@ impl Marks {
         };
         // A message shown while the provider is still busy (retrying) is not final.
         let error = if activity == Some(Activity::Working) { None } else { self.error };
-        ScreenReading { activity, usage_limit: self.usage_limit, error, region_hash }
+        ScreenReading { activity, usage_limit: self.usage_limit, error, fatal: self.fatal, at_prompt, region_hash }
     }
 }
 
@@ -155,6 +168,12 @@ struct Layout {
     bare_prompt: bool,
     /// Characters that open a transcript entry; the live region starts at the last one.
     bullets: &'static [char],
+    /// A hint line and a blank one may stand between the input area's rule and its prompt
+    /// (Gemini 0.61: `Shift+Tab to accept edits`).
+    hint_above_prompt: bool,
+    /// A bare prompt is the composer only with one of these in its footer (Codex hides its
+    /// composer while a turn starts, leaving the user's echoed `›` line last on the screen).
+    composer_hints: &'static [&'static str],
 }
 
 impl Layout {
@@ -165,7 +184,9 @@ impl Layout {
             return None;
         }
         let framed = (0..lines.len().saturating_sub(1)).rev().find(|&i| {
-            (is_box_top(lines[i]) || is_rule(lines[i])) && self.is_prompt(lines[i + 1]) && near_bottom(lines, i + 1)
+            let reach = if self.hint_above_prompt { 3 } else { 1 };
+            let prompt_at = (i + 1..=i + reach).take_while(|&p| p < lines.len()).find(|&p| self.is_prompt(lines[p]));
+            (is_box_top(lines[i]) || is_rule(lines[i])) && prompt_at.is_some_and(|p| near_bottom(lines, p))
         });
         if framed.is_some() || !self.bare_prompt {
             return framed;
@@ -176,6 +197,10 @@ impl Layout {
             .rev()
             .take_while(|&i| lines[i + 1..].iter().filter(|l| !l.trim().is_empty()).count() <= 3)
             .find(|&i| self.is_prompt(lines[i]))
+            .filter(|&i| {
+                self.composer_hints.is_empty()
+                    || lines[i + 1..].iter().any(|l| self.composer_hints.iter().any(|h| l.contains(h)))
+            })
     }
 
     fn is_prompt(&self, line: &str) -> bool {
@@ -184,7 +209,8 @@ impl Layout {
         match chars.next() {
             Some(c) if self.prompts.contains(&c) => {
                 let rest = chars.as_str();
-                (rest.is_empty() || rest.starts_with(' ')) && option(text).is_none()
+                // Claude Code 2.1 draws `❯` and a no-break space.
+                (rest.is_empty() || rest.starts_with(char::is_whitespace)) && option(text).is_none()
             }
             _ => false,
         }
@@ -259,6 +285,16 @@ fn has_yes_option(live: &[&str]) -> bool {
 
 fn any_contains(live: &[&str], needles: &[&str]) -> bool {
     live.iter().any(|l| needles.iter().any(|n| l.contains(n)))
+}
+
+/// The first line of `lines` holding one of `needles`, without transcript marks and box
+/// borders: the provider's own words, for the agent's failure reason.
+fn words_of(lines: &[&str], needles: &[&str]) -> Option<String> {
+    let i = lines.iter().position(|l| needles.iter().any(|n| l.contains(n)))?;
+    let first = lines[i]
+        .trim_start_matches(|c: char| "⎿■✕⏺●│".contains(c) || c.is_whitespace())
+        .trim_end_matches(|c: char| c == '│' || c.is_whitespace());
+    Some(first.to_owned())
 }
 
 fn any_contains_ci(live: &[&str], needle: &str) -> bool {

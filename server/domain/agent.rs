@@ -105,6 +105,23 @@ impl FromStr for AgentState {
     }
 }
 
+/// What a provider needs from the user, read from the words it failed with (the screen rules
+/// record them as the agent's failure reason): `a login`, `an API key` or `network access`;
+/// `None` for a failure that is not the provider asking for something.
+pub fn provider_need(reason: &str) -> Option<&'static str> {
+    let reason = reason.to_lowercase();
+    let any = |words: &[&str]| words.iter().any(|w| reason.contains(w));
+    if any(&["api key"]) {
+        Some("an API key")
+    } else if any(&["logged in", "/login", "log in", "sign in", "authenticate"]) {
+        Some("a login")
+    } else if any(&["unable to connect", "enotfound", "network"]) {
+        Some("network access")
+    } else {
+        None
+    }
+}
+
 /// What a detector saw a live agent doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -271,5 +288,15 @@ mod tests {
     fn the_illegal_error_reads_as_a_sentence() {
         let err = transition(S::Done, &E::Resume).unwrap_err();
         assert_eq!(err.to_string(), "cannot resume an agent that is done");
+    }
+
+    #[test]
+    fn a_providers_words_say_what_it_needs() {
+        assert_eq!(provider_need("Not logged in · Please run /login"), Some("a login"));
+        assert_eq!(provider_need("Choose how you want to use Codex. 1. Sign in with ChatGPT"), Some("a login"));
+        assert_eq!(provider_need("How would you like to authenticate for this project?"), Some("a login"));
+        assert_eq!(provider_need("Invalid API key · Please run /login"), Some("an API key"));
+        assert_eq!(provider_need("Unable to connect to Anthropic services"), Some("network access"));
+        assert_eq!(provider_need("the pane exited (status 1)"), None);
     }
 }

@@ -13,7 +13,7 @@ use crate::db::agents::{self, ListFilter};
 use crate::db::sessions::Session;
 use crate::db::tasks;
 use crate::db::{events, wishes};
-use crate::domain::agent::AgentState;
+use crate::domain::agent::{provider_need, AgentState};
 use crate::domain::wish::WishStatus;
 use crate::http::AppState;
 use crate::pages::agents::AgentRow;
@@ -34,6 +34,8 @@ pub struct Need {
     pub detail: String,
     pub state: &'static str,
     pub since: String,
+    /// More words after the name (the provider's own, for a provider that needs something).
+    pub note: String,
 }
 
 #[derive(Template)]
@@ -78,8 +80,10 @@ async fn overview(
             detail: if a.state == AgentState::Permission { "asks permission" } else { "asks a question" }.to_owned(),
             state: a.state.as_str(),
             since: ago(a.last_activity.unwrap_or(a.updated_at), now),
+            note: String::new(),
         })
         .collect();
+    needs.extend(provider_needs(&mut conn, now).await?);
     let human = tasks::list(
         &mut conn,
         &tasks::ListFilter { assignee: Some("human".to_owned()), ..tasks::ListFilter::default() },
@@ -95,6 +99,7 @@ async fn overview(
         detail: "handed to a human".to_owned(),
         state: "human",
         since: ago(t.updated_at, now),
+        note: String::new(),
     }));
     // Merge queue entries no fix agent can take (the cap is reached, or only a person can help).
     let handed = crate::db::merge_queue::Filter { needs_person: true, ..Default::default() };
@@ -111,6 +116,7 @@ async fn overview(
         },
         state: e.state.as_str(),
         since: ago(e.updated_at, now),
+        note: String::new(),
     }));
 
     let handoffs = Handoffs::load(&state, &mut conn, now, SHOWN).await?;
@@ -144,4 +150,39 @@ async fn overview(
         Some(other) => return Err(no_block(other)),
     };
     Ok(response)
+}
+
+/// Providers that stopped agents for want of something from the user (a login, an API key,
+/// network access), one line per provider and need: the provider's own words and its agents.
+async fn provider_needs(conn: &mut sqlx::PgConnection, now: chrono::DateTime<Utc>) -> sqlx::Result<Vec<Need>> {
+    let failed =
+        agents::list(conn, &ListFilter { state: Some(AgentState::Error), ..ListFilter::default() }, 500).await?;
+    let mut needs: Vec<(Need, Vec<String>)> = Vec::new();
+    for agent in &failed {
+        let Some(words) = agent.failure_reason.as_deref() else { continue };
+        let Some(need) = provider_need(words) else { continue };
+        let detail = format!("needs {need}");
+        match needs.iter_mut().find(|(n, _)| n.name == agent.provider && n.detail == detail) {
+            Some((_, names)) => names.push(agent.name.clone()),
+            None => {
+                let need = Need {
+                    what: "provider",
+                    name: agent.provider.clone(),
+                    link: format!("/agents/{}", agent.name),
+                    detail,
+                    state: AgentState::Error.as_str(),
+                    since: ago(agent.updated_at, now),
+                    note: format!("“{words}”"),
+                };
+                needs.push((need, vec![agent.name.clone()]));
+            }
+        }
+    }
+    Ok(needs
+        .into_iter()
+        .map(|(mut need, names)| {
+            need.note = format!("{} (agents: {})", need.note, names.join(", "));
+            need
+        })
+        .collect())
 }

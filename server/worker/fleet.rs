@@ -386,6 +386,8 @@ impl Fleet {
             providers: &self.providers,
             data_dir: &self.data_dir,
             api_url: &self.api_url,
+            exe: self.settings.switchyard_exe.as_deref(),
+            provider_home: self.settings.provider_home.as_deref(),
         }
     }
 
@@ -411,9 +413,10 @@ impl Fleet {
     ) {
         match watcher::apply(&self.db, writer, &self.feed, agent, decision).await {
             Ok(true) => {
-                // Suspended by a usage limit: the pane goes, the provider session stays.
+                // Suspended by a usage limit, or failed for want of a login or key: the pane goes,
+                // the provider session stays for `resume`.
                 if let Some(watch) = watches.get(pane) {
-                    tracing::info!(agent = %watch.name, "usage limit: suspended until the reset");
+                    tracing::info!(agent = %watch.name, "the agent stopped (usage limit or provider needs); its window goes");
                 }
                 let _ = self.tmux.kill_window(pane).await;
             }

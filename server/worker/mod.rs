@@ -1,5 +1,6 @@
 //! The worker: runs agents in tmux on this node. [`fleet`] is its loop; [`spawner`] makes panes
-//! (from [`crate::providers`], in [`crate::git::clones`], with Claude Code's hooks from [`claude_hooks`]);
+//! (from [`crate::providers`], in [`crate::git::clones`], with Claude Code's hooks from [`claude_hooks`] and each
+//! provider's own configuration from [`provider_setup`]);
 //! [`watcher`] turns control-mode output and screens into states; [`reconciler`] holds the
 //! registry against tmux; [`mailbox`] delivers messages to idle agents, each through a
 //! [`delivery`] that confirms it was submitted exactly once. Each loop takes one step per
@@ -11,6 +12,7 @@ pub mod conductor;
 pub mod delivery;
 pub mod fleet;
 pub mod mailbox;
+pub mod provider_setup;
 pub mod reconciler;
 pub mod spawner;
 pub mod watcher;

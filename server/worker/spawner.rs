@@ -1,4 +1,5 @@
-//! Making an agent's pane: its clone, Claude Code's hooks, its own token, then a window in the
+//! Making an agent's pane: its clone, Claude Code's hooks, its provider's own configuration
+//! ([`provider_setup`]), its own token, then a window in the
 //! node's tmux session running the provider's command. The row exists (in `spawning`) before any
 //! of this happens, so a crash in between leaves a row the reconciler finishes, never a pane
 //! nobody knows about.
@@ -16,6 +17,7 @@ use crate::git::clones;
 use crate::providers::{Placeholders, Providers};
 use crate::tmux::{Pane, Tmux, WindowSpec};
 use crate::worker::claude_hooks;
+use crate::worker::provider_setup::{self, UserConfig};
 
 /// What spawning needs from the worker.
 pub struct Spawner<'a> {
@@ -27,6 +29,10 @@ pub struct Spawner<'a> {
     pub data_dir: &'a Path,
     /// The API address agents (and `switchyard hook`) call back.
     pub api_url: &'a str,
+    /// The `switchyard` binary hooks run; `None`: this executable.
+    pub exe: Option<&'a Path>,
+    /// Whose provider logins agents get: `None`, the worker's user's.
+    pub provider_home: Option<&'a Path>,
 }
 
 impl Spawner<'_> {
@@ -60,7 +66,10 @@ impl Spawner<'_> {
             clones::write_excluded(&cwd, &crate::app::conductor::briefs::INSTRUCTION_FILES, &text)?;
         }
         if provider.install_hooks {
-            let exe = std::env::current_exe()?;
+            let exe = match self.exe {
+                Some(exe) => exe.to_path_buf(),
+                None => std::env::current_exe()?,
+            };
             claude_hooks::install(&cwd, &exe)?;
         }
         let session_id = agent.provider_session_id.to_string();
@@ -75,18 +84,29 @@ impl Spawner<'_> {
         if crate::providers::find_program(program, &path, &cwd).is_none() {
             anyhow::bail!("command not found: {program}");
         }
+        let own_dir = crate::app::agents::own_dir(self.data_dir, &agent.name);
+        let user = self.provider_home.map_or_else(UserConfig::from_env, UserConfig::under);
+        let setup_env = provider_setup::prepare(provider.setup, &own_dir, &cwd, &user, &provider.env)?;
         let mut tx = self.db.begin().await?;
         let token = fleet::issue_token(&mut tx, agent.id).await?;
         let token_file = write_token(self.data_dir, &agent.name, &token)?;
         self.feed.commit(tx).await?;
-        let mut env = provider.pane_env(self.api_url, &agent.name, &token_file.to_string_lossy());
-        // What the agent's role and branch are, for scripts and `switchyard` itself.
-        env.push(("SWITCHYARD_ROLE".to_owned(), agent.role.as_str().to_owned()));
-        if let Some(branch) = &agent.branch {
-            env.push(("SWITCHYARD_BRANCH".to_owned(), branch.clone()));
-        }
-        let spec =
-            WindowSpec { session: self.session.to_owned(), name: agent.name.clone(), cwd: cwd.clone(), command, env };
+        let spec = WindowSpec {
+            session: self.session.to_owned(),
+            name: agent.name.clone(),
+            cwd: cwd.clone(),
+            command,
+            env: {
+                let mut env = setup_env;
+                env.extend(provider.pane_env(self.api_url, &agent.name, &token_file.to_string_lossy()));
+                // What the agent's role and branch are, for scripts and `switchyard` itself.
+                env.push(("SWITCHYARD_ROLE".to_owned(), agent.role.as_str().to_owned()));
+                if let Some(branch) = &agent.branch {
+                    env.push(("SWITCHYARD_BRANCH".to_owned(), branch.clone()));
+                }
+                env
+            },
+        };
         self.tmux.ensure_session(self.session).await?;
         let pane = self.tmux.new_window(&spec).await?;
         let mut tx = self.db.begin().await?;

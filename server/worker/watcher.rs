@@ -102,6 +102,7 @@ impl Watch {
         let only_the_hook = decision.source == Source::Hook
             && decision.usage_limit_until.is_none()
             && decision.error.is_none()
+            && decision.fatal.is_none()
             && self.decided_at.is_none_or(|written| self.hook_at.is_some_and(|hook| written <= hook));
         if only_the_hook {
             return None;
@@ -289,9 +290,11 @@ impl Writer {
     }
 }
 
-/// Writes a decision: a usage limit suspends the agent until the reset; anything else is an
-/// observation, applied only if the agent is still live (a late reading never revives it).
-/// Returns true when the agent was suspended (its window should go).
+/// Writes a decision: a provider that needs something from the user (`fatal`) puts the agent
+/// in `error` with the provider's words; a usage limit suspends it until the reset; anything
+/// else is an observation, applied only if the agent is still live (a late reading never
+/// revives it). Returns true when the agent stopped (its window should go; `resume` starts the
+/// provider's session again in a new one).
 pub async fn apply(
     db: &PgPool,
     writer: &Writer,
@@ -309,7 +312,7 @@ pub async fn apply(
             "the screen disagrees with the last hook past its precedence; the screen wins");
     }
     let cause = Cause { detail: decision.error.clone(), ..Cause::from(source) };
-    if decision.usage_limit_until.is_none() {
+    if decision.usage_limit_until.is_none() && decision.fatal.is_none() {
         // The common change first, in one statement; anything else takes the whole path below.
         let to = decision.activity.state();
         if let Some((agent, from)) = writer.swap(agent_id, to, &cause).await? {
@@ -320,6 +323,12 @@ pub async fn apply(
     }
     // The state, its events and the task that follows it commit together.
     let mut tx = db.begin().await?;
+    if let Some(words) = &decision.fatal {
+        let cause = Cause { detail: Some(words.clone()), ..Cause::from(source) };
+        let applied = fleet::observe(&mut tx, agent_id, None, AgentEvent::Fail, &cause).await?;
+        feed.commit(tx).await?;
+        return Ok(matches!(applied, Some(Applied::Changed { .. })));
+    }
     if let Some(until) = decision.usage_limit_until {
         let cause = Cause {
             detail: Some(format!("usage limit; resumes at {until}")),

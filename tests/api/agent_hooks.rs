@@ -88,6 +88,24 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
 }
 
 #[tokio::test]
+async fn a_session_end_while_the_agent_is_spawning_is_its_earlier_panes_and_finishes_nothing() {
+    // A suspended Claude Code runs its SessionEnd hook as its window closes; when the agent was
+    // resumed at once, that hook arrives while the new pane starts.
+    let app = spawn_app().await;
+    let (agent, _) = agent_on_a_started_group(&app).await;
+    assert_eq!(agent["state"], "spawning");
+    let token = app.agent_token(&agent).await;
+    let ended = json!({"hook_event_name": "SessionEnd", "reason": "other"});
+    let outcome: Value = hook(&app, &token, "fox", ended.clone()).await.json().await.unwrap();
+    assert_eq!((&outcome["state"], &outcome["changed"]), (&json!("spawning"), &json!(false)));
+    assert_eq!(app.agent("fox").await["state"], "spawning");
+    // Once its session started, its end is the agent's.
+    hook(&app, &token, "fox", json!({"hook_event_name": "SessionStart", "source": "resume"})).await;
+    let outcome: Value = hook(&app, &token, "fox", ended).await.json().await.unwrap();
+    assert_eq!(outcome["state"], "done");
+}
+
+#[tokio::test]
 async fn a_hook_body_must_be_an_object_naming_its_event() {
     let app = spawn_app().await;
     app.create_project("alpha").await;

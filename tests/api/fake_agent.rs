@@ -99,7 +99,8 @@ async fn play_to_idle(app: &TestApp, name: &str, task: &str) {
     }
 }
 
-async fn state_changes(app: &TestApp, name: &str) -> Vec<String> {
+/// The states the agent changed to, in order.
+pub(crate) async fn state_changes(app: &TestApp, name: &str) -> Vec<String> {
     sqlx::query_scalar(
         "SELECT payload->>'to' FROM events WHERE type = 'agent.state_changed' AND subject = $1 ORDER BY id",
     )

@@ -260,6 +260,8 @@ fn worker_config(with_worker: bool, tmux_socket: String) -> WorkerConfig {
         reconcile_every: Duration::from_millis(300),
         // Tests that want the merge queue drive it themselves (`TestApp::merge_queue`).
         merge_queue: false,
+        // The application runs inside the test binary: hooks run the real `switchyard`.
+        switchyard_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_switchyard"))),
         ..WorkerConfig::default()
     }
 }
@@ -293,10 +295,12 @@ async fn launch_with(
     database_name: String,
     webhooks: WebhookSettings,
     data_dir: tempfile::TempDir,
-    worker: WorkerConfig,
+    mut worker: WorkerConfig,
     rate_limits: RateLimitSettings,
 ) -> TestApp {
     let tmux_socket = worker.tmux_socket.clone();
+    // Agents get the logins of an empty home, never those of whoever runs the tests.
+    worker.provider_home.get_or_insert_with(|| data_dir.path().join("home"));
     quiet_shells(data_dir.path());
     let settings = Settings {
         database_url: Some(SecretString::from(database_url.clone())),

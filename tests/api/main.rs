@@ -29,6 +29,7 @@ mod openapi;
 mod problems;
 mod projects;
 mod rate_limit;
+mod real_clis;
 mod receiver;
 mod state_schema;
 mod task_dependencies;

@@ -15,16 +15,41 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, Layout, Marks, ReadContext};
+use super::{
+    any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, words_of, Layout, Marks, ReadContext,
+};
 
-pub(super) const LAYOUT: Layout = Layout { prompts: &['>', '❯'], bare_prompt: false, bullets: &['⏺', '●'] };
+/// `!` opens the input line in bash mode.
+pub(super) const LAYOUT: Layout = Layout {
+    prompts: &['>', '❯', '!'],
+    bare_prompt: false,
+    bullets: &['⏺', '●'],
+    hint_above_prompt: false,
+    composer_hints: &[],
+};
+
+/// What stops Claude Code until the user gives it something: the first start's "Unable to
+/// connect to Anthropic services" (onboarding with no network), and answers to a turn.
+const FATAL: &[&str] = &[
+    "Unable to connect to Anthropic services",
+    "Invalid API key",
+    "Credit balance is too low",
+    "OAuth token has expired",
+];
+
+/// 2.1.x answers a turn with `⎿  Not logged in · Please run /login` and says `Not logged in ·
+/// run /login` in its footer while that holds. An old answer in a resumed transcript, after the
+/// user logged in, is not news: only with the footer does it count.
+const NOT_LOGGED_IN: &str = "Please run /login";
+const FOOTER_NOT_LOGGED_IN: &str = "Not logged in";
 
 /// The glyphs Claude Code's spinner cycles through.
 const SPINNER: &[char] = &['·', '✢', '✳', '✶', '✻', '✽', '*', '∗'];
 
 static TOKENS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[↑↓]\s*[\d.,]+k?\s*tokens").expect("valid regex"));
 
-pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
+/// `below`: the input area and the footer.
+pub(super) fn marks(live: &[&str], below: &[&str], ctx: &ReadContext) -> Marks {
     let busy = live.iter().any(|l| is_spinner(l) || is_tool_running(l) || TOKENS.is_match(l))
         || any_contains_ci(live, "esc to interrupt")
         || any_contains(live, &["· Retrying in"]);
@@ -36,7 +61,9 @@ pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
         .iter()
         .find(|l| (l.contains("API Error") && !l.contains("Retrying")) || l.starts_with("Error:"))
         .map(|l| l.trim_start_matches(['⏺', '●', '⎿', ' ']).to_string());
-    Marks { busy, permission, question, usage_limit, error }
+    let logged_out = below.iter().any(|l| l.contains(FOOTER_NOT_LOGGED_IN));
+    let fatal = words_of(live, FATAL).or_else(|| logged_out.then(|| words_of(live, &[NOT_LOGGED_IN])).flatten());
+    Marks { busy, permission, question, usage_limit, error, fatal }
 }
 
 /// `✻ Thinking…`, `· Crafting… (12s · ↑ 1.2k tokens · esc to interrupt)`; not the turn summary
@@ -46,14 +73,15 @@ fn is_spinner(line: &str) -> bool {
     let Some(glyph) = chars.next() else { return false };
     let rest = chars.as_str();
     SPINNER.contains(&glyph)
-        && rest.starts_with(' ')
+        && rest.starts_with(char::is_whitespace)
         && rest.trim_start().starts_with(|c: char| c.is_alphabetic())
         && rest.split_once('…').is_some_and(|(_, after)| after.is_empty() || after.trim_start().starts_with('('))
 }
 
-/// A tool still running: `⎿  Running…`, `⎿  Waiting…`.
+/// A tool still running: `⎿  Running…`, `⎿  Waiting…`, a bash-mode command `⎿  Running… (2s)`.
 fn is_tool_running(line: &str) -> bool {
-    line.starts_with('⎿') && line.ends_with('…')
+    line.starts_with('⎿')
+        && line.split_once('…').is_some_and(|(_, after)| after.is_empty() || after.trim_start().starts_with('('))
 }
 
 /// `You've hit your limit · resets 3pm`, `5-hour limit reached ∙ resets 1am`, `Claude usage limit

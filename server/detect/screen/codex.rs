@@ -13,10 +13,21 @@
 //! 0.40 `Allow command?` with `▌ Yes  Always  No`) and questions (`Question 1/2`, numbered
 //! options, a footer that still says `esc to interrupt`) replace the composer.
 
-use super::{any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, Layout, Marks, ReadContext};
+use super::{
+    any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, words_of, Layout, Marks, ReadContext,
+};
 
-pub(super) const LAYOUT: Layout =
-    Layout { prompts: &['›', '▌'], bare_prompt: true, bullets: &['•', '■', '›'] };
+pub(super) const LAYOUT: Layout = Layout {
+    prompts: &['›', '▌'],
+    bare_prompt: true,
+    bullets: &['•', '■', '›'],
+    hint_above_prompt: false,
+    composer_hints: &["for shortcuts", "⏎ send", "context left"],
+};
+
+/// The sign-in chooser Codex starts at without a login (0.169: "Welcome to Codex … Choose how
+/// you want to use Codex." / `> 1. Sign in with ChatGPT`).
+const SIGN_IN: &[&str] = &["Choose how you want to use Codex", "Sign in with ChatGPT"];
 
 const APPROVALS: &[&str] = &[
     "Would you like to run the following command",
@@ -28,7 +39,10 @@ const APPROVALS: &[&str] = &[
 ];
 
 pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
-    let busy = any_contains_ci(live, "esc to interrupt");
+    // The user's prompt as the last transcript entry is a turn with no reply drawn yet: 0.169
+    // shows only that (no status line, no composer) for its first seconds offline.
+    let submitted = live.first().is_some_and(|l| l.starts_with('›'));
+    let busy = submitted || any_contains_ci(live, "esc to interrupt");
     let permission = any_contains(live, APPROVALS)
         && (has_yes_option(live) || live.iter().any(|l| l.trim_start_matches(['▌', ' ']).starts_with("Yes")));
     let question = !permission && has_selection(live);
@@ -39,5 +53,10 @@ pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
         .enumerate()
         .find(|(i, l)| l.starts_with('■') && Some(*i) != limit_line && !l.contains("Conversation interrupted"))
         .map(|(_, l)| l.trim_start_matches(['■', ' ']).to_string());
-    Marks { busy, permission, question, usage_limit, error }
+    // The chooser's heading and its first choice say what is missing.
+    let fatal = words_of(live, SIGN_IN).map(|heading| match words_of(live, &["Sign in with ChatGPT"]) {
+        Some(choice) if choice != heading => format!("{heading} {}", choice.trim_start_matches(['>', '›', ' '])),
+        _ => heading,
+    });
+    Marks { busy, permission, question, usage_limit, error, fatal }
 }

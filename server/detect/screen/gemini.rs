@@ -12,9 +12,21 @@
 //! allow once`) that replace the input box; quota errors open a dialog (`Usage limit reached for
 //! all Pro models.` / `Access resets at 11:00 AM GMT+2.` / `● 1. Keep trying`).
 
-use super::{any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, Layout, Marks, ReadContext};
+use super::{
+    any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, words_of, Layout, Marks, ReadContext,
+};
 
-pub(super) const LAYOUT: Layout = Layout { prompts: &['>', '!', '*'], bare_prompt: false, bullets: &['✦', '✕'] };
+pub(super) const LAYOUT: Layout = Layout {
+    prompts: &['>', '!', '*'],
+    bare_prompt: false,
+    bullets: &['✦', '✕'],
+    hint_above_prompt: true,
+    composer_hints: &[],
+};
+
+/// The authentication dialog Gemini CLI starts at without a login or key (0.61: "Get started /
+/// How would you like to authenticate for this project? … No authentication method selected.").
+const SIGN_IN: &[&str] = &["No authentication method selected", "How would you like to authenticate"];
 
 const APPROVALS: &[&str] = &["Allow execution", "Apply this change?", "Allow modification", "Do you want to proceed?"];
 
@@ -31,7 +43,8 @@ pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
         Some(_) => None,
         None => live.iter().find(|l| l.starts_with('✕')).map(|l| l.trim_start_matches(['✕', ' ']).to_string()),
     };
-    Marks { busy, permission, question, usage_limit, error }
+    let fatal = words_of(live, SIGN_IN);
+    Marks { busy, permission, question, usage_limit, error, fatal }
 }
 
 /// `⠏ Thinking… (esc to cancel, 3s)`: Gemini's spinner frames are braille patterns.

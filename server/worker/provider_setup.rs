@@ -1,0 +1,361 @@
+//! Each agent's own provider configuration, so an agent Switchyard starts in a clone it made
+//! never stops at a dialog a person would have to answer on first start: onboarding, "do you
+//! trust this folder", "do you want to use this API key". Permission prompts are not touched:
+//! they stay a person's (or a policy's) to answer.
+//!
+//! The configuration lives in the agent's own directory (`<data_dir>/agents/<name>/<provider>`),
+//! named to the provider by its own variable, and is kept across suspend and resume (Claude
+//! Code keeps the sessions `--resume` continues there). What the provider needs from the user
+//! (a login, an API key) is taken from the user's own configuration when it is there; when it is
+//! not, the provider says so on its screen and the screen rules report it
+//! ([`crate::detect::screen`]'s `fatal`).
+//!
+//! | provider | variable | what is written |
+//! | --- | --- | --- |
+//! | Claude Code | `CLAUDE_CONFIG_DIR` | `.claude.json`: `hasCompletedOnboarding`, `projects[clone].hasTrustDialogAccepted`, the user's account fields, the pane's `ANTHROPIC_API_KEY` approved; the user's `.credentials.json` and `settings.json` |
+//! | Codex | `CODEX_HOME` | the user's `config.toml` plus `[projects."<clone>"] trust_level = "trusted"`; the user's `auth.json`, else one holding the pane's `OPENAI_API_KEY` |
+//! | Gemini CLI | `GEMINI_CLI_HOME` | `.gemini/trustedFolders.json` trusting the clone; the user's `settings.json` (auth type `gemini-api-key` when the pane has `GEMINI_API_KEY` and none is chosen) and login files |
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::providers::Setup;
+
+/// Where the user's own provider configuration is: the worker's environment (`HOME`,
+/// `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `GEMINI_CLI_HOME`).
+#[derive(Debug, Clone)]
+pub struct UserConfig {
+    /// Claude Code's config directory (`~/.claude`) and its main file (`~/.claude.json`).
+    pub claude_dir: Option<PathBuf>,
+    pub claude_json: Option<PathBuf>,
+    /// `~/.codex`.
+    pub codex_home: Option<PathBuf>,
+    /// `~/.gemini`.
+    pub gemini_dir: Option<PathBuf>,
+}
+
+impl UserConfig {
+    pub fn from_env() -> UserConfig {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let home = var("HOME");
+        let claude_dir = var("CLAUDE_CONFIG_DIR").or_else(|| home.as_ref().map(|h| h.join(".claude")));
+        // Claude Code keeps `.claude.json` inside CLAUDE_CONFIG_DIR when it is set, else in HOME.
+        let claude_json = match var("CLAUDE_CONFIG_DIR") {
+            Some(dir) => Some(dir.join(".claude.json")),
+            None => home.as_ref().map(|h| h.join(".claude.json")),
+        };
+        UserConfig {
+            claude_dir,
+            claude_json,
+            codex_home: var("CODEX_HOME").or_else(|| home.as_ref().map(|h| h.join(".codex"))),
+            gemini_dir: var("GEMINI_CLI_HOME").or(home).map(|h| h.join(".gemini")),
+        }
+    }
+
+    /// The configuration of a user whose home is `home`, whatever the environment says.
+    pub fn under(home: &Path) -> UserConfig {
+        UserConfig {
+            claude_dir: Some(home.join(".claude")),
+            claude_json: Some(home.join(".claude.json")),
+            codex_home: Some(home.join(".codex")),
+            gemini_dir: Some(home.join(".gemini")),
+        }
+    }
+
+    /// No user configuration at all.
+    pub fn none() -> UserConfig {
+        UserConfig { claude_dir: None, claude_json: None, codex_home: None, gemini_dir: None }
+    }
+}
+
+/// Writes the agent's configuration for `setup` under `agent_dir` for an agent working in
+/// `clone`, and returns the variables that point the provider at it. `pane_env` is the
+/// provider's configured environment (where an API key may be given).
+pub fn prepare(
+    setup: Setup,
+    agent_dir: &Path,
+    clone: &Path,
+    user: &UserConfig,
+    pane_env: &BTreeMap<String, String>,
+) -> std::io::Result<Vec<(String, String)>> {
+    let (dir, variable) = match setup {
+        Setup::None => return Ok(Vec::new()),
+        Setup::Claude => (agent_dir.join("claude"), "CLAUDE_CONFIG_DIR"),
+        Setup::Codex => (agent_dir.join("codex"), "CODEX_HOME"),
+        Setup::Gemini => (agent_dir.join("gemini"), "GEMINI_CLI_HOME"),
+    };
+    // A provider configured with its own directory is the user's to manage.
+    if pane_env.contains_key(variable) {
+        return Ok(Vec::new());
+    }
+    private_dir(&dir)?;
+    let clone = clone.to_string_lossy();
+    match setup {
+        Setup::None => {}
+        Setup::Claude => claude(&dir, &clone, user, pane_env)?,
+        Setup::Codex => codex(&dir, &clone, user, pane_env)?,
+        Setup::Gemini => gemini(&dir, &clone, user, pane_env)?,
+    }
+    Ok(vec![(variable.to_owned(), dir.to_string_lossy().into_owned())])
+}
+
+/// The fields of the user's `.claude.json` that say who they are; nothing about their projects.
+const CLAUDE_ACCOUNT_FIELDS: [&str; 4] = ["oauthAccount", "primaryApiKey", "customApiKeyResponses", "userID"];
+
+fn claude(dir: &Path, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+    let path = dir.join(".claude.json");
+    // An earlier start's file is kept (Claude Code records its own state there); a first start
+    // takes the user's account.
+    let mut config = read_json(&path)?.unwrap_or_else(|| {
+        let users = user.claude_json.as_deref().and_then(|p| read_json(p).ok().flatten()).unwrap_or(json!({}));
+        let mut fresh = json!({});
+        for field in CLAUDE_ACCOUNT_FIELDS {
+            if let Some(value) = users.get(field) {
+                fresh[field] = value.clone();
+            }
+        }
+        fresh
+    });
+    if !config.is_object() {
+        config = json!({});
+    }
+    config["hasCompletedOnboarding"] = json!(true);
+    if !config["projects"].is_object() {
+        config["projects"] = json!({});
+    }
+    let project = &mut config["projects"][clone];
+    if !project.is_object() {
+        *project = json!({});
+    }
+    project["hasTrustDialogAccepted"] = json!(true);
+    // The user gave this key to the provider: Claude Code asks "Do you want to use this API
+    // key?" (default No) unless the key's last 20 characters are approved.
+    if let Some(key) = env.get("ANTHROPIC_API_KEY").filter(|k| !k.is_empty()) {
+        let tail: String = key.chars().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+        let responses = &mut config["customApiKeyResponses"];
+        if !responses.is_object() {
+            *responses = json!({"approved": [], "rejected": []});
+        }
+        for (list, keep) in [("approved", true), ("rejected", false)] {
+            if !responses[list].is_array() {
+                responses[list] = json!([]);
+            }
+            let entries = responses[list].as_array_mut().expect("an array");
+            entries.retain(|e| e.as_str() != Some(&tail));
+            if keep {
+                entries.push(json!(tail));
+            }
+        }
+    }
+    write_private(&path, serde_json::to_string_pretty(&config)?.as_bytes())?;
+    if let Some(users) = &user.claude_dir {
+        copy_if_present(&users.join(".credentials.json"), &dir.join(".credentials.json"))?;
+        copy_if_present(&users.join("settings.json"), &dir.join("settings.json"))?;
+    }
+    Ok(())
+}
+
+fn codex(dir: &Path, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+    let users = user.codex_home.as_deref();
+    let path = dir.join("config.toml");
+    let mut config = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            users.and_then(|u| std::fs::read_to_string(u.join("config.toml")).ok()).unwrap_or_default()
+        }
+        Err(e) => return Err(e),
+    };
+    // A JSON string is a TOML basic string (the same escapes), so any path stays one key.
+    let table = format!("[projects.{}]", serde_json::to_string(clone)?);
+    if !config.contains(&table) {
+        if !config.is_empty() && !config.ends_with('\n') {
+            config.push('\n');
+        }
+        config.push_str(&format!("\n{table}\ntrust_level = \"trusted\"\n"));
+    }
+    write_private(&path, config.as_bytes())?;
+    let auth = dir.join("auth.json");
+    let copied = users.map(|u| copy_if_present(&u.join("auth.json"), &auth)).transpose()?.unwrap_or(false);
+    if !copied {
+        if let Some(key) = env.get("OPENAI_API_KEY").filter(|k| !k.is_empty()) {
+            // What `codex login --with-api-key` writes.
+            write_private(&auth, json!({"OPENAI_API_KEY": key}).to_string().as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// The user's Gemini CLI files that hold their login.
+const GEMINI_LOGIN_FILES: [&str; 3] = ["oauth_creds.json", "google_accounts.json", "gemini-credentials.json"];
+
+fn gemini(dir: &Path, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+    let own = dir.join(".gemini");
+    private_dir(&own)?;
+    let users = user.gemini_dir.as_deref();
+    let from_user = |name: &str| users.and_then(|u| read_json(&u.join(name)).ok().flatten());
+    let trusted_path = own.join("trustedFolders.json");
+    let mut trusted = read_json(&trusted_path)?.or_else(|| from_user("trustedFolders.json")).unwrap_or(json!({}));
+    if !trusted.is_object() {
+        trusted = json!({});
+    }
+    trusted[clone] = json!("TRUST_FOLDER");
+    write_private(&trusted_path, serde_json::to_string_pretty(&trusted)?.as_bytes())?;
+    let settings_path = own.join("settings.json");
+    let mut settings = read_json(&settings_path)?.or_else(|| from_user("settings.json")).unwrap_or(json!({}));
+    if !settings.is_object() {
+        settings = json!({});
+    }
+    let chosen = settings.pointer("/security/auth/selectedType").is_some_and(|v| !v.is_null());
+    if !chosen && env.get("GEMINI_API_KEY").is_some_and(|k| !k.is_empty()) {
+        if !settings["security"].is_object() {
+            settings["security"] = json!({});
+        }
+        if !settings["security"]["auth"].is_object() {
+            settings["security"]["auth"] = json!({});
+        }
+        settings["security"]["auth"]["selectedType"] = json!("gemini-api-key");
+    }
+    write_private(&settings_path, serde_json::to_string_pretty(&settings)?.as_bytes())?;
+    if let Some(users) = users {
+        for name in GEMINI_LOGIN_FILES {
+            copy_if_present(&users.join(name), &own.join(name))?;
+        }
+    }
+    Ok(())
+}
+
+/// The JSON in `path`, `None` when there is no such file; a file that is not JSON counts as
+/// absent (it is rewritten, never half-merged).
+fn read_json(path: &Path) -> std::io::Result<Option<Value>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(serde_json::from_str(&text).ok()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+/// Replaces `path` with `bytes`, readable by this user only: these files hold credentials.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("switchyard-tmp");
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Copies the user's file when there is one (refreshed on every start: the user may have logged
+/// in since). Returns whether it was there.
+fn copy_if_present(from: &Path, to: &Path) -> std::io::Result<bool> {
+    match std::fs::read(from) {
+        Ok(bytes) => write_private(to, &bytes).map(|()| true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    fn json_at(path: PathBuf) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn claude_code_starts_onboarded_in_a_trusted_clone_with_the_users_account_and_approved_key() {
+        let (agent, user) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let users_json = user.path().join(".claude.json");
+        std::fs::write(&users_json, r#"{"oauthAccount": {"emailAddress": "a@b.c"}, "projects": {"/secret": {}}}"#)
+            .unwrap();
+        std::fs::write(user.path().join(".credentials.json"), r#"{"claudeAiOauth": {}}"#).unwrap();
+        let user_config =
+            UserConfig { claude_dir: Some(user.path().into()), claude_json: Some(users_json), ..UserConfig::none() };
+        let key = env(&[("ANTHROPIC_API_KEY", "sk-ant-api03-0123456789abcdefghijKLMNOPQRST")]);
+        let start = || prepare(Setup::Claude, agent.path(), Path::new("/clones/fox"), &user_config, &key).unwrap();
+        let vars = start();
+        let dir = agent.path().join("claude");
+        assert_eq!(vars, [("CLAUDE_CONFIG_DIR".to_owned(), dir.to_string_lossy().into_owned())]);
+        let config = json_at(dir.join(".claude.json"));
+        assert_eq!(config["hasCompletedOnboarding"], true);
+        assert_eq!(config["projects"]["/clones/fox"]["hasTrustDialogAccepted"], true);
+        assert!(config["projects"].get("/secret").is_none(), "the user's projects stay theirs");
+        assert_eq!(config["oauthAccount"]["emailAddress"], "a@b.c");
+        assert_eq!(config["customApiKeyResponses"]["approved"], json!(["abcdefghijKLMNOPQRST"]));
+        assert!(dir.join(".credentials.json").exists());
+        for file in [".claude.json", ".credentials.json"] {
+            assert_eq!(std::fs::metadata(dir.join(file)).unwrap().permissions().mode() & 0o777, 0o600, "{file}");
+        }
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+
+        // A second start keeps what Claude Code recorded and approves the key once.
+        let mut config = json_at(dir.join(".claude.json"));
+        config["numStartups"] = json!(3);
+        std::fs::write(dir.join(".claude.json"), config.to_string()).unwrap();
+        start();
+        let config = json_at(dir.join(".claude.json"));
+        assert_eq!(config["numStartups"], 3);
+        assert_eq!(config["customApiKeyResponses"]["approved"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn codex_trusts_the_clone_beside_the_users_settings_and_takes_the_panes_api_key() {
+        let (agent, user) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(user.path().join("config.toml"), "model = \"o5\"").unwrap();
+        let user_config = UserConfig { codex_home: Some(user.path().into()), ..UserConfig::none() };
+        let clone = Path::new("/clones/a \"b\"");
+        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")])).unwrap();
+        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")])).unwrap();
+        let text = std::fs::read_to_string(agent.path().join("codex/config.toml")).unwrap();
+        let parsed: toml::Table = toml::from_str(&text).unwrap();
+        assert_eq!(parsed["model"].as_str(), Some("o5"));
+        assert_eq!(parsed["projects"]["/clones/a \"b\""]["trust_level"].as_str(), Some("trusted"));
+        assert_eq!(json_at(agent.path().join("codex/auth.json"))["OPENAI_API_KEY"], "sk-x");
+        // The user's own login wins over a key in the pane's environment.
+        std::fs::write(user.path().join("auth.json"), r#"{"tokens": {}}"#).unwrap();
+        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")])).unwrap();
+        assert!(json_at(agent.path().join("codex/auth.json")).get("tokens").is_some());
+    }
+
+    #[test]
+    fn gemini_trusts_the_clone_and_chooses_the_api_key_only_when_the_pane_has_one() {
+        let agent = tempfile::tempdir().unwrap();
+        let vars =
+            prepare(Setup::Gemini, agent.path(), Path::new("/clones/owl"), &UserConfig::none(), &env(&[])).unwrap();
+        assert_eq!(vars[0].0, "GEMINI_CLI_HOME");
+        let own = agent.path().join("gemini/.gemini");
+        assert_eq!(json_at(own.join("trustedFolders.json"))["/clones/owl"], "TRUST_FOLDER");
+        assert!(json_at(own.join("settings.json")).pointer("/security/auth/selectedType").is_none());
+        prepare(
+            Setup::Gemini,
+            agent.path(),
+            Path::new("/clones/owl"),
+            &UserConfig::none(),
+            &env(&[("GEMINI_API_KEY", "k")]),
+        )
+        .unwrap();
+        assert_eq!(json_at(own.join("settings.json"))["security"]["auth"]["selectedType"], "gemini-api-key");
+    }
+
+    #[test]
+    fn a_provider_without_setup_gets_nothing() {
+        let agent = tempfile::tempdir().unwrap();
+        let vars = prepare(Setup::None, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[])).unwrap();
+        assert!(vars.is_empty());
+        assert_eq!(std::fs::read_dir(agent.path()).unwrap().count(), 0);
+    }
+}
