@@ -91,8 +91,12 @@ pub async fn apply(
         };
         let from = current.state;
         let name = subject(&current.name);
-        let payload =
-            json!({"from": from, "to": to, "source": cause.source, "signal": cause.signal, "detail": cause.detail});
+        let mut payload = json!({"from": from, "to": to, "source": cause.source, "detail": cause.detail});
+        // Only sources that name their signals (hooks) add one: an observation's event stays the
+        // one `swap` writes.
+        if let Some(signal) = &cause.signal {
+            payload["signal"] = json!(signal);
+        }
         events::record(&mut *conn, "agent.state_changed", &name, payload).await?;
         if matches!(to, AgentState::Done | AgentState::Error | AgentState::Suspended) {
             let payload = json!({"state": to, "source": cause.source, "reason": cause.detail,
