@@ -94,7 +94,6 @@ pub struct Detector {
     quiet: Option<(u64, Instant)>,
     usage_limit: Option<DateTime<Utc>>,
     error: Option<String>,
-    reported: Option<(Activity, Option<DateTime<Utc>>, Option<String>)>,
     /// The first reading after a restart is where the screen is, not a change of it: for generic
     /// rules it must not count as work (an idle shell agent went idle → working → idle on every
     /// restart, and a project's `on_agent_idle` webhooks heard it each time).
@@ -128,6 +127,7 @@ impl Detector {
             quiet: None,
             usage_limit: None,
             error: None,
+            fatal: None,
             reported: None,
             baseline: false,
         }
@@ -137,12 +137,9 @@ impl Detector {
     /// that state counts as already reported, and the first reading only sets where the screen is.
     pub fn resuming(rules: ScreenRules, config: DetectorConfig, recorded: Option<Activity>) -> Detector {
         let mut detector = Detector::new(rules, config);
-        detector.reported = recorded.map(|activity| (activity, None, None));
+        detector.reported = recorded.map(|activity| (activity, None, None, None));
         detector.baseline = recorded.is_some();
         detector
-            fatal: None,
-            reported: None,
-        }
     }
 
     /// The activity last decided, if any.
