@@ -231,7 +231,7 @@ async fn two_nodes_on_one_database_dispatch_every_group_exactly_once() {
     // here that a loaded machine does not make two live nodes give up on each other.
     let node = |w: &mut switchyard::config::WorkerConfig| {
         w.conductor = true;
-        w.reconcile_every = Duration::from_secs(3);
+        w.reconcile_every = Duration::from_secs(10);
     };
     let first = spawn_app_with_worker_settings(&fakes.providers(), node).await;
     let second = spawn_node_beside(&first, &fakes.providers(), node).await;
