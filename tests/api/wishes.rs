@@ -12,7 +12,8 @@ async fn two_step_wish(app: &TestApp, slug: &str) -> Value {
     app.create_project("alpha").await;
     app.skip_reviews("alpha").await;
     let wish = app
-        .create_wish(json!({"slug": slug, "project": "alpha", "title": "Login page", "groups": [
+        // A branch: a wish enters the merge queue with the branch it merges.
+        .create_wish(json!({"slug": slug, "project": "alpha", "title": "Login page", "branch": format!("wish/{slug}"), "groups": [
             {"key": "api", "title": "API"},
             {"key": "ui", "title": "UI", "depends_on": ["api"]}
         ]}))

@@ -1,0 +1,197 @@
+//! `cargo bench --bench merge_queue`: issue 18's figures, printed, never asserted.
+//! - Throughput: `BENCH_WISHES` (default 50) wishes, each touching its own file, queued at once
+//!   in a bare repository and merged through the queue (a trivial gate, `true`: the scratch
+//!   checkout and the gate run for every entry), in merges per minute; in the same run, a raw
+//!   loop of `git merge --no-ff` + `git update-ref` (compare-and-swap) over the same branches in
+//!   a clone of the same repository.
+//! - Prediction: the time of one queue pass that predicts a new entry behind 10, 50 and 200
+//!   entries in flight (held, so nothing merges), and the trial merges it ran.
+//!
+//! Runs the real application against the PostgreSQL server in `BENCH_DATABASE_URL` and drives the
+//! queue's loop with `tick()` as a node would run it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchyard::config::WorkerConfig;
+
+#[path = "common/mod.rs"]
+mod common;
+
+const IN_FLIGHT: [usize; 3] = [10, 50, 200];
+
+fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
+        .args(args)
+        .output()?;
+    anyhow::ensure!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A seed repository with `n` branches `wish/<prefix><i>`, each adding its own file, cloned bare
+/// (the project's) and non-bare (the raw loop's).
+fn repos(dir: &Path, prefix: &str, n: usize) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let seed = dir.join(format!("{prefix}seed"));
+    std::fs::create_dir_all(&seed)?;
+    git(&seed, &["init", "-q", "-b", "main"])?;
+    std::fs::write(seed.join("README.md"), "bench\n")?;
+    git(&seed, &["add", "-A"])?;
+    git(&seed, &["commit", "-qm", "start"])?;
+    for i in 0..n {
+        git(&seed, &["checkout", "-q", "-b", &format!("wish/{prefix}{i}"), "main"])?;
+        std::fs::write(seed.join(format!("{prefix}{i}.txt")), format!("{i}\n"))?;
+        git(&seed, &["add", "-A"])?;
+        git(&seed, &["commit", "-qm", &format!("{prefix}{i}")])?;
+    }
+    git(&seed, &["checkout", "-q", "main"])?;
+    let (bare, raw) = (dir.join(format!("{prefix}.git")), dir.join(format!("{prefix}raw")));
+    git(dir, &["clone", "-q", "--bare", &seed.to_string_lossy(), &bare.to_string_lossy()])?;
+    git(dir, &["clone", "-q", &seed.to_string_lossy(), &raw.to_string_lossy()])?;
+    Ok((bare, raw))
+}
+
+struct Client {
+    http: reqwest::Client,
+    api: String,
+    token: String,
+}
+
+impl Client {
+    async fn send(&self, method: reqwest::Method, path: &str, body: Value) -> anyhow::Result<()> {
+        let response = self
+            .http
+            .request(method, format!("{}{path}", self.api))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await?;
+        anyhow::ensure!(response.status().is_success(), "{path}: {}", response.text().await?);
+        Ok(())
+    }
+
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<()> {
+        self.send(reqwest::Method::POST, path, body).await
+    }
+
+    /// Wish `slug` on `wish/<slug>`, walked to `completed` by hand (the project skips reviews).
+    async fn completed_wish(&self, project: &str, slug: &str) -> anyhow::Result<()> {
+        let body = json!({"slug": slug, "project": project, "title": slug, "branch": format!("wish/{slug}"),
+            "groups": [{"key": "work", "title": "Work"}]});
+        self.post("/wishes", body).await?;
+        for step in ["plan", "queue", "start", "groups/work/start", "groups/work/complete"] {
+            self.post(&format!("/wishes/{slug}/{step}"), json!({})).await?;
+        }
+        Ok(())
+    }
+
+    async fn project(&self, slug: &str, repo: &Path, queue_enabled: bool) -> anyhow::Result<()> {
+        let body = json!({"slug": slug, "name": slug, "repo_path": repo, "conductor_config": {"review": "none"},
+            "merge_queue_config": {"enabled": queue_enabled, "track_mode": "all"}});
+        self.post("/projects", body).await
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    if !common::invoked_by_cargo_bench("merge_queue") {
+        return Ok(());
+    }
+    let wishes = common::env_num("BENCH_WISHES", 50) as usize;
+    let database_url = common::fresh_database(&common::server_url(), "switchyard_bench_merge_queue").await?;
+    let data_dir = tempfile::tempdir()?;
+    let worker = WorkerConfig {
+        enabled: false,
+        conductor: false,
+        merge_queue: false,
+        tmux_socket: format!("sy-bench-mq-{}", std::process::id()),
+        ..WorkerConfig::default()
+    };
+    let app = common::start(&database_url, data_dir.path(), worker).await?;
+    let client = Client { http: reqwest::Client::new(), api: app.api(), token: app.token.clone() };
+    let queue = switchyard::merge_queue::MergeQueue::new(switchyard::app::Ctx::new(switchyard::app::Parts {
+        db: app.pool.clone(),
+        feed: switchyard::feed::EventFeed::default(),
+        node: switchyard::node::NodeInfo::load(data_dir.path())?,
+        data_dir: data_dir.path().to_path_buf(),
+        providers: Arc::new(switchyard::providers::Providers::load(data_dir.path())?),
+        panes: None,
+    }));
+    let repos_dir = tempfile::tempdir()?;
+
+    // Throughput.
+    let (bare, raw) = repos(repos_dir.path(), "t", wishes)?;
+    client.project("fast", &bare, true).await?;
+    client.send(reqwest::Method::PUT, "/projects/fast/merge-settings", json!({"merge_check": "true"})).await?;
+    for i in 0..wishes {
+        client.completed_wish("fast", &format!("t{i}")).await?;
+    }
+    let started = Instant::now();
+    let mut merged = 0;
+    while merged < wishes {
+        let tick = queue.tick().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        merged += tick.processed.iter().filter(|(_, s)| s.as_str() == "completed").count();
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(600), "the queue stalled at {merged}");
+    }
+    let queue_time = started.elapsed();
+    let merges = git(&bare, &["rev-list", "--count", "--merges", "main"])?;
+    anyhow::ensure!(merges.trim() == wishes.to_string(), "{merges} merge commits");
+
+    git(&raw, &["checkout", "-q", "--detach", "main"])?;
+    let started = Instant::now();
+    for i in 0..wishes {
+        let old = git(&raw, &["rev-parse", "refs/heads/main"])?;
+        git(&raw, &["merge", "-q", "--no-ff", "-m", &format!("Merge t{i}"), &format!("origin/wish/t{i}")])?;
+        git(&raw, &["update-ref", "refs/heads/main", "HEAD", old.trim()])?;
+    }
+    let raw_time = started.elapsed();
+    let per_min = |d: Duration| wishes as f64 * 60.0 / d.as_secs_f64();
+    println!(
+        "merge queue: {wishes} wishes in {:.2} s = {:.0} merges/min (gate `true`); raw git merge --no-ff + update-ref: {:.2} s = {:.0} merges/min; queue/raw = {:.0} %",
+        queue_time.as_secs_f64(),
+        per_min(queue_time),
+        raw_time.as_secs_f64(),
+        per_min(raw_time),
+        100.0 * per_min(queue_time) / per_min(raw_time)
+    );
+
+    // Prediction: one new entry behind N held entries in flight.
+    let most = *IN_FLIGHT.last().expect("sizes");
+    let (bare, _) = repos(repos_dir.path(), "p", most + IN_FLIGHT.len())?;
+    client.project("many", &bare, false).await?;
+    let mut entered = 0;
+    let mut next = 0;
+    for n in IN_FLIGHT {
+        while entered < n {
+            let slug = format!("p{next}");
+            client.completed_wish("many", &slug).await?;
+            client.post(&format!("/wishes/{slug}/submit"), json!({})).await?;
+            client.post(&format!("/merge-queue/{slug}/hold"), json!({})).await?;
+            entered += 1;
+            next += 1;
+        }
+        queue.tick().await.map_err(|e| anyhow::anyhow!("{e}"))?; // the cache is warm
+        let slug = format!("p{next}");
+        client.completed_wish("many", &slug).await?;
+        client.post(&format!("/wishes/{slug}/submit"), json!({})).await?;
+        client.post(&format!("/merge-queue/{slug}/hold"), json!({})).await?;
+        let started = Instant::now();
+        let tick = queue.tick().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let took = started.elapsed();
+        println!(
+            "prediction: a new entry behind {n} in flight: {:.1} ms for the pass ({} trial merges, {} answers from the cache)",
+            took.as_secs_f64() * 1000.0,
+            tick.trial_merges,
+            tick.cached
+        );
+        entered += 1;
+        next += 1;
+    }
+    app.stop().await?;
+    common::drop_database(&common::server_url(), "switchyard_bench_merge_queue").await?;
+    Ok(())
+}
