@@ -220,6 +220,18 @@ pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Agent>, sql
     row.map(|r| Agent::try_from(r.0)).transpose()
 }
 
+/// The agents with these ids that still exist, in the order given (rows read one by one: the
+/// callers pick a few dozen ids with their own conditions and locks).
+pub async fn get_all(conn: &mut PgConnection, ids: Vec<Uuid>) -> Result<Vec<Agent>, sqlx::Error> {
+    let mut agents = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(agent) = get(&mut *conn, id).await? {
+            agents.push(agent);
+        }
+    }
+    Ok(agents)
+}
+
 pub async fn by_name(conn: &mut PgConnection, name: &str) -> Result<Option<Agent>, sqlx::Error> {
     let row = sqlx::query_scalar!(
         r#"SELECT to_jsonb(a) AS "agent!: sqlx::types::Json<AgentRow>" FROM agents a WHERE name = $1"#,

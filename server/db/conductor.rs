@@ -337,7 +337,7 @@ pub async fn abandoned(conn: &mut PgConnection, limit: i64) -> Result<Vec<Agent>
     )
     .fetch_all(&mut *conn)
     .await?;
-    read_agents(conn, ids).await
+    super::agents::get_all(conn, ids).await
 }
 
 /// Concluded conductor agents still in a live state: to be stopped.
@@ -349,7 +349,7 @@ pub async fn concluded_live(conn: &mut PgConnection, limit: i64) -> Result<Vec<A
     )
     .fetch_all(&mut *conn)
     .await?;
-    read_agents(conn, ids).await
+    super::agents::get_all(conn, ids).await
 }
 
 /// Puts a started group back in the queue for a new agent (a person's retry after a handoff).
@@ -364,16 +364,6 @@ pub async fn requeue_group(conn: &mut PgConnection, task_id: Uuid) -> Result<Opt
     .fetch_optional(conn)
     .await?;
     row.map(|r| Task::try_from(r.0)).transpose()
-}
-
-async fn read_agents(conn: &mut PgConnection, ids: Vec<Uuid>) -> Result<Vec<Agent>, sqlx::Error> {
-    let mut agents = Vec::with_capacity(ids.len());
-    for id in ids {
-        if let Some(agent) = super::agents::get(&mut *conn, id).await? {
-            agents.push(agent);
-        }
-    }
-    Ok(agents)
 }
 
 /// Clones of this node's concluded agents whose wish merged or was cancelled, in projects that

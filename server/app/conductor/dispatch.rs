@@ -18,13 +18,14 @@ use crate::git::branches;
 pub async fn planners(ctx: &Ctx) -> Result<usize> {
     let mut tx = ctx.db.begin().await?;
     let due = conductor::due(&mut tx, Due::Planner, BATCH).await?;
+    let at_limit = conductor::providers_at_limit(&mut tx).await?;
     let mut started = 0;
     for c in &due {
         conductor::lock_project(&mut tx, c.wish.project_id).await?;
         if !has_room(&mut tx, c).await? {
             continue;
         }
-        let Some(provider) = provider_for(&mut tx, c, None).await? else { continue };
+        let Some(provider) = provider_for(&at_limit, c, None) else { continue };
         let brief = briefs::planner(&c.wish.title, &c.wish.description);
         let branch = format!("plan/{}", c.wish.slug);
         let a = Assignment {
@@ -94,6 +95,7 @@ async fn wish_branch(c: &Conducted, branch: &str) -> std::result::Result<String,
 pub async fn groups(ctx: &Ctx) -> Result<usize> {
     let mut tx = ctx.db.begin().await?;
     let ready = conductor::ready_groups(&mut tx, BATCH).await?;
+    let at_limit = conductor::providers_at_limit(&mut tx).await?;
     let mut dispatched = 0;
     for group in ready {
         let (c, task) = (&group.conducted, group.task);
@@ -101,7 +103,7 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
         if !has_room(&mut tx, c).await? {
             continue;
         }
-        let Some(provider) = provider_for(&mut tx, c, task.provider.as_deref()).await? else { continue };
+        let Some(provider) = provider_for(&at_limit, c, task.provider.as_deref()) else { continue };
         let Some(wish_branch_name) = c.wish.branch.clone() else { continue };
         let repo = Path::new(&c.repo_path);
         let base = match wish_branch(c, &wish_branch_name).await {
@@ -152,8 +154,12 @@ async fn has_room(conn: &mut sqlx::PgConnection, c: &Conducted) -> Result<bool> 
 /// The provider for a new agent: the group's, else the wish's, else the project's — unless it is
 /// held at a usage limit. A group that says `any` takes the project's provider or the first of
 /// its fallbacks that is not at a limit. `None`: wait until the limit resets.
-async fn provider_for(conn: &mut sqlx::PgConnection, c: &Conducted, group: Option<&str>) -> Result<Option<String>> {
-    let at_limit = conductor::providers_at_limit(conn).await?;
+/// `at_limit` is read once per step, not once per group.
+fn provider_for(
+    at_limit: &[(String, chrono::DateTime<chrono::Utc>)],
+    c: &Conducted,
+    group: Option<&str>,
+) -> Option<String> {
     let limited = |name: &str| at_limit.iter().any(|(p, _)| p == name);
     let chosen = group.or(c.wish.provider.as_deref());
     let candidates: Vec<&str> = match chosen {
@@ -163,5 +169,5 @@ async fn provider_for(conn: &mut sqlx::PgConnection, c: &Conducted, group: Optio
         Some(name) => vec![name],
         None => vec![c.config.provider.as_str()],
     };
-    Ok(candidates.into_iter().find(|p| !limited(p)).map(str::to_owned))
+    candidates.into_iter().find(|p| !limited(p)).map(str::to_owned)
 }

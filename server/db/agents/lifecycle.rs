@@ -369,13 +369,7 @@ pub async fn limits_reset(conn: &mut PgConnection, node_id: &str) -> Result<Vec<
     )
     .fetch_all(&mut *conn)
     .await?;
-    let mut due = Vec::with_capacity(ids.len());
-    for id in ids {
-        if let Some(agent) = get(conn, id).await? {
-            due.push(agent);
-        }
-    }
-    Ok(due)
+    super::get_all(conn, ids).await
 }
 
 /// How many agents `node_id` manages, by state.
