@@ -96,6 +96,7 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
     let mut tx = ctx.db.begin().await?;
     let ready = conductor::ready_groups(&mut tx, BATCH).await?;
     let at_limit = conductor::providers_at_limit(&mut tx).await?;
+    let mut heads: std::collections::HashMap<uuid::Uuid, String> = std::collections::HashMap::new();
     let mut dispatched = 0;
     for group in ready {
         let (c, task) = (&group.conducted, group.task);
@@ -106,12 +107,17 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
         let Some(provider) = provider_for(&at_limit, c, task.provider.as_deref()) else { continue };
         let Some(wish_branch_name) = c.wish.branch.clone() else { continue };
         let repo = Path::new(&c.repo_path);
-        let base = match wish_branch(c, &wish_branch_name).await {
-            Ok(base) => base,
-            Err(why) => {
-                tracing::warn!(wish = %c.wish.slug, error = %why, "cannot read the wish's branch");
-                continue;
-            }
+        // One read of the wish's branch per step: the groups of one wish in this batch start
+        // from the same commit.
+        let base = match heads.get(&c.wish.id) {
+            Some(base) => base.clone(),
+            None => match wish_branch(c, &wish_branch_name).await {
+                Ok(base) => heads.entry(c.wish.id).or_insert(base).clone(),
+                Err(why) => {
+                    tracing::warn!(wish = %c.wish.slug, error = %why, "cannot read the wish's branch");
+                    continue;
+                }
+            },
         };
         let (task_id, key) = (task.id, task.group_key.clone().unwrap_or_default());
         let branch = branches::group_branch(&c.wish.slug, &key);
