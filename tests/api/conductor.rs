@@ -30,13 +30,20 @@ impl Fakes {
         std::fs::write(self.path().join(file), text).expect("write fake instruction");
     }
 
-    /// The fake agent as the `fake` provider.
+    /// The fake agent as the `fake` provider, and as `limited`, read with Codex's screen rules
+    /// (which know its usage-limit message).
     pub(crate) fn providers(&self) -> String {
         let root = env!("CARGO_MANIFEST_DIR");
         format!(
             r#"[providers.fake]
 command = ["bash", "--norc", "--noprofile", "{root}/tests/fake_agent/conductor-agent.sh"]
 screen_rules = "generic"
+install_hooks = false
+env = {{ SWITCHYARD_BIN = "{bin}", FAKE_DIR = "{dir}" }}
+
+[providers.limited]
+command = ["bash", "--norc", "--noprofile", "{root}/tests/fake_agent/conductor-agent.sh"]
+screen_rules = "codex"
 install_hooks = false
 env = {{ SWITCHYARD_BIN = "{bin}", FAKE_DIR = "{dir}" }}
 "#,
@@ -59,7 +66,7 @@ async fn project(app: &TestApp, slug: &str, settings: Value) -> (Value, PathBuf)
         config[key] = value.clone();
     }
     let changed = app.patch_ok(&format!("/api/v1/projects/{slug}"), json!({"conductor_config": config})).await;
-    assert_eq!(changed["conductor_config"]["provider"], "fake");
+    assert_eq!(changed["conductor_config"]["provider"], config["provider"]);
     let repo = repo_of(&project);
     (changed, repo)
 }
@@ -266,4 +273,78 @@ async fn two_nodes_on_one_database_dispatch_every_group_exactly_once() {
     assert!(handed.is_empty(), "no group was handed to a person: {handed:?}");
     assert_eq!(git(&repo, &["rev-list", "--merges", "--count", "main..wish/wide"]).trim(), "8");
     assert!(done["groups"].as_array().unwrap().iter().all(|g| g["status"] == "done"));
+}
+
+/// The agent of the group `key` of `wish`, as the API lists it.
+async fn agent_of(app: &TestApp, wish: &Value, key: &str) -> Value {
+    let name = group(wish, key)["assignee"].as_str().unwrap_or_else(|| panic!("{key} has an agent: {wish}")).to_owned();
+    app.get_ok(&format!("/api/v1/agents/{name}")).await
+}
+
+/// When the group `key` was given to an agent (its `task.assigned` event).
+async fn assigned_at(app: &TestApp, key: &str) -> chrono::DateTime<chrono::Utc> {
+    let events = app.get_ok("/api/v1/events?types=task.assigned&limit=200").await;
+    let event = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["payload"]["group"] == key)
+        .unwrap_or_else(|| panic!("{key} was assigned: {events}"))
+        .clone();
+    event["created_at"].as_str().unwrap().parse().expect("a timestamp")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_usage_limit_holds_new_dispatches_of_its_provider_until_the_reset_then_the_agent_resumes() {
+    let fakes = Fakes::new();
+    fakes.say("limit-first", "3");
+    let app = conducted(&fakes).await;
+    project(&app, "limits", json!({"review": "none", "provider": "limited", "fallback_providers": ["fake"]})).await;
+    app.create_wish(json!({"slug": "early", "project": "limits", "title": "t",
+                           "groups": [{"key": "first", "title": "Hits the limit"}]}))
+        .await;
+    app.post_ok("/api/v1/wishes/early/plan", json!({})).await;
+
+    // The engineer shows Codex's limit message: it is suspended until the reset it names.
+    let started =
+        wait_for_wish(&app, "early", "the group has an agent", |w| group(w, "first")["assignee"].is_string()).await;
+    let limited_agent = group(&started, "first")["assignee"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + RUN;
+    let until = loop {
+        let agent = app.get_ok(&format!("/api/v1/agents/{limited_agent}")).await;
+        if agent["state"] == "suspended" {
+            break agent["suspended_until"].as_str().expect("a reset time").to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "the agent is not suspended at its limit: {agent:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let until: chrono::DateTime<chrono::Utc> = until.parse().expect("a timestamp");
+
+    // Meanwhile another wish: its group on the limited provider waits for the reset; its group
+    // that takes `any` provider may go to the fallback at once.
+    app.create_wish(json!({"slug": "later", "project": "limits", "title": "t",
+                           "groups": [{"key": "waits", "title": "Same provider"},
+                                      {"key": "falls-back", "title": "Any provider", "provider": "any"}]}))
+        .await;
+    app.post_ok("/api/v1/wishes/later/plan", json!({})).await;
+
+    let later = wait_for_wish(&app, "later", "the later wish completes", |w| w["status"] == "completed").await;
+    let waited = assigned_at(&app, "waits").await;
+    assert!(waited >= until, "`waits` was dispatched at {waited}, before the limit's reset at {until}");
+    assert_eq!(agent_of(&app, &later, "waits").await["provider"], "limited");
+    let fell_back = assigned_at(&app, "falls-back").await;
+    let provider = agent_of(&app, &later, "falls-back").await["provider"].clone();
+    if fell_back < until {
+        assert_eq!(provider, "fake", "dispatched during the limit, to the fallback");
+    }
+
+    // The suspended agent was resumed after the reset (not replaced) and finished its group.
+    let early = wait_for_wish(&app, "early", "the early wish completes", |w| w["status"] == "completed").await;
+    assert_eq!(group(&early, "first")["assignee"], limited_agent.as_str(), "the same agent finished: {early}");
+    let changes = app.get_ok(&format!("/api/v1/events?types=agent.state_changed&subject=agent:{limited_agent}")).await;
+    let resumed = changes["items"].as_array().unwrap().iter().find(|e| e["payload"]["from"] == "suspended");
+    let resumed = resumed.unwrap_or_else(|| panic!("the agent was resumed: {changes:#}"));
+    assert_eq!(resumed["payload"]["to"], "spawning");
+    let at: chrono::DateTime<chrono::Utc> = resumed["created_at"].as_str().unwrap().parse().unwrap();
+    assert!(at >= until, "resumed at {at}, before the reset at {until}");
 }

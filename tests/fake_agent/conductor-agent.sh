@@ -7,6 +7,8 @@
 #   reviews        how many reviews fail before one passes (default 0)
 #   shared         engineers write their group into shared.txt, so parallel groups conflict
 #   quit-<key>     the engineer of group <key> exits without committing anything
+#   limit-<key>    the engineer of group <key> first shows Codex's usage-limit message with a reset
+#                  in that many seconds and waits (Switchyard suspends it); resumed, it works
 set -u
 sy=${SWITCHYARD_BIN:?}
 dir=${FAKE_DIR:?}
@@ -51,6 +53,11 @@ planner)
     ;;
 engineer)
     [ -e "$dir/quit-$key" ] && exit 0
+    if [ -e "$dir/limit-$key" ] && [ ! -e "$dir/limited-$key" ]; then
+        touch "$dir/limited-$key"
+        echo "■ You've hit your usage limit. Upgrade to Pro, or try again in $(cat "$dir/limit-$key") seconds."
+        while true; do sleep 1; done
+    fi
     echo "work of $key" > "$key.txt"
     [ -e "$dir/shared" ] && echo "line of $key" > shared.txt
     git add -A && git commit --quiet -m "group $key"
