@@ -157,6 +157,22 @@ pub async fn agents_at_work(conn: &mut PgConnection, project_id: Uuid) -> Result
     Ok(n)
 }
 
+/// Whether a conflict of this wish with this target commit was already predicted (and recorded).
+pub async fn conflict_predicted(
+    conn: &mut PgConnection,
+    subject: &str,
+    target_commit: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM events WHERE subject = $1 AND type = 'wish.conflict_predicted'
+                            AND payload->>'target_commit' = $2) AS "known!""#,
+        subject,
+        target_commit
+    )
+    .fetch_one(conn)
+    .await
+}
+
 /// Providers with an agent held at a usage limit until a time still to come, and that time.
 pub async fn providers_at_limit(conn: &mut PgConnection) -> Result<Vec<(String, DateTime<Utc>)>, sqlx::Error> {
     let rows = sqlx::query!(

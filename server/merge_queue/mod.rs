@@ -6,7 +6,10 @@
 //! 3. for each queue (project, target branch) with nothing processing: predicts every pending
 //!    entry against the target branch and the entries ahead of it ([`predict`]; one `git
 //!    merge-tree` per pair of commits, cached), so an entry that would conflict with one ahead
-//!    waits for it; then claims the first entry free to go and processes it.
+//!    waits for it; then claims the first entry free to go and processes it. An entry is
+//!    predicted against the target as it stood when its branch last changed, not again after
+//!    every merge ahead of it: what those merges bring is predicted pair by pair, and the real
+//!    merge tells the rest — so a pass over N entries costs no git work once they are known.
 //!
 //! Processing, with every step recorded in PostgreSQL before git acts on it: the merge is made in
 //! memory in the project's repository ([`crate::git::merge::merge`], `--no-ff`, two parents, the
@@ -72,8 +75,11 @@ impl MergeQueue {
     pub async fn run(self, shutdown: CancellationToken) {
         let mut wake = self.ctx.feed.subscribe();
         loop {
-            if let Err(e) = self.tick().await {
-                tracing::warn!(error = %e, "merge queue pass");
+            match self.tick().await {
+                // Another entry may be free to go at once: a queue of many pays no rest per merge.
+                Ok(tick) if !tick.processed.is_empty() && !shutdown.is_cancelled() => continue,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "merge queue pass"),
             }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -119,7 +125,8 @@ impl MergeQueue {
         let mut ahead: Vec<(&Entry, Option<String>)> = Vec::new();
         for (entry, wish_held) in live {
             let head = heads.get(&entry.wish_branch).cloned();
-            let p = predict::entry(&self.cache, &repo, target.as_deref(), head.as_deref(), &ahead).await;
+            let against = predict::target_for(entry, head.as_deref(), target.as_deref());
+            let p = predict::entry(&self.cache, &repo, against, head.as_deref(), &ahead).await;
             tick.trial_merges += p.trial_merges;
             tick.cached += p.cached;
             if entry.prediction.as_ref() != Some(&p.document) || entry.held_for != p.held_for {

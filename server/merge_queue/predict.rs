@@ -44,6 +44,14 @@ impl Cache {
     }
 }
 
+/// The target commit to predict `entry` against: the one its stored prediction was made on
+/// while its branch is still at `head` (the merges since then are the entries that were ahead,
+/// each predicted against it on its own), else the target's commit now.
+pub fn target_for<'a>(entry: &'a Entry, head: Option<&str>, now: Option<&'a str>) -> Option<&'a str> {
+    let stored = entry.prediction.as_ref().filter(|p| head.is_some() && p["wish_commit"].as_str() == head);
+    stored.and_then(|p| p["target_commit"].as_str()).or(now)
+}
+
 /// An entry's prediction, as stored on it.
 pub struct EntryPrediction {
     pub document: Value,

@@ -348,3 +348,65 @@ async fn a_usage_limit_holds_new_dispatches_of_its_provider_until_the_reset_then
     let at: chrono::DateTime<chrono::Utc> = resumed["created_at"].as_str().unwrap().parse().unwrap();
     assert!(at >= until, "resumed at {at}, before the reset at {until}");
 }
+
+/// Commits `file` with `text` on the branch checked out in `repo` (the target branch, `main`).
+fn commit_on_target(repo: &Path, file: &str, text: &str) -> String {
+    std::fs::write(repo.join(file), text).expect("write");
+    git(repo, &["add", "-A"]);
+    git(repo, &["-c", "user.name=Person", "-c", "user.email=person@example.com", "commit", "-qm", "a person's change"]);
+    git(repo, &["rev-parse", "HEAD"]).trim().to_owned()
+}
+
+async fn events_of(app: &TestApp, kind: &str, wish: &str) -> Vec<Value> {
+    let page = app.get_ok(&format!("/api/v1/events?types={kind}&subject=wish:{wish}&limit=100")).await;
+    page["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_target_branch_that_moved_is_merged_into_the_wish_before_the_next_groups_start_unless_it_would_conflict() {
+    let fakes = Fakes::new();
+    fakes.say("hold-first", "");
+    fakes.say("hold-one", "");
+    let app = conducted(&fakes).await;
+    let (_, repo) = project(&app, "moving", json!({"review": "none"})).await;
+    for (slug, first, then) in [("fresh", "first", "then"), ("stale", "one", "two")] {
+        app.create_wish(json!({"slug": slug, "project": "moving", "title": "t",
+                               "groups": [{"key": first, "title": "First"},
+                                          {"key": then, "title": "Then", "depends_on": [first]}]}))
+            .await;
+        app.post_ok(&format!("/api/v1/wishes/{slug}/plan"), json!({})).await;
+        wait_for_wish(&app, slug, "the first group has its agent", |w| group(w, first)["assignee"].is_string()).await;
+    }
+
+    // While the first groups work, a person changes the target: a file of its own (merges
+    // clean into `fresh`), and the file `one` writes (conflicts with `stale`).
+    let clean = commit_on_target(&repo, "elsewhere.txt", "a person's file\n");
+    let conflicting = commit_on_target(&repo, "one.txt", "the person's one\n");
+    fakes.say("go-first", "");
+    fakes.say("go-one", "");
+
+    let fresh = wait_for_wish(&app, "fresh", "`fresh` completes", |w| w["status"] == "completed").await;
+    let then = app.task(group(&fresh, "then")["task_id"].as_str().unwrap()).await;
+    let base = then["base_commit"].as_str().expect("then's base");
+    git(&repo, &["merge-base", "--is-ancestor", &conflicting, base]);
+    assert!(files(&repo, "wish/fresh").contains(&"elsewhere.txt".to_owned()));
+    let caught_up = events_of(&app, "wish.caught_up", "fresh").await;
+    assert_eq!(caught_up.len(), 1, "{caught_up:?}");
+    assert_eq!(caught_up[0]["payload"]["target_commit"], conflicting.as_str());
+
+    let stale = wait_for_wish(&app, "stale", "`stale` completes", |w| w["status"] == "completed").await;
+    let two = app.task(group(&stale, "two")["task_id"].as_str().unwrap()).await;
+    let base = two["base_commit"].as_str().expect("two's base");
+    let contains = |commit: &str| {
+        std::process::Command::new("git")
+            .args(["-C", repo.to_str().unwrap(), "merge-base", "--is-ancestor", commit, base])
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(!contains(&clean), "`two` started from the wish's branch as it was, without the target's change");
+    assert!(events_of(&app, "wish.caught_up", "stale").await.is_empty());
+    let predicted = events_of(&app, "wish.conflict_predicted", "stale").await;
+    assert_eq!(predicted.len(), 1, "recorded once: {predicted:?}");
+    assert_eq!(predicted[0]["payload"]["files"], json!(["one.txt"]));
+}

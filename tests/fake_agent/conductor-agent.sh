@@ -7,6 +7,7 @@
 #   reviews        how many reviews fail before one passes (default 0)
 #   shared         engineers write their group into shared.txt, so parallel groups conflict
 #   quit-<key>     the engineer of group <key> exits without committing anything
+#   hold-<key>     the engineer of group <key> waits for a file go-<key> before it works
 #   limit-<key>    the engineer of group <key> first shows Codex's usage-limit message with a reset
 #                  in that many seconds and waits (Switchyard suspends it); resumed, it works
 set -u
@@ -53,6 +54,9 @@ planner)
     ;;
 engineer)
     [ -e "$dir/quit-$key" ] && exit 0
+    if [ -e "$dir/hold-$key" ]; then
+        while [ ! -e "$dir/go-$key" ]; do sleep 0.1; done
+    fi
     if [ -e "$dir/limit-$key" ] && [ ! -e "$dir/limited-$key" ]; then
         touch "$dir/limited-$key"
         echo "■ You've hit your usage limit. Upgrade to Pro, or try again in $(cat "$dir/limit-$key") seconds."

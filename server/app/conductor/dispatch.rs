@@ -90,7 +90,8 @@ async fn wish_branch(c: &Conducted, branch: &str) -> std::result::Result<String,
 
 /// An engineer for each ready group nobody works on, up to each project's `max_agents`. The
 /// group's branch is made from the wish's branch as it stands now — after the merges of the
-/// groups it depends on — inside the transaction that assigns the agent, so the worker that
+/// groups it depends on, and of the target branch when it moved and merges clean
+/// ([`super::catch_up`]) — inside the transaction that assigns the agent, so the worker that
 /// claims the agent always finds it.
 pub async fn groups(ctx: &Ctx) -> Result<usize> {
     let mut tx = ctx.db.begin().await?;
@@ -111,7 +112,7 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
         // from the same commit.
         let base = match heads.get(&c.wish.id) {
             Some(base) => base.clone(),
-            None => match wish_branch(c, &wish_branch_name).await {
+            None => match super::catch_up::starting_point(&mut tx, c, &wish_branch_name).await {
                 Ok(base) => heads.entry(c.wish.id).or_insert(base).clone(),
                 Err(why) => {
                     tracing::warn!(wish = %c.wish.slug, error = %why, "cannot read the wish's branch");

@@ -17,6 +17,7 @@
 //! concluded agents are stopped, and their clones removed once their wish merged or was cancelled.
 
 pub mod briefs;
+pub mod catch_up;
 pub mod dispatch;
 pub mod handoff;
 pub mod integrate;
