@@ -69,7 +69,7 @@ async fn main() -> anyhow::Result<()> {
         "/projects",
         // Measured up to `completed`: the merge queue (its own benchmark) is off.
         json!({"slug": "bench", "name": "Bench", "repo_path": repo.path(),
-        "conductor_config": config, "merge_queue_config": {"enabled": false}}),
+        "conductor_config": config, "merge_queue_config": {"enabled": false, "track_mode": "all"}}),
     )
     .await?;
 

@@ -227,6 +227,11 @@ impl Default for WebhookSettings {
     }
 }
 
+/// How often a node heartbeats unless told otherwise.
+pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// Heartbeats a node may miss before the others count it gone (30 s at the default 5 s).
+pub const HEARTBEATS_MISSED: u32 = 6;
+
 /// How the worker runs agents on this node.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -237,6 +242,9 @@ pub struct WorkerConfig {
     pub tmux_socket: String,
     pub public_url: Option<String>,
     pub reconcile_every: std::time::Duration,
+    /// How often the node heartbeats, on a timer of its own; a node silent for
+    /// [`HEARTBEATS_MISSED`] of these is gone and its agents are settled.
+    pub heartbeat_every: std::time::Duration,
     pub nudge_after: std::time::Duration,
     pub max_nudges: i32,
     /// Between pasting a message and pressing Enter.
@@ -261,6 +269,7 @@ impl Default for WorkerConfig {
             tmux_socket: "switchyard".into(),
             public_url: None,
             reconcile_every: std::time::Duration::from_secs(10),
+            heartbeat_every: HEARTBEAT_EVERY,
             nudge_after: std::time::Duration::from_secs(600),
             max_nudges: 3,
             message_settle: std::time::Duration::from_millis(300),
@@ -363,6 +372,7 @@ impl GlobalArgs {
             tmux_socket: self.tmux_socket.clone(),
             public_url: self.public_url.clone(),
             reconcile_every: std::time::Duration::from_millis(self.reconcile_ms),
+            heartbeat_every: HEARTBEAT_EVERY,
             nudge_after: std::time::Duration::from_secs(self.nudge_after_s),
             max_nudges: self.max_nudges,
             message_settle: std::time::Duration::from_millis(self.message_settle_ms),

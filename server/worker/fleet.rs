@@ -117,7 +117,9 @@ impl Fleet {
         let mailbox = self.mailbox();
         let running = self.start().await;
         let mailbox = tokio::spawn(mailbox.run(shutdown.clone()));
+        let heartbeat = tokio::spawn(running.fleet.heartbeat(shutdown.clone()));
         running.run(shutdown).await;
+        let _ = heartbeat.await;
         if let Err(e) = mailbox.await {
             tracing::error!(error = %e, "the mailbox ended abnormally");
         }
@@ -136,7 +138,6 @@ impl Fleet {
             self.session.clone(),
             self.node.node_id.clone(),
             self.providers.clone(),
-            self.settings.reconcile_every * 3,
         )
         .await;
         let now = Instant::now();
@@ -288,6 +289,28 @@ impl Running {
 }
 
 impl Fleet {
+    /// Heartbeats this node and settles the agents of nodes gone silent, every
+    /// `heartbeat_every` until `shutdown`: a task of its own, so a long reconcile pass (many
+    /// spawns on a loaded machine) never makes this node look gone to the others.
+    fn heartbeat(&self, shutdown: CancellationToken) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (db, feed, node) = (self.db.clone(), self.feed.clone(), self.node.node_id.clone());
+        let every = self.settings.heartbeat_every;
+        let stale_after = every * crate::config::HEARTBEATS_MISSED;
+        async move {
+            loop {
+                match super::reconciler::heartbeat_and_settle(&db, &feed, &node, stale_after).await {
+                    Ok(0) => {}
+                    Ok(settled) => tracing::warn!(settled, "settled the agents of nodes that stopped heartbeating"),
+                    Err(e) => tracing::warn!(error = %e, "heartbeat"),
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(every) => {}
+                }
+            }
+        }
+    }
+
     fn mailbox(&self) -> Mailbox {
         let delivery = Delivery { db: self.db.clone(), typist: self.typist(), feed: self.feed.clone() };
         Mailbox::new(delivery, self.node.node_id.clone())

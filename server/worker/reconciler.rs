@@ -3,8 +3,9 @@
 //! session) or `error`, and its task goes to a person rather than being silently lost; a window
 //! of ours with no agent is reported as an orphan (never killed); a claimed agent with no pane
 //! yet is adopted if its window exists, else spawned — so a restart never duplicates an agent.
-//! The same pass nudges quiet agents, resumes agents whose usage limit has reset, heartbeats
-//! this node and settles the agents of nodes that stopped heartbeating.
+//! The same pass nudges quiet agents and resumes agents whose usage limit has reset. The node's
+//! heartbeat, and settling the agents of nodes that stopped heartbeating, run on their own timer
+//! ([`heartbeat_and_settle`]), so a slow pass never makes a live node look gone.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -29,8 +30,6 @@ pub struct Outcome {
     pub to_spawn: Vec<Agent>,
     /// Windows of ours that no agent owns (reported once each).
     pub orphans: Vec<String>,
-    /// Agents of nodes that stopped heartbeating, failed or released.
-    pub stale_settled: usize,
     /// Suspended agents whose usage limit reset, back to `spawning`.
     pub resumed: Vec<String>,
 }
@@ -45,14 +44,11 @@ pub struct Reconciler {
     pub node_id: String,
     /// Whose agents can be resumed (suspended rather than failed when their pane goes).
     pub providers: Arc<Providers>,
-    /// How long a node may go without heartbeating before its agents are settled.
-    pub stale_after: Duration,
     reported_orphans: HashSet<String>,
 }
 
 impl Reconciler {
     /// A reconciler that knows the orphans this node reported in an earlier run.
-    #[allow(clippy::too_many_arguments)]
     pub async fn new(
         db: PgPool,
         feed: EventFeed,
@@ -60,18 +56,17 @@ impl Reconciler {
         session: String,
         node_id: String,
         providers: Arc<Providers>,
-        stale_after: Duration,
     ) -> Reconciler {
         let reported_orphans = orphans_reported(&db, &node_id).await.unwrap_or_else(|e| {
             tracing::warn!(error = %e, "reading the orphans reported before");
             HashSet::new()
         });
-        Reconciler { db, feed, tmux, session, node_id, providers, stale_after, reported_orphans }
+        Reconciler { db, feed, tmux, session, node_id, providers, reported_orphans }
     }
 
     /// One pass: settles the agents whose pane is gone, adopts or lists claimed agents without
-    /// one, reports new orphans, heartbeats this node and settles stale ones, and resumes agents
-    /// whose usage limit reset. Spawning what it lists is the caller's.
+    /// one, reports new orphans, and resumes agents whose usage limit reset. Spawning what it
+    /// lists is the caller's.
     pub async fn tick(&mut self) -> anyhow::Result<Outcome> {
         let providers = self.providers.clone();
         let resumable = move |name: &str| providers.get(name).is_some_and(|p| p.resume.is_some());
@@ -85,7 +80,6 @@ impl Reconciler {
             &mut self.reported_orphans,
         )
         .await?;
-        outcome.stale_settled = heartbeat_and_settle(&self.db, &self.feed, &self.node_id, self.stale_after).await?;
         outcome.resumed = resume_after_limits(&self.db, &self.feed, &self.node_id).await?;
         Ok(outcome)
     }

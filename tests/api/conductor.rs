@@ -234,12 +234,7 @@ async fn an_agent_token_reports_only_on_its_own_work() {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_nodes_on_one_database_dispatch_every_group_exactly_once() {
     let fakes = Fakes::new();
-    // Nodes heartbeat at each reconcile and count a node silent for three as gone: slow enough
-    // here that a loaded machine does not make two live nodes give up on each other.
-    let node = |w: &mut switchyard::config::WorkerConfig| {
-        w.conductor = true;
-        w.reconcile_every = Duration::from_secs(10);
-    };
+    let node = |w: &mut switchyard::config::WorkerConfig| w.conductor = true;
     let first = spawn_app_with_worker_settings(&fakes.providers(), node).await;
     let second = spawn_node_beside(&first, &fakes.providers(), node).await;
     let (_, repo) = project(&first, "epsilon", json!({"review": "none", "max_agents": 8})).await;

@@ -309,7 +309,7 @@ async fn one_fleet_tick_reconciles_then_claims_and_spawns_and_one_reconciler_tic
     drop(fleet);
 
     tmux.kill_window(&window).await.expect("kill the window");
-    let mut reconciler = Reconciler::new(db, feed, tmux, session, node_id, providers, Duration::from_secs(60)).await;
+    let mut reconciler = Reconciler::new(db, feed, tmux, session, node_id, providers).await;
     let outcome = reconciler.tick().await.expect("reconcile");
     assert_eq!(outcome.settled.len(), 1, "{outcome:?}");
     assert_eq!(outcome.settled[0].0, "fox");
