@@ -42,6 +42,8 @@ pub struct Health {
 pub type SharedHealth = Arc<Mutex<Health>>;
 
 /// How often the worker attaches (when it is not) and claims spawning agents.
+/// Agents spawned at once from one claim.
+const SPAWNS_AT_ONCE: usize = 4;
 const POLL: Duration = Duration::from_millis(250);
 /// The shortest time between two rounds of screen readings: output of many panes arriving
 /// within it is read in one round, for a few ms of latency at most.
@@ -393,9 +395,18 @@ impl Fleet {
                 return 0;
             }
         };
+        // Side by side: each spawn waits mostly on git (the clone) and tmux, so a batch of ready
+        // groups does not queue behind one another's clones. A team's members share one clone,
+        // which the first of them makes: those go one after another.
+        let spawner = self.spawner();
+        let (shared, own): (Vec<_>, Vec<_>) = claimed.iter().partition(|a| a.clone_mode == "team");
         let mut spawned = 0;
-        for agent in &claimed {
-            spawned += usize::from(self.spawner().spawn(agent).await.is_ok());
+        for agent in shared {
+            spawned += usize::from(spawner.spawn(agent).await.is_ok());
+        }
+        for batch in own.chunks(SPAWNS_AT_ONCE) {
+            let results = futures_util::future::join_all(batch.iter().map(|agent| spawner.spawn(agent))).await;
+            spawned += results.iter().filter(|r| r.is_ok()).count();
         }
         spawned
     }
