@@ -19,7 +19,9 @@ use switchyard::providers::Providers;
 
 use crate::dashboard::Dashboard;
 use crate::fake_agent::state_changes;
-use crate::helpers::{assert_json, eventually, spawn_app_with_worker_and_providers, TestApp};
+use crate::helpers::{
+    assert_json, eventually, git, spawn_app_with_worker_and_providers, spawn_app_with_worker_settings, TestApp,
+};
 
 /// The CLIs start slowly on a loaded machine (Codex about 8 s alone).
 const START: Duration = Duration::from_secs(60);
@@ -326,4 +328,71 @@ async fn codex_says_it_needs_a_sign_in_and_with_an_api_key_starts_works_and_is_i
 #[tokio::test]
 async fn gemini_says_it_needs_a_sign_in_and_with_an_api_key_starts_works_and_is_interrupted() {
     needs_a_login_or_starts_with_a_key("gemini", "gemini-key", "authenticate", "esc to cancel").await;
+}
+
+/// The conductor with the providers as the README documents them (the built-in `claude`): the
+/// engineer it dispatches is real Claude Code, started without a person in its own clone, where
+/// `CLAUDE.md` (kept out of its commits) tells it how to report; its brief arrives as its first
+/// message, confirmed by Claude Code's own hook. Offline and not logged in, it says so, and the
+/// group goes to a person with Claude Code's words.
+#[tokio::test]
+async fn the_conductor_gives_a_group_to_real_claude_code_which_gets_its_brief_and_hands_back_needing_a_login() {
+    let Some(bin) = agent_clis() else { return };
+    let app = spawn_app_with_worker_settings(&providers_toml(&bin), |w| w.conductor = true).await;
+    app.create_project("alpha").await;
+    app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "claude", "review": "none"}})).await;
+    app.create_wish(json!({"slug": "hello", "project": "alpha", "title": "Say hello",
+        "groups": [{"key": "greet", "title": "Greeting", "goal": "Add hello.txt saying hello"}]}))
+        .await;
+    app.post_ok("/api/v1/wishes/hello/plan", json!({})).await;
+
+    let group = |wish: &Value| wish["groups"][0].clone();
+    let deadline = Instant::now() + START;
+    let name = loop {
+        let wish = app.get_ok("/api/v1/wishes/hello").await;
+        if let Some(name) = group(&wish)["assignee"].as_str() {
+            break name.to_owned();
+        }
+        assert!(Instant::now() < deadline, "the group has no engineer: {wish}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_ne!(name, "human");
+    let agent = wait_for(&app, &name, "idle", START).await;
+    assert_eq!(agent["provider"], "claude");
+
+    // Its clone is on the group's branch, and tells it how to report, outside its commits.
+    let clone = PathBuf::from(agent["clone_path"].as_str().expect("a clone"));
+    assert_eq!(git(&clone, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(), "group/hello/greet");
+    let standing = std::fs::read_to_string(clone.join("CLAUDE.md")).expect("CLAUDE.md in the clone");
+    assert!(standing.contains("switchyard group done") && standing.contains("switchyard group blocked"), "{standing}");
+    assert!(git(&clone, &["status", "--porcelain"]).trim().is_empty(), "CLAUDE.md is not a change to commit");
+
+    // Its first message is the brief, and Claude Code's UserPromptSubmit hook confirms it.
+    let brief: uuid::Uuid = sqlx::query_scalar(
+        "SELECT m.id FROM messages m JOIN agents a ON a.id = m.recipient_id WHERE a.name = $1 ORDER BY m.seq LIMIT 1",
+    )
+    .bind(&name)
+    .fetch_one(&app.pool)
+    .await
+    .expect("a brief");
+    let delivered = app.delivered(brief, START).await;
+    assert_eq!(delivered["confirmed_by"], "hook", "{delivered}");
+    assert!(delivered["body"].as_str().unwrap_or_default().contains("Add hello.txt saying hello"), "{delivered}");
+
+    // Not logged in: the agent is in error in its own words, and the group waits for a person.
+    eventually("the group is handed to a person", START, || async {
+        group(&app.get_ok("/api/v1/wishes/hello").await)["assignee"] == "human"
+    })
+    .await;
+    let handed = app.get_ok("/api/v1/events?types=task.assigned&limit=50").await;
+    let reason = handed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|e| {
+            (e["payload"]["assignee"] == "human").then(|| e["payload"]["reason"].as_str().unwrap().to_owned())
+        })
+        .expect("a hand-off with its reason");
+    assert!(reason.contains("Not logged in"), "{reason}");
+    assert_eq!(app.agent(&name).await["state"], "error");
 }
