@@ -71,6 +71,16 @@ async fn own_card(conn: &mut PgConnection, task: &Task, by: Mover<'_>) -> Result
 pub async fn entered(conn: &mut PgConnection, task: Task, column_id: Uuid) -> Result<Task> {
     let Some((columns, at)) = place(conn, column_id).await? else { return Ok(task) };
     let column = &columns[at];
+    // A skill run ends when its card leaves its column (a person moved it on).
+    if let Some(run) = task_runs::live(&mut *conn, task.id).await? {
+        if run.is_skill() && run.column_id != Some(column_id) {
+            let why = format!("the card moved on to `{}`", column.name);
+            task_runs::finish(&mut *conn, run.id, "cancelled", Some(&why)).await?;
+            if let Some(agent_id) = run.agent_id {
+                conductor::conclude(&mut *conn, agent_id).await?;
+            }
+        }
+    }
     if at + 1 == columns.len() {
         return complete(conn, task, &column.name).await;
     }

@@ -225,6 +225,10 @@ mod tests {
             reviewer(hostile, hostile, "main", hostile, hostile),
             review_fix(hostile, "wish/w", hostile),
             conflict("wish/w", &[hostile.to_owned()]),
+            task(hostile, hostile, "task/1a2b3c4d", 3),
+            skill(hostile, hostile, hostile, hostile, "task/1a2b3c4d"),
+            continuation(2, 3, Some(hostile)),
+            answer(Some(hostile), hostile),
         ] {
             assert_eq!(crate::domain::typed::check(&text), Ok(()), "{text:?}");
             assert!(text.contains("rm -rf /"), "the text itself stays");
@@ -248,6 +252,9 @@ mod tests {
             (AgentRole::Fix, "switchyard fix done"),
         ] {
             assert!(standing_instructions(role).contains(command), "{role:?}");
+        }
+        for command in ["switchyard task done", "switchyard task fail", "switchyard task ask"] {
+            assert!(task_instructions().contains(command), "{command}");
         }
     }
 }

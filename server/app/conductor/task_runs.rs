@@ -212,12 +212,14 @@ async fn to_a_person(conn: &mut PgConnection, task: &Task, previous: Option<&str
 pub async fn iterate(ctx: &Ctx) -> Result<usize> {
     let mut tx = ctx.db.begin().await?;
     let stopped = task_runs::stopped(&mut tx, BATCH).await?;
-    let n = stopped.len();
+    // Only runs acted on count: a tick that did something is followed by another at once.
+    let mut n = 0;
     for s in stopped {
         let (run, ended) = (s.run, s.ended);
         let Some(agent_id) = run.agent_id else { continue };
         let Some(agent) = agents::get(&mut tx, agent_id).await? else { continue };
         let Some(task) = tasks::get(&mut tx, run.task_id).await? else { continue };
+        n += 1;
         if run.iteration >= run.max_iterations {
             let reason = format!(
                 "agent `{}` stopped {} time(s) without reporting done or fail (max_iterations {})",
