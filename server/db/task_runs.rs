@@ -163,7 +163,7 @@ async fn iteration_event(conn: &mut PgConnection, run: &TaskRun, why: &str) -> R
 
 /// A running run whose agent stopped after its iteration's prompt without reporting: ended
 /// (its pane is gone) or idle at its prompt (every message to it delivered, and its state changed
-/// after the prompt was delivered and has held for a moment).
+/// after the prompt was delivered and has held for 3 seconds: a turn's pauses are shorter).
 #[derive(Debug, Clone)]
 pub struct Stopped {
     pub run: TaskRun,
@@ -179,7 +179,7 @@ pub async fn stopped(conn: &mut PgConnection, limit: i64) -> Result<Vec<Stopped>
            FROM task_runs r JOIN agents a ON a.id = r.agent_id JOIN tasks t ON t.id = r.task_id
            WHERE r.status = 'running' AND t.status <> 'waiting_input' AND NOT a.ready_for_cleanup
              AND (a.state IN ('done', 'error') OR (a.state = 'suspended' AND a.suspended_until IS NULL)
-                  OR (a.state = 'idle' AND a.updated_at < now() - interval '1 second'
+                  OR (a.state = 'idle' AND a.updated_at < now() - interval '3 seconds'
                       AND EXISTS (SELECT 1 FROM messages m WHERE m.id = r.prompt_id AND m.delivered_at IS NOT NULL
                                   AND a.updated_at > m.delivered_at)
                       AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.recipient_id = a.id

@@ -37,9 +37,21 @@ idle() {
     while true; do sleep 1; done
 }
 
+# Busy: the screen changes while it works, as a real agent's does.
+busy() {
+    (while true; do printf '.'; sleep 0.2; done) &
+    spinner=$!
+}
+calm() {
+    kill "$spinner" 2>/dev/null
+    echo
+}
+
 if [ "$SWITCHYARD_ROLE" != engineer ]; then
     wait_for "Your assignment" > /dev/null
+    busy
     retry "$sy" task done --result "reviewed: looks right"
+    calm
     idle
 fi
 
@@ -47,9 +59,11 @@ mode=$(cat "$dir/mode" 2>/dev/null || echo done)
 case "$mode" in
 done)
     wait_for "Your assignment" > /dev/null
+    busy
     echo "the work" > work.txt
     git add -A && git commit --quiet -m "do the task"
     retry "$sy" task done --summary "wrote work.txt"
+    calm
     ;;
 stop)
     # Iteration 1: at the prompt without reporting. Iteration 2: exits. Iteration 3 (a new
@@ -61,11 +75,15 @@ stop)
     ;;
 ask)
     wait_for "Your assignment" > /dev/null
+    busy
     retry "$sy" task ask "Which colour?"
+    calm
     answer=$(wait_for "Answer to your question" | grep -o 'colour-[a-z]*' | head -1)
+    busy
     echo "$answer" > colour.txt
     git add -A && git commit --quiet -m "paint it $answer"
     retry "$sy" task done --result "painted $answer"
+    calm
     ;;
 esac
 idle
