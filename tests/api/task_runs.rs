@@ -218,3 +218,40 @@ async fn board_gates_act_an_agent_reviews_a_person_approves_and_auto_moves_on() 
     assert_eq!(completed["status"], "done");
     assert_eq!(completed["column_id"], build.to_string(), "{completed}");
 }
+
+#[tokio::test]
+async fn the_task_page_dispatches_and_shows_the_run_and_the_overview_lists_cards_waiting_on_a_person() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    let board = app.create_board("alpha", json!({"name": "Flow", "template": "software"})).await;
+    let approve = column_ids(&board)[4];
+    let id = new_task(&app, "From the page").await;
+    let dashboard = crate::dashboard::Dashboard::login(&app).await;
+
+    let (_, html) = dashboard.get(&format!("/tasks/{id}")).await;
+    assert!(html.contains(&format!("action=\"/tasks/{id}/dispatch\"")), "a Dispatch button: {html}");
+    let bad = dashboard.post_form(&format!("/tasks/{id}/dispatch"), &[("provider", "nope")]).await;
+    assert_eq!(bad.status(), 422);
+    let to =
+        crate::dashboard::redirected(dashboard.post_form(&format!("/tasks/{id}/dispatch"), &[("provider", "")]).await)
+            .await;
+    assert_eq!(to, format!("/tasks/{id}"));
+    let (_, html) = dashboard.get(&to).await;
+    assert!(html.contains("iteration 1 of 3") && html.contains(">pending<"), "the run is shown: {html}");
+    assert!(!html.contains(&format!("action=\"/tasks/{id}/dispatch\"")), "no second dispatch while one is live");
+    assert_eq!(task(&app, &id).await["status"], "in_progress");
+
+    let waiting = app
+        .create_task(
+            json!({"project": "alpha", "title": "Sign it off", "board_id": id_of(&board), "column_id": approve}),
+        )
+        .await;
+    assert_eq!(waiting["status"], "ready");
+    let (_, html) = dashboard.get("/").await;
+    let needs = html.split("id=\"needs\"").nth(1).expect("needs").split("<section").next().unwrap_or_default();
+    assert!(needs.contains("Sign it off") && needs.contains("waits in `Approve` for a person"), "{needs}");
+}
+
+fn id_of(value: &Value) -> String {
+    value["id"].as_str().expect("id").to_owned()
+}
