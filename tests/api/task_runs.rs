@@ -7,45 +7,27 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::conductor::Fakes;
 use crate::helpers::*;
 
 /// Long enough for agents to spawn, clone, commit and report on a loaded machine.
 const RUN: Duration = Duration::from_secs(120);
 
-struct Fake {
-    dir: tempfile::TempDir,
+/// The fake agent, told how to behave (`mode`: done, stop or ask).
+fn fake(mode: &str) -> Fakes {
+    let fakes = Fakes::new();
+    fakes.say("mode", mode);
+    fakes
 }
 
-impl Fake {
-    fn new(mode: &str) -> Fake {
-        let fake = Fake { dir: tempfile::tempdir().expect("fake dir") };
-        std::fs::write(fake.dir.path().join("mode"), mode).expect("mode");
-        fake
-    }
-
-    fn providers(&self) -> String {
-        let root = env!("CARGO_MANIFEST_DIR");
-        format!(
-            r#"[providers.fake]
-command = ["bash", "--norc", "--noprofile", "{root}/tests/fake_agent/task-agent.sh"]
-screen_rules = "generic"
-install_hooks = false
-env = {{ SWITCHYARD_BIN = "{bin}", FAKE_DIR = "{dir}" }}
-"#,
-            bin = env!("CARGO_BIN_EXE_switchyard"),
-            dir = self.dir.path().display()
-        )
-    }
-
-    /// How many times agent `name`'s program started.
-    fn starts(&self, name: &str) -> usize {
-        std::fs::read_to_string(self.dir.path().join(format!("starts-{name}"))).map_or(0, |s| s.lines().count())
-    }
+/// How many times agent `name`'s program started.
+fn starts(fakes: &Fakes, name: &str) -> usize {
+    std::fs::read_to_string(fakes.path().join(format!("starts-{name}"))).map_or(0, |s| s.lines().count())
 }
 
 /// The app with its worker and conductor, and project `alpha` whose agents are the fake.
-async fn app_with(fake: &Fake) -> (TestApp, Value) {
-    let app = spawn_app_with_worker_settings(&fake.providers(), |w| w.conductor = true).await;
+async fn app_with(fakes: &Fakes) -> (TestApp, Value) {
+    let app = spawn_app_with_worker_settings(&fakes.providers_for("task-agent.sh"), |w| w.conductor = true).await;
     let project = app.create_project("alpha").await;
     app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "fake"}})).await;
     (app, project)
@@ -84,6 +66,16 @@ fn branch_file(repo: &Path, branch: &str, file: &str) -> String {
     git(repo, &["show", &format!("{branch}:{file}")])
 }
 
+/// A task dispatched to the fake agent behaving as `mode`: the fakes, the app, the project, the task's id.
+async fn dispatched(mode: &str, title: &str) -> (Fakes, TestApp, Value, String) {
+    let fakes = fake(mode);
+    let (app, project) = app_with(&fakes).await;
+    let id = new_task(&app, title).await;
+    let answer = assert_json(app.post(&format!("/api/v1/tasks/{id}/dispatch"), json!({})).await, 202).await;
+    assert_eq!(answer["task"]["status"], "in_progress");
+    (fakes, app, project, id)
+}
+
 async fn new_task(app: &TestApp, title: &str) -> String {
     let created = app.create_task(json!({"project": "alpha", "title": title, "goal": "write work.txt"})).await;
     created["id"].as_str().expect("id").to_owned()
@@ -91,8 +83,8 @@ async fn new_task(app: &TestApp, title: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dispatched_task_is_done_by_its_agent_which_commits_and_is_stopped() {
-    let fake = Fake::new("done");
-    let (app, project) = app_with(&fake).await;
+    let fakes = fake("done");
+    let (app, project) = app_with(&fakes).await;
     let id = new_task(&app, "Write the work").await;
 
     let dispatched = assert_json(app.post(&format!("/api/v1/tasks/{id}/dispatch"), json!({})).await, 202).await;
@@ -124,10 +116,7 @@ async fn a_dispatched_task_is_done_by_its_agent_which_commits_and_is_stopped() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_that_stops_without_reporting_gets_more_iterations_then_the_task_fails() {
-    let fake = Fake::new("stop");
-    let (app, _project) = app_with(&fake).await;
-    let id = new_task(&app, "Never finished").await;
-    assert_json(app.post(&format!("/api/v1/tasks/{id}/dispatch"), json!({})).await, 202).await;
+    let (fakes, app, _project, id) = dispatched("stop", "Never finished").await;
 
     let failed = wait_for_task(&app, &id, "the task fails", |t| t["status"] == "failed").await;
     assert!(failed["result"].as_str().unwrap_or_default().contains("max_iterations 3"), "{failed}");
@@ -135,7 +124,7 @@ async fn an_agent_that_stops_without_reporting_gets_more_iterations_then_the_tas
     assert_eq!((run["status"].as_str(), run["iteration"].as_i64()), (Some("failed"), Some(3)), "{run}");
     let agent = run["agent_name"].as_str().expect("agent").to_owned();
     // Iteration 2 made the agent exit; iteration 3 started it again in a new pane.
-    assert_eq!(fake.starts(&agent), 2);
+    assert_eq!(starts(&fakes, &agent), 2);
     let iterations: Vec<i32> = sqlx::query_scalar(
         "SELECT (payload->>'iteration')::int FROM events WHERE type = 'task_run.iteration' AND subject = $1 ORDER BY id",
     )
@@ -149,10 +138,7 @@ async fn an_agent_that_stops_without_reporting_gets_more_iterations_then_the_tas
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_question_waits_for_an_answer_that_reaches_the_agent_which_acts_on_it() {
-    let fake = Fake::new("ask");
-    let (app, project) = app_with(&fake).await;
-    let id = new_task(&app, "Paint it").await;
-    assert_json(app.post(&format!("/api/v1/tasks/{id}/dispatch"), json!({})).await, 202).await;
+    let (_fakes, app, project, id) = dispatched("ask", "Paint it").await;
 
     let waiting = wait_for_task(&app, &id, "the task waits for input", |t| t["status"] == "waiting_input").await;
     assert_eq!(waiting["question"], "Which colour?");
@@ -167,8 +153,8 @@ async fn a_question_waits_for_an_answer_that_reaches_the_agent_which_acts_on_it(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn board_gates_act_an_agent_reviews_a_person_approves_and_auto_moves_on() {
-    let fake = Fake::new("done");
-    let (app, _project) = app_with(&fake).await;
+    let fakes = fake("done");
+    let (app, _project) = app_with(&fakes).await;
     let board = app.create_board("alpha", json!({"name": "Flow", "template": "software"})).await;
     let names: Vec<&str> =
         board["columns"].as_array().expect("columns").iter().filter_map(|c| c["name"].as_str()).collect();

@@ -13,13 +13,8 @@ git config user.name "Fake Agent"
 echo "fake $SWITCHYARD_AGENT ($SWITCHYARD_ROLE) on ${SWITCHYARD_BRANCH:-}"
 echo "start" >> "$dir/starts-$SWITCHYARD_AGENT"
 
-retry() {
-    for _ in $(seq 60); do
-        "$@" && return 0
-        sleep 0.5
-    done
-    return 1
-}
+# Reports, trying again while the server is down (it may be restarting).
+. "$(dirname "$0")/retry.sh"
 
 # Waits for a message containing $1 in the inbox; prints it.
 wait_for() {
