@@ -65,6 +65,8 @@ pub fn agent_may(own: &str, method: &axum::http::Method, path: &str) -> bool {
         ["agents", name] => get && *name == own,
         ["agents", name, "hooks"] => post && *name == own,
         ["agents", name, "report"] => post && *name == own,
+        // Its own task's card only, and never out of a `human` column: the use case checks both.
+        ["tasks", _, "move"] => post,
         ["agents", name, "messages"] => get && *name == own,
         ["messages"] => post,
         ["messages", _] => get,

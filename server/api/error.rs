@@ -144,6 +144,7 @@ impl From<app::Error> for ApiError {
                 ApiError::Validation { detail: app::Error::Invalid(errors.clone()).to_string(), errors }
             }
             app::Error::Stale(detail) => ApiError::PreconditionFailed(detail),
+            app::Error::Forbidden(detail) => ApiError::Forbidden(detail),
             app::Error::Unavailable(detail) => ApiError::Unavailable(detail),
             app::Error::Internal(cause) => ApiError::Internal(cause),
         }

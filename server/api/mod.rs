@@ -29,6 +29,7 @@ pub mod query;
 pub mod rate_limit;
 pub mod task_actions;
 pub mod task_dependencies;
+pub mod task_runs;
 pub mod tasks;
 pub mod team_chat;
 pub mod teams;

@@ -12,9 +12,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use crate::api::auth::Authenticated;
 use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::tasks::{parse_id, with_etag};
+use crate::app::boards::flow::Mover;
 use crate::app::{self, tasks};
 use crate::db::tasks::{Change, Task};
 use crate::domain::task::TaskEvent;
@@ -188,18 +190,27 @@ pub struct MoveBody {
     pub column_id: Uuid,
 }
 
-/// Moves the task to another column (of any board of its project). Not a status change.
+/// Moves the task to another column (of any board of its project), as the column gates allow:
+/// only a person moves a card out of a `human` column (an agent's token gets 403), entering an
+/// `agent` column with an `action_skill` asks an agent to do the skill, and entering the board's
+/// last column completes the task. An agent's token may move only its own task's card.
 #[utoipa::path(post, path = "/tasks/{id}/move", tag = "tasks", request_body = MoveBody,
     params(("id" = String, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
-        (status = 409, body = Problem, description = "The column is full (WIP limit)"),
+        (status = 403, body = Problem, description = "An agent's token moving a card out of a `human` column, or another task's"),
+        (status = 409, body = Problem, description = "The column is full (WIP limit), or the task cannot enter it"),
         (status = 422, body = Problem, description = "No such column in the task's project")))]
 #[tracing::instrument(skip_all, fields(task = ?id), err(level = "debug"))]
 pub async fn move_task(
     State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<MoveBody>,
 ) -> ApiResult<Response> {
-    let task = tasks::move_card(&state, parse_id(&id)?, body.column_id).await?;
+    let by = match caller.agent.as_deref() {
+        Some(agent) => Mover::Agent(agent),
+        None => Mover::Person,
+    };
+    let task = tasks::move_card(&state, parse_id(&id)?, body.column_id, by).await?;
     Ok(with_etag(task.version, task))
 }

@@ -28,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_task, update_task))
         .merge(task_actions::router())
         .merge(task_dependencies::router())
+        .merge(super::task_runs::router())
 }
 
 /// A task id from the path; anything but a UUID is a 422 naming `id`.

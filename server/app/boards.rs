@@ -4,6 +4,7 @@
 //! [`super::wishes::move_to`].
 
 pub mod columns;
+pub mod flow;
 
 use serde::Serialize;
 use sqlx::PgConnection;

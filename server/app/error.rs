@@ -31,6 +31,9 @@ pub enum Error {
     /// The caller's input is wrong; each field says how.
     #[error("{}", describe(.0))]
     Invalid(Vec<FieldError>),
+    /// The caller may not do this (an agent's token moving a card a person must move).
+    #[error("{0}")]
+    Forbidden(String),
     /// The caller's copy is out of date (an `If-Match` that no longer matches).
     #[error("{0}")]
     Stale(String),

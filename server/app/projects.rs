@@ -12,7 +12,7 @@ use super::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::projects::{self, Project, ProjectFields};
 use crate::domain::agent_kind::is_valid_branch;
 use crate::domain::project::{
-    is_valid_slug, ConductorConfig, ForkConfig, MergeQueueConfig, PrShepherdConfig, MAX_AGENTS,
+    is_valid_slug, ConductorConfig, ForkConfig, MergeQueueConfig, PrShepherdConfig, MAX_AGENTS, MAX_ITERATIONS,
 };
 use crate::git::{self, clones, GitError};
 use crate::providers::Providers;
@@ -187,6 +187,11 @@ fn validate(mut f: ProjectFields, data_dir: &Path, providers: &Providers, errors
         "conductor_config.max_agents",
         (1..=MAX_AGENTS).contains(&conductor.max_agents),
         format!("must be 1 to {MAX_AGENTS}"),
+    );
+    errors.check(
+        "conductor_config.max_iterations",
+        (1..=MAX_ITERATIONS).contains(&conductor.max_iterations),
+        format!("must be 1 to {MAX_ITERATIONS}"),
     );
     let known = |name: &str| providers.get(name).is_some();
     errors.check(

@@ -5,6 +5,7 @@
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::boards::flow::{self, Mover};
 use super::idempotency::{self, Idempotency};
 use super::{boards, projects, Ctx, Error, Fields, Result};
 use crate::db::board_columns::{Card, LockedColumn};
@@ -155,13 +156,37 @@ pub async fn act(ctx: &Ctx, id: Uuid, event: TaskEvent, change: Change) -> Resul
         );
         return Err(Error::conflict(detail, Some(task.status.as_str())));
     }
+    let question = task.question.clone();
     match tasks::apply(&mut tx, id, event, &change).await?.ok_or_else(|| not_found(id))? {
         Applied::Refused { current, message } => Err(Error::conflict(message, Some(current.as_str()))),
         Applied::Done(task, _released) => {
+            let task = after(&mut tx, task, event, question.as_deref(), &change).await?;
             ctx.feed.commit(tx).await?;
             Ok(task)
         }
     }
+}
+
+/// What follows an action, in its transaction: an answer goes to the agent working on the task
+/// (through its mailbox); a task that ended ends its agent's run; one completed in an `auto`
+/// column moves on to the next.
+pub async fn after(
+    conn: &mut PgConnection,
+    task: Task,
+    event: TaskEvent,
+    question: Option<&str>,
+    change: &Change,
+) -> Result<Task> {
+    if let (TaskEvent::Answer, Some(answer)) = (event, change.answer.as_deref()) {
+        crate::app::conductor::task_runs::answered(&mut *conn, &task, question, answer).await?;
+    }
+    flow::ended(&mut *conn, &task, &format!("the task was {}", task.status)).await?;
+    if event == TaskEvent::Complete {
+        if let Some(next) = flow::completed(&mut *conn, &task).await? {
+            return move_to(conn, task.id, next, Mover::Switchyard).await;
+        }
+    }
+    Ok(task)
 }
 
 /// Edits a task's title, goal, assignee, provider or cap on starts (never its status: that is
@@ -195,8 +220,10 @@ pub async fn edit(ctx: &Ctx, id: Uuid, expected_version: Option<i32>, edit: Edit
 }
 
 /// Moves task `id` to a column of a board of its project, under the column's WIP limit, in the
-/// caller's transaction (the API and the dashboard's board). Not a status change.
-pub async fn move_to(conn: &mut PgConnection, id: Uuid, column_id: Uuid) -> Result<Task> {
+/// caller's transaction (the API and the dashboard's board), as the column gates allow `by`
+/// ([`flow`]): entering the last column completes the task, an `agent` column asks an agent.
+pub async fn move_to(conn: &mut PgConnection, id: Uuid, column_id: Uuid, by: Mover<'_>) -> Result<Task> {
+    crate::db::task_runs::lock_task(&mut *conn, id).await?;
     let task = tasks::get(&mut *conn, id).await?.ok_or_else(|| not_found(id))?;
     let column = LockedColumn::lock(&mut *conn, None, Some(column_id), Some(Card::Task(id)))
         .await?
@@ -205,14 +232,20 @@ pub async fn move_to(conn: &mut PgConnection, id: Uuid, column_id: Uuid) -> Resu
     if column.is_full() {
         return Err(boards::column_full(&column));
     }
-    tasks::move_to_column(conn, id, &column).await?.ok_or_else(|| not_found(id))
+    flow::check_leave(&mut *conn, &task, column_id, by).await?;
+    let entering = task.column_id != Some(column_id);
+    let task = tasks::move_to_column(&mut *conn, id, &column).await?.ok_or_else(|| not_found(id))?;
+    if !entering {
+        return Ok(task);
+    }
+    flow::entered(conn, task, column_id).await
 }
 
 /// Moves a task's card in its own transaction.
 #[tracing::instrument(skip_all, fields(task = ?id), err(level = "debug"))]
-pub async fn move_card(ctx: &Ctx, id: Uuid, column_id: Uuid) -> Result<Task> {
+pub async fn move_card(ctx: &Ctx, id: Uuid, column_id: Uuid, by: Mover<'_>) -> Result<Task> {
     let mut tx = ctx.db.begin().await?;
-    let task = move_to(&mut tx, id, column_id).await?;
+    let task = move_to(&mut tx, id, column_id, by).await?;
     ctx.feed.commit(tx).await?;
     Ok(task)
 }

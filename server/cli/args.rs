@@ -105,7 +105,7 @@ pub enum FixCommand {
 pub enum TaskCommand {
     /// Your task is done.
     Done {
-        #[arg(long, default_value = "")]
+        #[arg(long, default_value = "", alias = "summary")]
         result: String,
     },
     /// Your task failed.

@@ -65,13 +65,25 @@ pub fn run(command: ReportCommand, listen: std::net::SocketAddr) -> Result<(), S
             push(&api, &me, false)?;
             json!({"kind": "fix_done", "summary": summary})
         }
-        ReportCommand::Task(TaskCommand::Done { result }) => json!({"kind": "task_done", "result": result}),
+        ReportCommand::Task(TaskCommand::Done { result }) => {
+            push_task_branch(&api, &me)?;
+            json!({"kind": "task_done", "result": result})
+        }
         ReportCommand::Task(TaskCommand::Fail { reason }) => json!({"kind": "task_fail", "reason": reason}),
         ReportCommand::Task(TaskCommand::Ask { question }) => json!({"kind": "task_ask", "question": question}),
     };
     let outcome = api.post(&format!("/agents/{me}/report"), body)?;
     println!("{}", outcome["detail"].as_str().unwrap_or("recorded"));
     Ok(())
+}
+
+/// A dispatched task's agent works on `task/<id>`: its commits go with its done report.
+fn push_task_branch(api: &Api, me: &str) -> Result<(), String> {
+    let agent = api.get(&format!("/agents/{me}"))?;
+    match agent["branch"].as_str() {
+        Some(branch) if branch.starts_with("task/") => push(api, me, true),
+        _ => Ok(()),
+    }
 }
 
 fn read(file: &Path) -> Result<String, String> {

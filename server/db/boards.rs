@@ -244,3 +244,28 @@ pub async fn delete(conn: &mut PgConnection, board: &BoardHead) -> Result<(), sq
     events::record(conn, "board.deleted", &format!("board:{}", board.id), payload).await?;
     Ok(())
 }
+
+/// A card waiting in a `human` column for a person to move it on.
+#[derive(Debug, Clone)]
+pub struct WaitingCard {
+    pub task_id: Uuid,
+    pub title: String,
+    pub board_id: Uuid,
+    pub column: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Tasks in a `human` column that is not their board's last, oldest change first.
+pub async fn waiting_on_a_person(conn: &mut PgConnection, limit: i64) -> Result<Vec<WaitingCard>, sqlx::Error> {
+    sqlx::query_as!(
+        WaitingCard,
+        r#"SELECT t.id AS task_id, t.title, c.board_id, c.name AS column, t.updated_at FROM tasks t
+           JOIN board_columns c ON c.id = t.column_id
+           WHERE c.gate = 'human' AND t.status NOT IN ('done', 'cancelled')
+             AND c.position < (SELECT max(position) FROM board_columns l WHERE l.board_id = c.board_id)
+           ORDER BY t.updated_at LIMIT $1"#,
+        limit
+    )
+    .fetch_all(conn)
+    .await
+}

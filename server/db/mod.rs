@@ -21,6 +21,7 @@ pub mod projects;
 pub mod sessions;
 pub mod spare_connections;
 pub mod state_file;
+pub mod task_runs;
 pub mod tasks;
 pub mod team_chat;
 pub mod teams;

@@ -75,7 +75,7 @@ pub struct ForkConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 #[schema(example = json!({"planning": "agent", "plan_approval": "auto", "review": "agent", "provider": "claude",
-    "fallback_providers": ["codex"], "max_agents": 4, "keep_clones": false}))]
+    "fallback_providers": ["codex"], "max_agents": 4, "keep_clones": false, "max_iterations": 3}))]
 pub struct ConductorConfig {
     /// Who plans a draft wish that has a description and no groups.
     pub planning: Planning,
@@ -91,6 +91,9 @@ pub struct ConductorConfig {
     pub max_agents: u32,
     /// Keep agents' clones after their wish is merged or cancelled.
     pub keep_clones: bool,
+    /// How many iterations a dispatched task's agent gets (it stopped without reporting done or
+    /// fail: it is told to go on) before the task fails; a task's own lower cap wins.
+    pub max_iterations: u32,
 }
 
 impl Default for ConductorConfig {
@@ -103,9 +106,13 @@ impl Default for ConductorConfig {
             fallback_providers: Vec::new(),
             max_agents: 4,
             keep_clones: false,
+            max_iterations: 3,
         }
     }
 }
+
+/// The most iterations a project may give a task's agent.
+pub const MAX_ITERATIONS: u32 = 100;
 
 /// The most agents a project may run at once.
 pub const MAX_AGENTS: u32 = 1_000;

@@ -25,6 +25,7 @@ pub const HOOKS: &[(&str, &str)] = &[
 /// Event type prefixes Switchyard writes; a name outside them is refused as a likely typo.
 const KNOWN_PREFIXES: &[&str] = &[
     "task",
+    "task_run",
     "wish",
     "project",
     "board",

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::api::error::ApiError;
+use crate::app::boards::flow::Mover;
 use crate::app::boards::{self as boards_app, no_board, NewBoard};
 use crate::app::tasks::{self as tasks_app, NewTask};
 use crate::app::wishes as wishes_app;
@@ -286,7 +287,7 @@ impl CardKey {
     /// transaction.
     async fn move_to(&self, tx: &mut sqlx::PgConnection, column: Uuid) -> crate::app::Result<()> {
         match self {
-            CardKey::Task(id) => tasks_app::move_to(tx, *id, column).await.map(drop),
+            CardKey::Task(id) => tasks_app::move_to(tx, *id, column, Mover::Person).await.map(drop),
             CardKey::Wish(slug) => wishes_app::move_to(tx, slug, column).await.map(drop),
         }
     }

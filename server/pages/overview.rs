@@ -101,6 +101,16 @@ async fn overview(
         since: ago(t.updated_at, now),
         note: String::new(),
     }));
+    // Cards in a `human` column (not the last): only a person moves them on.
+    needs.extend(crate::db::boards::waiting_on_a_person(&mut conn, SHOWN).await?.into_iter().map(|c| Need {
+        what: "card",
+        name: c.title,
+        link: format!("/boards/{}", c.board_id),
+        detail: format!("waits in `{}` for a person", c.column),
+        state: "human",
+        since: ago(c.updated_at, now),
+        note: String::new(),
+    }));
     // Merge queue entries no fix agent can take (the cap is reached, or only a person can help).
     let handed = crate::db::merge_queue::Filter { needs_person: true, ..Default::default() };
     let handed = crate::db::merge_queue::list(&mut conn, &handed, SHOWN).await?;

@@ -36,6 +36,9 @@ struct ConductorFields {
     /// Comma or space separated.
     fallback_providers: String,
     max_agents: String,
+    /// Empty keeps the default.
+    #[serde(default)]
+    max_iterations: String,
     /// A checkbox: present when checked.
     #[serde(default)]
     keep_clones: Option<String>,
@@ -51,6 +54,7 @@ impl ConductorFields {
             provider: config.provider.clone(),
             fallback_providers: config.fallback_providers.join(", "),
             max_agents: config.max_agents.to_string(),
+            max_iterations: config.max_iterations.to_string(),
             keep_clones: config.keep_clones.then(|| "on".to_owned()),
             version: version.to_string(),
         }
@@ -67,7 +71,12 @@ impl ConductorFields {
             .trim()
             .parse()
             .map_err(|_| Error::invalid("conductor_config.max_agents", "must be a whole number"))?;
+        let max_iterations = match self.max_iterations.trim() {
+            "" => ConductorConfig::default().max_iterations,
+            n => n.parse().map_err(|_| Error::invalid("conductor_config.max_iterations", "must be a whole number"))?,
+        };
         Ok(ConductorConfig {
+            max_iterations,
             planning: choice::<Planning>("planning", &self.planning)?,
             plan_approval: choice::<PlanApproval>("plan_approval", &self.plan_approval)?,
             review: choice::<ReviewMode>("review", &self.review)?,

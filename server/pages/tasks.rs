@@ -34,6 +34,7 @@ pub fn router() -> Router<AppState> {
         .route("/tasks/{id}/edit", post(edit))
         .route("/tasks/{id}/dependencies", post(set_dependencies))
         .route("/tasks/{id}/actions/{action}", post(act))
+        .route("/tasks/{id}/dispatch", post(dispatch))
 }
 
 /// A task this one waits for, or may: with whether it does.
@@ -69,6 +70,10 @@ struct DetailPage {
     /// The actions legal now: `(action, label)`.
     actions: Vec<(&'static str, &'static str)>,
     answerable: bool,
+    /// Whether a Dispatch button is shown: a standalone task with no live run that may run.
+    dispatchable: bool,
+    /// The task's runs, newest first: `(kind and skill, agent, iteration of max, status)`.
+    runs: Vec<crate::db::task_runs::TaskRun>,
     candidates: Vec<TaskRef>,
     editable_dependencies: bool,
     history: Vec<EventRow>,
@@ -147,6 +152,14 @@ async fn detail(
     } else {
         Vec::new()
     };
+    let runs = crate::db::task_runs::for_task(&mut conn, id, 10).await?;
+    let live = runs.iter().any(|r| r.status == "pending" || r.status == "running");
+    let dispatchable = standalone
+        && !live
+        && matches!(
+            task.status,
+            TaskStatus::Ready | TaskStatus::InProgress | TaskStatus::WaitingInput | TaskStatus::Failed
+        );
     let history = events::history(&mut conn, &tasks::subject(id), HISTORY).await?;
     let history = EventRow::load(&mut conn, &history, now).await?;
     let page = DetailPage {
@@ -160,6 +173,8 @@ async fn detail(
         blocked_reason: blocked,
         actions,
         answerable: standalone && task.status == TaskStatus::WaitingInput,
+        dispatchable,
+        runs,
         dependencies: dependencies.into_iter().map(|d| TaskRef::new(d.id, d.title, d.status, true)).collect(),
         candidates,
         editable_dependencies,
@@ -197,6 +212,24 @@ async fn act(
         ..Change::default()
     };
     tasks_app::act(&state, id, event, change).await?;
+    Ok(see_other(&format!("/tasks/{id}")))
+}
+
+/// The provider of the agent to dispatch; empty: the task's, else the project's.
+#[derive(Debug, Default, Deserialize)]
+struct DispatchForm {
+    #[serde(default)]
+    provider: String,
+}
+
+#[tracing::instrument(skip_all, fields(task = ?id), err(Debug, level = "debug"))]
+async fn dispatch(
+    State(state): State<AppState>,
+    PagePath(id): PagePath<String>,
+    PageForm(form): PageForm<DispatchForm>,
+) -> PageResult {
+    let id = task_id(&id)?;
+    crate::app::conductor::task_runs::dispatch(&state, id, filled(&form.provider)).await?;
     Ok(see_other(&format!("/tasks/{id}")))
 }
 

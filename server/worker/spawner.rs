@@ -59,10 +59,13 @@ impl Spawner<'_> {
             .get(&agent.provider)
             .ok_or_else(|| anyhow::anyhow!("provider `{}` is not configured on this node", agent.provider))?;
         let cwd = self.workspace(agent).await?;
-        if agent.wish_id.is_some() && agent.clone_mode == "agent" {
+        if (agent.wish_id.is_some() || agent.task_id.is_some()) && agent.clone_mode == "agent" {
             // The conductor's agents are told how to report where their provider reads standing
-            // instructions; kept out of their commits.
-            let text = crate::app::conductor::briefs::standing_instructions(agent.role);
+            // instructions; kept out of their commits. A task's agent (no wish) reports on its task.
+            let text = match agent.wish_id {
+                Some(_) => crate::app::conductor::briefs::standing_instructions(agent.role),
+                None => crate::app::conductor::briefs::task_instructions(),
+            };
             clones::write_excluded(&cwd, &crate::app::conductor::briefs::INSTRUCTION_FILES, &text)?;
         }
         if provider.install_hooks {

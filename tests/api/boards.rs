@@ -118,10 +118,12 @@ async fn a_template_is_validated_listed_and_copied_into_a_new_board() {
     let twice = app.post("/api/v1/board-templates", json!({"name": "lean", "columns": columns})).await;
     assert_problem(twice, 409).await;
 
-    let first = app.get_ok("/api/v1/board-templates?limit=2").await;
-    assert_eq!(first["items"].as_array().map(Vec::len), Some(2));
+    // The built-in templates (`software`, `simple`) come first: they were there before.
+    let first = app.get_ok("/api/v1/board-templates?limit=4").await;
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(4));
+    assert_eq!(first["items"][0]["name"], "software");
     let cursor = first["next_cursor"].as_str().expect("a next page");
-    let second = app.get_ok(&format!("/api/v1/board-templates?limit=2&cursor={cursor}")).await;
+    let second = app.get_ok(&format!("/api/v1/board-templates?limit=4&cursor={cursor}")).await;
     assert_eq!(second["items"][0]["name"], "third");
     assert!(second["next_cursor"].is_null());
 

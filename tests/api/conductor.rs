@@ -22,7 +22,7 @@ impl Fakes {
         Fakes { dir: tempfile::tempdir().expect("fake dir") }
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
@@ -33,10 +33,15 @@ impl Fakes {
     /// The fake agent as the `fake` provider, and as `limited`, read with Codex's screen rules
     /// (which know its usage-limit message).
     pub(crate) fn providers(&self) -> String {
+        self.providers_for("conductor-agent.sh")
+    }
+
+    /// The fake agent `script` (in `tests/fake_agent/`) as the `fake` provider.
+    pub(crate) fn providers_for(&self, script: &str) -> String {
         let root = env!("CARGO_MANIFEST_DIR");
         format!(
             r#"[providers.fake]
-command = ["bash", "--norc", "--noprofile", "{root}/tests/fake_agent/conductor-agent.sh"]
+command = ["bash", "--norc", "--noprofile", "{root}/tests/fake_agent/{script}"]
 screen_rules = "generic"
 install_hooks = false
 env = {{ SWITCHYARD_BIN = "{bin}", FAKE_DIR = "{dir}" }}

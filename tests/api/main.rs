@@ -34,6 +34,7 @@ mod receiver;
 mod state_schema;
 mod task_dependencies;
 mod task_flow;
+mod task_runs;
 mod tasks;
 mod teams;
 mod tmux;

@@ -152,7 +152,8 @@ async fn a_full_column_refuses_new_and_moved_tasks_with_409() {
     let app = spawn_app().await;
     app.create_project("alpha").await;
     app.create_project("beta").await;
-    let columns = json!([{"name": "todo", "wip_limit": 1}, {"name": "doing", "wip_limit": 1}]);
+    // Not `doing` last: the last column is done, and entering it completes the task.
+    let columns = json!([{"name": "todo", "wip_limit": 1}, {"name": "doing", "wip_limit": 1}, {"name": "done"}]);
     let board = app.create_board("alpha", json!({"name": "Main", "columns": columns})).await;
     let (board_id, columns) = (id(&board), column_ids(&board));
     let other_board =

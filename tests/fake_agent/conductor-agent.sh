@@ -22,13 +22,7 @@ slug=${slug%/*}
 echo "fake $SWITCHYARD_AGENT ($SWITCHYARD_ROLE) on $branch"
 
 # Reports, trying again while the server is down (it may be restarting).
-retry() {
-    for _ in $(seq 60); do
-        "$@" && return 0
-        sleep 0.5
-    done
-    return 1
-}
+. "$(dirname "$0")/retry.sh"
 
 report_group() {
     retry "$sy" group done --summary "group $key: $1"

@@ -48,6 +48,73 @@ pub fn standing_instructions(role: AgentRole) -> String {
     )
 }
 
+/// Standing instructions for an agent on a standalone task or a board column's skill.
+pub fn task_instructions() -> String {
+    "# Working under Switchyard\n\n\
+     You are an agent run by Switchyard. Your assignment arrives as your first message.\n\n\
+     ## How to report\n\
+     - When it is done: commit your work on the branch checked out here, then run\n\
+     `switchyard task done --result \"what you did\"` (it pushes your branch).\n\
+     - If you cannot do it: `switchyard task fail --reason \"why\"`; a person takes over.\n\
+     - If you need a person's answer: `switchyard task ask \"your question\"`; the answer comes as a message.\n\
+     - Stopping without one of these makes Switchyard ask you to go on, a few times, then the task fails.\n\
+     - Work only in this directory and on its branch. Do not commit this file.\n"
+        .to_owned()
+}
+
+/// The first message of a standalone task's agent.
+pub fn task(title: &str, goal: &str, branch: &str, max_iterations: i32) -> String {
+    format!(
+        "Your assignment: the task \"{}\".\n\nWhat to do:\n{}\n\n\
+         Your branch is `{branch}` (checked out here). When done, commit and run:\n\
+         switchyard task done --result \"what you did\"\n\
+         If you cannot do it: switchyard task fail --reason \"why\"\n\
+         To ask a person: switchyard task ask \"your question\" (the answer comes as a message)\n\
+         You have {max_iterations} iteration(s): stopping without reporting uses one.\n",
+        plain(title),
+        plain(if goal.trim().is_empty() { title } else { goal }),
+    )
+}
+
+/// The first message of an agent asked to do a board column's skill on a task.
+pub fn skill(skill: &str, column: &str, title: &str, goal: &str, branch: &str) -> String {
+    format!(
+        "Your assignment: do `{}` on the task \"{}\" (its card is in the board's column `{}`).\n\n\
+         The task:\n{}\n\nIts work is on `{branch}` (checked out here).\n\
+         When the {} is done: switchyard task done --result \"what you found\" (the card moves on)\n\
+         If it cannot pass: switchyard task fail --reason \"why\" (a person takes over)\n",
+        plain(skill),
+        plain(title),
+        plain(column),
+        plain(if goal.trim().is_empty() { title } else { goal }),
+        plain(skill),
+    )
+}
+
+/// What an agent that stopped without reporting is told when its next iteration begins; a
+/// fresh agent (no provider session to resume) gets its brief again.
+pub fn continuation(iteration: i32, max_iterations: i32, brief: Option<&str>) -> String {
+    let mut text = format!(
+        "Continue (iteration {iteration} of {max_iterations}): you stopped without reporting. Go on with your \
+         assignment, then run `switchyard task done --result \"…\"`, or `switchyard task fail --reason \"…\"` if \
+         you cannot do it.\n"
+    );
+    if let Some(brief) = brief {
+        text.push_str("\nYour assignment was:\n");
+        text.push_str(&plain(brief));
+    }
+    text
+}
+
+/// A person's answer to the question an agent asked.
+pub fn answer(question: Option<&str>, answer: &str) -> String {
+    format!(
+        "Answer to your question{}:\n{}\n\nGo on with your task, then report with `switchyard task done` or `task fail`.\n",
+        question.map(|q| format!(" (\"{}\")", plain(q))).unwrap_or_default(),
+        plain(answer)
+    )
+}
+
 /// An engineer's first message: its goal, the wish, and what its dependencies produced.
 pub fn engineer(
     wish_title: &str,
@@ -158,6 +225,10 @@ mod tests {
             reviewer(hostile, hostile, "main", hostile, hostile),
             review_fix(hostile, "wish/w", hostile),
             conflict("wish/w", &[hostile.to_owned()]),
+            task(hostile, hostile, "task/1a2b3c4d", 3),
+            skill(hostile, hostile, hostile, hostile, "task/1a2b3c4d"),
+            continuation(2, 3, Some(hostile)),
+            answer(Some(hostile), hostile),
         ] {
             assert_eq!(crate::domain::typed::check(&text), Ok(()), "{text:?}");
             assert!(text.contains("rm -rf /"), "the text itself stays");
@@ -181,6 +252,9 @@ mod tests {
             (AgentRole::Fix, "switchyard fix done"),
         ] {
             assert!(standing_instructions(role).contains(command), "{role:?}");
+        }
+        for command in ["switchyard task done", "switchyard task fail", "switchyard task ask"] {
+            assert!(task_instructions().contains(command), "{command}");
         }
     }
 }

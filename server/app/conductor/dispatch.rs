@@ -29,7 +29,7 @@ pub async fn planners(ctx: &Ctx) -> Result<usize> {
         let brief = briefs::planner(&c.wish.title, &c.wish.description);
         let branch = format!("plan/{}", c.wish.slug);
         let a = Assignment {
-            conducted: c,
+            place: super::Place::wish(c),
             role: AgentRole::Planner,
             kind: AgentKind::Worker,
             provider,
@@ -126,7 +126,7 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
         let dependencies = wishes::dependency_results(&mut tx, task_id).await?;
         let brief = briefs::engineer(&c.wish.title, &c.wish.description, &key, &task.goal, &branch, &dependencies);
         let a = Assignment {
-            conducted: c,
+            place: super::Place::wish(c),
             role: AgentRole::Engineer,
             kind: AgentKind::Worker,
             provider,

@@ -23,6 +23,7 @@ pub mod handoff;
 pub mod integrate;
 pub mod reports;
 pub mod review;
+pub mod task_runs;
 
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -51,6 +52,9 @@ pub struct Tick {
     pub integrated: usize,
     pub reviewers: usize,
     pub fixers: usize,
+    pub task_runs: usize,
+    pub iterations: usize,
+    pub questions: usize,
     pub clones_removed: usize,
 }
 
@@ -81,13 +85,29 @@ pub async fn tick(ctx: &Ctx) -> Tick {
         integrated: step("integrate", integrate::pending(ctx)).await,
         reviewers: step("review", review::reviewers(ctx)).await,
         fixers: step("fix", review::fixers(ctx)).await,
+        task_runs: step("task runs", task_runs::start_pending(ctx)).await,
+        iterations: step("task iterations", task_runs::iterate(ctx)).await,
+        questions: step("task questions", task_runs::questions(ctx)).await,
         clones_removed: step("clean up", handoff::remove_clones(ctx)).await,
     }
 }
 
+/// Where an agent works: its project, the repository its clone is made from, its wish if any.
+struct Place {
+    project_id: Uuid,
+    repo: String,
+    wish_id: Option<Uuid>,
+}
+
+impl Place {
+    fn wish(c: &Conducted) -> Place {
+        Place { project_id: c.wish.project_id, repo: c.repo_path.clone(), wish_id: Some(c.wish.id) }
+    }
+}
+
 /// An agent the conductor starts for a step.
-struct Assignment<'a> {
-    conducted: &'a Conducted,
+struct Assignment {
+    place: Place,
     role: AgentRole,
     kind: AgentKind,
     provider: String,
@@ -101,35 +121,40 @@ struct Assignment<'a> {
 
 /// Registers the agent (`spawning`: a worker claims it and makes its clone and pane) and queues
 /// its brief as its first message, in the caller's transaction.
-async fn assign(conn: &mut PgConnection, a: Assignment<'_>) -> Result<Agent> {
+async fn assign(conn: &mut PgConnection, a: Assignment) -> Result<Agent> {
+    Ok(assign_with_brief(conn, a).await?.0)
+}
+
+/// [`assign`], answering with the brief's message id too.
+async fn assign_with_brief(conn: &mut PgConnection, a: Assignment) -> Result<(Agent, Uuid)> {
     let id = Uuid::new_v4();
     let name = format!("{}-{}", a.role.as_str(), &id.simple().to_string()[..8]);
     let new = NewAgent {
         id,
         name: name.clone(),
-        project_id: a.conducted.wish.project_id,
+        project_id: a.place.project_id,
         kind: a.kind,
         role: a.role,
         provider: a.provider,
         clone_mode: "agent".to_owned(),
         branch: Some(a.branch),
-        repo: a.conducted.repo_path.clone(),
+        repo: a.place.repo,
         team: None,
-        wish_id: Some(a.conducted.wish.id),
+        wish_id: a.place.wish_id,
         task_id: a.task_id,
         task: Some(a.brief.chars().take(20_000).collect()),
     };
     let agent = agents::insert(&mut *conn, &new).await?;
-    tell(conn, &agent, a.brief).await?;
-    Ok(agent)
+    let brief = tell(conn, &agent, a.brief).await?;
+    Ok((agent, brief))
 }
 
 /// Queues a message from Switchyard to `agent`; its node's mailbox types it when the agent is idle.
-async fn tell(conn: &mut PgConnection, agent: &Agent, body: String) -> Result<()> {
+/// Answers with the message's id.
+async fn tell(conn: &mut PgConnection, agent: &Agent, body: String) -> Result<Uuid> {
     let body = crate::domain::typed::plain(&body);
     let project = agents::project_slug(&mut *conn, agent.id).await?;
     let new =
         NewMessage { from: SWITCHYARD.to_owned(), to: agent.name.clone(), recipient_id: Some(agent.id), body, project };
-    messages::insert(conn, &new).await?;
-    Ok(())
+    Ok(messages::insert(conn, &new).await?.id)
 }

@@ -278,6 +278,9 @@ async fn fix_done(ctx: &Ctx, agent: &Agent, summary: &str) -> Result<ReportOutco
 /// A standalone task's agent reports on its own task.
 async fn task(ctx: &Ctx, agent: &Agent, event: TaskEvent, change: Change) -> Result<ReportOutcome> {
     let task_id = agent.task_id.ok_or_else(|| not_yours(agent, "task"))?;
+    if let Some(outcome) = super::task_runs::report(ctx, agent, event, change.clone()).await? {
+        return Ok(outcome);
+    }
     let task = tasks_app::act(ctx, task_id, event, change).await?;
     Ok(ReportOutcome { accepted: "task", detail: format!("the task is {}", task.status), integration: vec![] })
 }

@@ -48,7 +48,11 @@ async fn on_the_wish_branch(ctx: &Ctx, due: Due) -> Result<usize> {
             (AgentRole::Fix, AgentKind::Worker, briefs::review_fix(&c.wish.title, &branch, &notes))
         };
         let provider = c.wish.provider.clone().unwrap_or_else(|| c.config.provider.clone());
-        assign(&mut tx, Assignment { conducted: c, role, kind, provider, branch, task_id: None, brief }).await?;
+        assign(
+            &mut tx,
+            Assignment { place: super::Place::wish(c), role, kind, provider, branch, task_id: None, brief },
+        )
+        .await?;
         assigned += 1;
     }
     ctx.feed.commit(tx).await?;

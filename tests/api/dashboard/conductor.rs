@@ -306,7 +306,7 @@ async fn the_conductor_settings_form_changes_the_projects_config_and_names_a_bad
     assert_eq!(
         *config,
         json!({"planning": "human", "plan_approval": "human", "review": "both", "provider": "shell",
-               "fallback_providers": ["claude", "codex"], "max_agents": 2, "keep_clones": true})
+               "fallback_providers": ["claude", "codex"], "max_agents": 2, "keep_clones": true, "max_iterations": 3})
     );
     let (_, html) = dashboard.get(&to).await;
     assert!(html.contains("Saved.") && html.contains(r#"<option value="both" selected>"#));
