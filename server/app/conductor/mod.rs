@@ -81,8 +81,9 @@ pub async fn tick(ctx: &Ctx) -> Tick {
         planners: step("plan", dispatch::planners(ctx)).await,
         queued: step("queue", dispatch::queue_planned(ctx)).await,
         started: step("start", dispatch::start_queued(ctx)).await,
-        dispatched: step("dispatch", dispatch::groups(ctx)).await,
+        // Integrating first: the groups a merge makes ready are dispatched in the same tick.
         integrated: step("integrate", integrate::pending(ctx)).await,
+        dispatched: step("dispatch", dispatch::groups(ctx)).await,
         reviewers: step("review", review::reviewers(ctx)).await,
         fixers: step("fix", review::fixers(ctx)).await,
         task_runs: step("task runs", task_runs::start_pending(ctx)).await,
