@@ -269,6 +269,15 @@ impl Tmux {
         // itself: the program does not learn where the server of every pane is. `env` runs the
         // program with `execvp`, without a shell, in its own process (the pane's pid stays it).
         args.extend(PANE_UNSET.map(String::from));
+        // tmux 3.3 gives a new window its client's PATH whatever `-e PATH=…` said: `env` sets
+        // it again before it looks the program up, so a provider's own PATH finds its CLI.
+        if let Some((_, path)) = spec.env.iter().find(|(key, _)| key == "PATH") {
+            args.push(format!("PATH={path}"));
+        }
+        if spec.command.first().is_some_and(|program| program.contains('=')) {
+            // `env` would take it for a variable to set, not the program to run.
+            return Err(invalid("command", "the program's name contains `=`"));
+        }
         match spec.command.as_slice() {
             [] => args.extend(["sh", "-c", "exec \"${SHELL:-sh}\""].map(String::from)),
             argv => args.extend(argv.iter().cloned()),

@@ -31,6 +31,28 @@ async fn a_new_window_gets_its_environment_and_working_directory() {
 }
 
 #[tokio::test]
+async fn a_window_finds_its_program_on_the_path_it_was_given() {
+    let server = TmuxServer::start().await;
+    let bin = server.path("own bin");
+    std::fs::create_dir(&bin).unwrap();
+    let out = server.path("path.out");
+    let program = bin.join("only-here");
+    std::fs::write(&program, format!("#!/bin/sh\necho \"$PATH\" > '{}'\n", out.display())).unwrap();
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let spec = WindowSpec {
+        session: SESSION.into(),
+        name: "path".into(),
+        cwd: server.path(""),
+        command: vec!["only-here".into()],
+        env: vec![("PATH".into(), path.clone())],
+    };
+    server.tmux.new_window(&spec).await.expect("new window");
+    let expected = format!("{path}\n");
+    assert_eq!(String::from_utf8(file_with_len(&out, expected.len()).await).unwrap(), expected);
+}
+
+#[tokio::test]
 async fn a_command_is_run_as_an_argv_without_a_shell() {
     let server = TmuxServer::start().await;
     let out = server.path("argv.out");
