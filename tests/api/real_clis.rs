@@ -49,9 +49,8 @@ fn version(bin: &Path, cli: &str) -> String {
     text.split_whitespace().find(|w| w.starts_with(|c: char| c.is_ascii_digit())).expect("a version").to_owned()
 }
 
-/// The built-in `claude`, `codex` and `gemini` with their own arguments and the program found in
-/// `bin` (a pane's PATH is the worker's: tmux 3.3 replaces a window's `-e PATH=…` with its
-/// client's, so a provider's `env` cannot move it); plus `codex-key` and `gemini-key`: the same
+/// The built-in `claude`, `codex` and `gemini` with their own arguments and the program named by
+/// its path in `bin` (the pinned CLIs, whatever else is on the PATH); plus `codex-key` and `gemini-key`: the same
 /// CLIs given an API key (a made-up one: nothing is reachable anyway).
 fn providers_toml(bin: &Path) -> String {
     let builtin = Providers::builtin();
