@@ -8,8 +8,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{conductor, Ctx};
 
-/// The longest wait between two ticks when nothing is announced.
-const EVERY: Duration = Duration::from_millis(500);
+/// The longest wait between two ticks when nothing is announced. Every commit anywhere (this
+/// process's, or another node's through `LISTEN`) wakes the loop at once; the timer is only for
+/// what time alone makes due (a usage limit's reset, an agent idle long enough for its next
+/// iteration), so it can be slow: an idle conductor costs its dozen small queries every 2 s.
+const EVERY: Duration = Duration::from_secs(2);
 
 pub struct Conductor {
     pub ctx: Ctx,

@@ -283,14 +283,9 @@ async fn agent_of(app: &TestApp, wish: &Value, key: &str) -> Value {
 
 /// When the group `key` was given to an agent (its `task.assigned` event).
 async fn assigned_at(app: &TestApp, key: &str) -> chrono::DateTime<chrono::Utc> {
-    let events = app.get_ok("/api/v1/events?types=task.assigned&limit=200").await;
-    let event = events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["payload"]["group"] == key)
-        .unwrap_or_else(|| panic!("{key} was assigned: {events}"))
-        .clone();
+    let mine = |e: &Value| e["payload"]["group"] == key;
+    let events = app.events_until("types=task.assigned&limit=200", key, |e| e.iter().any(mine)).await;
+    let event = events.iter().find(|e| mine(e)).unwrap();
     event["created_at"].as_str().unwrap().parse().expect("a timestamp")
 }
 
@@ -341,9 +336,10 @@ async fn a_usage_limit_holds_new_dispatches_of_its_provider_until_the_reset_then
     // The suspended agent was resumed after the reset (not replaced) and finished its group.
     let early = wait_for_wish(&app, "early", "the early wish completes", |w| w["status"] == "completed").await;
     assert_eq!(group(&early, "first")["assignee"], limited_agent.as_str(), "the same agent finished: {early}");
-    let changes = app.get_ok(&format!("/api/v1/events?types=agent.state_changed&subject=agent:{limited_agent}")).await;
-    let resumed = changes["items"].as_array().unwrap().iter().find(|e| e["payload"]["from"] == "suspended");
-    let resumed = resumed.unwrap_or_else(|| panic!("the agent was resumed: {changes:#}"));
+    let from_suspended = |e: &Value| e["payload"]["from"] == "suspended";
+    let query = format!("types=agent.state_changed&subject=agent:{limited_agent}");
+    let changes = app.events_until(&query, "the resume", |e| e.iter().any(from_suspended)).await;
+    let resumed = changes.iter().find(|e| from_suspended(e)).unwrap();
     assert_eq!(resumed["payload"]["to"], "spawning");
     let at: chrono::DateTime<chrono::Utc> = resumed["created_at"].as_str().unwrap().parse().unwrap();
     assert!(at >= until, "resumed at {at}, before the reset at {until}");
@@ -357,9 +353,9 @@ fn commit_on_target(repo: &Path, file: &str, text: &str) -> String {
     git(repo, &["rev-parse", "HEAD"]).trim().to_owned()
 }
 
+/// The `kind` events of `wish`, once there is one at least.
 async fn events_of(app: &TestApp, kind: &str, wish: &str) -> Vec<Value> {
-    let page = app.get_ok(&format!("/api/v1/events?types={kind}&subject=wish:{wish}&limit=100")).await;
-    page["items"].as_array().unwrap().clone()
+    app.events_until(&format!("types={kind}&subject=wish:{wish}&limit=100"), kind, |e| !e.is_empty()).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -405,8 +401,8 @@ async fn a_target_branch_that_moved_is_merged_into_the_wish_before_the_next_grou
             .success()
     };
     assert!(!contains(&clean), "`two` started from the wish's branch as it was, without the target's change");
-    assert!(events_of(&app, "wish.caught_up", "stale").await.is_empty());
     let predicted = events_of(&app, "wish.conflict_predicted", "stale").await;
+    assert_eq!(app.count_events("wish.caught_up", "wish:stale").await, 0);
     assert_eq!(predicted.len(), 1, "recorded once: {predicted:?}");
     assert_eq!(predicted[0]["payload"]["files"], json!(["one.txt"]));
 }

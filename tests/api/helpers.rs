@@ -480,6 +480,22 @@ impl TestApp {
             .await
             .expect("count events")
     }
+
+    /// The events `GET /api/v1/events?{query}` lists once `check` holds of them. The log shows
+    /// an event only when every transaction older than it has ended, on the whole (shared)
+    /// PostgreSQL server, so it may lag what the rows already say.
+    pub async fn events_until(&self, query: &str, what: &str, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let page = self.get_ok(&format!("/api/v1/events?{query}")).await;
+            let items = page["items"].as_array().cloned().unwrap_or_default();
+            if check(&items) {
+                return items;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for events ({what}): {page:#}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// The body registering a Claude Code engineer `name` in `project`; [`merged`] changes it.

@@ -383,15 +383,9 @@ async fn the_conductor_gives_a_group_to_real_claude_code_which_gets_its_brief_an
         group(&app.get_ok("/api/v1/wishes/hello").await)["assignee"] == "human"
     })
     .await;
-    let handed = app.get_ok("/api/v1/events?types=task.assigned&limit=50").await;
-    let reason = handed["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|e| {
-            (e["payload"]["assignee"] == "human").then(|| e["payload"]["reason"].as_str().unwrap().to_owned())
-        })
-        .expect("a hand-off with its reason");
+    let human = |e: &Value| e["payload"]["assignee"] == "human";
+    let handed = app.events_until("types=task.assigned&limit=50", "the hand-off", |e| e.iter().any(human)).await;
+    let reason = handed.iter().find(|e| human(e)).unwrap()["payload"]["reason"].as_str().unwrap().to_owned();
     assert!(reason.contains("Not logged in"), "{reason}");
     assert_eq!(app.agent(&name).await["state"], "error");
 }
