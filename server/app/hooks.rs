@@ -80,12 +80,8 @@ pub async fn record_agent_hook(ctx: &Ctx, name: &str, payload: &Value) -> Result
     let outcome = match event {
         None => Ok((agent.state, false)),
         Some(event) => {
-            let cause = Cause {
-                source: "hook",
-                detail: detail(payload),
-                signal: Some(event_name.clone()),
-                suspended_until: None,
-            };
+            let cause =
+                Cause { source: "hook", detail: detail(payload), signal: Some(event_name.clone()), ..Cause::default() };
             match agents::apply(&mut tx, agent.id, None, event, &cause).await? {
                 None => return Err(no_agent()),
                 Some(Applied::Changed { agent, .. }) => Ok((agent.state, true)),

@@ -232,9 +232,11 @@ impl Running {
     async fn on_notifications(&mut self, received: Result<Notification, broadcast::error::RecvError>) {
         let mut received = Some(received);
         let mut decisions = Vec::new();
+        let mut active = Vec::new();
         while let Some(next) = received.take() {
             match next {
                 Ok(Notification::Output { pane, .. }) => {
+                    active.extend(self.watches.activity_due(&pane, Instant::now()));
                     if let Some((agent, decision)) = self.watches.on_output(&pane, Instant::now()) {
                         decisions.push((pane, agent, decision));
                     }
@@ -256,6 +258,9 @@ impl Running {
             });
         }
         self.fleet.decide_all(decisions, &self.watches, &self.writer).await;
+        if !active.is_empty() {
+            self.fleet.touch_activity(&active).await;
+        }
     }
 
     /// One reconcile pass, with the heartbeat, usage-limit resumes and nudges.
@@ -288,6 +293,18 @@ impl Running {
 }
 
 impl Fleet {
+    /// Records that these agents' panes printed; a failure costs only a late `last_activity`.
+    async fn touch_activity(&self, agents: &[uuid::Uuid]) {
+        let result = async {
+            let mut conn = self.db.acquire().await?;
+            fleet::touch_activity(&mut conn, agents).await?;
+            anyhow::Ok(())
+        };
+        if let Err(e) = result.await {
+            tracing::debug!(error = %e, "recording agents' activity");
+        }
+    }
+
     fn mailbox(&self) -> Mailbox {
         let delivery = Delivery { db: self.db.clone(), typist: self.typist(), feed: self.feed.clone() };
         Mailbox::new(delivery, self.node.node_id.clone())

@@ -294,7 +294,7 @@ async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_chang
         Some(Applied::Unchanged(_))
     ));
     assert_eq!(agents::record_nudge(&mut conn, id).await.unwrap(), Some(1));
-    assert!(agents::touch_activity(&mut conn, id).await.unwrap());
+    assert_eq!(agents::touch_activity(&mut conn, &[id, uuid::Uuid::new_v4()]).await.unwrap(), 1);
     let cause = Cause {
         source: "worker",
         detail: Some("usage limit".into()),
