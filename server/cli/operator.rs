@@ -103,10 +103,12 @@ fn attach(api: &Api, global: &GlobalArgs, name: &str) -> Result<(), String> {
                 "agent `{name}` runs on node `{node}`, not on this one (`{here}`): run `switchyard attach {name}` there"
             ))
         }
-        (Some(node), None) => return Err(format!(
+        (Some(node), None) => {
+            return Err(format!(
             "agent `{name}` runs on node `{node}`; no node has run from {} (set SWITCHYARD_DATA_DIR to that node's)",
             settings.data_dir.display()
-        )),
+        ))
+        }
     }
     let pane = agent["tmux_pane"]
         .as_str()

@@ -30,11 +30,11 @@ pub fn router() -> Router<AppState> {
 const START_ROWS: usize = 3;
 
 #[derive(Debug, Clone, Default)]
-struct GroupFields {
-    key: String,
-    title: String,
-    goal: String,
-    depends_on: String,
+pub(super) struct GroupFields {
+    pub(super) key: String,
+    pub(super) title: String,
+    pub(super) goal: String,
+    pub(super) depends_on: String,
 }
 
 impl GroupFields {
@@ -45,7 +45,7 @@ impl GroupFields {
 
 /// What the person typed, to show again.
 #[derive(Debug, Clone, Default)]
-struct WishFields {
+pub(super) struct WishFields {
     project: String,
     slug: String,
     title: String,
@@ -53,12 +53,12 @@ struct WishFields {
     branch: String,
     review_cap: String,
     blocked_by: String,
-    groups: Vec<GroupFields>,
+    pub(super) groups: Vec<GroupFields>,
 }
 
 impl WishFields {
     /// Reads the form's pairs: `slug=…`, `groups[2].key=…`, …
-    fn from_pairs(pairs: &[(String, String)]) -> WishFields {
+    pub(super) fn from_pairs(pairs: &[(String, String)]) -> WishFields {
         let mut fields = WishFields::default();
         let mut groups: std::collections::BTreeMap<usize, GroupFields> = Default::default();
         for (name, value) in pairs {
@@ -104,19 +104,28 @@ impl WishFields {
             branch: Some(self.branch.trim().to_owned()).filter(|b| !b.is_empty()),
             review_cap,
             blocked_by: list(&self.blocked_by),
-            groups: self
-                .groups
-                .iter()
-                .map(|g| NewGroup {
-                    key: g.key.trim().to_owned(),
-                    title: g.title.clone(),
-                    goal: g.goal.trim().to_owned(),
-                    depends_on: list(&g.depends_on),
-                    max_iterations: None,
-                    provider: None,
-                })
-                .collect(),
+            groups: self.new_groups(),
         })
+    }
+
+    /// Fields holding only a plan's group rows (the plan editor's form).
+    pub(super) fn of_groups(groups: Vec<GroupFields>) -> WishFields {
+        WishFields { groups, ..WishFields::default() }
+    }
+
+    /// The plan's groups as the use cases take them.
+    pub(super) fn new_groups(&self) -> Vec<NewGroup> {
+        self.groups
+            .iter()
+            .map(|g| NewGroup {
+                key: g.key.trim().to_owned(),
+                title: g.title.clone(),
+                goal: g.goal.trim().to_owned(),
+                depends_on: list(&g.depends_on),
+                max_iterations: None,
+                provider: None,
+            })
+            .collect()
     }
 }
 

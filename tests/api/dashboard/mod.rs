@@ -7,6 +7,7 @@ mod live;
 mod login;
 mod pages;
 mod phone;
+mod plan_editor;
 
 use reqwest::{Method, StatusCode};
 
