@@ -5,6 +5,7 @@ mod browser;
 mod conductor;
 mod live;
 mod login;
+mod notify;
 mod pages;
 mod phone;
 mod plan_editor;
