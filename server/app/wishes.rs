@@ -182,7 +182,7 @@ pub async fn replace_plan(ctx: &Ctx, slug: &str, groups: Vec<NewGroup>) -> Resul
     let wish = wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
     let keys: Vec<&str> = groups.iter().map(|g| g.key.as_str()).collect();
     crate::db::events::record(
-        &mut *tx,
+        &mut tx,
         "wish.plan_changed",
         &wishes::subject(&wish),
         serde_json::json!({"groups": keys}),

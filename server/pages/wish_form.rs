@@ -195,19 +195,34 @@ async fn create(
         fields.groups.push(GroupFields::default());
     }
     let mut page = form_page(&state, &session, fields).await?;
-    let status = match refusal {
-        Error::Invalid(errors) => {
-            page.errors = errors.into_iter().map(|e| (e.field, e.message)).collect();
+    let status = refused(refusal, &mut page.errors, &mut page.general);
+    Ok(render_with(&page, status))
+}
+
+/// Puts a refusal's messages on a form page: each beside its field (422), or one for the whole
+/// page (409, a conflict).
+pub(super) fn refused(
+    refusal: Error,
+    errors: &mut HashMap<String, String>,
+    general: &mut Option<String>,
+) -> StatusCode {
+    match refusal {
+        Error::Invalid(fields) => {
+            *errors = fields.into_iter().map(|e| (e.field, e.message)).collect();
             StatusCode::UNPROCESSABLE_ENTITY
         }
         other => {
-            page.general = Some(other.to_string());
+            *general = Some(other.to_string());
             StatusCode::CONFLICT
         }
-    };
-    let mut response = render(&page);
+    }
+}
+
+/// The page rendered with `status`.
+pub(super) fn render_with(page: &impl Template, status: StatusCode) -> axum::response::Response {
+    let mut response = render(page);
     *response.status_mut() = status;
-    Ok(response.into_response())
+    response.into_response()
 }
 
 #[cfg(test)]

@@ -7,8 +7,6 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
@@ -20,7 +18,7 @@ use crate::db::wishes::groups as wish_groups;
 use crate::domain::wish::WishStatus;
 use crate::http::AppState;
 use crate::pages::view::{render, see_other, Chrome, PageForm, PagePath, PageResult};
-use crate::pages::wish_form::{GroupFields, WishFields};
+use crate::pages::wish_form::{refused, render_with, GroupFields, WishFields};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/wishes/{slug}/plan", get(edit).post(save))
@@ -106,17 +104,6 @@ async fn save(
     };
     fields.groups.push(GroupFields::default());
     let mut page = page(&state, &session, &slug, Some(fields)).await?;
-    let status = match refusal {
-        Error::Invalid(errors) => {
-            page.errors = errors.into_iter().map(|e| (e.field, e.message)).collect();
-            StatusCode::UNPROCESSABLE_ENTITY
-        }
-        other => {
-            page.general = Some(other.to_string());
-            StatusCode::CONFLICT
-        }
-    };
-    let mut response = render(&page);
-    *response.status_mut() = status;
-    Ok(response.into_response())
+    let status = refused(refusal, &mut page.errors, &mut page.general);
+    Ok(render_with(&page, status))
 }
