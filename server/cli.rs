@@ -4,6 +4,7 @@ pub mod args;
 pub mod client;
 pub mod hook;
 pub mod mail;
+pub mod operator;
 pub mod report;
 
 use tokio_util::sync::CancellationToken;
@@ -47,7 +48,8 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<()> {
                 let listen = settings.listen;
                 tokio::task::spawn_blocking(move || report::run(report, listen)).await?.map_err(anyhow::Error::msg)
             }
-            Err(other) => anyhow::bail!("`{other:?}` is not a command of its own"),
+            // The operator's commands need the global arguments, which `main` has: it runs them.
+            Err(other) => anyhow::bail!("`{other:?}` is run by `main`, not here"),
         },
     }
 }

@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
-use clap::Parser;
 use switchyard::cli::args::{Cli, Command};
+use switchyard::cli::operator::OperatorCommand;
 
 fn main() -> ExitCode {
     // A hook must never fail Claude Code: run it before anything (settings, logging) that could.
@@ -9,14 +9,15 @@ fn main() -> ExitCode {
         switchyard::cli::hook::run();
         return ExitCode::SUCCESS;
     }
-    let cli = Cli::parse();
+    let cli = Cli::from_env();
     // Clients of the API need no settings, logging or database: run them as they are.
     let client = match cli.command {
         Command::Msg(command) => switchyard::cli::mail::msg(command, cli.global.listen),
         Command::Chat(command) => switchyard::cli::mail::chat(command, cli.global.listen),
-        command => match switchyard::cli::report::ReportCommand::of(command) {
-            Ok(report) => switchyard::cli::report::run(report, cli.global.listen),
-            Err(command) => return serve(Cli { command, ..cli }),
+        command => match OperatorCommand::of(command).map_err(switchyard::cli::report::ReportCommand::of) {
+            Ok(operator) => switchyard::cli::operator::run(operator, &cli.global),
+            Err(Ok(report)) => switchyard::cli::report::run(report, cli.global.listen),
+            Err(Err(command)) => return serve(Cli { command, ..cli }),
         },
     };
     match client {

@@ -166,15 +166,26 @@ pub async fn list_agents(
     Ok(Json(page(rows, limit, |a| Position { created_at: a.created_at, id: a.id })))
 }
 
-/// Reads an agent. An agent's own token may read itself.
+/// An agent with the tokens it used.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct AgentDetail {
+    #[serde(flatten)]
+    pub agent: Agent,
+    /// Tokens used, summed from its Claude Code transcript as its hooks name it; `null` for an
+    /// agent none was read of (other providers report no usage).
+    pub usage: Option<crate::domain::usage::Usage>,
+}
+
+/// Reads an agent, with the tokens it used. An agent's own token may read itself.
 #[utoipa::path(get, path = "/agents/{name}", tag = "agents", params(("name" = String, Path, description = "agent name")),
-    responses((status = 200, body = Agent, description = "The agent", headers(("ETag" = String, description = "the version, quoted"))),
+    responses((status = 200, body = AgentDetail, description = "The agent", headers(("ETag" = String, description = "the version, quoted"))),
         (status = 403, body = Problem, description = "An agent token reading another agent"), (status = 404, body = Problem)))]
 #[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn get_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Response> {
     let mut conn = state.db.acquire().await?;
     let agent = agents::by_name(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?;
-    Ok(with_etag(agent))
+    let usage = crate::db::agent_usage::get(&mut conn, agent.id).await?;
+    Ok((etag(agent.version), Json(AgentDetail { agent, usage })).into_response())
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -16,9 +16,9 @@ use crate::domain::agent::AgentState;
 /// The explanation of an agent's current state.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"agent": "clever-fox", "state": "idle", "since": "2026-11-22T09:30:00Z",
-    "decided_by": "hook", "signal": "Stop", "detail": null, "from": "working",
+    "decided_by": "hook", "signal": "Stop", "line": null, "detail": null, "from": "working",
     "last_hook": {"state": "idle", "at": "2026-11-22T09:30:00Z"}, "last_activity": "2026-11-22T09:30:00Z",
-    "screen": {"rules": "claude", "activity": "working", "error": null},
+    "screen": {"rules": "claude", "activity": "working", "rule": "spinner", "line": "✻ Thinking…", "error": null},
     "summary": "idle since 2026-11-22 09:30:00 UTC, decided by a hook (Stop); the screen now reads working: the next reading decides"}))]
 pub struct Explanation {
     pub agent: String,
@@ -27,8 +27,11 @@ pub struct Explanation {
     pub since: Option<DateTime<Utc>>,
     /// What decided it: `hook`, `screen`, `control` (pane output), `reconciler`, `worker`, `api`.
     pub decided_by: Option<String>,
-    /// Which signal it was, when its source names them (the hook's event, e.g. `Stop`).
+    /// Which signal it was, when its source names them: the hook's event (`Stop`), or the
+    /// screen rule that matched (`spinner`, `permission dialog`, `selection dialog`, …).
     pub signal: Option<String>,
+    /// The screen line that rule matched, when the screen decided.
+    pub line: Option<String>,
     /// What came with it (the permission asked, the screen's error, a person's reason).
     pub detail: Option<String>,
     pub from: Option<AgentState>,
@@ -55,6 +58,10 @@ pub struct ScreenSignal {
     /// What a marker on the screen says (`working`, `permission`, `question`, `idle`); `null`
     /// when none shows: idle once two readings are the same.
     pub activity: Option<String>,
+    /// The rule that found that marker (`spinner`, `permission dialog`, …).
+    pub rule: Option<String>,
+    /// The line it found it on.
+    pub line: Option<String>,
     /// A final error the provider printed.
     pub error: Option<String>,
 }
@@ -75,6 +82,7 @@ pub async fn explain(ctx: &Ctx, name: &str) -> Result<Explanation> {
         since: last.map(|e| e.created_at),
         decided_by: text("source"),
         signal: text("signal"),
+        line: text("line"),
         detail: text("detail"),
         from: text("from").and_then(|s| s.parse().ok()),
         last_hook: agent.last_hook_at.map(|at| HookSignal { state: agent.last_hook_state, at }),
@@ -94,6 +102,8 @@ async fn read_screen(ctx: &Ctx, agent: &Agent) -> Option<ScreenSignal> {
     Some(ScreenSignal {
         rules: rules.as_str().to_owned(),
         activity: reading.activity.map(|a| a.state().as_str().to_owned()),
+        rule: reading.matched.as_ref().map(|m| m.rule.to_owned()),
+        line: reading.matched.map(|m| m.line),
         error: reading.error,
     })
 }
@@ -111,7 +121,9 @@ fn summary(e: &Explanation) -> String {
                 "api" => "a person or script through the API",
                 other => other,
             };
-            let said: Vec<&str> = [e.signal.as_deref(), e.detail.as_deref()].into_iter().flatten().collect();
+            let line = e.line.as_ref().map(|line| format!("on the line “{line}”"));
+            let said: Vec<&str> =
+                [e.signal.as_deref(), line.as_deref(), e.detail.as_deref()].into_iter().flatten().collect();
             let detail = if said.is_empty() { String::new() } else { format!(" ({})", said.join(": ")) };
             format!("{} since {}, decided by {what}{detail}", e.state, since.format("%Y-%m-%d %H:%M:%S UTC"))
         }
@@ -123,7 +135,13 @@ fn summary(e: &Explanation) -> String {
     }
     match &e.screen {
         Some(ScreenSignal { error: Some(error), .. }) => parts.push(format!("the screen shows an error: {error}")),
-        Some(ScreenSignal { activity: Some(activity), .. }) => parts.push(format!("the screen now reads {activity}")),
+        Some(ScreenSignal { activity: Some(activity), rule, line, .. }) => {
+            let why = match (rule, line) {
+                (Some(rule), Some(line)) => format!(" ({rule} on the line “{line}”)"),
+                _ => String::new(),
+            };
+            parts.push(format!("the screen now reads {activity}{why}"))
+        }
         Some(_) => parts.push("no marker shows on the screen now (idle once it stays unchanged)".to_owned()),
         None => parts.push("its screen cannot be read from here".to_owned()),
     }

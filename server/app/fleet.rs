@@ -66,6 +66,12 @@ pub async fn observe(
     Ok(agents::apply(conn, agent_id, expected, event, cause).await?)
 }
 
+/// The agents' panes printed something: their `last_activity` is now.
+pub async fn touch_activity(conn: &mut PgConnection, agents: &[Uuid]) -> Result<()> {
+    agents::touch_activity(conn, agents).await?;
+    Ok(())
+}
+
 /// The common change (`working ⇄ idle`) in one statement, for the watcher's hot path.
 pub async fn swap(
     conn: &mut PgConnection,

@@ -80,12 +80,8 @@ pub async fn record_agent_hook(ctx: &Ctx, name: &str, payload: &Value) -> Result
     let outcome = match event {
         None => Ok((agent.state, false)),
         Some(event) => {
-            let cause = Cause {
-                source: "hook",
-                detail: detail(payload),
-                signal: Some(event_name.clone()),
-                suspended_until: None,
-            };
+            let cause =
+                Cause { source: "hook", detail: detail(payload), signal: Some(event_name.clone()), ..Cause::default() };
             match agents::apply(&mut tx, agent.id, None, event, &cause).await? {
                 None => return Err(no_agent()),
                 Some(Applied::Changed { agent, .. }) => Ok((agent.state, true)),
@@ -105,6 +101,14 @@ pub async fn record_agent_hook(ctx: &Ctx, name: &str, payload: &Value) -> Result
         tx.commit().await?;
     }
     ctx.feed.hook_recorded();
+    // A turn ended: its tokens are in the transcript now. Counting them is no part of the hook's
+    // record (a transcript that cannot be read costs only the count).
+    let turn_ended = matches!(event_name.as_str(), "Stop" | "SubagentStop" | "SessionEnd");
+    if let Some(path) = payload.get("transcript_path").and_then(Value::as_str).filter(|_| turn_ended) {
+        if let Err(e) = super::usage::read_transcript(ctx, agent.id, path).await {
+            tracing::warn!(agent = name, error = %e, "reading the agent's transcript");
+        }
+    }
     let (state, changed) = outcome?;
     Ok(HookOutcome { agent: name.to_owned(), hook_event_name: event_name, state, changed, delivered })
 }

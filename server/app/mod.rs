@@ -30,6 +30,7 @@ pub mod state_file;
 pub mod tasks;
 pub mod teams;
 pub mod tokens;
+pub mod usage;
 pub mod webhooks;
 pub mod wishes;
 

@@ -165,6 +165,34 @@ pub async fn plan(ctx: &Ctx, slug: &str, groups: Option<Vec<NewGroup>>) -> Resul
     Ok(detail)
 }
 
+/// Replaces a draft's plan and leaves it a draft: a person editing the plan in the dashboard
+/// (`plan` also moves the wish on). Checked exactly as `plan` checks it; the wish's row is
+/// locked, so a plan that moved on meanwhile is refused rather than rewritten.
+#[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
+pub async fn replace_plan(ctx: &Ctx, slug: &str, groups: Vec<NewGroup>) -> Result<WishDetail> {
+    let groups = checked_groups(groups)?;
+    let order = validate_plan(&groups)?;
+    let mut tx = ctx.db.begin().await?;
+    let found = find(&mut tx, slug).await?;
+    let wish = wishes::lock(&mut tx, found.id).await?.ok_or_else(|| Error::NotFound(format!("no wish `{slug}`")))?;
+    if wish.status != WishStatus::Draft {
+        return Err(Error::conflict("only a draft's plan can be edited", Some(wish.status.as_str())));
+    }
+    wishes::delete_groups(&mut tx, wish.id).await?;
+    let wish = wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
+    let keys: Vec<&str> = groups.iter().map(|g| g.key.as_str()).collect();
+    crate::db::events::record(
+        &mut tx,
+        "wish.plan_changed",
+        &wishes::subject(&wish),
+        serde_json::json!({"groups": keys}),
+    )
+    .await?;
+    let detail = detail(&mut tx, wish).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(detail)
+}
+
 /// Records a review of a wish under review (agentmux's loop): a pass completes it, a fail sends
 /// the notes to a fix agent, a fail at the cap fails it ([`super::conductor::review::verdict`]).
 #[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]

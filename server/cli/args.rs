@@ -14,6 +14,50 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The subcommands that call the API (or run as a hook): of the settings they use `--listen`
+/// only, and `attach` also the data directory and tmux socket, so their `--help` hides the rest.
+const CLIENTS: &[(&str, &[&str])] = &[
+    ("hook", &[]),
+    ("msg", &["listen"]),
+    ("chat", &["listen"]),
+    ("group", &["listen"]),
+    ("review", &["listen"]),
+    ("wish", &["listen"]),
+    ("fix", &["listen"]),
+    ("task", &["listen"]),
+    ("agents", &["listen"]),
+    ("tasks", &["listen"]),
+    ("attach", &["listen", "data_dir", "tmux_socket"]),
+];
+
+impl Cli {
+    /// The command line as clap builds it, with two changes to `--help`: an environment
+    /// variable's value is never printed (`[env: X=]` for unset ones was noise, and values may be
+    /// secret), and the clients' help lists only the settings they use. The settings stay
+    /// accepted everywhere (they are global): a client gets hidden copies, which clap keeps
+    /// instead of propagating the visible ones.
+    pub fn command_line() -> clap::Command {
+        let command = <Cli as clap::CommandFactory>::command().mut_args(|arg| {
+            if arg.is_global_set() {
+                arg.hide_env_values(true)
+            } else {
+                arg
+            }
+        });
+        let settings: Vec<clap::Arg> = command.get_arguments().filter(|a| a.is_global_set()).cloned().collect();
+        CLIENTS.iter().fold(command, |command, (name, used)| {
+            let hidden = settings.iter().filter(|a| !used.contains(&a.get_id().as_str())).map(|a| a.clone().hide(true));
+            command.mut_subcommand(name, |sub| sub.args(hidden))
+        })
+    }
+
+    /// Parses the process's arguments (exits with clap's message on an error, or after `--help`).
+    pub fn from_env() -> Cli {
+        let matches = Cli::command_line().get_matches();
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the API, the dashboard and the worker.
@@ -41,9 +85,38 @@ pub enum Command {
     /// A reviewer agent gives its verdict on its wish.
     #[command(subcommand)]
     Review(ReviewCommand),
-    /// Wishes: a planner agent gives its draft's plan.
+    /// Wishes: make, show and list them; a planner agent gives its draft's plan.
     #[command(subcommand)]
     Wish(WishCommand),
+    /// List the agents: name, state, provider, task, last activity.
+    Agents {
+        /// Only this project's agents.
+        #[arg(long)]
+        project: Option<String>,
+        /// Only agents in this state (`idle`, `working`, `permission`, …).
+        #[arg(long)]
+        state: Option<String>,
+        /// Print the agents as JSON, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Open an agent's tmux pane in this terminal to take over (the agent must run on this node).
+    Attach {
+        /// The agent's name.
+        agent: String,
+    },
+    /// List the tasks: id, status, assignee, title.
+    Tasks {
+        /// Only this project's tasks.
+        #[arg(long)]
+        project: Option<String>,
+        /// Only tasks in this status (`blocked`, `ready`, `in_progress`, …).
+        #[arg(long)]
+        status: Option<String>,
+        /// Print the tasks as JSON, one per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// A fix agent reports its fix.
     #[command(subcommand)]
     Fix(FixCommand),
@@ -85,6 +158,36 @@ pub enum ReviewCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum WishCommand {
+    /// Make a draft wish from TEXT (its first line is the title); prints its slug.
+    New {
+        /// What you wish for; its first line is the title, all of it the description.
+        text: String,
+        /// The project's slug.
+        #[arg(long)]
+        project: String,
+        /// The wish's slug; default: made from the title.
+        #[arg(long)]
+        slug: Option<String>,
+    },
+    /// Show a wish: its state, phase, branch and groups.
+    Show {
+        slug: String,
+        /// Print the wish as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List wishes, oldest first.
+    Ls {
+        /// Only wishes in this state (`draft`, `executing`, `merged`, …).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only this project's wishes.
+        #[arg(long)]
+        project: Option<String>,
+        /// Print the wishes as JSON, one per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Gives your draft's plan from a YAML or JSON file: `groups: [{key, title, goal, depends_on, provider}]`.
     Plan {
         #[arg(long)]

@@ -37,7 +37,7 @@ impl Api {
 
     /// Calls the API; with an idempotency key, a request that failed to get an answer (the
     /// connection refused or cut) is sent once more with the same key, so it is created once.
-    fn call_with_key(
+    pub(crate) fn call_with_key(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -82,7 +82,7 @@ impl Api {
     }
 
     /// Every item of a paginated list, following `next_cursor`.
-    fn all(&self, path: &str) -> Result<Vec<Value>, String> {
+    pub(crate) fn all(&self, path: &str) -> Result<Vec<Value>, String> {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         loop {

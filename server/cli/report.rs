@@ -15,7 +15,8 @@ use super::mail::Api;
 pub enum ReportCommand {
     Group(GroupCommand),
     Review(ReviewCommand),
-    Wish(WishCommand),
+    /// `wish plan --file FILE` (the other `wish` commands are the operator's).
+    Plan(std::path::PathBuf),
     Fix(FixCommand),
     Task(TaskCommand),
 }
@@ -27,7 +28,7 @@ impl ReportCommand {
         match command {
             C::Group(c) => Ok(ReportCommand::Group(c)),
             C::Review(c) => Ok(ReportCommand::Review(c)),
-            C::Wish(c) => Ok(ReportCommand::Wish(c)),
+            C::Wish(WishCommand::Plan { file }) => Ok(ReportCommand::Plan(file)),
             C::Fix(c) => Ok(ReportCommand::Fix(c)),
             C::Task(c) => Ok(ReportCommand::Task(c)),
             other => Err(other),
@@ -54,7 +55,7 @@ pub fn run(command: ReportCommand, listen: std::net::SocketAddr) -> Result<(), S
             };
             json!({"kind": "review_fail", "notes": notes})
         }
-        ReportCommand::Wish(WishCommand::Plan { file }) => {
+        ReportCommand::Plan(file) => {
             let text = read(&file)?;
             // YAML is a superset of JSON: one parser reads both.
             let plan: Value = serde_norway::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;

@@ -2,6 +2,7 @@
 //! that change state take the caller's connection or transaction, so a request's changes and
 //! its event row commit together.
 
+pub mod agent_usage;
 pub mod agents;
 pub mod batched_reads;
 pub mod board_columns;

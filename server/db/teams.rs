@@ -179,13 +179,21 @@ pub async fn set_leader(conn: &mut PgConnection, team: &Team, leader: Option<&st
     get(conn, &team.name).await?.ok_or(sqlx::Error::RowNotFound)
 }
 
-/// Makes `agent` a member (`team.member_added`); false when it already was one.
+/// Makes `agent` a member (`team.member_added`); false when it already was one. An agent no
+/// node has claimed yet (registered, then made a member or the leader) will work in the team's
+/// clone on its branch, as one registered with `team` does; one already running keeps the
+/// directory its program runs in.
 pub async fn add_member(conn: &mut PgConnection, team: &Team, agent: &str) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
-        "UPDATE agents SET team = $2, version = version + 1, updated_at = now()
-         WHERE name = $1 AND team IS DISTINCT FROM $2",
+        "UPDATE agents SET team = $2, version = version + 1, updated_at = now(),
+             clone_mode = CASE WHEN unclaimed THEN 'team' ELSE clone_mode END,
+             branch = CASE WHEN unclaimed THEN $3 ELSE branch END
+         FROM (SELECT id, state = 'spawning' AND node_id IS NULL AND clone_mode <> 'none' AS unclaimed
+               FROM agents WHERE name = $1) AS a
+         WHERE agents.id = a.id AND team IS DISTINCT FROM $2",
         agent,
-        team.name
+        team.name,
+        team.branch
     )
     .execute(&mut *conn)
     .await?;
@@ -206,8 +214,15 @@ pub async fn member_event(conn: &mut PgConnection, team: &Team, agent: &str, kin
 /// Takes `agent` out of the team (and off its lead), with `team.member_removed`; false when it
 /// was not a member.
 pub async fn remove_member(conn: &mut PgConnection, team: &Team, agent: &str) -> Result<bool, sqlx::Error> {
+    // An agent not yet claimed goes back to a clone of its own, on its default branch
+    // (`git::clones::default_branch`).
     let done = sqlx::query!(
-        "UPDATE agents SET team = NULL, version = version + 1, updated_at = now() WHERE name = $1 AND team = $2",
+        "UPDATE agents SET team = NULL, version = version + 1, updated_at = now(),
+             clone_mode = CASE WHEN unclaimed THEN 'agent' ELSE clone_mode END,
+             branch = CASE WHEN unclaimed THEN 'switchyard/' || agents.name ELSE branch END
+         FROM (SELECT id, state = 'spawning' AND node_id IS NULL AND clone_mode = 'team' AS unclaimed
+               FROM agents WHERE name = $1) AS a
+         WHERE agents.id = a.id AND team = $2",
         agent,
         team.name
     )
@@ -234,11 +249,13 @@ pub async fn delete(conn: &mut PgConnection, team: &Team, clone_removed: bool) -
     Ok(())
 }
 
-/// Members of the team that run in its clone and are live (they would lose their directory).
+/// Members of the team that run in its clone and are live (they would lose their directory);
+/// one no node has claimed yet runs nowhere.
 pub async fn live_in_clone(conn: &mut PgConnection, team: &str) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar!(
         "SELECT name FROM agents WHERE team = $1 AND clone_mode = 'team'
            AND state IN ('spawning', 'working', 'idle', 'permission', 'question')
+           AND NOT (state = 'spawning' AND node_id IS NULL)
          ORDER BY created_at, id",
         team
     )

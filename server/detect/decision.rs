@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
-use super::screen::{self, ReadContext, ScreenRules};
+use super::screen::{self, Matched, ReadContext, ScreenRules};
 use crate::domain::agent::Activity;
 
 /// How long a hook's word outranks the screen, by default.
@@ -80,6 +80,9 @@ pub struct Decision {
     /// The provider cannot work until the user gives it something (a login, an API key,
     /// network access), in its own words: the agent is to be `error` with this reason.
     pub fatal: Option<String>,
+    /// For a decision of the screen: the rule that decided it and the line it matched (the
+    /// line is empty for rules about the whole screen, such as an unchanged one).
+    pub matched: Option<Matched>,
 }
 
 /// One agent's detector. Feed it every signal for that agent; write what it decides.
@@ -100,6 +103,8 @@ pub struct Detector {
     baseline: bool,
     fatal: Option<String>,
     reported: Option<Reported>,
+    /// What made the screen's view what it is (see [`Decision::matched`]).
+    matched: Option<Matched>,
 }
 
 type Reported = (Activity, Option<DateTime<Utc>>, Option<String>, Option<String>);
@@ -130,6 +135,7 @@ impl Detector {
             fatal: None,
             reported: None,
             baseline: false,
+            matched: None,
         }
     }
 
@@ -161,8 +167,9 @@ impl Detector {
     /// A program other than the pane's shell runs in its foreground (`#{pane_current_command}`):
     /// a shell agent is busy however still its screen is, so the screen cannot settle to idle
     /// (and a message is not typed into the running command).
-    pub fn on_busy(&mut self, now: Instant) -> Option<Decision> {
+    pub fn on_busy(&mut self, now: Instant, command: &str) -> Option<Decision> {
         self.view = Some(View { activity: Activity::Working, source: Source::Screen, at: now });
+        self.matched = Some(Matched { rule: "foreground command", line: command.to_owned() });
         self.quiet = None;
         self.decide(now)
     }
@@ -184,6 +191,7 @@ impl Detector {
         match reading.activity {
             Some(activity) => {
                 self.view = Some(View { activity, source: Source::Screen, at: now });
+                self.matched = reading.matched;
                 self.quiet = None;
             }
             // A provider not drawing its input area yet (starting, a blank pane) is not idle.
@@ -192,6 +200,7 @@ impl Detector {
                 Some((hash, since)) if hash == reading.region_hash => {
                     if now.duration_since(since) >= self.config.settle {
                         self.view = Some(View { activity: Activity::Idle, source: Source::Screen, at: now });
+                        self.matched = Some(Matched { rule: "unchanged screen", line: String::new() });
                     }
                 }
                 _ => {
@@ -199,6 +208,7 @@ impl Detector {
                     if self.rules == ScreenRules::Generic && !baseline {
                         // No markers to go by: a changed screen is the only sign of work.
                         self.view = Some(View { activity: Activity::Working, source: Source::Screen, at: now });
+                        self.matched = Some(Matched { rule: "changed screen", line: String::new() });
                     }
                 }
             },
@@ -256,6 +266,7 @@ impl Detector {
             usage_limit_until: self.usage_limit,
             error: self.error.clone(),
             fatal: self.fatal.clone(),
+            matched: if source == Source::Screen { self.matched.clone() } else { None },
         })
     }
 }

@@ -98,6 +98,31 @@ pub struct ScreenReading {
     /// A hash of the region above the input area, colour codes stripped: equal hashes on two
     /// readings mean nothing happened in between.
     pub region_hash: u64,
+    /// The rule that decided `activity` (working, permission or question) and the line it
+    /// matched, so a state can be explained ("spinner" on `✻ Thinking…`).
+    pub matched: Option<Matched>,
+}
+
+/// A screen rule that matched, and the line (colour codes stripped) it matched on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matched {
+    pub rule: &'static str,
+    pub line: String,
+}
+
+/// The first line of `live` that `test` holds for, as rule `rule`'s match.
+fn first(live: &[&str], rule: &'static str, test: impl Fn(&str) -> bool) -> Option<Matched> {
+    live.iter().find(|l| test(l)).map(|l| Matched { rule, line: l.trim().to_owned() })
+}
+
+/// The first line of `live` holding one of `needles`.
+fn first_containing(live: &[&str], rule: &'static str, needles: &[&str]) -> Option<Matched> {
+    first(live, rule, |l| needles.iter().any(|n| l.contains(n)))
+}
+
+/// The first line holding `needle` in any case.
+fn first_containing_ci(live: &[&str], rule: &'static str, needle: &str) -> Option<Matched> {
+    first(live, rule, |l| l.to_lowercase().contains(needle))
 }
 
 /// Reads `text` (a capture, with or without escape codes) with the provider's rules.
@@ -133,9 +158,9 @@ pub fn read(rules: ScreenRules, text: &str, ctx: &ReadContext) -> ScreenReading 
 /// What one provider's rules found in the live region.
 #[derive(Debug, Default)]
 struct Marks {
-    busy: bool,
-    permission: bool,
-    question: bool,
+    busy: Option<Matched>,
+    permission: Option<Matched>,
+    question: Option<Matched>,
     usage_limit: Option<DateTime<Utc>>,
     error: Option<String>,
     fatal: Option<String>,
@@ -143,20 +168,28 @@ struct Marks {
 
 impl Marks {
     fn into_reading(self, region_hash: u64, at_prompt: bool) -> ScreenReading {
-        let activity = if self.permission {
-            Some(Activity::Permission)
-        } else if self.question {
-            Some(Activity::Question)
-        } else if self.busy {
-            Some(Activity::Working)
+        let (activity, matched) = if self.permission.is_some() {
+            (Some(Activity::Permission), self.permission)
+        } else if self.question.is_some() {
+            (Some(Activity::Question), self.question)
+        } else if self.busy.is_some() {
+            (Some(Activity::Working), self.busy)
         } else if self.usage_limit.is_some() || self.error.is_some() {
-            Some(Activity::Idle)
+            (Some(Activity::Idle), None)
         } else {
-            None
+            (None, None)
         };
         // A message shown while the provider is still busy (retrying) is not final.
         let error = if activity == Some(Activity::Working) { None } else { self.error };
-        ScreenReading { activity, usage_limit: self.usage_limit, error, fatal: self.fatal, at_prompt, region_hash }
+        ScreenReading {
+            activity,
+            usage_limit: self.usage_limit,
+            error,
+            fatal: self.fatal,
+            at_prompt,
+            region_hash,
+            matched,
+        }
     }
 }
 
@@ -272,19 +305,18 @@ fn option(text: &str) -> Option<(bool, &str)> {
     Some((cursor, label.trim()))
 }
 
-/// A dialog of numbered options with a cursor on one of them.
-fn has_selection(live: &[&str]) -> bool {
+/// A dialog of numbered options with a cursor on one of them: the option under the cursor.
+fn selection(live: &[&str]) -> Option<Matched> {
     let options: Vec<(bool, &str)> = live.iter().filter_map(|l| option(l)).collect();
-    options.len() >= 2 && options.iter().any(|(cursor, _)| *cursor)
+    if options.len() < 2 {
+        return None;
+    }
+    first(live, "selection dialog", |l| option(l).is_some_and(|(cursor, _)| cursor))
 }
 
 /// An option that says yes (`1. Yes`, `1. Yes, allow once`, `1. Yes, proceed (y)`).
 fn has_yes_option(live: &[&str]) -> bool {
     live.iter().filter_map(|l| option(l)).any(|(_, label)| label.starts_with("Yes"))
-}
-
-fn any_contains(live: &[&str], needles: &[&str]) -> bool {
-    live.iter().any(|l| needles.iter().any(|n| l.contains(n)))
 }
 
 /// The first line of `lines` holding one of `needles`, without transcript marks and box
@@ -295,10 +327,6 @@ fn words_of(lines: &[&str], needles: &[&str]) -> Option<String> {
         .trim_start_matches(|c: char| "⎿■✕⏺●│".contains(c) || c.is_whitespace())
         .trim_end_matches(|c: char| c == '│' || c.is_whitespace());
     Some(first.to_owned())
-}
-
-fn any_contains_ci(live: &[&str], needle: &str) -> bool {
-    live.iter().any(|l| l.to_lowercase().contains(needle))
 }
 
 /// The reset time of the usage-limit message on line `i` of `live`, reading `wrapped` more lines
@@ -333,6 +361,23 @@ mod tests {
         assert_eq!(read(ScreenRules::Gemini, &screen, &ctx).activity, Some(Activity::Permission));
         let idle = [&dialog[..1], &echo[..], &footer[..]].concat().join("\n");
         assert_eq!(read(ScreenRules::Gemini, &idle, &ctx).activity, None);
+    }
+
+    #[test]
+    fn a_reading_names_the_rule_that_decided_it_and_the_line_it_matched() {
+        let ctx = ReadContext { now: "2026-11-22T10:00:00Z".parse().unwrap(), zone: Tz::UTC };
+        let fixture = |name: &str| {
+            let path = format!("{}/tests/fixtures/screens/claude/{name}", env!("CARGO_MANIFEST_DIR"));
+            read(ScreenRules::ClaudeCode, &std::fs::read_to_string(path).unwrap(), &ctx).matched
+        };
+        let matched = |rule: &'static str, line: &str| Some(Matched { rule, line: line.to_owned() });
+        assert_eq!(fixture("permission.txt"), matched("permission dialog", "Do you want to proceed?"));
+        assert_eq!(
+            fixture("working.txt"),
+            matched("spinner", "✻ Running the input corpus again… (1m 12s · ↓ 3.4k tokens · esc to interrupt)")
+        );
+        assert_eq!(fixture("question.txt").map(|m| m.rule), Some("selection dialog"));
+        assert_eq!(fixture("idle.txt"), None, "no marker, no rule: idle comes from two readings");
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub mod review;
 pub mod task;
 pub mod team;
 pub mod typed;
+pub mod usage;
 pub mod webhook;
 pub mod webhook_format;
 pub mod wish;

@@ -137,6 +137,8 @@ struct DetailPage {
     resumable: bool,
     /// Why it is in its state, in a sentence.
     why: String,
+    /// The tokens it used, from its transcript.
+    usage: Option<crate::domain::usage::Usage>,
 }
 
 /// The agent's own events shown on its page.
@@ -159,6 +161,7 @@ async fn detail(
     let now = Utc::now();
     let history = events::history(&mut conn, &agents::subject(&agent.name), HISTORY).await?;
     let history = EventRow::load(&mut conn, &history, now).await?;
+    let usage = crate::db::agent_usage::get(&mut conn, agent.id).await?;
     drop(conn);
     let pane = match agent_panes::screen(&state.app, &name, PANE_HISTORY).await {
         Ok(screen) => {
@@ -172,6 +175,7 @@ async fn detail(
     let page = DetailPage {
         chrome,
         why,
+        usage,
         history,
         history_url: format!("/agents/{}?block=history", agent.name),
         row: AgentRow::new(&agent, now),

@@ -30,6 +30,7 @@ mod view;
 mod webhooks;
 mod wish_conductor;
 mod wish_form;
+mod wish_plan;
 mod wish_review;
 mod wishes;
 
@@ -71,6 +72,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(projects::router())
         .merge(wishes::router())
         .merge(wish_form::router())
+        .merge(wish_plan::router())
         .merge(wish_review::router())
         .merge(handoffs::router())
         .merge(project_conductor::router())

@@ -30,11 +30,11 @@ pub fn router() -> Router<AppState> {
 const START_ROWS: usize = 3;
 
 #[derive(Debug, Clone, Default)]
-struct GroupFields {
-    key: String,
-    title: String,
-    goal: String,
-    depends_on: String,
+pub(super) struct GroupFields {
+    pub(super) key: String,
+    pub(super) title: String,
+    pub(super) goal: String,
+    pub(super) depends_on: String,
 }
 
 impl GroupFields {
@@ -45,7 +45,7 @@ impl GroupFields {
 
 /// What the person typed, to show again.
 #[derive(Debug, Clone, Default)]
-struct WishFields {
+pub(super) struct WishFields {
     project: String,
     slug: String,
     title: String,
@@ -53,12 +53,12 @@ struct WishFields {
     branch: String,
     review_cap: String,
     blocked_by: String,
-    groups: Vec<GroupFields>,
+    pub(super) groups: Vec<GroupFields>,
 }
 
 impl WishFields {
     /// Reads the form's pairs: `slug=…`, `groups[2].key=…`, …
-    fn from_pairs(pairs: &[(String, String)]) -> WishFields {
+    pub(super) fn from_pairs(pairs: &[(String, String)]) -> WishFields {
         let mut fields = WishFields::default();
         let mut groups: std::collections::BTreeMap<usize, GroupFields> = Default::default();
         for (name, value) in pairs {
@@ -104,19 +104,28 @@ impl WishFields {
             branch: Some(self.branch.trim().to_owned()).filter(|b| !b.is_empty()),
             review_cap,
             blocked_by: list(&self.blocked_by),
-            groups: self
-                .groups
-                .iter()
-                .map(|g| NewGroup {
-                    key: g.key.trim().to_owned(),
-                    title: g.title.clone(),
-                    goal: g.goal.trim().to_owned(),
-                    depends_on: list(&g.depends_on),
-                    max_iterations: None,
-                    provider: None,
-                })
-                .collect(),
+            groups: self.new_groups(),
         })
+    }
+
+    /// Fields holding only a plan's group rows (the plan editor's form).
+    pub(super) fn of_groups(groups: Vec<GroupFields>) -> WishFields {
+        WishFields { groups, ..WishFields::default() }
+    }
+
+    /// The plan's groups as the use cases take them.
+    pub(super) fn new_groups(&self) -> Vec<NewGroup> {
+        self.groups
+            .iter()
+            .map(|g| NewGroup {
+                key: g.key.trim().to_owned(),
+                title: g.title.clone(),
+                goal: g.goal.trim().to_owned(),
+                depends_on: list(&g.depends_on),
+                max_iterations: None,
+                provider: None,
+            })
+            .collect()
     }
 }
 
@@ -186,19 +195,34 @@ async fn create(
         fields.groups.push(GroupFields::default());
     }
     let mut page = form_page(&state, &session, fields).await?;
-    let status = match refusal {
-        Error::Invalid(errors) => {
-            page.errors = errors.into_iter().map(|e| (e.field, e.message)).collect();
+    let status = refused(refusal, &mut page.errors, &mut page.general);
+    Ok(render_with(&page, status))
+}
+
+/// Puts a refusal's messages on a form page: each beside its field (422), or one for the whole
+/// page (409, a conflict).
+pub(super) fn refused(
+    refusal: Error,
+    errors: &mut HashMap<String, String>,
+    general: &mut Option<String>,
+) -> StatusCode {
+    match refusal {
+        Error::Invalid(fields) => {
+            *errors = fields.into_iter().map(|e| (e.field, e.message)).collect();
             StatusCode::UNPROCESSABLE_ENTITY
         }
         other => {
-            page.general = Some(other.to_string());
+            *general = Some(other.to_string());
             StatusCode::CONFLICT
         }
-    };
-    let mut response = render(&page);
+    }
+}
+
+/// The page rendered with `status`.
+pub(super) fn render_with(page: &impl Template, status: StatusCode) -> axum::response::Response {
+    let mut response = render(page);
     *response.status_mut() = status;
-    Ok(response.into_response())
+    response.into_response()
 }
 
 #[cfg(test)]

@@ -416,6 +416,26 @@ pub fn inherited_env(
         .collect()
 }
 
+/// The `tmux` command that shows `pane` of the server at `tmux -L socket` to a person at this
+/// terminal: `switch-client` when the terminal is already a client of that server (`TMUX`
+/// names its socket: attaching would nest it in itself), else `attach-session` (with `TMUX`
+/// unset, so a person inside another tmux server gets it nested rather than refused). Either
+/// command, given a pane as its target, also selects that pane's window and the pane.
+pub fn attach_command(socket: &str, pane: &str, tmux_env: Option<&str>) -> std::process::Command {
+    let inside = tmux_env
+        .and_then(|value| value.split(',').next())
+        .and_then(|path| std::path::Path::new(path).file_name())
+        .is_some_and(|name| name == socket);
+    let mut cmd = std::process::Command::new("tmux");
+    cmd.args(["-L", socket]);
+    if inside {
+        cmd.args(["switch-client", "-t", pane]);
+    } else {
+        cmd.args(["attach-session", "-t", pane]).env_remove("TMUX");
+    }
+    cmd
+}
+
 /// The `capture-pane` arguments, shared by [`Tmux::capture`] and [`Control::capture`].
 pub fn capture_args(pane: &str, history: u32, escapes: bool) -> Vec<String> {
     let mut args = vec!["capture-pane".to_owned(), "-p".to_owned(), "-J".to_owned()];
@@ -470,6 +490,18 @@ fn unique_buffer_name() -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn attaching_switches_a_client_of_the_same_server_and_attaches_any_other_terminal() {
+        let args = |tmux_env: Option<&str>| {
+            let cmd = attach_command("switchyard", "%7", tmux_env);
+            cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>()
+        };
+        let inside = Some("/tmp/tmux-0/switchyard,123,0");
+        assert_eq!(args(inside), ["-L", "switchyard", "switch-client", "-t", "%7"]);
+        assert_eq!(args(Some("/tmp/tmux-0/default,99,1")), ["-L", "switchyard", "attach-session", "-t", "%7"]);
+        assert_eq!(args(None), ["-L", "switchyard", "attach-session", "-t", "%7"]);
+    }
     use super::*;
 
     #[test]

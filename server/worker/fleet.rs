@@ -235,9 +235,11 @@ impl Running {
     async fn on_notifications(&mut self, received: Result<Notification, broadcast::error::RecvError>) {
         let mut received = Some(received);
         let mut decisions = Vec::new();
+        let mut active = Vec::new();
         while let Some(next) = received.take() {
             match next {
                 Ok(Notification::Output { pane, .. }) => {
+                    active.extend(self.watches.activity_due(&pane, Instant::now()));
                     if let Some((agent, decision)) = self.watches.on_output(&pane, Instant::now()) {
                         decisions.push((pane, agent, decision));
                     }
@@ -259,6 +261,9 @@ impl Running {
             });
         }
         self.fleet.decide_all(decisions, &self.watches, &self.writer).await;
+        if !active.is_empty() {
+            self.fleet.touch_activity(&active).await;
+        }
     }
 
     /// One reconcile pass, with the heartbeat, usage-limit resumes and nudges.
@@ -310,6 +315,18 @@ impl Fleet {
                     _ = tokio::time::sleep(every) => {}
                 }
             }
+        }
+    }
+
+    /// Records that these agents' panes printed; a failure costs only a late `last_activity`.
+    async fn touch_activity(&self, agents: &[uuid::Uuid]) {
+        let result = async {
+            let mut conn = self.db.acquire().await?;
+            fleet::touch_activity(&mut conn, agents).await?;
+            anyhow::Ok(())
+        };
+        if let Err(e) = result.await {
+            tracing::debug!(error = %e, "recording agents' activity");
         }
     }
 

@@ -26,6 +26,10 @@ const HISTORY: u32 = 20;
 /// several writes (a clear, then the text), and reading after the first would cost a reading
 /// of a half-drawn screen, which never decides anything.
 pub const OUTPUT_SETTLE: Duration = Duration::from_millis(3);
+/// How often output may move an agent's `last_activity`: a pane prints in bursts of many
+/// notifications a second, and the column is read by people (seconds are plenty), so a write
+/// per burst would be the worker's busiest statement for nothing.
+pub const ACTIVITY_EVERY: Duration = Duration::from_secs(5);
 
 /// One watched pane.
 pub struct Watch {
@@ -46,6 +50,8 @@ pub struct Watch {
     decided_at: Option<Instant>,
     /// When to read the screen for output (or a hook) that no reading has seen yet.
     read_at: Option<Instant>,
+    /// When output last moved the agent's `last_activity` ([`ACTIVITY_EVERY`]).
+    activity_at: Option<Instant>,
 }
 
 impl Watch {
@@ -64,6 +70,7 @@ impl Watch {
             hook_at: None,
             decided_at: None,
             read_at: Some(Instant::now()),
+            activity_at: None,
         }
     }
 
@@ -95,7 +102,7 @@ impl Watch {
             }
         }
         let busy = match (&self.shell, foreground) {
-            (Some(shell), Some(running)) if running != shell => self.detector.on_busy(now),
+            (Some(shell), Some(running)) if running != shell => self.detector.on_busy(now, running),
             _ => None,
         };
         let decision = self.detector.on_screen(now, Utc::now(), text).or(busy).or(decided)?;
@@ -159,6 +166,17 @@ impl Watches {
         watch.last_output = now;
         watch.read_by(now + OUTPUT_SETTLE);
         watch.detector.on_output(now).map(|d| (watch.agent_id, d))
+    }
+
+    /// The agent whose pane printed at `now`, when its `last_activity` is to be written: the
+    /// first output seen, then at most once every [`ACTIVITY_EVERY`].
+    pub fn activity_due(&mut self, pane: &str, now: Instant) -> Option<Uuid> {
+        let watch = self.panes.get_mut(pane)?;
+        if watch.activity_at.is_some_and(|at| now.duration_since(at) < ACTIVITY_EVERY) {
+            return None;
+        }
+        watch.activity_at = Some(now);
+        Some(watch.agent_id)
     }
 
     /// Panes to read now: their output settled, or the detector wants its confirming reading.
@@ -311,7 +329,14 @@ pub async fn apply(
         tracing::warn!(agent = %agent_id, hook = ?d.hook, screen = ?d.screen, hook_age_ms = d.hook_age.as_millis() as u64,
             "the screen disagrees with the last hook past its precedence; the screen wins");
     }
-    let cause = Cause { detail: decision.error.clone(), ..Cause::from(source) };
+    // A screen's decision names its rule and the line it matched, so it can be explained.
+    let matched = decision.matched.as_ref();
+    let cause = Cause {
+        detail: decision.error.clone(),
+        signal: matched.map(|m| m.rule.to_owned()),
+        line: matched.map(|m| m.line.clone()).filter(|line| !line.is_empty()),
+        ..Cause::from(source)
+    };
     if decision.usage_limit_until.is_none() && decision.fatal.is_none() {
         // The common change first, in one statement; anything else takes the whole path below.
         let to = decision.activity.state();
@@ -377,7 +402,20 @@ mod tests {
             hook_at: None,
             decided_at: None,
             read_at: None,
+            activity_at: None,
         }
+    }
+
+    #[test]
+    fn output_moves_last_activity_at_most_once_every_five_seconds() {
+        let mut watches = Watches::default();
+        watches.insert("%1".into(), watch());
+        let start = Instant::now();
+        assert_eq!(watches.activity_due("%1", start), Some(Uuid::nil()), "the first output is news");
+        assert_eq!(watches.activity_due("%1", start + Duration::from_millis(10)), None);
+        assert_eq!(watches.activity_due("%1", start + ACTIVITY_EVERY - Duration::from_millis(1)), None);
+        assert_eq!(watches.activity_due("%1", start + ACTIVITY_EVERY), Some(Uuid::nil()));
+        assert_eq!(watches.activity_due("%2", start), None, "not a watched pane");
     }
 
     #[test]

@@ -195,3 +195,54 @@ async fn the_hook_command_posts_its_stdin_as_the_agent_and_always_exits_0_quietl
         assert!(!stderr.contains(&token), "the token is never printed");
     }
 }
+
+#[tokio::test]
+async fn an_agents_tokens_are_summed_from_its_transcript_a_turn_at_a_time() {
+    let app = crate::helpers::spawn_app().await;
+    app.create_project("alpha").await;
+    app.create_agent(crate::helpers::engineer("alpha", "fox")).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let transcript = dir.path().join("session.jsonl");
+    let recorded = include_str!("../fixtures/transcripts/claude-2.1.jsonl");
+    let lines: Vec<&str> = recorded.lines().collect();
+    // The first turn so far: up to the first tool result (its message's two lines count once).
+    std::fs::write(&transcript, lines[..5].join("\n") + "\n").expect("write");
+    let path = transcript.to_str().expect("utf-8");
+    let hook = |name: &str| serde_json::json!({"hook_event_name": name, "session_id": "s", "transcript_path": path});
+    assert_eq!(app.agent("fox").await["usage"], serde_json::Value::Null, "nothing read yet");
+    app.post_ok("/api/v1/agents/fox/hooks", hook("Stop")).await;
+    let usage = app.agent("fox").await["usage"].clone();
+    assert_eq!(
+        usage,
+        serde_json::json!({"input_tokens": 3, "output_tokens": 8, "cache_creation_input_tokens": 13021,
+            "cache_read_input_tokens": 0})
+    );
+
+    // The rest arrives, a line half-written at first: a hook mid-turn reads nothing, the turn's
+    // end reads the whole lines, the next the rest.
+    let rest = lines[5..].join("\n") + "\n";
+    let (head, tail) = rest.split_at(rest.len() - 20);
+    std::fs::write(&transcript, lines[..5].join("\n") + "\n" + head).expect("append");
+    app.post_ok("/api/v1/agents/fox/hooks", hook("PreToolUse")).await;
+    assert_eq!(app.agent("fox").await["usage"], usage, "only a turn's end reads");
+    app.post_ok("/api/v1/agents/fox/hooks", hook("Stop")).await;
+    std::fs::write(&transcript, recorded).expect("finished");
+    assert_eq!(tail.len(), 20);
+    app.post_ok("/api/v1/agents/fox/hooks", hook("Stop")).await;
+    assert_eq!(
+        app.agent("fox").await["usage"],
+        serde_json::json!({"input_tokens": 9, "output_tokens": 302, "cache_creation_input_tokens": 14087,
+            "cache_read_input_tokens": 28470}),
+        "each message once, however the file was cut"
+    );
+    app.post_ok("/api/v1/agents/fox/hooks", hook("Stop")).await;
+    assert_eq!(app.agent("fox").await["usage"]["output_tokens"], 302, "read once");
+
+    // Not a transcript: nothing is read (an agent names the path; the server reads only .jsonl files).
+    let elsewhere = serde_json::json!({"hook_event_name": "Stop", "transcript_path": "/etc/passwd"});
+    app.post_ok("/api/v1/agents/fox/hooks", elsewhere).await;
+    assert_eq!(app.agent("fox").await["usage"]["output_tokens"], 302);
+    let dashboard = crate::dashboard::Dashboard::login(&app).await;
+    let (_, page) = dashboard.get("/agents/fox").await;
+    assert!(page.contains("<strong>Tokens:</strong> 42868 (9 input, 302 output"), "{page}");
+}

@@ -128,3 +128,37 @@ async fn a_shell_agent_running_a_quiet_command_is_working_until_the_command_ends
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_state_the_screen_decided_is_explained_by_its_rule_and_the_line_it_matched() {
+    // A provider read with Claude Code's rules that only draws a permission dialog: no hooks,
+    // so the screen decides.
+    let dialog = format!("{}/tests/fixtures/screens/claude/permission.txt", env!("CARGO_MANIFEST_DIR"));
+    let providers = format!(
+        "[providers.asker]\ncommand = [\"sh\", \"-c\", \"cat '{dialog}'; exec sleep 600\"]\nscreen_rules = \"claude\"\ninstall_hooks = false\n"
+    );
+    let app = spawn_app_with_worker_and_providers(&providers).await;
+    app.create_project("alpha").await;
+    app.create_agent(merged(engineer("alpha", "fox"), json!({"provider": "asker", "clone": "none"}))).await;
+    eventually("fox asks for permission", std::time::Duration::from_secs(20), || async {
+        app.agent("fox").await["state"] == "permission"
+    })
+    .await;
+    let why = app.get_ok("/api/v1/agents/fox/state/explain").await;
+    assert_eq!(
+        (why["decided_by"].as_str(), why["signal"].as_str()),
+        (Some("screen"), Some("permission dialog")),
+        "{why}"
+    );
+    assert_eq!(why["line"], "Do you want to proceed?", "{why}");
+    assert_eq!(
+        (why["screen"]["rule"].as_str(), why["screen"]["line"].as_str()),
+        (Some("permission dialog"), Some("Do you want to proceed?")),
+        "read now too: {why}"
+    );
+    let summary = why["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.contains("decided by a screen rule (permission dialog: on the line “Do you want to proceed?”)"),
+        "{summary}"
+    );
+}

@@ -31,7 +31,8 @@ async fn registering_an_agent_writes_a_spawning_row_with_no_node_and_its_event()
     assert_eq!(agent["clone_mode"], "agent");
     assert_eq!(agent["repo"], project["repo_path"]);
     assert!(agent["provider_session_id"].as_str().is_some_and(|s| Uuid::parse_str(s).is_ok()));
-    assert_eq!(app.agent("clever-fox").await, agent);
+    // Read back, it also says what it used (nothing yet).
+    assert_eq!(app.agent("clever-fox").await, merged(agent, json!({"usage": null})));
     assert_eq!(app.count_events("agent.spawned", "agent:clever-fox").await, 1);
 }
 
@@ -294,7 +295,7 @@ async fn the_worker_claims_each_spawning_agent_once_and_applies_only_legal_chang
         Some(Applied::Unchanged(_))
     ));
     assert_eq!(agents::record_nudge(&mut conn, id).await.unwrap(), Some(1));
-    assert!(agents::touch_activity(&mut conn, id).await.unwrap());
+    assert_eq!(agents::touch_activity(&mut conn, &[id, uuid::Uuid::new_v4()]).await.unwrap(), 1);
     let cause = Cause {
         source: "worker",
         detail: Some("usage limit".into()),

@@ -26,6 +26,7 @@ mod merge_queue;
 mod messages;
 mod metrics;
 mod openapi;
+mod operator_cli;
 mod problems;
 mod projects;
 mod rate_limit;

@@ -126,7 +126,7 @@ async fn bad_messages_are_refused_naming_the_field() {
 
 /// `switchyard ARGS` with the environment the worker gives an agent's pane (or an operator's),
 /// off the runtime that serves the app.
-async fn cli(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> (bool, String, String) {
+pub async fn cli(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> (bool, String, String) {
     let owned = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     let (args, stdin) = (owned(args), stdin.map(str::to_owned));
     let env: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();

@@ -57,8 +57,9 @@ async fn a_team_gets_a_shared_clone_on_its_new_branch_from_the_worker_that_runs_
     assert_eq!(login["node_id"], fox["node_id"], "pinned to the node that runs its agents");
     assert_eq!(login["members"], json!(["fox"]));
     assert_eq!(login["status"], "in_progress", "its first member started it");
-    // An existing agent joins; the leader must be a member.
-    app.create_agent(engineer("alpha", "owl")).await;
+    // An existing agent joins; the leader must be a member. (In the project's repository: one
+    // no node has claimed yet would move into the team's clone, and could not leave while there.)
+    app.create_agent(merged(engineer("alpha", "owl"), json!({"clone": "none"}))).await;
     let bad =
         app.admin(Method::PATCH, "/api/v1/teams/login").json(&json!({"leader": "owl"})).send().await.expect("patch");
     let problem = assert_problem(bad, 422).await;
@@ -251,4 +252,36 @@ async fn the_team_chat_keeps_its_order_pages_by_cursor_and_lets_only_members_spe
     .expect("events");
     assert_eq!(events.len(), 4, "each post is an event for the live dashboard and webhooks");
     assert_eq!((&events[3]["from"], &events[3]["body"]), (&json!("fox"), &json!("fox here")));
+}
+
+#[tokio::test]
+async fn a_leader_registered_before_its_team_works_in_the_teams_clone() {
+    // No worker yet: fox is registered and made the leader of a new team before any node claims it.
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    app.create_agent(merged(engineer("alpha", "fox"), json!({"provider": "shell"}))).await;
+    app.create_agent(merged(engineer("alpha", "owl"), json!({"provider": "shell"}))).await;
+    let body =
+        json!({"name": "login", "project": "alpha", "base_branch": "main", "leader": "fox", "members": ["fox", "owl"]});
+    assert_json(app.post("/api/v1/teams", body).await, 201).await;
+    let fox = app.agent("fox").await;
+    assert_eq!((&fox["clone_mode"], &fox["branch"]), (&json!("team"), &json!("login")), "{fox}");
+    // Leaving before it runs gives it its own clone back.
+    app.admin(Method::DELETE, "/api/v1/teams/login/members/owl").send().await.expect("remove");
+    let owl = app.agent("owl").await;
+    assert_eq!(
+        (&owl["team"], &owl["clone_mode"], &owl["branch"]),
+        (&Value::Null, &json!("agent"), &json!("switchyard/owl"))
+    );
+
+    // A node comes up: fox runs in the team's clone, on the team's branch.
+    let node = crate::helpers::spawn_node_beside(&app, "", |_| {}).await;
+    eventually("fox runs in the team's clone", std::time::Duration::from_secs(20), || async {
+        team(&app, "login").await["clone_path"].is_string() && app.agent("fox").await["clone_path"].is_string()
+    })
+    .await;
+    let clone = team(&app, "login").await["clone_path"].as_str().expect("clone").to_owned();
+    assert_eq!(app.agent("fox").await["clone_path"], json!(clone));
+    assert_eq!(git(std::path::Path::new(&clone), &["symbolic-ref", "--short", "HEAD"]).trim(), "login");
+    drop(node);
 }

@@ -20,7 +20,7 @@ async fn screen(app: &TestApp, name: &str) -> String {
 }
 
 /// A `shell` agent of project `alpha` in its repository, waiting until it has a pane.
-async fn shell_agent(app: &TestApp, name: &str) -> Value {
+pub async fn shell_agent(app: &TestApp, name: &str) -> Value {
     app.create_agent(merged(engineer("alpha", name), json!({"provider": "shell", "clone": "none"}))).await;
     eventually("the worker gives the agent a pane", Duration::from_secs(15), || async {
         app.agent(name).await["tmux_pane"].is_string()
@@ -374,4 +374,31 @@ async fn a_mailbox_tick_starts_one_delivery_per_agent_and_a_delivery_tick_delive
 
 async fn screen_of(typist: &switchyard::app::panes::Typist, pane: &str) -> String {
     typist.tmux.capture(pane, 100).await.expect("capture")
+}
+
+#[tokio::test]
+async fn last_activity_follows_the_panes_output_while_it_prints() {
+    let app = spawn_app_with_worker().await;
+    app.create_project("alpha").await;
+    shell_agent(&app, "fox").await;
+    eventually("the shell is idle", Duration::from_secs(15), || async { app.agent("fox").await["state"] == "idle" })
+        .await;
+    let long_ago = || async {
+        sqlx::query("UPDATE agents SET last_activity = '2001-01-01Z' WHERE name = 'fox'")
+            .execute(&app.pool)
+            .await
+            .expect("age it");
+    };
+    let recent = || async {
+        let at = app.agent("fox").await["last_activity"].as_str().unwrap_or_default().to_owned();
+        at.parse::<chrono::DateTime<chrono::Utc>>()
+            .is_ok_and(|at| chrono::Utc::now() - at < chrono::Duration::seconds(30))
+    };
+    long_ago().await;
+    app.post("/api/v1/agents/fox/input", json!({"text": "while true; do date +%N; sleep 0.2; done"})).await;
+    eventually("output moved last_activity", Duration::from_secs(10), recent).await;
+    // Output that goes on keeps moving it (throttled to once every 5 s, not only the first burst).
+    long_ago().await;
+    eventually("later output moved it again", Duration::from_secs(12), recent).await;
+    app.admin(Method::POST, "/api/v1/agents/fox/interrupt").send().await.expect("interrupt");
 }

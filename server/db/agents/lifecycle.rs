@@ -27,8 +27,10 @@ pub struct Cause {
     /// For a usage limit: when the worker may resume the agent.
     pub suspended_until: Option<DateTime<Utc>>,
     /// The signal itself, when its source has names for them: the hook's event (`Stop`), so the
-    /// state can be explained later.
+    /// state can be explained later; a screen rule's name (`spinner`).
     pub signal: Option<String>,
+    /// The screen line the rule in `signal` matched.
+    pub line: Option<String>,
 }
 
 impl Cause {
@@ -92,10 +94,12 @@ pub async fn apply(
         let from = current.state;
         let name = subject(&current.name);
         let mut payload = json!({"from": from, "to": to, "source": cause.source, "detail": cause.detail});
-        // Only sources that name their signals (hooks) add one: an observation's event stays the
-        // one `swap` writes.
+        // Only sources that name their signals (hooks, screen rules) add them, as `swap` does.
         if let Some(signal) = &cause.signal {
             payload["signal"] = json!(signal);
+        }
+        if let Some(line) = &cause.line {
+            payload["line"] = json!(line);
         }
         events::record(&mut *conn, "agent.state_changed", &name, payload).await?;
         if matches!(to, AgentState::Done | AgentState::Error | AgentState::Suspended) {
@@ -137,6 +141,7 @@ pub async fn swap(
            INSERT INTO events (type, subject, payload)
            SELECT 'agent.state_changed', 'agent:' || name,
                   jsonb_build_object('from', $2::text, 'to', $3::text, 'source', $4::text, 'detail', $5::text)
+                  || jsonb_strip_nulls(jsonb_build_object('signal', $6::text, 'line', $7::text))
            FROM changed
            RETURNING (SELECT name FROM changed) AS "name!""#,
         id,
@@ -144,6 +149,8 @@ pub async fn swap(
         to.as_str(),
         cause.source,
         cause.detail,
+        cause.signal,
+        cause.line,
     )
     .fetch_optional(conn)
     .await
@@ -292,11 +299,12 @@ pub async fn list_live_on_node(conn: &mut PgConnection, node_id: &str) -> Result
     list(conn, &filter, i64::MAX).await
 }
 
-/// Notes that the agent produced output just now. No event: this happens on every burst of
-/// output, and the state changes it leads to write their own. False: no such agent.
-pub async fn touch_activity(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query!("UPDATE agents SET last_activity = now() WHERE id = $1", id).execute(conn).await?;
-    Ok(done.rows_affected() == 1)
+/// Notes that the agents produced output just now (the worker calls it at most every few
+/// seconds per agent, not per burst). No event: the state changes output leads to write their
+/// own. Returns how many agents there were.
+pub async fn touch_activity(conn: &mut PgConnection, ids: &[Uuid]) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!("UPDATE agents SET last_activity = now() WHERE id = ANY($1)", ids).execute(conn).await?;
+    Ok(done.rows_affected())
 }
 
 /// Records a nudge sent to the agent, with its `agent.nudged` event; returns how many nudges it

@@ -16,7 +16,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::{
-    any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, words_of, Layout, Marks, ReadContext,
+    first, first_containing, first_containing_ci, has_yes_option, limit_at, selection, words_of, Layout, Marks,
+    ReadContext,
 };
 
 /// `!` opens the input line in bash mode.
@@ -50,12 +51,16 @@ static TOKENS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[↑↓]\s*[\d.,]
 
 /// `below`: the input area and the footer.
 pub(super) fn marks(live: &[&str], below: &[&str], ctx: &ReadContext) -> Marks {
-    let busy = live.iter().any(|l| is_spinner(l) || is_tool_running(l) || TOKENS.is_match(l))
-        || any_contains_ci(live, "esc to interrupt")
-        || any_contains(live, &["· Retrying in"]);
-    let permission = (any_contains(live, &["Do you want to", "Would you like to proceed"]) && has_yes_option(live))
-        || any_contains(live, &["Yes, allow once", "Yes, allow always"]);
-    let question = !permission && has_selection(live);
+    let busy = first(live, "spinner", is_spinner)
+        .or_else(|| first(live, "tool running", is_tool_running))
+        .or_else(|| first(live, "token counter", |l| TOKENS.is_match(l)))
+        .or_else(|| first_containing_ci(live, "esc to interrupt", "esc to interrupt"))
+        .or_else(|| first_containing(live, "retrying", &["· Retrying in"]));
+    let permission = has_yes_option(live)
+        .then(|| first_containing(live, "permission dialog", &["Do you want to", "Would you like to proceed"]))
+        .flatten()
+        .or_else(|| first_containing(live, "allow option", &["Yes, allow once", "Yes, allow always"]));
+    let question = if permission.is_none() { selection(live) } else { None };
     let usage_limit = live.iter().position(|l| is_usage_limit(l)).map(|i| limit_at(live, i, 1, ctx));
     let error = live
         .iter()

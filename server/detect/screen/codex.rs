@@ -14,7 +14,8 @@
 //! options, a footer that still says `esc to interrupt`) replace the composer.
 
 use super::{
-    any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, words_of, Layout, Marks, ReadContext,
+    first_containing, first_containing_ci, has_yes_option, limit_at, selection, words_of, Layout, Marks, Matched,
+    ReadContext,
 };
 
 pub(super) const LAYOUT: Layout = Layout {
@@ -41,11 +42,14 @@ const APPROVALS: &[&str] = &[
 pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
     // The user's prompt as the last transcript entry is a turn with no reply drawn yet: 0.169
     // shows only that (no status line, no composer) for its first seconds offline.
-    let submitted = live.first().is_some_and(|l| l.starts_with('›'));
-    let busy = submitted || any_contains_ci(live, "esc to interrupt");
-    let permission = any_contains(live, APPROVALS)
-        && (has_yes_option(live) || live.iter().any(|l| l.trim_start_matches(['▌', ' ']).starts_with("Yes")));
-    let question = !permission && has_selection(live);
+    let submitted = live
+        .first()
+        .filter(|l| l.starts_with('›'))
+        .map(|l| Matched { rule: "prompt submitted", line: l.trim().to_owned() });
+    let busy = submitted.or_else(|| first_containing_ci(live, "esc to interrupt", "esc to interrupt"));
+    let has_yes = has_yes_option(live) || live.iter().any(|l| l.trim_start_matches(['▌', ' ']).starts_with("Yes"));
+    let permission = has_yes.then(|| first_containing(live, "approval dialog", APPROVALS)).flatten();
+    let question = if permission.is_none() { selection(live) } else { None };
     let limit_line = live.iter().position(|l| l.contains("hit your usage limit"));
     let usage_limit = limit_line.map(|i| limit_at(live, i, 2, ctx));
     let error = live

@@ -13,7 +13,8 @@
 //! all Pro models.` / `Access resets at 11:00 AM GMT+2.` / `● 1. Keep trying`).
 
 use super::{
-    any_contains, any_contains_ci, has_selection, has_yes_option, limit_at, words_of, Layout, Marks, ReadContext,
+    first, first_containing, first_containing_ci, has_yes_option, limit_at, selection, words_of, Layout, Marks,
+    ReadContext,
 };
 
 pub(super) const LAYOUT: Layout = Layout {
@@ -33,10 +34,13 @@ const APPROVALS: &[&str] = &["Allow execution", "Apply this change?", "Allow mod
 const QUOTA: &[&str] = &["Usage limit reached", "exhausted your capacity", "Quota exceeded", "quota limit"];
 
 pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
-    let busy = any_contains_ci(live, "esc to cancel") || live.iter().any(|l| is_braille_spinner(l));
-    let permission = (any_contains(live, APPROVALS) && has_yes_option(live))
-        || any_contains(live, &["Yes, allow once", "Yes, allow always"]);
-    let question = !permission && has_selection(live);
+    let busy = first_containing_ci(live, "esc to cancel", "esc to cancel")
+        .or_else(|| first(live, "spinner", is_braille_spinner));
+    let permission = has_yes_option(live)
+        .then(|| first_containing(live, "approval dialog", APPROVALS))
+        .flatten()
+        .or_else(|| first_containing(live, "allow option", &["Yes, allow once", "Yes, allow always"]));
+    let question = if permission.is_none() { selection(live) } else { None };
     let limit_line = live.iter().position(|l| QUOTA.iter().any(|q| l.contains(q)));
     let usage_limit = limit_line.map(|i| limit_at(live, i, 2, ctx));
     let error = match limit_line {

@@ -73,7 +73,11 @@ pub(super) async fn browser() -> Option<(Client, Driver)> {
         "--disable-breakpad",
         "--window-size=1366,900",
     ];
-    let capabilities = json!({"browserName": "chrome", "goog:chromeOptions": {"binary": chromium, "args": args}});
+    // Notifications allowed for every site, as a person answering the permission prompt would
+    // (headless Chromium has no prompt to click).
+    let prefs = json!({"profile.default_content_setting_values.notifications": 1});
+    let capabilities =
+        json!({"browserName": "chrome", "goog:chromeOptions": {"binary": chromium, "args": args, "prefs": prefs}});
     let capabilities = capabilities.as_object().expect("an object").clone();
     let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(capabilities)

@@ -5,8 +5,10 @@ mod browser;
 mod conductor;
 mod live;
 mod login;
+mod notify;
 mod pages;
 mod phone;
+mod plan_editor;
 
 use reqwest::{Method, StatusCode};
 
