@@ -252,3 +252,14 @@ async fn the_team_chat_keeps_its_order_pages_by_cursor_and_lets_only_members_spe
     assert_eq!(events.len(), 4, "each post is an event for the live dashboard and webhooks");
     assert_eq!((&events[3]["from"], &events[3]["body"]), (&json!("fox"), &json!("fox here")));
 }
+
+#[tokio::test]
+async fn a_team_with_several_bad_fields_is_refused_naming_each_at_once() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    let body = json!({"name": "Bad Name", "project": "nope", "base_branch": "a..b", "members": ["ghost", "wraith"]});
+    let problem = assert_problem(app.post("/api/v1/teams", body).await, 422).await;
+    let fields: Vec<&str> =
+        problem["errors"].as_array().expect("errors").iter().filter_map(|e| e["field"].as_str()).collect();
+    assert_eq!(fields, ["name", "project", "base_branch", "members[0]", "members[1]"], "{problem}");
+}
