@@ -66,7 +66,7 @@ const ID: &str = "task id";
 
 /// Starts a `ready` task: it becomes `in_progress` and its `iterations` count goes up by one.
 /// A task that has used all its `max_iterations` is refused (409).
-#[utoipa::path(post, path = "/tasks/{id}/start", tag = "tasks", params(("id" = String, Path, description = ID)),
+#[utoipa::path(post, path = "/tasks/{id}/start", tag = "tasks", params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Not `ready`, or a wish's group; `current_state` says why"),
         (status = 422, body = Problem, description = "`id` is not a UUID")))]
@@ -76,7 +76,7 @@ pub async fn start_task(State(state): State<AppState>, Path(id): Path<String>) -
 
 /// The agent asks a question: an `in_progress` task becomes `waiting_input` until answered.
 #[utoipa::path(post, path = "/tasks/{id}/ask", tag = "tasks", request_body = AskBody,
-    params(("id" = String, Path, description = ID)),
+    params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn ask_task(
@@ -90,7 +90,7 @@ pub async fn ask_task(
 
 /// Answers the open question: the task is `in_progress` again; the answer is in the event.
 #[utoipa::path(post, path = "/tasks/{id}/answer", tag = "tasks", request_body = AnswerBody,
-    params(("id" = String, Path, description = ID)),
+    params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn answer_task(
@@ -104,7 +104,7 @@ pub async fn answer_task(
 
 /// Completes the task (`done`); dependents whose last dependency it was become `ready`.
 #[utoipa::path(post, path = "/tasks/{id}/complete", tag = "tasks",
-    request_body(content = OutcomeBody, description = "optional"), params(("id" = String, Path, description = ID)),
+    request_body(content = Option<OutcomeBody>, description = "optional"), params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Not in progress (e.g. already done)"), (status = 422, body = Problem)))]
 pub async fn complete_task(
@@ -118,8 +118,8 @@ pub async fn complete_task(
 
 /// Marks the task `failed`; its dependents stay blocked until it is retried and completed.
 #[utoipa::path(post, path = "/tasks/{id}/fail", tag = "tasks",
-    request_body(content = OutcomeBody, description = "optional: why it failed"),
-    params(("id" = String, Path, description = ID)),
+    request_body(content = Option<OutcomeBody>, description = "optional: why it failed"),
+    params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn fail_task(
@@ -133,7 +133,7 @@ pub async fn fail_task(
 
 /// Cancels a task that is not finished yet, whatever its status.
 #[utoipa::path(post, path = "/tasks/{id}/cancel", tag = "tasks",
-    request_body(content = OutcomeBody, description = "optional: why"), params(("id" = String, Path, description = ID)),
+    request_body(content = Option<OutcomeBody>, description = "optional: why"), params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn cancel_task(
@@ -152,6 +152,7 @@ pub async fn cancel_task(
 pub struct RetryBody {
     /// A new cap on starts; required (higher than `iterations`) when the task has used all of its
     /// `max_iterations`.
+    #[schema(minimum = 1)]
     pub max_iterations: Option<i32>,
 }
 
@@ -165,8 +166,8 @@ impl RetryBody {
 /// Retries a `failed` or `cancelled` task: `ready`, or `blocked` while dependencies are not done.
 /// `iterations` keeps counting; a task that has used all its `max_iterations` is refused (409)
 /// unless the body raises the cap.
-#[utoipa::path(post, path = "/tasks/{id}/retry", tag = "tasks", params(("id" = String, Path, description = ID)),
-    request_body(content = RetryBody, description = "optional"),
+#[utoipa::path(post, path = "/tasks/{id}/retry", tag = "tasks", params(("id" = uuid::Uuid, Path, description = ID)),
+    request_body(content = Option<RetryBody>, description = "optional"),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Only failed or cancelled tasks with iterations left can be retried"),
         (status = 422, body = Problem)))]
@@ -190,7 +191,7 @@ pub struct MoveBody {
 
 /// Moves the task to another column (of any board of its project). Not a status change.
 #[utoipa::path(post, path = "/tasks/{id}/move", tag = "tasks", request_body = MoveBody,
-    params(("id" = String, Path, description = ID)),
+    params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "The column is full (WIP limit)"),
         (status = 422, body = Problem, description = "No such column in the task's project")))]
