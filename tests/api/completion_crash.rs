@@ -12,6 +12,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use crate::binary::{switchyard, Served};
+use crate::webhook_crash::wait_ready;
 
 const TASKS: usize = 1000;
 
@@ -52,14 +53,6 @@ impl Api {
         let (status, answer) = self.send(reqwest::Method::GET, path, None).await.expect("request");
         assert_eq!(status, 200, "GET {path}: {answer}");
         answer
-    }
-}
-
-async fn wait_ready(client: &reqwest::Client, api: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !client.get(format!("{api}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
-        assert!(Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
