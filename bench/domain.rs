@@ -89,7 +89,7 @@ async fn room_for_clients(server_url: &str) -> anyhow::Result<usize> {
     .fetch_one(&mut conn)
     .await?;
     conn.close().await?;
-    let app = i64::from(switchyard::db::POOL_CONNECTIONS) + 16;
+    let app = i64::from(switchyard::db::pool_size(max.max(0) as u32)) + 16;
     let room = i64::from(max - reserved) - used - app - 4;
     anyhow::ensure!(
         room >= 16,
@@ -109,7 +109,12 @@ async fn main() -> anyhow::Result<()> {
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(CountStatements.with_filter(filter)))?;
     let _ = COUNTING.set(Box::new(move |on| {
         let targets = if on {
-            off().with_target("sqlx::query", tracing::Level::TRACE).with_target("switchyard::api", tracing::Level::INFO)
+            // The request's span (`http`) is opened in `switchyard::http`: without it no statement
+            // is inside a request, and the count stays 0.
+            off()
+                .with_target("sqlx::query", tracing::Level::TRACE)
+                .with_target("switchyard::http", tracing::Level::INFO)
+                .with_target("switchyard::api", tracing::Level::INFO)
         } else {
             off()
         };

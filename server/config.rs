@@ -97,7 +97,7 @@ pub struct RateLimitArgs {
 pub struct WebhookArgs {
     /// Destinations webhooks may reach although they are loopback, private, link-local or
     /// metadata addresses: comma-separated `loopback`, `private`, `link-local`, CIDRs
-    /// (`10.0.0.0/8`), addresses or host names. Everything public is always allowed.
+    /// (`10.0.0.0/8`), addresses or host names. Everything public is allowed, unless `only` is listed.
     #[arg(long, env = "SWITCHYARD_WEBHOOK_ALLOWED_HOSTS", default_value = "", global = true)]
     pub webhook_allowed_hosts: String,
     /// Waits between delivery attempts after a failure, comma-separated (`5s,5m,30m,2h,5h,10h,10h`

@@ -10,6 +10,9 @@
 //! env = { AIDER_DARK_MODE = "true" }
 //! screen_rules = "generic"
 //! setup = "none"        # or "claude", "codex", "gemini": prepare that CLI's own configuration
+//! sandbox = "bwrap"     # or "none" (the default): see [`sandbox`]
+//! network = "none"      # under bwrap: no network at all ("host", the default: the machine's)
+//! sandbox_paths = ["/opt/models"]   # more to show read-only under bwrap
 //! ```
 //!
 //! Commands are argument lists, never shell text: each placeholder (`{session_id}`, `{name}`,
@@ -19,6 +22,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+pub mod sandbox;
+
+pub use sandbox::{Network, Sandbox};
 
 /// The placeholders a command may use.
 pub const PLACEHOLDERS: [&str; 3] = ["session_id", "name", "clone"];
@@ -40,6 +47,12 @@ pub struct Provider {
     /// Whose configuration to prepare for each agent so it starts without a person
     /// (`crate::worker::provider_setup`).
     pub setup: Setup,
+    /// How much of the machine its agents see ([`sandbox`]).
+    pub sandbox: Sandbox,
+    /// Under a sandbox: the machine's network, or none.
+    pub network: Network,
+    /// Under a sandbox: more paths to show read-only.
+    pub sandbox_paths: Vec<PathBuf>,
 }
 
 /// Which provider's own configuration an agent gets (`setup = "claude"` in the config file).
@@ -156,6 +169,9 @@ struct ProviderEntry {
     screen_rules: Option<String>,
     install_hooks: Option<bool>,
     setup: Option<Setup>,
+    sandbox: Option<Sandbox>,
+    network: Option<Network>,
+    sandbox_paths: Option<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -182,6 +198,9 @@ impl Providers {
                 screen_rules: "claude".into(),
                 install_hooks: true,
                 setup: Setup::Claude,
+                sandbox: Sandbox::None,
+                network: Network::Host,
+                sandbox_paths: Vec::new(),
             },
             Provider {
                 name: "codex".into(),
@@ -192,6 +211,9 @@ impl Providers {
                 screen_rules: "codex".into(),
                 install_hooks: false,
                 setup: Setup::Codex,
+                sandbox: Sandbox::None,
+                network: Network::Host,
+                sandbox_paths: Vec::new(),
             },
             Provider {
                 name: "gemini".into(),
@@ -201,6 +223,9 @@ impl Providers {
                 screen_rules: "gemini".into(),
                 install_hooks: false,
                 setup: Setup::Gemini,
+                sandbox: Sandbox::None,
+                network: Network::Host,
+                sandbox_paths: Vec::new(),
             },
             Provider {
                 name: "shell".into(),
@@ -210,6 +235,9 @@ impl Providers {
                 screen_rules: "shell".into(),
                 install_hooks: false,
                 setup: Setup::None,
+                sandbox: Sandbox::None,
+                network: Network::Host,
+                sandbox_paths: Vec::new(),
             },
         ];
         Providers { by_name: list.into_iter().map(|p| (p.name.clone(), p)).collect() }
@@ -247,6 +275,9 @@ impl Providers {
                         screen_rules,
                         install_hooks: false,
                         setup: Setup::None,
+                        sandbox: Sandbox::None,
+                        network: Network::Host,
+                        sandbox_paths: Vec::new(),
                     };
                     merge(base, entry)
                 }
@@ -286,6 +317,15 @@ fn merge(mut base: Provider, entry: ProviderEntry) -> Provider {
     if let Some(setup) = entry.setup {
         base.setup = setup;
     }
+    if let Some(sandbox) = entry.sandbox {
+        base.sandbox = sandbox;
+    }
+    if let Some(network) = entry.network {
+        base.network = network;
+    }
+    if let Some(paths) = entry.sandbox_paths {
+        base.sandbox_paths = paths;
+    }
     base
 }
 
@@ -321,6 +361,12 @@ fn validate(p: &Provider) -> Result<(), ProviderConfigError> {
     }
     if p.screen_rules.trim().is_empty() {
         return Err(error(&p.name, "`screen_rules` must not be empty"));
+    }
+    if let Some(relative) = p.sandbox_paths.iter().find(|path| !path.is_absolute()) {
+        return Err(error(&p.name, format!("`sandbox_paths` must be absolute paths, not {relative:?}")));
+    }
+    if p.sandbox == Sandbox::None && (p.network != Network::Host || !p.sandbox_paths.is_empty()) {
+        return Err(error(&p.name, "`network` and `sandbox_paths` need `sandbox = \"bwrap\"`"));
     }
     Ok(())
 }

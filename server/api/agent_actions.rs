@@ -54,6 +54,7 @@ pub struct Input {
 #[serde(deny_unknown_fields)]
 pub struct ScreenQuery {
     /// Lines of history above the visible screen (0–2000, default 0).
+    #[param(maximum = 2000)]
     pub lines: Option<u32>,
 }
 

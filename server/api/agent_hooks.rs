@@ -22,10 +22,18 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// `switchyard hook` drops before sending; anything still larger is refused.
 pub const HOOK_LIMIT: usize = 1024 * 1024;
 
+/// What the schema says of a hook: an object naming its event; every other field is the hook's own.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documents the body, which is kept as the JSON it is
+pub struct HookBody {
+    #[schema(example = "Stop", min_length = 1)]
+    hook_event_name: String,
+}
+
 /// Receives one Claude Code hook for the agent (any hook JSON object with `hook_event_name`).
 #[utoipa::path(post, path = "/agents/{name}/hooks", tag = "agents",
     params(("name" = String, Path, description = "agent name")),
-    request_body(content = Object, description = "Claude Code's hook JSON as given on the hook's stdin",
+    request_body(content = HookBody, description = "Claude Code's hook JSON as given on the hook's stdin",
         example = json!({"session_id": "2c7d3a8e-1f4b-4e6a-9c0d-5b8e7f6a1d2c", "hook_event_name": "PermissionRequest",
             "tool_name": "Bash", "tool_input": {"command": "cargo test"}})),
     responses((status = 200, body = HookOutcome, description = "The agent's state after the hook"),

@@ -31,39 +31,45 @@ pub enum ReportBody {
     /// An engineer's group is done (its branch has new commits, pushed).
     GroupDone {
         #[serde(default)]
+        #[schema(max_length = 20000)]
         summary: String,
     },
     /// An engineer cannot do its group: a person takes over.
     GroupBlocked {
+        #[schema(min_length = 1, max_length = 20000, pattern = r"\S")]
         reason: String,
     },
     /// A reviewer passes its wish.
     ReviewPass {
         #[serde(default)]
+        #[schema(max_length = 20000)]
         notes: String,
     },
     /// A reviewer fails its wish; the notes go to a fix agent.
     ReviewFail {
+        #[schema(max_length = 20000)]
         notes: String,
     },
     /// A planner's plan for its draft wish.
-    Plan {
-        groups: Vec<GroupInput>,
-    },
+    Plan { groups: Vec<GroupInput> },
     /// A fix agent's work is on the wish's branch (pushed).
     FixDone {
         #[serde(default)]
+        #[schema(max_length = 20000)]
         summary: String,
     },
     /// A standalone task's agent is done.
     TaskDone {
         #[serde(default)]
+        #[schema(max_length = 20000)]
         result: String,
     },
     TaskFail {
+        #[schema(min_length = 1, max_length = 20000, pattern = r"\S")]
         reason: String,
     },
     TaskAsk {
+        #[schema(min_length = 1, max_length = 20000, pattern = r"\S")]
         question: String,
     },
 }

@@ -127,8 +127,10 @@ pub struct AgentFilters {
     /// A project's slug.
     pub project: Option<String>,
     /// One state, e.g. `working` or `permission`.
+    #[param(value_type = Option<crate::domain::agent::AgentState>)]
     pub state: Option<String>,
     /// One kind, e.g. `worker` or `merge-queue`.
+    #[param(value_type = Option<AgentKind>)]
     pub kind: Option<String>,
     pub team: Option<String>,
     /// A worker node's id.
@@ -194,11 +196,11 @@ pub async fn get_agent(State(state): State<AppState>, Path(name): Path<String>) 
 pub struct UpdateAgent {
     /// What the agent did; `null` clears it.
     #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 20000, pattern = r"\S")]
     pub summary: Option<Option<String>>,
     /// What the agent is asked to do; `null` clears it.
     #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 20000, pattern = r"\S")]
     pub task: Option<Option<String>>,
     /// The agent's work is finished: it may be deleted (and its clone removed if fully merged).
     pub ready_for_cleanup: Option<bool>,

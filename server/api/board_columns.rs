@@ -32,13 +32,16 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"name": "QA", "gate": "agent", "action_skill": "run-qa", "wip_limit": 2, "position": 2}))]
 pub struct AddColumn {
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     pub name: String,
     #[serde(default)]
     pub gate: Gate,
     pub action_skill: Option<String>,
     /// Greater than 0; absent means no limit.
+    #[schema(minimum = 1)]
     pub wip_limit: Option<i32>,
     /// Where to insert it, 0..=n (later columns shift right); absent appends.
+    #[schema(minimum = 0)]
     pub position: Option<i32>,
 }
 
@@ -47,6 +50,7 @@ pub struct AddColumn {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"wip_limit": 5, "gate": "human"}))]
 pub struct UpdateColumn {
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     pub name: Option<String>,
     pub gate: Option<Gate>,
     #[serde(default, deserialize_with = "nullable")]

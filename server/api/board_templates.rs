@@ -28,9 +28,12 @@ pub fn router() -> OpenApiRouter<AppState> {
                 {"name": "Sign-off", "gate": "human"}, {"name": "Done"}]}))]
 pub struct CreateTemplate {
     /// Unique; boards name it in `template`.
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     pub name: String,
+    #[schema(max_length = 2000)]
     pub description: Option<String>,
     /// 1 to 30 columns with distinct names.
+    #[schema(min_items = 1, max_items = 30)]
     pub columns: Vec<ColumnSpec>,
 }
 

@@ -40,6 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"name": "Delivery", "columns": [{"name": "Todo"}, {"name": "Review", "gate": "human", "wip_limit": 3}, {"name": "Done"}]}))]
 pub struct CreateBoard {
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub name: String,
     pub columns: Option<Vec<ColumnSpec>>,
     /// The name of a board template to copy the columns from.
@@ -50,6 +51,7 @@ pub struct CreateBoard {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"name": "Delivery (Q3)"}))]
 pub struct RenameBoard {
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub name: String,
 }
 

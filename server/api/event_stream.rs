@@ -33,9 +33,24 @@ pub struct StreamQuery {
     pub after: Option<i64>,
     /// Comma-separated event types, `prefix.*` patterns or hook names (as for webhooks), e.g.
     /// `task.*,on_agent_idle`; every event when omitted.
+    #[param(min_length = 1, pattern = "[^, ]")]
     pub types: Option<String>,
     /// Only events of this project (slug).
     pub project: Option<String>,
+}
+
+/// One Server-Sent Event of the stream, as a client's parser hands it over.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documents the stream's shape; the stream writes these fields itself
+pub struct StreamedEvent {
+    /// The event's id: resume after it with `Last-Event-ID`.
+    #[schema(example = "42")]
+    id: String,
+    /// The event's type.
+    #[schema(example = "task.completed")]
+    event: String,
+    /// The event as JSON, as `GET /events` lists it.
+    data: String,
 }
 
 /// Server-Sent Events of the event log: `id` is the event id, `event` its type, `data` the
@@ -43,7 +58,7 @@ pub struct StreamQuery {
 #[utoipa::path(get, path = "/events/stream", tag = "events", params(StreamQuery,
         ("Last-Event-ID" = Option<i64>, Header, description = "The last event id received; replay continues after it")),
     responses(
-        (status = 200, content_type = "text/event-stream", body = String,
+        (status = 200, content_type = "text/event-stream", body = StreamedEvent,
             description = "A stream of `id: 42\\nevent: task.completed\\ndata: {…event…}` messages, with keep-alive comments",
             example = json!("id: 42\nevent: task.completed\ndata: {\"id\":42,\"type\":\"task.completed\",\"subject\":\"task:3f2a…\",\"project\":\"switchyard\",\"payload\":{},\"created_at\":\"2025-01-15T10:30:00Z\"}\n\n")),
         (status = 422, body = Problem, description = "A bad cursor, type filter or parameter")))]

@@ -27,14 +27,18 @@ pub struct EventsQuery {
     /// The `next_after` of the previous call (an event id); omit to start from the beginning.
     pub after: Option<i64>,
     /// Events per call, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
     /// Comma-separated event types, `prefix.*` patterns or hook names (as for webhooks), e.g.
     /// `task.*,on_agent_idle`; every event when omitted.
+    #[param(min_length = 1, pattern = "[^, ]")]
     pub types: Option<String>,
     /// Only events of this project (slug).
+    #[param(max_length = 100)]
     pub project: Option<String>,
     /// Only events about this subject, e.g. `task:7c9e6679-7425-40de-944b-e07fc1f90ae7` or
     /// `agent:clever-fox`.
+    #[param(max_length = 200)]
     pub subject: Option<String>,
 }
 

@@ -28,6 +28,7 @@ pub struct HistoryQuery {
     /// From a previous page's `next_cursor`.
     pub cursor: Option<String>,
     /// 1 to 500; default 50.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 

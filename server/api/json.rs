@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::api::error::{ApiError, FieldError};
 
@@ -34,7 +34,7 @@ pub(crate) async fn json_bytes<S: Send + Sync>(req: Request, state: &S) -> Resul
     Ok(bytes)
 }
 
-/// `Option<ApiJson<T>>`: an empty (or all-whitespace) body is `None`, for actions whose body is
+/// `Option<ApiJson<T>>`: an empty (or all-whitespace, or `null`) body is `None`, for actions whose body is
 /// optional; anything else must be JSON, with the same 415/400/422 answers as [`ApiJson`].
 impl<S, T> axum::extract::OptionalFromRequest<S> for ApiJson<T>
 where
@@ -46,7 +46,8 @@ where
     async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
         let is_json = is_json(&req);
         let bytes = body_bytes(req, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
+        // JSON's `null` says "nothing" as well as no body does.
+        if bytes.iter().all(u8::is_ascii_whitespace) || bytes.trim_ascii() == b"null" {
             return Ok(None);
         }
         if !is_json {
@@ -78,21 +79,26 @@ pub(crate) async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Resul
 }
 
 /// Parses a JSON body; a syntax error is a 400, a well-formed body of the wrong shape a 422
-/// whose `errors` name the field.
+/// whose `errors` name the field. Every body is an object (serde would take a struct from an
+/// array too), and a whole number written `3.0` is the integer JSON Schema says it is.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     refuse_nul(bytes)?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    match serde_path_to_error::deserialize(&mut de) {
+    let mut value = match serde_json::Value::deserialize(&mut de).and_then(|v| de.end().map(|()| v)) {
+        Ok(value) => value,
         // Anything but whitespace after the value is refused, not ignored.
-        Ok(value) => match de.end() {
-            Ok(()) => Ok(value),
-            Err(e) => Err(ApiError::BadRequest(format!("the body is not valid JSON: {e}"))),
-        },
+        Err(e) => {
+            return Err(ApiError::BadRequest(format!("the body is not valid JSON: {}", strip_position(&e.to_string()))))
+        }
+    };
+    if !value.is_object() {
+        return Err(ApiError::validation("body", "must be a JSON object"));
+    }
+    whole_numbers_as_integers(&mut value);
+    match serde_path_to_error::deserialize(value) {
+        Ok(value) => Ok(value),
         Err(err) => {
             let inner = err.inner();
-            if inner.is_syntax() || inner.is_eof() {
-                return Err(ApiError::BadRequest(format!("the body is not valid JSON: {inner}")));
-            }
             let message = strip_position(&inner.to_string());
             let field = field_name(&err.path().to_string(), &message);
             Err(ApiError::Validation {
@@ -136,6 +142,21 @@ fn nul_at(value: &serde_json::Value, path: String) -> Option<String> {
             }
         }),
         _ => None,
+    }
+}
+
+/// `3.0` becomes `3`, as JSON Schema counts it an integer (serde would refuse it for an `i32`).
+fn whole_numbers_as_integers(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15) {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
+        Value::Object(fields) => fields.values_mut().for_each(whole_numbers_as_integers),
+        _ => {}
     }
 }
 
@@ -232,6 +253,14 @@ mod tests {
         assert_eq!(field_of(r#"{"name":"a\u0000b"}"#), "name");
         assert_eq!(field_of(r#"{"name":"a","inner":{"count":1,"x":["ok","\u0000"]}}"#), "inner.x[1]");
         assert!(parse::<Body>(br#"{"name":"a\\u0000"}"#).is_ok(), "an escaped backslash is no NUL");
+    }
+
+    #[test]
+    fn an_array_is_no_body_and_a_whole_float_is_an_integer() {
+        assert_eq!(field_of(r#"["a", null]"#), "body");
+        let body: Inner = parse(br#"{"count": 3.0}"#).expect("3.0 is 3");
+        assert_eq!(body.count, 3);
+        assert!(matches!(parse::<Inner>(br#"{"count": 3.5}"#), Err(ApiError::Validation { .. })));
     }
 
     #[test]

@@ -97,6 +97,7 @@ pub struct MessageFilters {
     #[serde(default)]
     pub unread: bool,
     /// `pending` or `delivered`.
+    #[param(pattern = "^(pending|delivered)$")]
     pub state: Option<String>,
 }
 
@@ -144,6 +145,7 @@ pub struct InboxFilters {
     #[serde(default)]
     pub unread: bool,
     /// `pending` or `delivered`.
+    #[param(pattern = "^(pending|delivered)$")]
     pub state: Option<String>,
 }
 

@@ -27,6 +27,7 @@ pub mod pagination;
 pub mod projects;
 pub mod query;
 pub mod rate_limit;
+pub mod spec;
 pub mod task_actions;
 pub mod task_dependencies;
 pub mod task_runs;
@@ -106,6 +107,7 @@ fn documented(v1: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut openapi = documented(v1_routes().merge(signed_routes())).into_openapi();
     rate_limit::document(&mut openapi);
+    spec::complete(&mut openapi);
     openapi
 }
 
@@ -119,5 +121,6 @@ pub fn routes(state: &AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) 
         signed_routes().route_layer(middleware::from_fn_with_state(state.clone(), rate_limit::limit_by_address));
     let (router, mut openapi) = documented(authenticated.merge(signed)).split_for_parts();
     rate_limit::document(&mut openapi);
+    spec::complete(&mut openapi);
     (router, openapi)
 }

@@ -18,6 +18,7 @@ pub struct PageQuery {
     /// `next_cursor` from the previous page; omit for the first page.
     pub cursor: Option<String>,
     /// Items per page, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
 }
 

@@ -36,9 +36,12 @@ pub fn router() -> OpenApiRouter<AppState> {
     "merge_queue_config": {"enabled": true, "track_mode": "author"}}))]
 pub struct CreateProject {
     /// `^[a-z0-9][a-z0-9-]{0,62}$`; names the project in URLs and never changes.
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
     pub slug: String,
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub name: String,
     /// Absolute path of a git repository on the server (the repository itself, not a folder in it).
+    #[schema(max_length = 4096, pattern = "^/")]
     pub repo_path: String,
     /// Defaults to `main`.
     pub target_branch: Option<String>,
@@ -56,7 +59,9 @@ pub struct CreateProject {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"name": "Switchyard (main)", "pr_shepherd_config": {"enabled": true, "track_mode": "author"}}))]
 pub struct UpdateProject {
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub name: Option<String>,
+    #[schema(max_length = 4096, pattern = "^/")]
     pub repo_path: Option<String>,
     pub target_branch: Option<String>,
     #[serde(default, deserialize_with = "nullable")]

@@ -158,17 +158,7 @@ pub fn document(openapi: &mut utoipa::openapi::OpenApi) {
         if !path.starts_with("/api/v1/") {
             continue;
         }
-        let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.options,
-            &mut item.head,
-            &mut item.patch,
-            &mut item.trace,
-        ];
-        for operation in operations.into_iter().flatten() {
+        for operation in crate::api::spec::operations(item) {
             operation.responses.responses.insert("429".into(), Ref::from_response_name("TooManyRequests").into());
         }
     }

@@ -68,7 +68,7 @@ const ID: &str = "task id";
 
 /// Starts a `ready` task: it becomes `in_progress` and its `iterations` count goes up by one.
 /// A task that has used all its `max_iterations` is refused (409).
-#[utoipa::path(post, path = "/tasks/{id}/start", tag = "tasks", params(("id" = String, Path, description = ID)),
+#[utoipa::path(post, path = "/tasks/{id}/start", tag = "tasks", params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Not `ready`, or a wish's group; `current_state` says why"),
         (status = 422, body = Problem, description = "`id` is not a UUID")))]
@@ -78,7 +78,7 @@ pub async fn start_task(State(state): State<AppState>, Path(id): Path<String>) -
 
 /// The agent asks a question: an `in_progress` task becomes `waiting_input` until answered.
 #[utoipa::path(post, path = "/tasks/{id}/ask", tag = "tasks", request_body = AskBody,
-    params(("id" = String, Path, description = ID)),
+    params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn ask_task(
@@ -92,7 +92,7 @@ pub async fn ask_task(
 
 /// Answers the open question: the task is `in_progress` again; the answer is in the event.
 #[utoipa::path(post, path = "/tasks/{id}/answer", tag = "tasks", request_body = AnswerBody,
-    params(("id" = String, Path, description = ID)),
+    params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn answer_task(
@@ -106,7 +106,7 @@ pub async fn answer_task(
 
 /// Completes the task (`done`); dependents whose last dependency it was become `ready`.
 #[utoipa::path(post, path = "/tasks/{id}/complete", tag = "tasks",
-    request_body(content = OutcomeBody, description = "optional"), params(("id" = String, Path, description = ID)),
+    request_body(content = Option<OutcomeBody>, description = "optional"), params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Not in progress (e.g. already done)"), (status = 422, body = Problem)))]
 pub async fn complete_task(
@@ -120,8 +120,8 @@ pub async fn complete_task(
 
 /// Marks the task `failed`; its dependents stay blocked until it is retried and completed.
 #[utoipa::path(post, path = "/tasks/{id}/fail", tag = "tasks",
-    request_body(content = OutcomeBody, description = "optional: why it failed"),
-    params(("id" = String, Path, description = ID)),
+    request_body(content = Option<OutcomeBody>, description = "optional: why it failed"),
+    params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn fail_task(
@@ -135,7 +135,7 @@ pub async fn fail_task(
 
 /// Cancels a task that is not finished yet, whatever its status.
 #[utoipa::path(post, path = "/tasks/{id}/cancel", tag = "tasks",
-    request_body(content = OutcomeBody, description = "optional: why"), params(("id" = String, Path, description = ID)),
+    request_body(content = Option<OutcomeBody>, description = "optional: why"), params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 pub async fn cancel_task(
@@ -154,6 +154,7 @@ pub async fn cancel_task(
 pub struct RetryBody {
     /// A new cap on starts; required (higher than `iterations`) when the task has used all of its
     /// `max_iterations`.
+    #[schema(minimum = 1)]
     pub max_iterations: Option<i32>,
 }
 
@@ -167,8 +168,8 @@ impl RetryBody {
 /// Retries a `failed` or `cancelled` task: `ready`, or `blocked` while dependencies are not done.
 /// `iterations` keeps counting; a task that has used all its `max_iterations` is refused (409)
 /// unless the body raises the cap.
-#[utoipa::path(post, path = "/tasks/{id}/retry", tag = "tasks", params(("id" = String, Path, description = ID)),
-    request_body(content = RetryBody, description = "optional"),
+#[utoipa::path(post, path = "/tasks/{id}/retry", tag = "tasks", params(("id" = uuid::Uuid, Path, description = ID)),
+    request_body(content = Option<RetryBody>, description = "optional"),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Only failed or cancelled tasks with iterations left can be retried"),
         (status = 422, body = Problem)))]
@@ -195,7 +196,7 @@ pub struct MoveBody {
 /// `agent` column with an `action_skill` asks an agent to do the skill, and entering the board's
 /// last column completes the task. An agent's token may move only its own task's card.
 #[utoipa::path(post, path = "/tasks/{id}/move", tag = "tasks", request_body = MoveBody,
-    params(("id" = String, Path, description = ID)),
+    params(("id" = uuid::Uuid, Path, description = ID)),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 403, body = Problem, description = "An agent's token moving a card out of a `human` column, or another task's"),
         (status = 409, body = Problem, description = "The column is full (WIP limit), or the task cannot enter it"),

@@ -31,7 +31,7 @@ pub struct DependenciesBody {
 /// by how many of them are not done; a failed or cancelled one keeps its status (its retry counts
 /// them). A cycle is refused (422), and so is a task that has started or a wish's group (409).
 #[utoipa::path(put, path = "/tasks/{id}/dependencies", tag = "tasks", request_body = DependenciesBody,
-    params(("id" = String, Path, description = "task id")),
+    params(("id" = uuid::Uuid, Path, description = "task id")),
     responses((status = 200, body = Task, description = "The task as it is now"), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "The task has started, or is a wish's group; `current_state` says which"),
         (status = 422, body = Problem, description = "A cycle, an unknown task or a task of another project")))]

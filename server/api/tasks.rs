@@ -58,6 +58,7 @@ pub struct CreateTask {
     pub assignee: Option<String>,
     pub provider: Option<String>,
     /// How many times the task may be started before it must be retried (default 10).
+    #[schema(minimum = 1)]
     pub max_iterations: Option<i32>,
     /// Put the task on this board (in its first column unless `column_id` is given).
     pub board_id: Option<Uuid>,
@@ -110,8 +111,10 @@ pub struct TaskFilters {
     /// A project's slug.
     pub project: Option<String>,
     /// One status, e.g. `blocked` or `in_progress`.
+    #[param(value_type = Option<crate::domain::task::TaskStatus>)]
     pub status: Option<String>,
     /// A board column's id.
+    #[param(format = Uuid)]
     pub column: Option<String>,
     /// An agent's name or `human`.
     pub assignee: Option<String>,
@@ -177,7 +180,7 @@ pub fn blocked_reason(dependencies: &[DependencyRef]) -> String {
 }
 
 /// Reads a task, its dependencies, and why it is blocked.
-#[utoipa::path(get, path = "/tasks/{id}", tag = "tasks", params(("id" = String, Path, description = "task id")),
+#[utoipa::path(get, path = "/tasks/{id}", tag = "tasks", params(("id" = uuid::Uuid, Path, description = "task id")),
     responses((status = 200, body = TaskDetail, description = "The task, its dependencies and why it is blocked", headers(("ETag" = String, description = "the version, quoted"))),
         (status = 404, body = Problem), (status = 422, body = Problem, description = "`id` is not a UUID")))]
 #[tracing::instrument(skip_all, fields(task = ?id), err(level = "debug"))]
@@ -234,7 +237,7 @@ fn if_match(headers: &HeaderMap) -> Result<Option<i32>, ApiError> {
 /// Edits a task's title, goal, assignee, provider or max_iterations. Send `If-Match: "<version>"`
 /// to make sure nobody changed it since you read it.
 #[utoipa::path(patch, path = "/tasks/{id}", tag = "tasks", request_body = UpdateTask,
-    params(("id" = String, Path, description = "task id"),
+    params(("id" = uuid::Uuid, Path, description = "task id"),
         ("If-Match" = Option<String>, Header, description = "the version you read, e.g. \"3\"")),
     responses((status = 200, body = Task, description = "The edited task", headers(("ETag" = String, description = "the new version, quoted"))),
         (status = 404, body = Problem), (status = 412, body = Problem, description = "The version moved on"),

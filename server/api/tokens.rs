@@ -23,14 +23,27 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
-    #[schema(example = "ci")]
+    #[schema(example = "ci", min_length = 1, max_length = 100, pattern = r"\S")]
     pub name: String,
+    #[schema(value_type = IssuableScope)]
     pub scope: Scope,
+}
+
+/// The scopes a token can be created with (`agent` tokens are issued by the worker to the agents
+/// it spawns, never here).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)] // documents `CreateToken::scope`
+pub enum IssuableScope {
+    Read,
+    Write,
+    Admin,
 }
 
 /// Creates a token and returns its secret, once.
 #[utoipa::path(post, path = "/tokens", tag = "tokens", request_body = CreateToken,
-    responses((status = 201, body = CreatedToken), (status = 403, body = Problem), (status = 422, body = Problem)))]
+    responses((status = 201, body = CreatedToken), (status = 403, body = Problem),
+        (status = 409, body = Problem, description = "A live token has this name"), (status = 422, body = Problem)))]
 #[tracing::instrument(skip_all, fields(name = ?body.name), err(level = "debug"))]
 pub async fn create_token(
     State(state): State<AppState>,

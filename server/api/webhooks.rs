@@ -42,6 +42,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct CreateWebhook {
     /// Where to POST; `http://` or `https://`. Loopback, private and link-local destinations are
     /// refused unless `SWITCHYARD_WEBHOOK_ALLOWED_HOSTS` allows them (checked again on every connect).
+    #[schema(max_length = 2048, pattern = "^https?://")]
     pub url: String,
     /// Event types (`task.completed`), patterns (`task.*`, `*`) and multiclaude hook names:
     /// `on_event` = every event; `on_agent_started` = `agent.spawned`; `on_agent_idle` =
@@ -49,6 +50,7 @@ pub struct CreateWebhook {
     /// `on_worker_stuck` = `agent.stuck`; `on_message_sent` = `message.delivered`; `on_merge_complete` =
     /// `merge.completed` and `wish.merged`; `on_pr_created` = `pr.created`; `on_ci_failed` =
     /// `ci.failed`; `on_task_assigned` = `task.assigned` and `task.started` with an assignee.
+    #[schema(min_items = 1, max_items = 100)]
     pub events: Vec<String>,
     /// Only events of this project (slug). Events carry a project when their payload has one or
     /// their subject is a project, task, wish or board.
@@ -69,7 +71,9 @@ pub struct CreateWebhook {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"enabled": true, "events": ["on_event"]}))]
 pub struct UpdateWebhook {
+    #[schema(max_length = 2048, pattern = "^https?://")]
     pub url: Option<String>,
+    #[schema(min_items = 1, max_items = 100)]
     pub events: Option<Vec<String>>,
     /// A slug, or null for every project.
     #[serde(default, deserialize_with = "nullable")]

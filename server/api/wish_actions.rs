@@ -54,7 +54,7 @@ pub struct PlanBody {
 
 /// `draft → planned`. With `groups`, the draft's plan is replaced first (checked like on create).
 #[utoipa::path(post, path = "/wishes/{slug}/plan", tag = "wishes", params(("slug" = String, Path)),
-    request_body(content = PlanBody, description = "optional"),
+    request_body(content = Option<PlanBody>, description = "optional"),
     responses((status = 200, body = WishDetail), (status = 409, body = Problem), (status = 422, body = Problem)))]
 pub async fn plan_wish(
     State(state): State<AppState>,
@@ -106,7 +106,7 @@ pub async fn submit_wish(State(state): State<AppState>, Path(slug): Path<String>
 #[serde(deny_unknown_fields)]
 pub struct ResumeBody {
     /// Force a state (draft, planned or queued) instead of the last good one.
-    #[schema(value_type = Option<String>, example = "queued")]
+    #[schema(value_type = Option<String>, example = "queued", pattern = "^(draft|planned|queued)$")]
     pub to: Option<WishStatus>,
 }
 
@@ -114,7 +114,7 @@ pub struct ResumeBody {
 /// queued if it was ever queued, planned if it has a plan, else draft; a conflict goes back to
 /// `pending_merge`.
 #[utoipa::path(post, path = "/wishes/{slug}/resume", tag = "wishes", params(("slug" = String, Path)),
-    request_body(content = ResumeBody, description = "optional"),
+    request_body(content = Option<ResumeBody>, description = "optional"),
     responses((status = 200, body = WishDetail), (status = 409, body = Problem), (status = 422, body = Problem)))]
 pub async fn resume_wish(
     State(state): State<AppState>,
@@ -128,7 +128,7 @@ pub async fn resume_wish(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewBody {
-    #[schema(value_type = String, example = "fail")]
+    #[schema(example = "fail")]
     pub verdict: Verdict,
     #[serde(default)]
     pub notes: String,

@@ -63,7 +63,7 @@ pub async fn start_group(
 /// `in_progress → done`; dependents whose last dependency this was become `ready`, and the wish
 /// completes when it was the last group.
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/complete", tag = "wishes",
-    params(("slug" = String, Path), ("key" = String, Path)), request_body(content = GroupResult, description = "optional"),
+    params(("slug" = String, Path), ("key" = String, Path)), request_body(content = Option<GroupResult>, description = "optional"),
     responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
 pub async fn complete_group(
@@ -77,7 +77,7 @@ pub async fn complete_group(
 
 /// `in_progress → failed`; back to `ready` while iterations are left, else the wish fails.
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/fail", tag = "wishes",
-    params(("slug" = String, Path), ("key" = String, Path)), request_body(content = GroupResult, description = "optional"),
+    params(("slug" = String, Path), ("key" = String, Path)), request_body(content = Option<GroupResult>, description = "optional"),
     responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
 pub async fn fail_group(
@@ -94,7 +94,7 @@ pub async fn fail_group(
 /// cap in the body.
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/retry", tag = "wishes",
     params(("slug" = String, Path), ("key" = String, Path)),
-    request_body(content = RetryBody, description = "optional"),
+    request_body(content = Option<RetryBody>, description = "optional"),
     responses((status = 200, body = GroupOutcome), (status = 404, body = Problem), (status = 409, body = Problem),
         (status = 422, body = Problem)))]
 #[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]

@@ -33,7 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct GroupInput {
     /// Unique within the wish: lowercase letters, digits, `-`, `_`.
-    #[schema(example = "backend")]
+    #[schema(example = "backend", pattern = "^[a-z0-9][a-z0-9_-]{0,62}$")]
     pub key: String,
     #[schema(example = "API for the login form")]
     pub title: String,
@@ -43,6 +43,7 @@ pub struct GroupInput {
     #[serde(default)]
     pub depends_on: Vec<String>,
     /// Attempts before a failure fails the wish (default 10).
+    #[schema(minimum = 1)]
     pub max_iterations: Option<i32>,
     /// The provider of the group's agent; `any`: the project's, or the first of its fallback
     /// providers not at a usage limit. Default: the wish's, else the project's.
@@ -63,6 +64,7 @@ pub struct CreateWish {
     pub description: String,
     pub branch: Option<String>,
     /// Failed reviews allowed before the wish fails (default 3).
+    #[schema(minimum = 1)]
     pub review_cap: Option<i32>,
     /// Slugs of wishes that must merge before this one may start executing.
     #[serde(default)]
@@ -80,7 +82,10 @@ pub struct WishFilter {
     pub project: Option<String>,
     /// Only wishes in this state.
     pub status: Option<String>,
+    /// `next_cursor` from the previous page; omit for the first page.
     pub cursor: Option<String>,
+    /// Items per page, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
 }
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{Ctx, Error, IfMatch, Result};
+use super::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::board_columns::{self as columns_db, LockedColumn, Moved};
 use crate::db::board_templates::{self as templates_db, BoardTemplate};
 use crate::db::boards::{self, Board, BoardHead};
@@ -23,6 +23,13 @@ const MAX_TEMPLATE_DESCRIPTION: usize = 2000;
 impl From<InvalidColumn> for Error {
     fn from(invalid: InvalidColumn) -> Error {
         Error::invalid(invalid.field, invalid.message)
+    }
+}
+
+/// Columns the domain refuses: each bad field of the caller's input.
+impl From<Vec<InvalidColumn>> for Error {
+    fn from(invalid: Vec<InvalidColumn>) -> Error {
+        Error::Invalid(invalid.into_iter().map(|i| super::FieldError::new(i.field, i.message)).collect())
     }
 }
 
@@ -59,21 +66,27 @@ pub fn no_board(id: Uuid) -> Error {
 
 /// Validates and creates a board in project `slug`, in the caller's transaction.
 pub async fn create(conn: &mut PgConnection, slug: &str, new: NewBoard) -> Result<Board> {
-    let name = board_name(&new.name)?;
     let project = projects::find(&mut *conn, slug, false)
         .await?
         .ok_or_else(|| Error::NotFound(format!("no project `{slug}`")))?;
+    // Every bad field is named at once: the name, the columns, the template.
+    let mut errors = Fields::default();
+    let name = errors.take(board_name(&new.name))?;
     let columns = match (new.columns, &new.template) {
-        (Some(_), Some(_)) => return Err(Error::invalid("template", "give either columns or a template, not both")),
-        (Some(columns), None) => validate_columns("columns", &columns)?,
-        (None, Some(template)) => {
-            templates_db::find_by_name(&mut *conn, template)
-                .await?
-                .ok_or_else(|| Error::invalid("template", format!("no board template named `{template}`")))?
-                .columns
+        (Some(_), Some(_)) => {
+            errors.check("template", false, "give either columns or a template, not both");
+            None
         }
-        (None, None) => default_columns(),
+        (Some(columns), None) => errors.take(validate_columns("columns", &columns).map_err(Error::from))?,
+        (None, Some(template)) => {
+            let found = templates_db::find_by_name(&mut *conn, template).await?;
+            errors.check("template", found.is_some(), format!("no board template named `{template}`"));
+            found.map(|t| t.columns)
+        }
+        (None, None) => Some(default_columns()),
     };
+    errors.finish()?;
+    let (Some(name), Some(columns)) = (name, columns) else { unreachable!("every None recorded an error") };
     boards::create(conn, project.id, &project.slug, &name, &columns, new.template.as_deref())
         .await
         .map_err(Error::unique_as("boards_project_id_name_key", format!("project `{slug}` has a board named `{name}`")))
@@ -155,14 +168,13 @@ pub async fn create_template(
     columns: &[ColumnSpec],
 ) -> Result<BoardTemplate> {
     let name = name.trim();
-    if name.is_empty() || name.chars().count() > 100 {
-        return Err(Error::invalid("name", "must be 1 to 100 characters"));
-    }
     let description = description.unwrap_or("").trim();
-    if description.chars().count() > MAX_TEMPLATE_DESCRIPTION {
-        return Err(Error::invalid("description", format!("must be at most {MAX_TEMPLATE_DESCRIPTION} characters")));
-    }
-    let columns = validate_columns("columns", columns)?;
+    let mut errors = Fields::default();
+    errors.check("name", !name.is_empty() && name.chars().count() <= 100, "must be 1 to 100 characters");
+    errors.max_len("description", description, MAX_TEMPLATE_DESCRIPTION);
+    let columns = errors.take(validate_columns("columns", columns).map_err(Error::from))?;
+    errors.finish()?;
+    let columns = columns.unwrap_or_default();
     let mut tx = ctx.db.begin().await?;
     let template = templates_db::create(&mut tx, name, description, &columns)
         .await

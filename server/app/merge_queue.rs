@@ -226,7 +226,9 @@ pub async fn hold(ctx: &Ctx, slug: &str, held: bool) -> Result<Entry> {
 pub struct SettingsInput {
     /// The gate: run with `sh -c` in a scratch clone of the merge; empty or null for none.
     pub merge_check: Option<String>,
+    #[schema(minimum = 1, maximum = 86400)]
     pub gate_timeout_secs: Option<i32>,
+    #[schema(minimum = 0, maximum = 20)]
     pub fix_cap: Option<i32>,
     pub on_conflict: Option<OnConflict>,
     pub keep_branches: Option<bool>,

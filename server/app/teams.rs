@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::clones;
 use super::idempotency::{self, Idempotency};
-use super::{Ctx, Error, IfMatch, Result};
+use super::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::teams::{self, NewTeam, Team};
 use crate::db::{agents, projects};
 use crate::domain::agent_kind::is_valid_branch;
@@ -40,38 +40,48 @@ pub struct NewTeamInput {
 #[tracing::instrument(skip_all, fields(team = ?input.name), err(level = "debug"))]
 pub async fn create(ctx: &Ctx, input: NewTeamInput, idem: Option<&Idempotency>) -> Result<Team> {
     let name = input.name.trim().to_owned();
-    if !is_valid_name(&name) {
-        return Err(Error::invalid(
-            "name",
-            "must be 1 to 63 lowercase letters, digits, `-`, `.` or `_`, starting with a letter or digit, and a branch name git accepts",
-        ));
-    }
+    // Every bad field is named at once: the name, the project, the base branch, each member.
+    let mut errors = Fields::default();
+    errors.check(
+        "name",
+        is_valid_name(&name),
+        "must be 1 to 63 lowercase letters, digits, `-`, `.` or `_`, starting with a letter or digit, and a branch name git accepts",
+    );
     let mut conn = ctx.db.acquire().await?;
-    let project = projects::find(&mut conn, &input.project, false)
-        .await?
-        .ok_or_else(|| Error::invalid("project", format!("no project `{}`", input.project)))?;
-    if teams::get(&mut conn, &name).await?.is_some() {
-        return Err(Error::conflict(format!("a team named `{name}` exists"), None));
-    }
-    let base = input.base_branch.map(|b| b.trim().to_owned()).unwrap_or_else(|| project.target_branch.clone());
-    if !is_valid_branch(&base) {
-        return Err(Error::invalid("base_branch", "is not a branch name git accepts"));
-    }
+    let project = projects::find(&mut conn, &input.project, false).await?;
+    errors.check("project", project.is_some(), format!("no project `{}`", input.project));
+    let base = input.base_branch.map(|b| b.trim().to_owned());
+    let base_ok = base.as_deref().is_none_or(is_valid_branch);
+    errors.check("base_branch", base_ok, "is not a branch name git accepts");
     let mut members = Vec::new();
     for (i, member) in input.members.iter().chain(input.leader.iter()).enumerate() {
         let field = if i < input.members.len() { format!("members[{i}]") } else { "leader".to_owned() };
-        let agent = agents::by_name(&mut conn, member.trim())
-            .await?
-            .ok_or_else(|| Error::invalid(field.clone(), format!("no agent `{member}`")))?;
-        if agent.project_id != project.id {
-            return Err(Error::invalid(field, format!("agent `{member}` works on another project")));
+        let Some(agent) = agents::by_name(&mut conn, member.trim()).await? else {
+            errors.check(field, false, format!("no agent `{member}`"));
+            continue;
+        };
+        if let Some(project) = &project {
+            errors.check(
+                field.clone(),
+                agent.project_id == project.id,
+                format!("agent `{member}` works on another project"),
+            );
         }
         if let Some(other) = &agent.team {
-            return Err(Error::invalid(field, format!("agent `{member}` is in team `{other}`")));
+            errors.check(field, false, format!("agent `{member}` is in team `{other}`"));
         }
         if !members.contains(&agent.name) {
             members.push(agent.name);
         }
+    }
+    errors.finish()?;
+    let project = project.expect("checked above");
+    if teams::get(&mut conn, &name).await?.is_some() {
+        return Err(Error::conflict(format!("a team named `{name}` exists"), None));
+    }
+    let base = base.unwrap_or_else(|| project.target_branch.clone());
+    if !is_valid_branch(&base) {
+        return Err(Error::invalid("base_branch", "the project's target branch is not a branch name git accepts"));
     }
     drop(conn);
     // Asked of the project's repository before anything is written; nothing is changed there.

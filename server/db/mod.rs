@@ -132,9 +132,16 @@ impl Database {
     }
 }
 
-/// The main pool's size. With the smaller pools beside it (the webhook sender's, the batched
-/// reads', the feed's listener and notifier) a process holds at most about 16 more.
+/// The main pool's size at most. With the smaller pools beside it (the webhook sender's, the
+/// batched reads', the feed's listener and notifier) a process holds at most about 16 more.
 pub const POOL_CONNECTIONS: u32 = 32;
+
+/// The main pool's size on a server that allows `max_connections`: [`POOL_CONNECTIONS`], or a
+/// quarter of what the server allows when that is less, so that a stock server (100) keeps room
+/// for the pools beside it, other Switchyard processes, psql and benchmarks' own clients.
+pub fn pool_size(max_connections: u32) -> u32 {
+    (max_connections / 4).clamp(4, POOL_CONNECTIONS)
+}
 
 /// How long a statement waits for a connection before the request is answered 503.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -146,7 +153,13 @@ const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 /// most statements (a task read would cost two); only a connection that sat idle long enough to
 /// have been cut (a restart, a firewall) is pinged, and a broken one is replaced, not used.
 pub async fn pool(options: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
-    pool_options(POOL_CONNECTIONS).min_connections(1).connect_with(options).await
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect_with(&options).await?;
+    let max: i32 = sqlx::query_scalar("SELECT current_setting('max_connections')::int").fetch_one(&mut conn).await?;
+    conn.close().await?;
+    let size = pool_size(u32::try_from(max).unwrap_or(0));
+    tracing::debug!(max_connections = max, pool = size, "sized the database pool");
+    pool_options(size).min_connections(1).connect_with(options).await
 }
 
 /// A small pool beside `pool`, to the same database, whose statements are planned once:
@@ -189,4 +202,16 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 pub async fn reachable(pool: &PgPool) -> bool {
     let ping = sqlx::query_scalar!("SELECT 1 AS \"one!\"").fetch_one(pool);
     matches!(tokio::time::timeout(Duration::from_secs(2), ping).await, Ok(Ok(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_takes_a_quarter_of_a_small_server_and_at_most_its_ceiling() {
+        assert_eq!(pool_size(100), 25);
+        assert_eq!(pool_size(200), POOL_CONNECTIONS);
+        assert_eq!(pool_size(10), 4);
+    }
 }

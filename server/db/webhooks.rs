@@ -173,14 +173,13 @@ pub async fn update(
 /// Deletes a subscription and its deliveries (they have no foreign key: migration 0012).
 #[tracing::instrument(skip_all, fields(id = %id), err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
-    let deleted = sqlx::query_scalar!(
-        r#"WITH gone AS (DELETE FROM webhook_subscriptions WHERE id = $1 RETURNING id, url),
-                deliveries AS (DELETE FROM webhook_deliveries WHERE subscription_id IN (SELECT id FROM gone))
-           SELECT url AS "url!" FROM gone"#,
-        id
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
+    // Deliveries first, then the subscription: the sender holds a delivery's row and then updates
+    // its subscription (`failing_since`), and the opposite order deadlocked with it (a 500 the
+    // fuzzer found).
+    sqlx::query!("DELETE FROM webhook_deliveries WHERE subscription_id = $1", id).execute(&mut *conn).await?;
+    let deleted = sqlx::query_scalar!("DELETE FROM webhook_subscriptions WHERE id = $1 RETURNING url", id)
+        .fetch_optional(&mut *conn)
+        .await?;
     if let Some(url) = &deleted {
         events::record(conn, "webhook.deleted", &subject(id), serde_json::json!({"id": id, "url": url})).await?;
     }

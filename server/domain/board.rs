@@ -49,6 +49,7 @@ impl Gate {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"name": "Review", "gate": "human", "action_skill": "review-pr", "wip_limit": 3}))]
 pub struct ColumnSpec {
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     pub name: String,
     #[serde(default)]
     pub gate: Gate,
@@ -57,6 +58,7 @@ pub struct ColumnSpec {
     pub action_skill: Option<String>,
     /// The most cards the column may hold; absent means no limit.
     #[serde(default)]
+    #[schema(minimum = 1)]
     pub wip_limit: Option<i32>,
 }
 
@@ -88,34 +90,45 @@ pub fn default_columns() -> Vec<ColumnSpec> {
     ]
 }
 
-/// Checks one column's own fields (not its place among others); `field` prefixes the paths.
-pub fn validate_column(field: &str, column: &ColumnSpec) -> Result<ColumnSpec, InvalidColumn> {
-    let name = validate_column_name(&format!("{field}name"), &column.name)?;
-    let action_skill = validate_action_skill(&format!("{field}action_skill"), column.action_skill.as_deref())?;
-    validate_wip_limit(&format!("{field}wip_limit"), column.wip_limit)?;
-    Ok(ColumnSpec { name, gate: column.gate, action_skill, wip_limit: column.wip_limit })
+/// Checks one column's own fields (not its place among others), every bad one named; `field`
+/// prefixes the paths.
+pub fn validate_column(field: &str, column: &ColumnSpec) -> Result<ColumnSpec, Vec<InvalidColumn>> {
+    let name = validate_column_name(&format!("{field}name"), &column.name);
+    let action_skill = validate_action_skill(&format!("{field}action_skill"), column.action_skill.as_deref());
+    let wip_limit = validate_wip_limit(&format!("{field}wip_limit"), column.wip_limit);
+    match (name, action_skill, wip_limit) {
+        (Ok(name), Ok(action_skill), Ok(())) => {
+            Ok(ColumnSpec { name, gate: column.gate, action_skill, wip_limit: column.wip_limit })
+        }
+        (name, action_skill, wip_limit) => {
+            Err([name.err(), action_skill.err(), wip_limit.err()].into_iter().flatten().collect())
+        }
+    }
 }
 
 /// Checks a whole column list under `field` (e.g. `columns`): 1 to 30 columns, each valid, no
 /// two with the same name (compared case-insensitively: "Done" and "done" would confuse anyone).
-/// Returns the columns with names and skills trimmed.
-pub fn validate_columns(field: &str, columns: &[ColumnSpec]) -> Result<Vec<ColumnSpec>, InvalidColumn> {
+/// Returns the columns with names and skills trimmed, or every bad field of every column.
+pub fn validate_columns(field: &str, columns: &[ColumnSpec]) -> Result<Vec<ColumnSpec>, Vec<InvalidColumn>> {
     if columns.is_empty() || columns.len() > MAX_COLUMNS {
-        return Err(invalid(field.to_owned(), format!("must have 1 to {MAX_COLUMNS} columns")));
+        return Err(vec![invalid(field.to_owned(), format!("must have 1 to {MAX_COLUMNS} columns"))]);
     }
     let mut seen = HashSet::new();
     let mut clean = Vec::with_capacity(columns.len());
+    let mut errors = Vec::new();
     for (i, column) in columns.iter().enumerate() {
-        let column = validate_column(&format!("{field}[{i}]."), column)?;
-        if !seen.insert(column.name.to_lowercase()) {
-            return Err(invalid(
-                format!("{field}[{i}].name"),
-                format!("`{}` is used by an earlier column", column.name),
-            ));
+        match validate_column(&format!("{field}[{i}]."), column) {
+            Ok(column) if !seen.insert(column.name.to_lowercase()) => errors
+                .push(invalid(format!("{field}[{i}].name"), format!("`{}` is used by an earlier column", column.name))),
+            Ok(column) => clean.push(column),
+            Err(bad) => errors.extend(bad),
         }
-        clean.push(column);
     }
-    Ok(clean)
+    if errors.is_empty() {
+        Ok(clean)
+    } else {
+        Err(errors)
+    }
 }
 
 pub fn validate_column_name(field: &str, name: &str) -> Result<String, InvalidColumn> {
@@ -155,7 +168,19 @@ mod tests {
     use super::*;
 
     fn field_of(columns: &[ColumnSpec]) -> String {
-        validate_columns("columns", columns).expect_err("invalid").field
+        validate_columns("columns", columns).expect_err("invalid")[0].field.clone()
+    }
+
+    #[test]
+    fn every_bad_field_of_every_column_is_named() {
+        let mut columns = default_columns();
+        columns[0].name = " ".into();
+        columns[0].wip_limit = Some(0);
+        columns[2].action_skill = Some("x".repeat(MAX_ACTION_SKILL + 1));
+        columns[3].name = "in progress".into();
+        let fields: Vec<String> =
+            validate_columns("columns", &columns).expect_err("invalid").into_iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["columns[0].name", "columns[0].wip_limit", "columns[2].action_skill", "columns[3].name"]);
     }
 
     #[test]

@@ -18,12 +18,15 @@ pub struct AllowList {
     loopback: bool,
     private: bool,
     link_local: bool,
+    /// `only`: public addresses too are refused unless named (a test bed whose hooks must stay
+    /// on this machine, like the fuzzer's).
+    only: bool,
     nets: Vec<IpNet>,
     hosts: Vec<String>,
 }
 
 impl AllowList {
-    /// `loopback,private,link-local,10.0.0.0/8,192.168.1.5,hooks.internal`.
+    /// `loopback,private,link-local,10.0.0.0/8,192.168.1.5,hooks.internal`, and `only`.
     pub fn parse(list: &str) -> Result<AllowList, String> {
         let mut allow = AllowList::default();
         for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
@@ -31,6 +34,7 @@ impl AllowList {
                 "loopback" => allow.loopback = true,
                 "private" => allow.private = true,
                 "link-local" => allow.link_local = true,
+                "only" => allow.only = true,
                 cidr if cidr.contains('/') => {
                     allow.nets.push(cidr.parse().map_err(|_| format!("`{cidr}` is not a CIDR like 10.0.0.0/8"))?)
                 }
@@ -39,7 +43,9 @@ impl AllowList {
                     allow.hosts.push(host.to_ascii_lowercase())
                 }
                 other => {
-                    return Err(format!("`{other}` is not loopback, private, link-local, a CIDR, an IP or a host"))
+                    return Err(format!(
+                        "`{other}` is not loopback, private, link-local, only, a CIDR, an IP or a host"
+                    ))
                 }
             }
         }
@@ -59,6 +65,7 @@ impl AllowList {
         }
         let (kind, allowed) = match classify(ip) {
             None if own.iter().any(|o| canonical(*o) == ip) => ("this host's own", false),
+            None if self.only => ("public", false),
             None => return Ok(()),
             Some(Kind::Loopback) => ("loopback", self.loopback),
             Some(Kind::Private) => ("private", self.private),
@@ -300,6 +307,15 @@ mod tests {
         assert!(allow.check_ip(ip("192.168.1.1")).is_err());
         assert!(allow.check_ip(ip("169.254.169.254")).is_err());
         assert!(AllowList::parse("10.0.0.0/99").is_err());
+    }
+
+    #[test]
+    fn only_refuses_public_addresses_too() {
+        let allow = AllowList::parse("loopback,only").expect("valid");
+        assert!(allow.check_ip(ip("127.0.0.1")).is_ok());
+        assert!(allow.check_ip(ip("8.8.8.8")).is_err());
+        assert!(allow.check_url("http://93.184.216.34/").is_err());
+        assert!(AllowList::parse("only,8.8.8.8").expect("valid").check_ip(ip("8.8.8.8")).is_ok());
     }
 
     #[test]

@@ -14,7 +14,8 @@ use crate::db::agents::{Agent, Cause};
 use crate::domain::agent::AgentEvent;
 use crate::feed::EventFeed;
 use crate::git::clones;
-use crate::providers::{Placeholders, Providers};
+use crate::providers::sandbox::{self, Visible};
+use crate::providers::{Placeholders, Provider, Providers, Sandbox};
 use crate::tmux::{Pane, Tmux, WindowSpec};
 use crate::worker::claude_hooks;
 use crate::worker::provider_setup::{self, UserConfig};
@@ -94,6 +95,7 @@ impl Spawner<'_> {
         let token = fleet::issue_token(&mut tx, agent.id).await?;
         let token_file = write_token(self.data_dir, &agent.name, &token)?;
         self.feed.commit(tx).await?;
+        let command = self.sandboxed(provider, agent, &cwd, &own_dir, &path, command)?;
         let spec = WindowSpec {
             session: self.session.to_owned(),
             name: agent.name.clone(),
@@ -119,6 +121,36 @@ impl Spawner<'_> {
             .await?;
         self.feed.commit(tx).await?;
         Ok(pane)
+    }
+
+    /// `command` under the provider's sandbox: its clone (`cwd`) and own directory writable; the
+    /// project's repository (its clone's objects), this binary (the hooks), the tools on `path`
+    /// and the provider's `sandbox_paths` read-only; an empty home.
+    fn sandboxed(
+        &self,
+        provider: &Provider,
+        agent: &Agent,
+        cwd: &Path,
+        own_dir: &Path,
+        path: &str,
+        command: Vec<String>,
+    ) -> anyhow::Result<Vec<String>> {
+        if provider.sandbox == Sandbox::None {
+            return Ok(command);
+        }
+        if crate::providers::find_program("bwrap", path, cwd).is_none() {
+            anyhow::bail!("provider `{}` has sandbox = \"bwrap\": install bubblewrap (bwrap)", provider.name);
+        }
+        let exe = match self.exe {
+            Some(exe) => exe.to_path_buf(),
+            None => std::env::current_exe()?,
+        };
+        let mut read_only = vec![PathBuf::from(&agent.repo), exe];
+        read_only.extend(Visible::tools(path));
+        read_only.extend(provider.sandbox_paths.iter().cloned());
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let visible = Visible { workdir: cwd, own_dir, read_only, home: home.as_deref() };
+        Ok(sandbox::wrap(provider.sandbox, provider.network, &visible, command))
     }
 
     /// The directory the agent works in: its own clone on its branch, or the project's repository.

@@ -111,9 +111,14 @@ async fn a_hook_body_must_be_an_object_naming_its_event() {
     app.create_project("alpha").await;
     let agent = app.create_agent(engineer("alpha", "owl")).await;
     let token = app.agent_token(&agent).await;
-    for body in [json!([1, 2]), json!({"event": "Stop"}), json!({"hook_event_name": 3})] {
+    // No body is anything but an object: an array is refused as the body itself.
+    for (body, field) in [
+        (json!([1, 2]), "body"),
+        (json!({"event": "Stop"}), "hook_event_name"),
+        (json!({"hook_event_name": 3}), "hook_event_name"),
+    ] {
         let problem = assert_problem(hook(&app, &token, "owl", body).await, 422).await;
-        assert_eq!(problem["errors"][0]["field"], "hook_event_name");
+        assert_eq!(problem["errors"][0]["field"], field);
     }
     let huge = json!({"hook_event_name": "PreToolUse", "tool_input": {"content": "x".repeat(2 * 1024 * 1024)}});
     assert_problem(hook(&app, &token, "owl", huge).await, 413).await;

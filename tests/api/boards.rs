@@ -363,3 +363,32 @@ async fn reconciling_a_board_without_columns_is_a_409_when_cards_need_one() {
     insert_task(&app, id(&project), Some(id(&board)), None).await;
     assert_problem(app.send(Method::POST, &reconcile, None).await, 409).await;
 }
+
+fn fields(problem: &Value) -> Vec<&str> {
+    problem["errors"].as_array().expect("errors").iter().filter_map(|e| e["field"].as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_board_template_or_column_with_several_bad_fields_is_refused_naming_each_at_once() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    let columns = json!([{"name": ""}, {"name": "Done", "wip_limit": 0}, {"name": "Review"}, {"name": "review"}]);
+    let board = app.post("/api/v1/projects/alpha/boards", json!({"name": " ", "columns": columns})).await;
+    let problem = assert_problem(board, 422).await;
+    assert_eq!(fields(&problem), ["name", "columns[0].name", "columns[1].wip_limit", "columns[3].name"], "{problem}");
+
+    let columns = json!([{"name": "A", "wip_limit": -1, "action_skill": "x".repeat(201)}, {"name": " "}]);
+    let template = app.post("/api/v1/board-templates", json!({"name": "", "columns": columns})).await;
+    let problem = assert_problem(template, 422).await;
+    assert_eq!(
+        fields(&problem),
+        ["name", "columns[0].action_skill", "columns[0].wip_limit", "columns[1].name"],
+        "{problem}"
+    );
+
+    let board = assert_json(app.post("/api/v1/projects/alpha/boards", json!({"name": "Delivery"})).await, 201).await;
+    let path = format!("/api/v1/boards/{}/columns", board["id"].as_str().expect("id"));
+    let column = app.post(&path, json!({"name": "", "action_skill": "x".repeat(201), "wip_limit": 0})).await;
+    let problem = assert_problem(column, 422).await;
+    assert_eq!(fields(&problem), ["name", "action_skill", "wip_limit"], "{problem}");
+}

@@ -265,7 +265,14 @@ fn a_killed_embedded_postgres_is_started_again_and_meanwhile_calls_answer_503_wi
     // start beside it, so the outage lasts until the test lets it go.
     let checkpointer = postgres_child(postmaster, "checkpointer").expect("a checkpointer process");
     let held = Stopped::new(checkpointer);
+    // Under load: a client keeps creating tokens through the kill and the outage; every one the
+    // server acknowledged must still be there after the recovery.
+    let load = Load::start(&served.api, &token);
+    eventually_true("the load has written", Duration::from_secs(30), || load.acknowledged() >= 50);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(postmaster), nix::sys::signal::Signal::SIGKILL).expect("kill");
+    eventually_true("/readyz says 503 while the database is gone", Duration::from_secs(30), || {
+        get(&format!("{}/readyz", served.api), None) == 503
+    });
 
     eventually_true("a call answers 503", Duration::from_secs(30), || {
         let started = std::time::Instant::now();
@@ -294,6 +301,14 @@ fn a_killed_embedded_postgres_is_started_again_and_meanwhile_calls_answer_503_wi
     drop(held);
     wait_ready(&served);
     assert_eq!(get(&me, Some(&token)), 200, "calls succeed again");
+    let acknowledged = load.stop();
+    let (_, _, listed) = fetch(&format!("{}/api/v1/tokens", served.api), Some(&token));
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&listed).expect("tokens");
+    let names: std::collections::HashSet<&str> = listed.iter().filter_map(|t| t["name"].as_str()).collect();
+    for name in &acknowledged {
+        assert!(names.contains(name.as_str()), "token {name} was acknowledged, then lost");
+    }
+    println!("embedded PostgreSQL killed under load: {} writes acknowledged, none lost", acknowledged.len());
     let status = status_json(&served);
     assert_eq!(status["database"], "ok");
     assert_eq!(status["embedded"]["state"], "running");
@@ -317,4 +332,54 @@ fn sigterm_exits_in_time_while_the_embedded_postgres_hangs() {
     assert!(started.elapsed() < Duration::from_secs(30), "exited after {:?}", started.elapsed());
     assert!(status.success(), "{status:?}; it logged:\n{}", served.log());
     eventually_true("PostgreSQL is gone", Duration::from_secs(10), || no_postgres_on(dir.path()));
+}
+
+/// A client creating tokens one after another until stopped; it keeps the names the server
+/// acknowledged (201).
+struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    acknowledged: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(api: &str, token: &str) -> Load {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (url, token) = (format!("{api}/api/v1/tokens"), token.to_owned());
+        let (until, acked) = (stop.clone(), acknowledged.clone());
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            let client = reqwest::Client::new();
+            let mut i = 0;
+            while !until.load(std::sync::atomic::Ordering::SeqCst) {
+                i += 1;
+                let name = format!("load-{i}");
+                let body = serde_json::json!({"name": name, "scope": "read"});
+                // Built inside the runtime: the request's timeout is a timer of that runtime.
+                let sent = runtime.block_on(async {
+                    client.post(&url).bearer_auth(&token).timeout(Duration::from_secs(10)).json(&body).send().await
+                });
+                if sent.is_ok_and(|r| r.status() == 201) {
+                    acked.lock().expect("lock").push(name);
+                } else {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        });
+        Load { stop, acknowledged, thread: Some(thread) }
+    }
+
+    fn acknowledged(&self) -> usize {
+        self.acknowledged.lock().expect("lock").len()
+    }
+
+    /// Stops the client and returns the names the server acknowledged.
+    fn stop(mut self) -> Vec<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("load thread");
+        }
+        self.acknowledged.lock().expect("lock").clone()
+    }
 }

@@ -127,3 +127,55 @@ async fn an_agents_token_reads_its_own_team_only() {
     assert!(problem["detail"].as_str().unwrap_or_default().contains("not a member"), "{problem}");
     assert_eq!(app.get_ok("/api/v1/teams/billing").await["name"], "billing", "other tokens read any team");
 }
+
+/// A provider whose agents run a plain shell under bubblewrap.
+const SANDBOXED_SHELL: &str = r#"
+[providers.boxed]
+command = ["bash", "--norc", "--noprofile"]
+screen_rules = "shell"
+sandbox = "bwrap"
+"#;
+
+#[tokio::test]
+async fn a_bwrap_agent_reads_its_own_clone_and_token_but_not_another_agents() {
+    if std::process::Command::new("bwrap").arg("--version").output().is_err() {
+        panic!("bubblewrap (bwrap) is not installed: ./dev deps installs it");
+    }
+    let app = crate::helpers::spawn_app_with_worker_and_providers(SANDBOXED_SHELL).await;
+    app.create_project("alpha").await;
+    app.create_agent(merged(engineer("alpha", "owl"), json!({"provider": "shell", "clone": "agent"}))).await;
+    app.create_agent(merged(engineer("alpha", "fox"), json!({"provider": "boxed", "clone": "agent"}))).await;
+    let owl = with_pane(&app, "owl").await;
+    let fox = with_pane(&app, "fox").await;
+    let data_dir = app._data_dir.path();
+    let owl_token = switchyard::app::agents::token_file(data_dir, "owl");
+    let owl_clone = Path::new(owl["clone_path"].as_str().expect("owl's clone"));
+    let fox_clone = Path::new(fox["clone_path"].as_str().expect("fox's clone"));
+    // Outside the sandbox both are there, readable by the user the agents run as.
+    let owl_secret = std::fs::read_to_string(&owl_token).expect("owl's token, read from outside");
+    assert!(owl_clone.join(".git").exists(), "{owl_clone:?}");
+
+    // Typed into fox's sandboxed shell; its answers land in its own (writable) clone.
+    let probe = format!(
+        "{{ test -s \"$SWITCHYARD_TOKEN_FILE\" && echo own-token-readable; git status --short >/dev/null && echo own-clone-usable; \
+         cat '{token}' || echo other-token-hidden; ls '{clone}' || echo other-clone-hidden; \
+         ls '{data}/agents' ; touch /usr/sandbox-probe || echo system-read-only; }} > probe.txt 2>&1; echo probe-done >> probe.txt",
+        token = owl_token.display(),
+        clone = owl_clone.display(),
+        data = data_dir.display(),
+    );
+    app.post_ok("/api/v1/agents/fox/input", json!({"text": probe})).await;
+    let out = fox_clone.join("probe.txt");
+    eventually("fox's shell answers the probe", Duration::from_secs(20), || async {
+        std::fs::read_to_string(&out).is_ok_and(|text| text.contains("probe-done"))
+    })
+    .await;
+    let answer = std::fs::read_to_string(&out).expect("probe.txt");
+    for expected in
+        ["own-token-readable", "own-clone-usable", "other-token-hidden", "other-clone-hidden", "system-read-only"]
+    {
+        assert!(answer.contains(expected), "{expected} missing from:\n{answer}");
+    }
+    assert!(!answer.contains(owl_secret.trim()), "fox read owl's token:\n{answer}");
+    assert!(!answer.lines().any(|line| line.trim() == "owl"), "fox listed owl's directory:\n{answer}");
+}

@@ -194,3 +194,32 @@ async fn a_server_killed_after_enter_before_the_confirmation_neither_loses_nor_r
     wait_delivered(&client, &api, &token, second, Duration::from_secs(30)).await;
     assert_eq!(prompts(installation.logs(), "fox"), ["submitted while the server was down", "after the restart"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_killed_during_100_rapid_messages_submits_each_once_and_in_order_after_a_restart() {
+    const MESSAGES: usize = 100;
+    let mut installation = Installation::new(0).await;
+    installation.start(50, 3000);
+    let token = installation.token().await;
+    installation.fox(&token).await;
+    let (client, api) = (installation.client.clone(), installation.api());
+    let texts: Vec<String> = (0..MESSAGES).map(|i| format!("rapid message {i:03}")).collect();
+    let mut ids = Vec::new();
+    for text in &texts {
+        ids.push(send(&client, &api, &token, "fox", text).await);
+    }
+    eventually("the agent took some of the messages", Duration::from_secs(60), || async {
+        prompts(installation.logs(), "fox").len() >= 5
+    })
+    .await;
+    installation.crash();
+    let before = prompts(installation.logs(), "fox").len();
+    assert!(before < MESSAGES, "every message was delivered before the kill; none was in flight");
+
+    installation.start(50, 3000);
+    for id in &ids {
+        wait_delivered(&client, &api, &token, *id, Duration::from_secs(180)).await;
+    }
+    assert_eq!(prompts(installation.logs(), "fox"), texts, "each message once, in the order sent");
+    println!("{MESSAGES} messages: {before} submitted before the kill, the rest after the restart");
+}

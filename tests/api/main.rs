@@ -5,6 +5,7 @@ mod agents;
 mod auth;
 mod binary;
 mod boards;
+mod completion_crash;
 mod conductor;
 mod conductor_crash;
 mod dashboard;

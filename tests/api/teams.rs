@@ -285,3 +285,14 @@ async fn a_leader_registered_before_its_team_works_in_the_teams_clone() {
     assert_eq!(git(std::path::Path::new(&clone), &["symbolic-ref", "--short", "HEAD"]).trim(), "login");
     drop(node);
 }
+
+#[tokio::test]
+async fn a_team_with_several_bad_fields_is_refused_naming_each_at_once() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    let body = json!({"name": "Bad Name", "project": "nope", "base_branch": "a..b", "members": ["ghost", "wraith"]});
+    let problem = assert_problem(app.post("/api/v1/teams", body).await, 422).await;
+    let fields: Vec<&str> =
+        problem["errors"].as_array().expect("errors").iter().filter_map(|e| e["field"].as_str()).collect();
+    assert_eq!(fields, ["name", "project", "base_branch", "members[0]", "members[1]"], "{problem}");
+}

@@ -17,7 +17,8 @@ fn started(data_dir: &std::path::Path) -> Served {
     Served::start(cmd)
 }
 
-async fn wait_ready(client: &reqwest::Client, api: &str) {
+/// Polls `/readyz` until it answers 200 (within a minute).
+pub(crate) async fn wait_ready(client: &reqwest::Client, api: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !client.get(format!("{api}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
         assert!(Instant::now() < deadline, "never ready");

@@ -6,7 +6,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{locked, no_board};
-use crate::app::{Ctx, Error, IfMatch, Result};
+use crate::app::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::board_columns::{self as columns_db, Moved};
 use crate::db::boards::{self, Board, Column};
 use crate::domain::board::{
@@ -48,13 +48,15 @@ pub struct ColumnDeleted {
 /// Adds a column at `position`, or at the end; a board has at most [`MAX_COLUMNS`].
 #[tracing::instrument(skip_all, fields(board = ?id), err(level = "debug"))]
 pub async fn add(ctx: &Ctx, id: Uuid, if_match: &IfMatch, new: NewColumn) -> Result<Board> {
-    let column = ColumnSpec {
-        name: validate_column_name("name", &new.name)?,
-        gate: new.gate,
-        action_skill: validate_action_skill("action_skill", new.action_skill.as_deref())?,
-        wip_limit: new.wip_limit,
-    };
-    validate_wip_limit("wip_limit", column.wip_limit)?;
+    let mut errors = Fields::default();
+    let name = errors.take(validate_column_name("name", &new.name).map_err(Error::from))?;
+    let action_skill =
+        errors.take(validate_action_skill("action_skill", new.action_skill.as_deref()).map_err(Error::from))?;
+    errors.take(validate_wip_limit("wip_limit", new.wip_limit).map_err(Error::from))?;
+    errors.check("position", new.position.is_none_or(|p| p >= 0), "must be 0 or more");
+    errors.finish()?;
+    let (Some(name), Some(action_skill)) = (name, action_skill) else { unreachable!("every None recorded an error") };
+    let column = ColumnSpec { name, gate: new.gate, action_skill, wip_limit: new.wip_limit };
     let mut tx = ctx.db.begin().await?;
     locked(&mut tx, id, if_match).await?;
     let columns = boards::columns_of(&mut tx, &[id]).await?;
@@ -84,19 +86,20 @@ pub async fn update(ctx: &Ctx, id: Uuid, column_id: Uuid, if_match: &IfMatch, pa
     locked(&mut tx, id, if_match).await?;
     let columns = boards::columns_of(&mut tx, &[id]).await?;
     let current = find_column(&columns, id, column_id)?;
-    let new = ColumnSpec {
-        name: match &patch.name {
-            Some(name) => validate_column_name("name", name)?,
-            None => current.name.clone(),
-        },
-        gate: patch.gate.unwrap_or(current.gate),
-        action_skill: match patch.action_skill {
-            Some(skill) => validate_action_skill("action_skill", skill.as_deref())?,
-            None => current.action_skill.clone(),
-        },
-        wip_limit: patch.wip_limit.unwrap_or(current.wip_limit),
+    let mut errors = Fields::default();
+    let name = match &patch.name {
+        Some(name) => errors.take(validate_column_name("name", name).map_err(Error::from))?,
+        None => Some(current.name.clone()),
     };
-    validate_wip_limit("wip_limit", new.wip_limit)?;
+    let action_skill = match patch.action_skill {
+        Some(skill) => errors.take(validate_action_skill("action_skill", skill.as_deref()).map_err(Error::from))?,
+        None => Some(current.action_skill.clone()),
+    };
+    let wip_limit = patch.wip_limit.unwrap_or(current.wip_limit);
+    errors.take(validate_wip_limit("wip_limit", wip_limit).map_err(Error::from))?;
+    errors.finish()?;
+    let (Some(name), Some(action_skill)) = (name, action_skill) else { unreachable!("every None recorded an error") };
+    let new = ColumnSpec { name, gate: patch.gate.unwrap_or(current.gate), action_skill, wip_limit };
     name_is_free(&columns, &new.name, Some(column_id))?;
     if let Some(limit) = new.wip_limit.filter(|&l| i64::from(l) < current.cards()) {
         return Err(Error::conflict(
