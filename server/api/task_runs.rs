@@ -32,8 +32,8 @@ pub struct DispatchBody {
 /// first message is the task's brief. The agent reports with `switchyard task done|fail|ask`;
 /// stopping without a report starts the next iteration, up to `max_iterations` (the task's, or
 /// the project's `conductor_config.max_iterations`, default 3), then the task fails.
-#[utoipa::path(post, path = "/tasks/{id}/dispatch", tag = "tasks", params(("id" = String, Path, description = "task id")),
-    request_body(content = DispatchBody, description = "optional"),
+#[utoipa::path(post, path = "/tasks/{id}/dispatch", tag = "tasks", params(("id" = uuid::Uuid, Path, description = "task id")),
+    request_body(content = Option<DispatchBody>, description = "optional"),
     responses((status = 202, body = Dispatched, description = "The task and its run, recorded"),
         (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Done, cancelled, blocked, a wish's group, or a run is live"),
@@ -56,7 +56,7 @@ pub struct Runs {
 }
 
 /// The task's runs (dispatches and board skills), newest first, each with its iteration.
-#[utoipa::path(get, path = "/tasks/{id}/runs", tag = "tasks", params(("id" = String, Path, description = "task id")),
+#[utoipa::path(get, path = "/tasks/{id}/runs", tag = "tasks", params(("id" = uuid::Uuid, Path, description = "task id")),
     responses((status = 200, body = Runs), (status = 422, body = Problem, description = "`id` is not a UUID")))]
 pub async fn list_runs(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Runs>> {
     let id = parse_id(&id)?;
