@@ -274,11 +274,11 @@ async fn follow(
     let mut lags = Vec::new();
     let mut buffer = String::new();
     loop {
-        let chunk = match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), response.chunk()).await
-        {
-            Err(_) => return Ok(lags), // the window is over
-            Ok(chunk) => chunk?,
-        };
+        let chunk =
+            match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), response.chunk()).await {
+                Err(_) => return Ok(lags), // the window is over
+                Ok(chunk) => chunk?,
+            };
         let Some(chunk) = chunk else { anyhow::bail!("the stream ended") };
         let received = chrono::Utc::now();
         buffer.push_str(&String::from_utf8_lossy(&chunk));

@@ -100,7 +100,9 @@ pub async fn start_with(
     let addr = app.api_addr().expect("serve has an API");
     let pool = app.pool().clone();
     let mut tx = pool.begin().await?;
-    let (_, token) = switchyard::db::tokens::create(&mut tx, "bench", Scope::Admin).await?;
+    // A live token's name is unique: named after the port, two nodes on one database each get one.
+    let name = format!("bench-{}", addr.port());
+    let (_, token) = switchyard::db::tokens::create(&mut tx, &name, Scope::Admin).await?;
     tx.commit().await?;
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(app.run_until(shutdown.clone()));
