@@ -213,6 +213,9 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
     }
     let (self_after, tmux_after) = (cpu_ticks("self")?, tmux_ticks()?);
     let (rss, peak) = (status_kb("VmRSS")?, status_kb("VmHWM")?);
+    // The machine may be shared: its load says how far the figures are the server's own.
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
     let events: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE id > $1 AND created_at >= $2")
         .bind(last_event)
         .bind(window_start)
@@ -222,6 +225,11 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
     let seconds = options.seconds as f64;
     let cpu = (self_after - self_before) as f64 / 100.0;
     let tmux_cpu = (tmux_after - tmux_before) as f64 / 100.0;
+    println!(
+        "machine: {} cores, load average {} (1, 5, 15 min) at the window's end",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load.join(" ")
+    );
     println!(
         "RSS at the end: {:.1} MB (peak {:.1} MB) — one process: the server{}, its workers and the bench's own clients",
         rss as f64 / 1024.0,
