@@ -16,11 +16,12 @@
 //!   servers' apart; RSS (`VmRSS`, and the peak `VmHWM`) at its end. The server runs in-process,
 //!   so both figures include the bench's own clients (and with two nodes, both nodes).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use switchyard::config::WorkerConfig;
+
+use common::{cpu_ticks, percentile_ms as percentile, tmux};
 
 #[path = "common/mod.rs"]
 mod common;
@@ -60,12 +61,7 @@ struct Options {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let show = std::env::var("BENCH_SHOW_MS").unwrap_or_else(|_| "500-3000".into());
-    let (show_min, show_max) = show
-        .split_once('-')
-        .and_then(|(lo, hi)| Some((lo.parse::<u64>().ok()?, hi.parse::<u64>().ok()?)))
-        .filter(|(lo, hi)| lo <= hi)
-        .ok_or_else(|| anyhow::anyhow!("BENCH_SHOW_MS must be MIN-MAX in ms, as 500-3000"))?;
+    let (show, show_min, show_max) = common::show_ms()?;
     let options = Options {
         agents: common::env_num("BENCH_AGENTS", 500),
         seconds: common::env_num("BENCH_SECONDS", 30),
@@ -110,17 +106,14 @@ impl Drop for Socket {
 
 async fn start_node(database_url: &str, options: &Options, index: u64) -> anyhow::Result<Node> {
     let data_dir = tempfile::tempdir()?;
-    let script = data_dir.path().join("fake-agent.sh");
-    std::fs::write(&script, FAKE_AGENT)?;
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    let screens = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/screens/claude");
+    let script = common::fake_agent(data_dir.path(), FAKE_AGENT)?;
     std::fs::write(
         data_dir.path().join("providers.toml"),
         format!(
             "[providers.bench]\ncommand = [{:?}]\nscreen_rules = \"claude\"\n\
              env = {{ BENCH_SCREENS = {:?}, BENCH_SHOW_MIN_MS = \"{}\", BENCH_SHOW_MAX_MS = \"{}\" }}\n",
             script.display().to_string(),
-            screens,
+            common::SCREENS,
             options.show_min,
             options.show_max,
         ),
@@ -140,36 +133,17 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
     let app = &nodes[0].app;
     let pool = app.pool.clone();
     let client = reqwest::Client::new();
-    let post = |path: &str, body: Value| {
-        let request = client.post(format!("{}{path}", app.api())).bearer_auth(&app.token).json(&body);
-        async move {
-            let response = request.send().await?;
-            let status = response.status();
-            anyhow::ensure!(status.is_success(), "POST: {status} {}", response.text().await.unwrap_or_default());
-            anyhow::Ok(())
-        }
-    };
     let repo = common::git_repo()?;
-    post("/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
+    app.post(&client, "/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
     println!("## {node_count} node(s), {} agents", options.agents);
     let started = Instant::now();
     for i in 0..options.agents {
         let body = json!({"name": format!("a{i:03}"), "project": "bench", "kind": "worker",
             "role": "engineer", "provider": "bench", "clone": "none"});
-        post("/agents", body).await?;
+        app.post(&client, "/agents", body).await?;
     }
     let registered = started.elapsed();
-    loop {
-        let waiting: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM agents WHERE state = 'spawning' OR tmux_pane IS NULL")
-                .fetch_one(&pool)
-                .await?;
-        if waiting == 0 {
-            break;
-        }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(600), "{waiting} agents still without a pane");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    common::wait_for_panes(&pool, started, Duration::from_secs(600)).await?;
     println!(
         "registered in {:.1} s; all have panes after {:.1} s",
         registered.as_secs_f64(),
@@ -197,8 +171,8 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
         .iter()
         .map(|n| tmux(&n.socket.0, &["display-message", "-p", "#{pid}"]).map(|p| p.trim().to_owned()))
         .collect::<anyhow::Result<_>>()?;
-    let tmux_ticks = || tmux_pids.iter().map(|pid| cpu_ticks(pid)).sum::<anyhow::Result<u64>>();
-    let (self_before, tmux_before) = (cpu_ticks("self")?, tmux_ticks()?);
+    let tmux_ticks = || tmux_pids.iter().map(|pid| cpu_ticks(pid, false)).sum::<anyhow::Result<u64>>();
+    let (self_before, tmux_before) = (cpu_ticks("self", false)?, tmux_ticks()?);
     let overview = overview_loop(app, deadline).await?;
     let mut lags = Vec::new();
     let mut dropped = 0;
@@ -211,7 +185,7 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
             }
         }
     }
-    let (self_after, tmux_after) = (cpu_ticks("self")?, tmux_ticks()?);
+    let (self_after, tmux_after) = (cpu_ticks("self", false)?, tmux_ticks()?);
     let (rss, peak) = (status_kb("VmRSS")?, status_kb("VmHWM")?);
     // The machine may be shared: its load says how far the figures are the server's own.
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -309,15 +283,7 @@ async fn follow(
 /// in µs.
 async fn overview_loop(app: &common::Running, deadline: Instant) -> anyhow::Result<Vec<u64>> {
     let site = format!("http://{}", app.addr);
-    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
-    let login = client.post(format!("{site}/login")).form(&[("token", app.token.as_str())]).send().await?;
-    let cookie = login
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .ok_or_else(|| anyhow::anyhow!("no session cookie"))?
-        .to_owned();
+    let (client, cookie) = app.login().await?;
     let mut times = Vec::new();
     while Instant::now() < deadline {
         let started = Instant::now();
@@ -329,15 +295,6 @@ async fn overview_loop(app: &common::Running, deadline: Instant) -> anyhow::Resu
     Ok(times)
 }
 
-/// The `q` quantile in milliseconds of sorted microsecond values.
-fn percentile(sorted: &[u64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[index] as f64 / 1000.0
-}
-
 /// A `kB` line of `/proc/self/status`.
 fn status_kb(field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")?;
@@ -346,19 +303,4 @@ fn status_kb(field: &str) -> anyhow::Result<u64> {
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/self/status"))
-}
-
-/// utime + stime of a process from `/proc/<pid>/stat`, in ticks (CLK_TCK is 100 on Linux).
-fn cpu_ticks(pid: &str) -> anyhow::Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the `(comm)`, which may hold spaces: state is field 3, utime field 14.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<u64> = rest.split_whitespace().skip(1).map(|f| f.parse().unwrap_or(0)).collect();
-    Ok(fields[10] + fields[11])
-}
-
-fn tmux(socket: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("tmux").arg("-L").arg(socket).args(args).output()?;
-    anyhow::ensure!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
