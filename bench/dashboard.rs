@@ -44,15 +44,7 @@ async fn run() -> anyhow::Result<()> {
     let api = Api { client: reqwest::Client::new(), base: app.api(), token: app.token.clone() };
     let board = seed(&api, repo.path()).await?;
     let site = format!("http://{}", app.addr);
-    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
-    let login = client.post(format!("{site}/login")).form(&[("token", app.token.as_str())]).send().await?;
-    let cookie = login
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .ok_or_else(|| anyhow::anyhow!("no session cookie"))?
-        .to_owned();
+    let (client, cookie) = app.login().await?;
 
     let requests = common::env_num("BENCH_REQUESTS", 200) as usize;
     println!("dashboard bench: {TASKS} tasks on one board, {WISHES} wishes, {AGENTS} agents; {requests} requests each");

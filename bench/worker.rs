@@ -23,8 +23,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 use switchyard::config::WorkerConfig;
+
+use common::{cpu_ticks, percentile_ms as percentile, tmux};
 
 #[path = "common/mod.rs"]
 mod common;
@@ -52,20 +54,12 @@ async fn main() -> anyhow::Result<()> {
     }
     let seconds = common::env_num("BENCH_SECONDS", 60);
     let agents = common::env_num("BENCH_AGENTS", 100);
-    let show = std::env::var("BENCH_SHOW_MS").unwrap_or_else(|_| "500-3000".into());
-    let (show_min, show_max) = show
-        .split_once('-')
-        .and_then(|(lo, hi)| Some((lo.parse::<u64>().ok()?, hi.parse::<u64>().ok()?)))
-        .filter(|(lo, hi)| lo <= hi)
-        .ok_or_else(|| anyhow::anyhow!("BENCH_SHOW_MS must be MIN-MAX in ms, as 500-3000"))?;
+    let (show, show_min, show_max) = common::show_ms()?;
     let as_seconds = |ms: u64| format!("{:.3}", ms as f64 / 1000.0);
     let database_url = common::fresh_database(&common::server_url(), "switchyard_bench_worker").await?;
     let data_dir = tempfile::tempdir()?;
     let logs = tempfile::tempdir()?;
-    let script = data_dir.path().join("fake-agent.sh");
-    std::fs::write(&script, FAKE_AGENT)?;
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    let screens = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/screens/claude");
+    let script = common::fake_agent(data_dir.path(), FAKE_AGENT)?;
     std::fs::write(
         data_dir.path().join("providers.toml"),
         format!(
@@ -73,7 +67,7 @@ async fn main() -> anyhow::Result<()> {
              env = {{ BENCH_LOG_DIR = {:?}, BENCH_SCREENS = {:?}, BENCH_SHOW_MIN = {:?}, BENCH_SHOW_MAX = {:?} }}\n",
             script.display().to_string(),
             logs.path().display().to_string(),
-            screens,
+            common::SCREENS,
             as_seconds(show_min),
             as_seconds(show_max),
         ),
@@ -87,39 +81,21 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let pool = app.pool.clone();
     let client = reqwest::Client::new();
-    let post = |path: &str, body: Value| {
-        let request = client.post(format!("{}{path}", app.api())).bearer_auth(&app.token).json(&body);
-        async move {
-            let response = request.send().await?;
-            let status = response.status();
-            anyhow::ensure!(status.is_success(), "POST: {status} {}", response.text().await.unwrap_or_default());
-            anyhow::Ok(())
-        }
-    };
 
     let repo = common::git_repo()?;
-    post("/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
+    app.post(&client, "/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
     println!("# Switchyard worker benchmark: {agents} fake agents, each screen shown {show} ms, {seconds} s per phase");
     let started = Instant::now();
     for i in 0..agents {
-        post(
+        app.post(
+            &client,
             "/agents",
             json!({"name": format!("a{i:03}"), "project": "bench", "kind": "worker",
             "role": "engineer", "provider": "bench", "clone": "none"}),
         )
         .await?;
     }
-    loop {
-        let waiting: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM agents WHERE state = 'spawning' OR tmux_pane IS NULL")
-                .fetch_one(&pool)
-                .await?;
-        if waiting == 0 {
-            break;
-        }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(120), "{waiting} agents still without a pane");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::wait_for_panes(&pool, started, Duration::from_secs(120)).await?;
     println!("all {agents} agents have panes after {:.1} s", started.elapsed().as_secs_f64());
     tokio::time::sleep(Duration::from_secs(5)).await; // let the first screens settle
 
@@ -271,32 +247,7 @@ fn latencies(
     (latencies, missed)
 }
 
-/// The `q` quantile in milliseconds of sorted microsecond values.
-fn percentile(sorted: &[u64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[index] as f64 / 1000.0
-}
-
 fn per_minute(ticks: u64, seconds: u64) -> f64 {
     // CLK_TCK is 100 on Linux.
     ticks as f64 / 100.0 * 60.0 / seconds as f64
-}
-
-/// utime + stime of a process from `/proc/<pid>/stat` (with its waited-for children when asked).
-fn cpu_ticks(pid: &str, with_children: bool) -> anyhow::Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the `(comm)`, which may hold spaces: state is field 3, utime field 14.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<u64> = rest.split_whitespace().skip(1).map(|f| f.parse().unwrap_or(0)).collect();
-    let (utime, stime, cutime, cstime) = (fields[10], fields[11], fields[12], fields[13]);
-    Ok(utime + stime + if with_children { cutime + cstime } else { 0 })
-}
-
-fn tmux(socket: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("tmux").arg("-L").arg(socket).args(args).output()?;
-    anyhow::ensure!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

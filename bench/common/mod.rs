@@ -100,7 +100,9 @@ pub async fn start_with(
     let addr = app.api_addr().expect("serve has an API");
     let pool = app.pool().clone();
     let mut tx = pool.begin().await?;
-    let (_, token) = switchyard::db::tokens::create(&mut tx, "bench", Scope::Admin).await?;
+    // A live token's name is unique: named after the port, two nodes on one database each get one.
+    let name = format!("bench-{}", addr.port());
+    let (_, token) = switchyard::db::tokens::create(&mut tx, &name, Scope::Admin).await?;
     tx.commit().await?;
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(app.run_until(shutdown.clone()));
@@ -111,6 +113,31 @@ impl Running {
     /// `http://<addr>/api/v1`
     pub fn api(&self) -> String {
         format!("http://{}/api/v1", self.addr)
+    }
+
+    /// POSTs `body` to `path` of the API with the admin token; an error unless it succeeds.
+    pub async fn post(&self, client: &reqwest::Client, path: &str, body: serde_json::Value) -> anyhow::Result<()> {
+        let request = client.post(format!("{}{path}", self.api())).bearer_auth(&self.token).json(&body);
+        let response = request.send().await?;
+        let status = response.status();
+        anyhow::ensure!(status.is_success(), "POST {path}: {status} {}", response.text().await.unwrap_or_default());
+        Ok(())
+    }
+
+    /// Logs in to the dashboard with the admin token: a client that does not follow redirects,
+    /// and the session cookie to send.
+    pub async fn login(&self) -> anyhow::Result<(reqwest::Client, String)> {
+        let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
+        let login =
+            client.post(format!("http://{}/login", self.addr)).form(&[("token", self.token.as_str())]).send().await?;
+        let cookie = login
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .ok_or_else(|| anyhow::anyhow!("no session cookie"))?
+            .to_owned();
+        Ok((client, cookie))
     }
 
     /// Stops the server and waits for it to drain.
@@ -136,3 +163,72 @@ pub fn git_repo() -> anyhow::Result<tempfile::TempDir> {
     }
     Ok(repo)
 }
+
+/// The `q` quantile in milliseconds of sorted microsecond values.
+pub fn percentile_ms(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[index] as f64 / 1000.0
+}
+
+/// utime + stime of a process from `/proc/<pid>/stat`, in ticks (CLK_TCK is 100 on Linux), with
+/// its waited-for children when asked.
+pub fn cpu_ticks(pid: &str, with_children: bool) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the `(comm)`, which may hold spaces: state is field 3, utime field 14.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<u64> = rest.split_whitespace().skip(1).map(|f| f.parse().unwrap_or(0)).collect();
+    let (utime, stime, cutime, cstime) = (fields[10], fields[11], fields[12], fields[13]);
+    Ok(utime + stime + if with_children { cutime + cstime } else { 0 })
+}
+
+/// Runs `tmux -L <socket> <args>`; its output.
+pub fn tmux(socket: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new("tmux").arg("-L").arg(socket).args(args).output()?;
+    anyhow::ensure!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Waits until every agent has left `spawning` and has a pane, polling, for at most `limit`
+/// since `started`.
+pub async fn wait_for_panes(
+    pool: &sqlx::PgPool,
+    started: std::time::Instant,
+    limit: std::time::Duration,
+) -> anyhow::Result<()> {
+    loop {
+        let waiting: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM agents WHERE state = 'spawning' OR tmux_pane IS NULL")
+                .fetch_one(pool)
+                .await?;
+        if waiting == 0 {
+            return Ok(());
+        }
+        anyhow::ensure!(started.elapsed() < limit, "{waiting} agents still without a pane");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// `BENCH_SHOW_MS=min-max` (default 500-3000): how long a fake agent shows each screen, in ms.
+pub fn show_ms() -> anyhow::Result<(String, u64, u64)> {
+    let show = std::env::var("BENCH_SHOW_MS").unwrap_or_else(|_| "500-3000".into());
+    let (lo, hi) = show
+        .split_once('-')
+        .and_then(|(lo, hi)| Some((lo.parse::<u64>().ok()?, hi.parse::<u64>().ok()?)))
+        .filter(|(lo, hi)| lo <= hi)
+        .ok_or_else(|| anyhow::anyhow!("BENCH_SHOW_MS must be MIN-MAX in ms, as 500-3000"))?;
+    Ok((show, lo, hi))
+}
+
+/// Writes the fake agent's script `text` into `dir`, executable; its path.
+pub fn fake_agent(dir: &Path, text: &str) -> anyhow::Result<std::path::PathBuf> {
+    let script = dir.join("fake-agent.sh");
+    std::fs::write(&script, text)?;
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    Ok(script)
+}
+
+/// Claude Code's screens the fake agents show, from the test fixtures.
+pub const SCREENS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/screens/claude");

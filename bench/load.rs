@@ -1,0 +1,314 @@
+//! `cargo bench --bench load`: "load held" (issue 19), printed, never asserted.
+//!
+//! Runs the real application in-process against the PostgreSQL server in `BENCH_DATABASE_URL`
+//! (default `postgres://postgres@127.0.0.1:5432/postgres`; it creates and drops its own database
+//! there) with `BENCH_AGENTS` (default 500) fake agents — a shell script showing Claude Code's
+//! working and idle screens in turn, 0.5–3 s each (`BENCH_SHOW_MS=min-max`) — on one node, then on
+//! two nodes sharing the database (`BENCH_NODES=1` or `2` runs only that one). With two, both
+//! workers claim from the same queue (`SKIP LOCKED`; an agent cannot be pinned to a node, only a
+//! team with a clone of its own), and the split each claimed is printed.
+//!
+//! Once every agent has a pane, for `BENCH_SECONDS` (default 30):
+//! - `BENCH_SSE` (default 50) clients follow `GET /api/v1/events/stream`: lag is the time a client
+//!   parsed an event minus the event's `created_at` (the start of the transaction that wrote it);
+//! - one client fetches the dashboard overview in a loop, logged in: p50 and p99;
+//! - the process's CPU (`/proc/self/stat` utime + stime) over the window, per agent, and the tmux
+//!   servers' apart; RSS (`VmRSS`, and the peak `VmHWM`) at its end. The server runs in-process,
+//!   so both figures include the bench's own clients (and with two nodes, both nodes).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchyard::config::WorkerConfig;
+
+use common::{cpu_ticks, percentile_ms as percentile, tmux};
+
+#[path = "common/mod.rs"]
+mod common;
+
+const DATABASE: &str = "switchyard_bench_load";
+
+/// The fake agent: the working screen, then the idle one, each for a pseudo-random 0.5–3 s. The
+/// times come from shell arithmetic (an LCG seeded once) so that 500 of them fork little
+/// besides `cat` and `sleep`.
+const FAKE_AGENT: &str = r#"#!/bin/sh
+seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+span=$((BENCH_SHOW_MAX_MS - BENCH_SHOW_MIN_MS + 1))
+while :; do
+    for s in working idle; do
+        printf '\033[H\033[2J'
+        cat "$BENCH_SCREENS/$s.txt"
+        seed=$(((seed * 1103515245 + 12345) % 2147483648))
+        ms=$((BENCH_SHOW_MIN_MS + seed % span))
+        sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
+    done
+done
+"#;
+
+fn main() -> anyhow::Result<()> {
+    if !common::invoked_by_cargo_bench("load") {
+        return Ok(());
+    }
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run())
+}
+
+struct Options {
+    agents: u64,
+    seconds: u64,
+    sse: u64,
+    show_min: u64,
+    show_max: u64,
+}
+
+async fn run() -> anyhow::Result<()> {
+    let (show, show_min, show_max) = common::show_ms()?;
+    let options = Options {
+        agents: common::env_num("BENCH_AGENTS", 500),
+        seconds: common::env_num("BENCH_SECONDS", 30),
+        sse: common::env_num("BENCH_SSE", 50),
+        show_min,
+        show_max,
+    };
+    let nodes: Vec<u64> = match std::env::var("BENCH_NODES").ok().as_deref() {
+        None | Some("") => vec![1, 2],
+        Some("1") => vec![1],
+        Some("2") => vec![2],
+        Some(other) => anyhow::bail!("BENCH_NODES must be 1 or 2, not {other}"),
+    };
+    println!(
+        "# Switchyard load bench: {} fake agents (screens shown {show} ms), {} SSE clients, {} s window",
+        options.agents, options.sse, options.seconds
+    );
+    for n in nodes {
+        let result = one_run(&options, n).await;
+        common::drop_database(&common::server_url(), DATABASE).await?;
+        result?;
+    }
+    Ok(())
+}
+
+/// A node of the run: the application, its tmux server and its data directory.
+struct Node {
+    app: common::Running,
+    socket: Socket,
+    _data_dir: tempfile::TempDir,
+}
+
+/// A tmux socket whose server (the agents' panes) is killed when this is dropped, also when a
+/// run fails half-way.
+struct Socket(String);
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        let _ = tmux(&self.0, &["kill-server"]);
+    }
+}
+
+async fn start_node(database_url: &str, options: &Options, index: u64) -> anyhow::Result<Node> {
+    let data_dir = tempfile::tempdir()?;
+    let script = common::fake_agent(data_dir.path(), FAKE_AGENT)?;
+    std::fs::write(
+        data_dir.path().join("providers.toml"),
+        format!(
+            "[providers.bench]\ncommand = [{:?}]\nscreen_rules = \"claude\"\n\
+             env = {{ BENCH_SCREENS = {:?}, BENCH_SHOW_MIN_MS = \"{}\", BENCH_SHOW_MAX_MS = \"{}\" }}\n",
+            script.display().to_string(),
+            common::SCREENS,
+            options.show_min,
+            options.show_max,
+        ),
+    )?;
+    let socket = format!("sy-bench-load-{}-{index}", std::process::id());
+    let worker = WorkerConfig { tmux_socket: socket.clone(), ..WorkerConfig::default() };
+    let app = common::start(database_url, data_dir.path(), worker).await?;
+    Ok(Node { app, socket: Socket(socket), _data_dir: data_dir })
+}
+
+async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
+    let database_url = common::fresh_database(&common::server_url(), DATABASE).await?;
+    let mut nodes = Vec::new();
+    for i in 0..node_count {
+        nodes.push(start_node(&database_url, options, i).await?);
+    }
+    let app = &nodes[0].app;
+    let pool = app.pool.clone();
+    let client = reqwest::Client::new();
+    let repo = common::git_repo()?;
+    app.post(&client, "/projects", json!({"slug": "bench", "name": "Bench", "repo_path": repo.path()})).await?;
+    println!("## {node_count} node(s), {} agents", options.agents);
+    let started = Instant::now();
+    for i in 0..options.agents {
+        let body = json!({"name": format!("a{i:03}"), "project": "bench", "kind": "worker",
+            "role": "engineer", "provider": "bench", "clone": "none"});
+        app.post(&client, "/agents", body).await?;
+    }
+    let registered = started.elapsed();
+    common::wait_for_panes(&pool, started, Duration::from_secs(600)).await?;
+    println!(
+        "registered in {:.1} s; all have panes after {:.1} s",
+        registered.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    if node_count > 1 {
+        let split: Vec<(String, i64)> =
+            sqlx::query_as("SELECT node_id, count(*) FROM agents GROUP BY node_id ORDER BY node_id")
+                .fetch_all(&pool)
+                .await?;
+        let split: Vec<String> = split.iter().map(|(node, n)| format!("{n} on {node}")).collect();
+        println!("split (both workers claim): {}", split.join(", "));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await; // let the first screens settle
+
+    let window = Duration::from_secs(options.seconds);
+    let last_event: i64 = sqlx::query_scalar("SELECT coalesce(max(id), 0) FROM events").fetch_one(&pool).await?;
+    let stream_url = format!("{}/events/stream?after={last_event}", app.api());
+    let window_start = chrono::Utc::now();
+    let deadline = Instant::now() + window;
+    let followers: Vec<_> = (0..options.sse)
+        .map(|_| tokio::spawn(follow(client.clone(), stream_url.clone(), app.token.clone(), window_start, deadline)))
+        .collect();
+    let tmux_pids: Vec<String> = nodes
+        .iter()
+        .map(|n| tmux(&n.socket.0, &["display-message", "-p", "#{pid}"]).map(|p| p.trim().to_owned()))
+        .collect::<anyhow::Result<_>>()?;
+    let tmux_ticks = || tmux_pids.iter().map(|pid| cpu_ticks(pid, false)).sum::<anyhow::Result<u64>>();
+    let (self_before, tmux_before) = (cpu_ticks("self", false)?, tmux_ticks()?);
+    let measuring = Instant::now();
+    let overview = overview_loop(app, deadline).await?;
+    let mut lags = Vec::new();
+    let mut dropped = 0;
+    for follower in followers {
+        match follower.await? {
+            Ok(mut l) => lags.append(&mut l),
+            Err(e) => {
+                dropped += 1;
+                eprintln!("an SSE client failed: {e:#}");
+            }
+        }
+    }
+    let (self_after, tmux_after) = (cpu_ticks("self", false)?, tmux_ticks()?);
+    let measured = measuring.elapsed().as_secs_f64();
+    let (rss, peak) = (status_kb("VmRSS")?, status_kb("VmHWM")?);
+    // The machine may be shared: its load says how far the figures are the server's own.
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
+    let events: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE id > $1 AND created_at >= $2")
+        .bind(last_event)
+        .bind(window_start)
+        .fetch_one(&pool)
+        .await?;
+
+    // CPU over the time it was measured, which may overrun the window on a loaded machine.
+    let seconds = measured;
+    let cpu = (self_after - self_before) as f64 / 100.0;
+    let tmux_cpu = (tmux_after - tmux_before) as f64 / 100.0;
+    println!(
+        "machine: {} cores, load average {} (1, 5, 15 min) at the window's end",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load.join(" ")
+    );
+    println!(
+        "RSS at the end: {:.1} MB (peak {:.1} MB) — one process: the server{}, its workers and the bench's own clients",
+        rss as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        if node_count > 1 { "s of both nodes" } else { "" }
+    );
+    println!(
+        "CPU over the {seconds:.1} s measured: process {:.2} CPU s/s = {:.2} ms CPU per agent per second; tmux server(s) {:.2} CPU s/s \
+         (the process includes the bench's clients)",
+        cpu / seconds,
+        cpu / seconds / options.agents.max(1) as f64 * 1000.0,
+        tmux_cpu / seconds
+    );
+    let mut overview = overview;
+    overview.sort_unstable();
+    println!(
+        "overview: n = {}  p50 = {:.1} ms  p99 = {:.1} ms  max = {:.1} ms",
+        overview.len(),
+        percentile(&overview, 0.50),
+        percentile(&overview, 0.99),
+        percentile(&overview, 1.0)
+    );
+    lags.sort_unstable();
+    println!(
+        "SSE lag ({} clients, {dropped} failed; {events} events written in the window, {} received in all): \
+         p50 = {:.1} ms  p99 = {:.1} ms  max = {:.1} ms",
+        options.sse,
+        lags.len(),
+        percentile(&lags, 0.50),
+        percentile(&lags, 0.99),
+        percentile(&lags, 1.0)
+    );
+    for node in nodes {
+        node.app.stop().await?;
+    }
+    Ok(())
+}
+
+/// Follows the event stream until `deadline`; for each event written since `since`, the time
+/// from its `created_at` to its being parsed here, in µs.
+async fn follow(
+    client: reqwest::Client,
+    url: String,
+    token: String,
+    since: chrono::DateTime<chrono::Utc>,
+    deadline: Instant,
+) -> anyhow::Result<Vec<u64>> {
+    let mut response = client.get(&url).bearer_auth(&token).send().await?;
+    anyhow::ensure!(response.status().is_success(), "{url}: {}", response.status());
+    let mut lags = Vec::new();
+    let mut buffer = String::new();
+    loop {
+        // A timeout of zero still yields a chunk that is ready: without this check a client
+        // behind would drain its backlog past the window.
+        if Instant::now() >= deadline {
+            return Ok(lags);
+        }
+        let chunk =
+            match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), response.chunk()).await {
+                Err(_) => return Ok(lags), // the window is over
+                Ok(chunk) => chunk?,
+            };
+        let Some(chunk) = chunk else { anyhow::bail!("the stream ended") };
+        let received = chrono::Utc::now();
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let message: String = buffer.drain(..end + 2).collect();
+            let Some(data) = message.lines().find_map(|l| l.strip_prefix("data:")) else { continue };
+            let event: Value = serde_json::from_str(data.trim())?;
+            let created = event["created_at"]
+                .as_str()
+                .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+                .ok_or_else(|| anyhow::anyhow!("an event without created_at: {data}"))?;
+            if created >= since {
+                lags.push((received - created.to_utc()).num_microseconds().unwrap_or(0).max(0) as u64);
+            }
+        }
+    }
+}
+
+/// Logs in, then fetches the overview, one request after another, until `deadline`; the times
+/// in µs.
+async fn overview_loop(app: &common::Running, deadline: Instant) -> anyhow::Result<Vec<u64>> {
+    let site = format!("http://{}", app.addr);
+    let (client, cookie) = app.login().await?;
+    let mut times = Vec::new();
+    while Instant::now() < deadline {
+        let started = Instant::now();
+        let response = client.get(format!("{site}/")).header("cookie", &cookie).send().await?;
+        anyhow::ensure!(response.status().is_success(), "overview: {}", response.status());
+        response.bytes().await?;
+        times.push(started.elapsed().as_micros() as u64);
+    }
+    Ok(times)
+}
+
+/// A `kB` line of `/proc/self/status`.
+fn status_kb(field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/self/status"))
+}
