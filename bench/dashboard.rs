@@ -35,8 +35,11 @@ async fn run() -> anyhow::Result<()> {
     let url = common::fresh_database(&common::server_url(), "switchyard_bench_dashboard").await?;
     let data_dir = tempfile::tempdir()?;
     let repo = common::git_repo()?;
+    // The bench walks its wishes by hand: no conductor or merge queue moves them meanwhile.
     let worker = WorkerConfig {
         enabled: false,
+        conductor: false,
+        merge_queue: false,
         tmux_socket: format!("sy-bench-dashboard-{}", std::process::id()),
         ..WorkerConfig::default()
     };
