@@ -89,10 +89,24 @@ pub enum Merge {
     Conflicts(Vec<String>),
 }
 
+/// Who Switchyard's merges are made by, whoever runs it and whatever their git identity says.
+pub const SWITCHYARD: (&str, &str) = ("Switchyard", "switchyard@localhost");
+
 /// Merges commit `theirs` into commit `ours` without a working tree: a merge commit with both as
 /// parents (never a fast-forward), or the conflicting files. Nothing moves; the caller swaps the
 /// branch to the commit.
 pub async fn merge(repo: &Path, ours: &str, theirs: &str, message: &str) -> Result<Merge, GitError> {
+    merge_as(repo, ours, theirs, message, SWITCHYARD).await
+}
+
+/// [`merge`], with the commit made by `(name, email)`.
+pub async fn merge_as(
+    repo: &Path,
+    ours: &str,
+    theirs: &str,
+    message: &str,
+    (name, email): (&str, &str),
+) -> Result<Merge, GitError> {
     let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs];
     let output = command(repo, &args).output().await?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -108,16 +122,13 @@ pub async fn merge(repo: &Path, ours: &str, theirs: &str, message: &str) -> Resu
     }
     let tree = stdout.lines().next().unwrap_or("").trim().to_owned();
     let args = ["commit-tree", &tree, "-p", ours, "-p", theirs, "-m", message];
-    // Switchyard makes the merge, whoever runs it and whatever their git identity says.
     let mut commit_tree = command(repo, &args);
-    for (key, value) in [
-        ("GIT_AUTHOR_NAME", "Switchyard"),
-        ("GIT_AUTHOR_EMAIL", "switchyard@localhost"),
-        ("GIT_COMMITTER_NAME", "Switchyard"),
-        ("GIT_COMMITTER_EMAIL", "switchyard@localhost"),
-    ] {
-        commit_tree.env(key, value);
-    }
+    commit_tree.envs([
+        ("GIT_AUTHOR_NAME", name),
+        ("GIT_AUTHOR_EMAIL", email),
+        ("GIT_COMMITTER_NAME", name),
+        ("GIT_COMMITTER_EMAIL", email),
+    ]);
     let commit = super::finished(&args, commit_tree.output().await?)?;
     Ok(Merge::Clean(commit.trim().to_owned()))
 }

@@ -1,8 +1,8 @@
 //! What the merge queue asks of git, in the project's repository (bare or not) without ever
 //! touching its index or working tree:
-//! - [`merge`]: `git merge-tree --write-tree` of the target and the wish commit, then `git
-//!   commit-tree` with both as parents — a `--no-ff` merge commit made in memory. Its objects are
-//!   written, no ref moves.
+//! - the merge itself is [`super::branches::merge_as`] (`git merge-tree --write-tree`, then `git
+//!   commit-tree` with both as parents — a `--no-ff` merge commit made in memory; no ref moves),
+//!   made by [`MERGE_QUEUE`].
 //! - [`checkout_scratch`]: a `git clone --shared` scratch clone (kept between entries) checked
 //!   out at the merge commit, where the gate runs; it sees the new objects through its alternates.
 //! - [`move_branch`]: `git update-ref refs/heads/<target> <merge> <base>`, a compare-and-swap that
@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::{command, run as git, GitError};
+use super::{run as git, GitError};
 
 /// Every local branch and its commit, from one `git for-each-ref`.
 pub async fn branch_heads(repo: &Path) -> Result<HashMap<String, String>, GitError> {
@@ -25,67 +25,8 @@ pub async fn branch_heads(repo: &Path) -> Result<HashMap<String, String>, GitErr
         .collect())
 }
 
-/// What merging a wish commit into a base commit gives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Merged {
-    /// The merge commit (two parents: base, then the wish).
-    Commit(String),
-    Conflicts(Vec<String>),
-}
-
-/// The identity merge commits are made with.
-const IDENTITY: [(&str, &str); 4] = [
-    ("GIT_AUTHOR_NAME", "Switchyard merge queue"),
-    ("GIT_AUTHOR_EMAIL", "merge-queue@switchyard.invalid"),
-    ("GIT_COMMITTER_NAME", "Switchyard merge queue"),
-    ("GIT_COMMITTER_EMAIL", "merge-queue@switchyard.invalid"),
-];
-
-/// Merges `wish` into `base` (both commit ids) in `repo` as `git merge --no-ff` would, without a
-/// working tree: the conflicting files, or a new merge commit with `message`.
-pub async fn merge(repo: &Path, base: &str, wish: &str, message: &str) -> Result<Merged, GitError> {
-    let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", base, wish];
-    let output = command(repo, &args).output().await?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    match output.status.code() {
-        Some(0) => {}
-        Some(1) => return Ok(Merged::Conflicts(super::conflicts::conflicted_files(&stdout))),
-        _ => {
-            let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-            return Err(GitError::Failed { args: args.join(" "), stderr });
-        }
-    }
-    let tree = stdout.lines().next().unwrap_or("").trim().to_owned();
-    let args = ["commit-tree", &tree, "-p", base, "-p", wish, "-m", message];
-    let mut commit = command(repo, &args);
-    commit.envs(IDENTITY);
-    let out = super::finished(&args, commit.output().await?)?;
-    Ok(Merged::Commit(out.trim().to_owned()))
-}
-
-/// The commit `rev` names in `repo`, if any.
-pub async fn resolve(repo: &Path, rev: &str) -> Result<Option<String>, GitError> {
-    let spec = format!("{rev}^{{commit}}");
-    match git(repo, &["rev-parse", "--verify", "--quiet", &spec]).await {
-        Ok(id) => Ok(Some(id.trim().to_owned())),
-        Err(GitError::Failed { stderr, .. }) if stderr.is_empty() => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// Whether commit `a` is `b` or an ancestor of it.
-pub async fn is_ancestor(repo: &Path, a: &str, b: &str) -> Result<bool, GitError> {
-    let args = ["merge-base", "--is-ancestor", a, b];
-    let output = command(repo, &args).output().await?;
-    match output.status.code() {
-        Some(0) => Ok(true),
-        Some(1) => Ok(false),
-        _ => Err(GitError::Failed {
-            args: args.join(" "),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-        }),
-    }
-}
+/// Who the merge queue's merge commits are made by (with [`super::branches::merge_as`]).
+pub const MERGE_QUEUE: (&str, &str) = ("Switchyard merge queue", "merge-queue@switchyard.invalid");
 
 /// Moves `refs/heads/<branch>` to `new` only if it still points at `old`: `Ok(false)` when it
 /// moved meanwhile (someone pushed), and nothing changed.
@@ -161,6 +102,7 @@ pub async fn diff_stat(repo: &Path, target: &str, wish: &str) -> Result<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::git::branches::{head, is_ancestor, merge_as, Merge};
     use crate::git::clones::tests::{commit, project_repo};
 
     #[tokio::test]
@@ -177,7 +119,8 @@ mod tests {
         let heads = branch_heads(&repo).await.unwrap();
         let base = heads["main"].clone();
 
-        let Merged::Commit(merged) = merge(&repo, &base, &heads["wish/a"], "Merge wish a").await.unwrap() else {
+        let Merge::Clean(merged) = merge_as(&repo, &base, &heads["wish/a"], "Merge wish a", MERGE_QUEUE).await.unwrap()
+        else {
             panic!("a clean merge")
         };
         let parents = git(&repo, &["rev-list", "--parents", "-n", "1", &merged]).await.unwrap();
@@ -190,7 +133,7 @@ mod tests {
         );
 
         assert!(!move_branch(&repo, "main", &merged, &heads["wish/a"], "test").await.unwrap(), "wrong old value");
-        assert_eq!(resolve(&repo, "main").await.unwrap().as_deref(), Some(base.as_str()));
+        assert_eq!(head(&repo, "main").await.unwrap().as_deref(), Some(base.as_str()));
         assert!(move_branch(&repo, "main", &merged, &base, "test").await.unwrap());
         assert!(is_ancestor(&repo, &heads["wish/a"], "main").await.unwrap());
 
@@ -199,12 +142,13 @@ mod tests {
         std::fs::write(repo.join("README.md"), "other change\n").unwrap();
         commit(&repo, "c").await;
         let heads = branch_heads(&repo).await.unwrap();
-        let Merged::Commit(with_b) = merge(&repo, &heads["main"], &heads["wish/b"], "b").await.unwrap() else {
+        let Merge::Clean(with_b) = merge_as(&repo, &heads["main"], &heads["wish/b"], "b", MERGE_QUEUE).await.unwrap()
+        else {
             panic!("b merges")
         };
         assert_eq!(
-            merge(&repo, &with_b, &heads["wish/c"], "c").await.unwrap(),
-            Merged::Conflicts(vec!["README.md".to_owned()])
+            merge_as(&repo, &with_b, &heads["wish/c"], "c", MERGE_QUEUE).await.unwrap(),
+            Merge::Conflicts(vec!["README.md".to_owned()])
         );
 
         let scratch = dir.path().join("scratch");

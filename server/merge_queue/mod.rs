@@ -34,7 +34,8 @@ use crate::app::Ctx;
 use crate::db::merge_queue::settings::MergeSettings;
 use crate::db::merge_queue::Entry;
 use crate::domain::merge_queue::{EntryState, Setback};
-use crate::git::merge::{self as git, Merged};
+use crate::git::branches::{self, Merge};
+use crate::git::merge as git;
 
 /// How long a claim lasts without renewal; renewed every [`RENEW`] while the gate runs.
 const LEASE: Duration = Duration::from_secs(60);
@@ -153,17 +154,16 @@ impl MergeQueue {
     ) -> crate::app::Result<EntryState> {
         let target = &entry.target_branch;
         let refused = |why: String| (Setback::Refused, why, Vec::new(), None);
-        let (Some(base), Some(wish)) = (
-            git::resolve(repo, &format!("refs/heads/{target}")).await?,
-            git::resolve(repo, &format!("refs/heads/{}", entry.wish_branch)).await?,
-        ) else {
+        let (Some(base), Some(wish)) =
+            (branches::head(repo, target).await?, branches::head(repo, &entry.wish_branch).await?)
+        else {
             let why = format!("`{target}` or `{}` is not a branch of the project's repository", entry.wish_branch);
             return self.setback(entry, refused(why)).await;
         };
         let Some(entry) = use_cases::record_commits(&self.ctx, entry, &base, &wish, None, None).await? else {
             return Ok(EntryState::Processing); // the claim is void: whoever settles it decides
         };
-        if git::is_ancestor(repo, &wish, &base).await? {
+        if branches::is_ancestor(repo, &wish, &base).await? {
             // Already in the target (merged by someone else, or by us before a crash): nothing to merge.
             return Ok(use_cases::merged(&self.ctx, &entry).await?.state);
         }
@@ -175,12 +175,12 @@ impl MergeQueue {
             "Merge wish `{wish_row}`: {}\n\nMerged by the Switchyard merge queue from branch `{}`.",
             entry.title, entry.wish_branch
         );
-        let merge = match git::merge(repo, &base, &wish, &message).await? {
-            Merged::Conflicts(files) => {
+        let merge = match branches::merge_as(repo, &base, &wish, &message, git::MERGE_QUEUE).await? {
+            Merge::Conflicts(files) => {
                 let why = format!("merging `{}` into `{target}` conflicts in {}", entry.wish_branch, files.join(", "));
                 return self.setback(&entry, (Setback::Conflict, why, files, None)).await;
             }
-            Merged::Commit(merge) => merge,
+            Merge::Clean(merge) => merge,
         };
         let mut log = None;
         if let Some(check) = &settings.merge_check {
@@ -265,9 +265,9 @@ impl MergeQueue {
     async fn settle(&self, entry: &Entry) -> crate::app::Result<EntryState> {
         let project = use_cases::project_of_entry(&self.ctx, entry).await?;
         let repo = PathBuf::from(&project.repo_path);
-        let head = git::resolve(&repo, &format!("refs/heads/{}", entry.target_branch)).await?;
+        let head = branches::head(&repo, &entry.target_branch).await?;
         if let (Some(merge), Some(base), Some(head)) = (&entry.merge_commit, &entry.base_commit, &head) {
-            if git::is_ancestor(&repo, merge, head).await? {
+            if branches::is_ancestor(&repo, merge, head).await? {
                 return Ok(use_cases::merged(&self.ctx, entry).await?.state);
             }
             if head == base {

@@ -369,8 +369,17 @@ async fn a_claim_left_by_a_dead_process_is_settled_against_git_and_never_merged_
     let merge = |wish: String, base: String| {
         let repo = repo.clone();
         async move {
-            match switchyard::git::merge::merge(&repo, &base, &wish, "Merge (before the crash)").await.unwrap() {
-                switchyard::git::merge::Merged::Commit(c) => c,
+            match switchyard::git::branches::merge_as(
+                &repo,
+                &base,
+                &wish,
+                "Merge (before the crash)",
+                switchyard::git::merge::MERGE_QUEUE,
+            )
+            .await
+            .unwrap()
+            {
+                switchyard::git::branches::Merge::Clean(c) => c,
                 other => panic!("{other:?}"),
             }
         }
