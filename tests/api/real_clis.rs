@@ -147,8 +147,15 @@ fn start_command(app: &TestApp, name: &str) -> String {
 
 /// Waits for the agent's screen to show `text`, and returns the screen.
 async fn screen_shows(app: &TestApp, name: &str, text: &str) -> String {
-    eventually(&format!("{name}'s screen shows {text:?}"), START, || async { screen(app, name).contains(text) }).await;
-    screen(app, name)
+    let started = Instant::now();
+    loop {
+        let now = screen(app, name);
+        if now.contains(text) {
+            return now;
+        }
+        assert!(started.elapsed() < START, "{name}'s screen does not show {text:?}:\n{now}\n{}", app.agent(name).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Writes `text` to `$SWITCHYARD_RECORD_SCREENS/<provider>/<name>-<version>.txt` when recording.
@@ -225,9 +232,21 @@ async fn claude_code_starts_at_its_prompt_its_real_hook_confirms_a_message_and_n
 
     // Resumed, it continues the session it failed in (the prompt is in its transcript) and,
     // still not logged in, says so again.
-    act(&app, "fox", "resume").await;
-    let transcript = screen_shows(&app, "fox", "Summarise the README in one line.").await;
-    let command = start_command(&app, "fox");
+    // Offline, the resumed session may fail again and its window go within a second: the
+    // window is watched from the moment of the resume, not after it.
+    let prompt = "Summarise the README in one line.";
+    let watch = async {
+        let started = Instant::now();
+        loop {
+            let (command, now) = (start_command(&app, "fox"), screen(&app, "fox"));
+            if command.contains("--resume") && now.contains(prompt) {
+                return (command, now);
+            }
+            assert!(started.elapsed() < START, "the resumed window never showed {prompt:?}:\n{now}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let (_, (command, transcript)) = tokio::join!(act(&app, "fox", "resume"), watch);
     assert!(
         command.contains("--resume") && command.contains(fox["provider_session_id"].as_str().unwrap()),
         "{command}"
