@@ -81,6 +81,7 @@ async fn main() -> anyhow::Result<()> {
     );
     for (round, wishes) in rounds.iter().enumerate() {
         let started = Instant::now();
+        let cpu_before = common::cpu_ticks("self", true)?;
         let slugs: Vec<String> = (0..*wishes).map(|w| format!("r{round}-w{w}")).collect();
         for slug in &slugs {
             let mut groups = Vec::new();
@@ -115,6 +116,8 @@ async fn main() -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let wall = started.elapsed();
+        // The server's own CPU (with the git it ran), not the agents' (they run under tmux).
+        let cpu_ms = (common::cpu_ticks("self", true)? - cpu_before) as f64 * 10.0;
         let mut per_group: Vec<f64> = sqlx::query_scalar(
             "SELECT (EXTRACT(EPOCH FROM t.completed_at - COALESCE(
                         (SELECT max(d.completed_at) FROM task_dependencies td JOIN tasks d ON d.id = td.depends_on
@@ -128,16 +131,54 @@ async fn main() -> anyhow::Result<()> {
         let (p50, p95) = (percentile(&per_group, 0.50), percentile(&per_group, 0.95));
         println!(
             "{wishes:>3} wish(es) in flight, {} groups: Switchyard per group p50 {p50:.0} ms, p95 {p95:.0} ms \
-             ({:.1}× / {:.1}× the floor); round {:.1} s",
+             ({:.1}× / {:.1}× the floor); round {:.1} s; server CPU {:.0} ms per group",
             per_group.len(),
             p50 / floor.0,
             p95 / floor.1,
-            wall.as_secs_f64()
+            wall.as_secs_f64(),
+            cpu_ms / per_group.len().max(1) as f64
         );
+        hops(&app.pool, &slugs).await?;
     }
     app.stop().await?;
     let _ = Command::new("tmux").args(["-L", &socket, "kill-server"]).status();
     common::drop_database(&common::server_url(), "switchyard_bench_conductor").await?;
+    Ok(())
+}
+
+/// Where a group's time goes, hop by hop (p50/p95 of each): ready → its engineer registered (the
+/// conductor's dispatch), → claimed by the worker, → its pane made (clone, provider setup, tmux),
+/// → done reported (the agent's own work and the CLI), → merged into the wish's branch.
+async fn hops(pool: &sqlx::PgPool, slugs: &[String]) -> anyhow::Result<()> {
+    let rows: Vec<(f64, f64, f64, f64, f64)> = sqlx::query_as(
+        "WITH g AS (
+           SELECT t.id, t.reported_at, t.completed_at,
+                  COALESCE((SELECT max(d.completed_at) FROM task_dependencies td JOIN tasks d ON d.id = td.depends_on
+                             WHERE td.task_id = t.id), w.started_at) AS ready,
+                  a.created_at AS registered,
+                  (SELECT min(e.created_at) FROM events e WHERE e.subject = 'agent:' || a.name AND e.type = 'agent.claimed') AS claimed,
+                  (SELECT min(e.created_at) FROM events e WHERE e.subject = 'agent:' || a.name AND e.type = 'agent.pane_opened') AS spawned
+             FROM tasks t JOIN wishes w ON w.id = t.wish_id
+             JOIN LATERAL (SELECT * FROM agents a WHERE a.task_id = t.id ORDER BY a.created_at LIMIT 1) a ON true
+            WHERE w.slug = ANY($1))
+         SELECT (EXTRACT(EPOCH FROM registered - ready) * 1000)::float8,
+                (EXTRACT(EPOCH FROM claimed - registered) * 1000)::float8,
+                (EXTRACT(EPOCH FROM spawned - claimed) * 1000)::float8,
+                (EXTRACT(EPOCH FROM reported_at - spawned) * 1000)::float8,
+                (EXTRACT(EPOCH FROM completed_at - reported_at) * 1000)::float8
+           FROM g WHERE claimed IS NOT NULL AND spawned IS NOT NULL AND reported_at IS NOT NULL",
+    )
+    .bind(slugs)
+    .fetch_all(pool)
+    .await?;
+    let names = ["ready → registered", "→ claimed", "→ pane", "→ reported", "→ merged"];
+    let mut line = String::from("    hops p50/p95 ms:");
+    for (i, name) in names.iter().enumerate() {
+        let mut times: Vec<f64> = rows.iter().map(|r| [r.0, r.1, r.2, r.3, r.4][i]).collect();
+        times.sort_by(f64::total_cmp);
+        line.push_str(&format!(" {name} {:.0}/{:.0};", percentile(&times, 0.5), percentile(&times, 0.95)));
+    }
+    println!("{line}");
     Ok(())
 }
 

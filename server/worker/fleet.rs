@@ -41,10 +41,15 @@ pub struct Health {
 
 pub type SharedHealth = Arc<Mutex<Health>>;
 
-/// How often the worker attaches (when it is not) and claims spawning agents.
 /// Agents spawned at once from one claim.
 const SPAWNS_AT_ONCE: usize = 4;
-const POLL: Duration = Duration::from_millis(250);
+/// How often the worker attaches (when it is not) and claims spawning agents when nothing wakes
+/// it. A commit anywhere (this process's, or another node's through `LISTEN`) wakes a claim at
+/// once, so a registered agent does not wait for the timer.
+const POLL: Duration = Duration::from_secs(1);
+/// The shortest time between two claims woken by commits: a burst of commits (a busy fleet's
+/// state changes) costs one claim query per gap, not one per commit.
+const CLAIM_GAP: Duration = Duration::from_millis(50);
 /// The shortest time between two rounds of screen readings: output of many panes arriving
 /// within it is read in one round, for a few ms of latency at most.
 const READ_GAP: Duration = Duration::from_millis(10);
@@ -86,6 +91,11 @@ pub struct Running {
     next_reconcile: Instant,
     next_poll: Instant,
     next_read: Instant,
+    /// Commits anywhere: one may have registered an agent waiting for a pane.
+    events: tokio::sync::watch::Receiver<u64>,
+    /// A commit came since the last claim; the claim runs once [`CLAIM_GAP`] has passed.
+    claim_due: bool,
+    last_claim: Instant,
     /// Watches start from their agents' rows; after that, a recorded hook sends for them.
     hooks: tokio::sync::watch::Receiver<u64>,
     hooks_due: bool,
@@ -151,6 +161,9 @@ impl Fleet {
             next_reconcile: now,
             next_poll: now,
             next_read: now,
+            events: self.feed.subscribe(),
+            claim_due: false,
+            last_claim: now,
             hooks: self.feed.subscribe_hooks(),
             hooks_due: false,
             fleet: self,
@@ -163,6 +176,9 @@ impl Running {
         loop {
             self.tick().await;
             let mut wake_at = self.next_poll;
+            if self.claim_due {
+                wake_at = wake_at.min(self.last_claim + CLAIM_GAP);
+            }
             if let Some(at) = self.watches.next_due() {
                 wake_at = wake_at.min(at.max(self.next_read));
             }
@@ -180,6 +196,10 @@ impl Running {
                     self.hooks_due = true;
                     continue;
                 }
+                Ok(()) = self.events.changed() => {
+                    self.claim_due = true;
+                    continue;
+                }
                 received = notification => received,
             };
             self.on_notifications(received).await;
@@ -195,9 +215,13 @@ impl Running {
             tick.reconciled = Some(self.reconcile().await);
             self.next_reconcile = Instant::now() + self.fleet.settings.reconcile_every;
         }
-        // Attaching and claiming poll on a timer, not on every burst of pane output.
-        if Instant::now() >= self.next_poll {
-            self.next_poll = Instant::now() + POLL;
+        // Attaching and claiming run on a timer and after commits (at most once per gap), not on
+        // every burst of pane output.
+        let now = Instant::now();
+        if now >= self.next_poll || (self.claim_due && now >= self.last_claim + CLAIM_GAP) {
+            self.next_poll = now + POLL;
+            self.last_claim = now;
+            self.claim_due = false;
             if self.control.as_ref().is_none_or(|(c, _)| !c.is_up()) {
                 self.control = self.fleet.attach().await;
                 if self.control.is_some() {

@@ -64,8 +64,13 @@ impl Tick {
     }
 }
 
-/// Takes every step that is due once. A step that fails is logged and the others still run.
-pub async fn tick(ctx: &Ctx) -> Tick {
+/// Takes every step that is due once — with `all` false, only the two on a group's way, which
+/// every commit may make due: integrating reported groups, then dispatching ready ones (so the
+/// groups a merge makes ready start in the same tick). The other steps (planning, queueing,
+/// starting and reviewing wishes, task runs, hand-offs, stopping and cleaning up) happen once per
+/// wish or agent and can wait for the next full tick. A step that fails is logged and the others
+/// still run.
+pub async fn tick(ctx: &Ctx, all: bool) -> Tick {
     async fn step<F: std::future::Future<Output = Result<usize>>>(name: &str, work: F) -> usize {
         match work.await {
             Ok(n) => n,
@@ -75,15 +80,19 @@ pub async fn tick(ctx: &Ctx) -> Tick {
             }
         }
     }
+    let integrated = step("integrate", integrate::pending(ctx)).await;
+    let dispatched = step("dispatch", dispatch::groups(ctx)).await;
+    if !all {
+        return Tick { integrated, dispatched, ..Tick::default() };
+    }
     Tick {
+        integrated,
+        dispatched,
         handed_off: step("hand off", handoff::abandoned(ctx)).await,
         stopped: step("stop", handoff::stop_concluded(ctx)).await,
         planners: step("plan", dispatch::planners(ctx)).await,
         queued: step("queue", dispatch::queue_planned(ctx)).await,
         started: step("start", dispatch::start_queued(ctx)).await,
-        // Integrating first: the groups a merge makes ready are dispatched in the same tick.
-        integrated: step("integrate", integrate::pending(ctx)).await,
-        dispatched: step("dispatch", dispatch::groups(ctx)).await,
         reviewers: step("review", review::reviewers(ctx)).await,
         fixers: step("fix", review::fixers(ctx)).await,
         task_runs: step("task runs", task_runs::start_pending(ctx)).await,
