@@ -169,7 +169,7 @@ pub async fn act(ctx: &Ctx, id: Uuid, event: TaskEvent, change: Change) -> Resul
 
 /// What follows an action, in its transaction: an answer goes to the agent working on the task
 /// (through its mailbox); a task that ended ends its agent's run; one completed in an `auto`
-/// column moves on to the next.
+/// column moves on ([`flow::completed`]).
 pub async fn after(
     conn: &mut PgConnection,
     task: Task,

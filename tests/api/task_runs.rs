@@ -194,7 +194,8 @@ async fn board_gates_act_an_agent_reviews_a_person_approves_and_auto_moves_on() 
     let finished = app.post_ok(&format!("/api/v1/tasks/{task_id}/move"), json!({"column_id": done})).await;
     assert_eq!(finished["status"], "done", "the last column is done");
 
-    // Gate auto: a task that completes in Plan moves on to Build.
+    // Gate auto: a task that completes in Plan moves on past Build (auto too) to Review, whose
+    // agent reviews it, then waits for a person in Approve.
     let other = app
         .create_task(json!({"project": "alpha", "title": "Plan it", "board_id": id(&board), "column_id": plan}))
         .await;
@@ -202,7 +203,25 @@ async fn board_gates_act_an_agent_reviews_a_person_approves_and_auto_moves_on() 
     app.post_ok(&format!("/api/v1/tasks/{other}/start"), json!({})).await;
     let completed = app.post_ok(&format!("/api/v1/tasks/{other}/complete"), json!({})).await;
     assert_eq!(completed["status"], "done");
-    assert_eq!(completed["column_id"], build.to_string(), "{completed}");
+    assert_eq!(completed["column_id"], review.to_string(), "past Build: {completed}");
+    wait_for_task(&app, &other, "the reviewed card reaches Approve", |t| t["column_id"] == approve.to_string()).await;
+
+    // On the simple board (all columns auto) a task completed in its first column is in Done.
+    let simple = app.create_board("alpha", json!({"name": "Plain", "template": "simple"})).await;
+    let simple_columns = column_ids(&simple);
+    let plain = app
+        .create_task(
+            json!({"project": "alpha", "title": "Just do it", "board_id": id(&simple), "column_id": simple_columns[0]}),
+        )
+        .await;
+    let plain = plain["id"].as_str().expect("id").to_owned();
+    app.post_ok(&format!("/api/v1/tasks/{plain}/start"), json!({})).await;
+    let completed = app.post_ok(&format!("/api/v1/tasks/{plain}/complete"), json!({})).await;
+    assert_eq!(
+        (completed["status"].as_str(), completed["column_id"].as_str()),
+        (Some("done"), Some(simple_columns[2].to_string().as_str())),
+        "{completed}"
+    );
 }
 
 #[tokio::test]

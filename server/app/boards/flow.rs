@@ -148,12 +148,15 @@ pub async fn next_column(conn: &mut PgConnection, column_id: Uuid) -> Result<Opt
     Ok(place(conn, column_id).await?.and_then(|(columns, at)| columns.get(at + 1).map(|c| c.id)))
 }
 
-/// A task that completed in an `auto` column (not the last) moves on to the next one.
+/// Where a task that completed in an `auto` column (not the last) moves on to: past every `auto`
+/// column after it (each waits only for the completion that already happened) to the first one
+/// that waits for something else (an agent's skill, a person), or to the last column.
 pub async fn completed(conn: &mut PgConnection, task: &Task) -> Result<Option<Uuid>> {
     let Some(column_id) = task.column_id else { return Ok(None) };
     let Some((columns, at)) = place(conn, column_id).await? else { return Ok(None) };
-    if columns[at].gate != Gate::Auto {
+    if columns[at].gate != Gate::Auto || at + 1 == columns.len() {
         return Ok(None);
     }
-    Ok(columns.get(at + 1).map(|c| c.id))
+    let stop = (at + 1..columns.len() - 1).find(|&i| columns[i].gate != Gate::Auto).unwrap_or(columns.len() - 1);
+    Ok(Some(columns[stop].id))
 }
