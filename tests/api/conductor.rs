@@ -76,24 +76,9 @@ async fn project(app: &TestApp, slug: &str, settings: Value) -> (Value, PathBuf)
     (changed, repo)
 }
 
-async fn wish(app: &TestApp, slug: &str) -> Value {
-    app.get_ok(&format!("/api/v1/wishes/{slug}")).await
-}
-
 /// Polls the wish until `check` holds; on the deadline, fails showing the wish and its agents.
 async fn wait_for_wish(app: &TestApp, slug: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + RUN;
-    loop {
-        let now = wish(app, slug).await;
-        if check(&now) {
-            return now;
-        }
-        if std::time::Instant::now() > deadline {
-            let agents = app.get_ok("/api/v1/agents?limit=100").await;
-            panic!("timed out waiting for: {what}\nwish: {now:#}\nagents: {agents:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    app.get_until(&format!("/api/v1/wishes/{slug}"), what, RUN, &["/api/v1/agents?limit=100"], check).await
 }
 
 fn group<'a>(wish: &'a Value, key: &str) -> &'a Value {
@@ -304,16 +289,13 @@ async fn a_usage_limit_holds_new_dispatches_of_its_provider_until_the_reset_then
     let started =
         wait_for_wish(&app, "early", "the group has an agent", |w| group(w, "first")["assignee"].is_string()).await;
     let limited_agent = group(&started, "first")["assignee"].as_str().unwrap().to_owned();
-    let deadline = std::time::Instant::now() + RUN;
-    let until = loop {
-        let agent = app.get_ok(&format!("/api/v1/agents/{limited_agent}")).await;
-        if agent["state"] == "suspended" {
-            break agent["suspended_until"].as_str().expect("a reset time").to_owned();
-        }
-        assert!(std::time::Instant::now() < deadline, "the agent is not suspended at its limit: {agent:#}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let until: chrono::DateTime<chrono::Utc> = until.parse().expect("a timestamp");
+    let limited = app
+        .get_until(&format!("/api/v1/agents/{limited_agent}"), "the agent suspended at its limit", RUN, &[], |a| {
+            a["state"] == "suspended"
+        })
+        .await;
+    let until: chrono::DateTime<chrono::Utc> =
+        limited["suspended_until"].as_str().expect("a reset time").parse().expect("a timestamp");
 
     // Meanwhile another wish: its group on the limited provider waits for the reset; its group
     // that takes `any` provider may go to the fallback at once.

@@ -485,14 +485,39 @@ impl TestApp {
     /// an event only when every transaction older than it has ended, on the whole (shared)
     /// PostgreSQL server, so it may lag what the rows already say.
     pub async fn events_until(&self, query: &str, what: &str, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let items = |page: &Value| page["items"].as_array().cloned().unwrap_or_default();
+        let page = self
+            .get_until(&format!("/api/v1/events?{query}"), what, Duration::from_secs(60), &[], |page| {
+                check(&items(page))
+            })
+            .await;
+        items(&page)
+    }
+
+    /// `GET {path}` once `check` holds of its answer, asking every 50 ms until `timeout`. On
+    /// timeout it panics with what it waited for, the last answer, and the answers of the
+    /// `context` paths (what explains the wait: the agents, a task's runs).
+    pub async fn get_until(
+        &self,
+        path: &str,
+        what: &str,
+        timeout: Duration,
+        context: &[&str],
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
         loop {
-            let page = self.get_ok(&format!("/api/v1/events?{query}")).await;
-            let items = page["items"].as_array().cloned().unwrap_or_default();
-            if check(&items) {
-                return items;
+            let now = self.get_ok(path).await;
+            if check(&now) {
+                return now;
             }
-            assert!(Instant::now() < deadline, "timed out waiting for events ({what}): {page:#}");
+            if Instant::now() > deadline {
+                let mut why = format!("timed out waiting for: {what}\n{path}: {now:#}");
+                for extra in context {
+                    why.push_str(&format!("\n{extra}: {:#}", self.get_ok(extra).await));
+                }
+                panic!("{why}");
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

@@ -39,19 +39,9 @@ async fn task(app: &TestApp, id: &str) -> Value {
 
 /// Polls the task until `check` holds; on the deadline, fails showing the task, its runs and agents.
 async fn wait_for_task(app: &TestApp, id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + RUN;
-    loop {
-        let now = task(app, id).await;
-        if check(&now) {
-            return now;
-        }
-        if std::time::Instant::now() > deadline {
-            let runs = app.get_ok(&format!("/api/v1/tasks/{id}/runs")).await;
-            let agents = app.get_ok("/api/v1/agents?limit=100").await;
-            panic!("timed out waiting for: {what}\ntask: {now:#}\nruns: {runs:#}\nagents: {agents:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let context = [format!("/api/v1/tasks/{id}/runs"), "/api/v1/agents?limit=100".to_owned()];
+    let context: Vec<&str> = context.iter().map(String::as_str).collect();
+    app.get_until(&format!("/api/v1/tasks/{id}"), what, RUN, &context, check).await
 }
 
 async fn runs(app: &TestApp, id: &str) -> Vec<Value> {
