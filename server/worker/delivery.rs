@@ -86,8 +86,10 @@ impl Delivery {
             let mut step = next_step(&attempt, &PaneNow { pane, input: &input, worked_since_enter: worked });
             let mut input_before = message.input_before.clone();
             let mut agent = agent;
+            // An answer is typed into the question it answers; anything else waits for the prompt.
+            let ready = |state: AgentState| state == AgentState::Idle || (due.answer && state == AgentState::Question);
             if step == Step::Paste {
-                if agent != AgentState::Idle {
+                if !ready(agent) {
                     return Ok(Outcome::NotNow(format!("the agent is {agent}")));
                 }
                 if let Err(why) = self.paste(&message, pane, &input).await? {
@@ -104,7 +106,7 @@ impl Delivery {
             }
             match step {
                 Step::Paste | Step::PressEnter => {
-                    if agent.needs_person() {
+                    if agent.needs_person() && !ready(agent) {
                         return Ok(Outcome::NotNow(format!("the agent is {agent}")));
                     }
                     if let Some(outcome) = self.press_enter(due, input_before.as_deref()).await? {

@@ -142,6 +142,35 @@ async fn a_question_waits_for_an_answer_that_reaches_the_agent_which_acts_on_it(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_answer_to_a_question_on_the_agents_screen_is_typed_into_its_dialog() {
+    let fakes = fake("screen");
+    // Codex's screen rules: the fake draws Codex's question dialog and reads the answer from its
+    // terminal, so the answer must be typed into the pane while the agent asks (it is never idle).
+    let providers =
+        fakes.providers_for("task-agent.sh").replacen("screen_rules = \"generic\"", "screen_rules = \"codex\"", 1);
+    let app = spawn_app_with_worker_settings(&providers, |w| w.conductor = true).await;
+    let project = app.create_project("alpha").await;
+    app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "fake"}})).await;
+    let id = new_task(&app, "Choose").await;
+    assert_json(app.post(&format!("/api/v1/tasks/{id}/dispatch"), json!({})).await, 202).await;
+
+    let waiting = wait_for_task(&app, &id, "the task waits for input", |t| t["status"] == "waiting_input").await;
+    assert!(waiting["question"].as_str().unwrap_or_default().contains("is asking a question"), "{waiting}");
+    let agent = runs(&app, &id).await[0]["agent_name"].as_str().expect("agent").to_owned();
+    assert_eq!(agent_state(&app, &agent).await, "question");
+    app.post_ok(&format!("/api/v1/tasks/{id}/answer"), json!({"answer": " 2 "})).await;
+
+    let done = wait_for_task(&app, &id, "the task is done", |t| t["status"] == "done").await;
+    assert_eq!(done["result"], "chose option 2", "the dialog got the answer as given, trimmed");
+    let branch = runs(&app, &id).await[0]["branch"].as_str().expect("branch").to_owned();
+    assert_eq!(branch_file(&repo_of(&project), &branch, "choice.txt").trim(), "option 2");
+    let delivered = |inbox: &Value| {
+        inbox["items"].as_array().is_some_and(|m| m.iter().any(|m| m["body"] == "2" && m["delivered_at"].is_string()))
+    };
+    app.get_until(&format!("/api/v1/messages?to={agent}"), "the answer is delivered", RUN, &[], delivered).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn board_gates_act_an_agent_reviews_a_person_approves_and_auto_moves_on() {
     let fakes = fake("done");
     let (app, _project) = app_with(&fakes).await;

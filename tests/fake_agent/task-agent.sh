@@ -4,6 +4,7 @@
 #   done   commit, then `task done`
 #   stop   never report: wait at the prompt; the first "Continue" makes it exit (its pane goes)
 #   ask    `task ask`, then act on the answer that arrives as a message, commit, `task done`
+#   screen ask on its screen, drawing Codex's question dialog, and act on what is typed into it
 # A skill agent (SWITCHYARD_ROLE reviewer or qa) reports its skill done at once.
 set -u
 sy=${SWITCHYARD_BIN:?}
@@ -78,6 +79,19 @@ ask)
     echo "$answer" > colour.txt
     git add -A && git commit --quiet -m "paint it $answer"
     retry "$sy" task done --result "painted $answer"
+    calm
+    ;;
+screen)
+    wait_for "Your assignment" > /dev/null
+    cat "$(dirname "$0")/../fixtures/screens/codex/question.txt"
+    # Its brief may have been typed into the terminal too while it sat at its prompt: a dialog
+    # takes only an option's number.
+    choice=
+    until [[ $choice =~ ^[0-9]+$ ]]; do read -r choice; done
+    busy
+    echo "option $choice" > choice.txt
+    git add -A && git commit --quiet -m "choose option $choice"
+    retry "$sy" task done --result "chose option $choice"
     calm
     ;;
 esac

@@ -27,7 +27,7 @@ use crate::db::agents::{self, Agent, Cause};
 use crate::db::task_runs::{self, NewRun, TaskRun};
 use crate::db::tasks::{self, Applied, Change, Edit, Task};
 use crate::db::{conductor, events};
-use crate::domain::agent::AgentEvent;
+use crate::domain::agent::{AgentEvent, AgentState};
 use crate::domain::agent_kind::{AgentKind, AgentRole};
 use crate::domain::task::{TaskEvent, TaskStatus};
 use crate::git::branches;
@@ -288,12 +288,16 @@ pub async fn questions(ctx: &Ctx) -> Result<usize> {
 }
 
 /// A person answered the task's question: the answer goes to the run's agent as a message, and
-/// the iteration goes on until the agent stops after reading it.
+/// the iteration goes on until the agent stops after reading it. When the agent asks on its
+/// screen (a dialog), the answer goes as it was given (an option's number or text), since it is
+/// typed into that dialog; a question it asked with `task ask` gets it with its context.
 pub async fn answered(conn: &mut PgConnection, task: &Task, question: Option<&str>, answer: &str) -> Result<()> {
     let Some(run) = task_runs::live(&mut *conn, task.id).await? else { return Ok(()) };
     let Some(agent_id) = run.agent_id else { return Ok(()) };
     let Some(agent) = agents::get(&mut *conn, agent_id).await? else { return Ok(()) };
-    let prompt = tell(&mut *conn, &agent, briefs::answer(question, answer)).await?;
+    let body =
+        if agent.state == AgentState::Question { answer.trim().to_owned() } else { briefs::answer(question, answer) };
+    let prompt = tell(&mut *conn, &agent, body).await?;
     task_runs::set_prompt(conn, run.id, prompt).await?;
     Ok(())
 }

@@ -12,27 +12,40 @@ use super::{get, recipient_project, subject, Message};
 use crate::db::events;
 use crate::domain::message::{prompt_matches, Confirmation};
 
-/// The oldest undelivered message of an idle agent of this node.
+/// The oldest undelivered message of an idle agent of this node, or the answer to the question
+/// an agent is asking on its screen.
 #[derive(Debug, Clone)]
 pub struct Due {
     pub message_id: Uuid,
     pub agent_id: Uuid,
     pub agent: String,
     pub pane: String,
+    /// The agent asks a question on its screen and this message is a person's answer to it (the
+    /// prompt of the agent's task run): it is typed into the dialog, as the agent page's answer
+    /// buttons do, rather than waiting for the agent to be idle.
+    pub answer: bool,
 }
 
-/// For each idle agent of `node_id` with a pane and mail waiting: its oldest message.
+/// For each agent of `node_id` with a pane and mail due: its oldest message. Mail is due to an
+/// idle agent; to an agent asking a question on its screen, only the answer to it is.
 pub async fn due_on_node(conn: &mut PgConnection, node_id: &str) -> Result<Vec<Due>, sqlx::Error> {
     let rows = sqlx::query!(
-        r#"SELECT DISTINCT ON (m.recipient_id) m.id, a.id AS agent_id, a.name, a.tmux_pane AS "pane!"
+        r#"SELECT DISTINCT ON (m.recipient_id) m.id, a.id AS agent_id, a.name, a.tmux_pane AS "pane!",
+                  a.state = 'question' AS "answer!"
            FROM messages m JOIN agents a ON a.id = m.recipient_id
-           WHERE m.delivered_at IS NULL AND a.node_id = $1 AND a.state = 'idle' AND a.tmux_pane IS NOT NULL
+           WHERE m.delivered_at IS NULL AND a.node_id = $1 AND a.tmux_pane IS NOT NULL
+             AND (a.state = 'idle'
+                  OR (a.state = 'question'
+                      AND EXISTS (SELECT 1 FROM task_runs r WHERE r.prompt_id = m.id AND r.agent_id = a.id)))
            ORDER BY m.recipient_id, m.seq"#,
         node_id
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows.into_iter().map(|r| Due { message_id: r.id, agent_id: r.agent_id, agent: r.name, pane: r.pane }).collect())
+    Ok(rows
+        .into_iter()
+        .map(|r| Due { message_id: r.id, agent_id: r.agent_id, agent: r.name, pane: r.pane, answer: r.answer })
+        .collect())
 }
 
 /// An undelivered message and how far its delivery got.
