@@ -241,6 +241,7 @@ async fn a_predicted_conflict_waits_then_conflicts_for_real_and_its_fix_agent_re
     let inbox = app.get_ok(&format!("/api/v1/messages?to={fixer}")).await;
     let brief = inbox["items"][0]["body"].as_str().expect("the brief is its first message").to_owned();
     assert!(brief.contains("README.md") && brief.contains("git merge origin/main"), "{brief}");
+    assert_eq!(outbox_to(&app, &fixer), [brief.clone()], "the brief is in the outbox like any message");
 
     // The fix agent (this test) merges main into its branch, resolves, pushes, reports done.
     git(&p.dev, &["fetch", "--quiet", "origin"]);
@@ -259,6 +260,17 @@ async fn a_predicted_conflict_waits_then_conflicts_for_real_and_its_fix_agent_re
     p.assert_never_mid_merge();
     assert_eq!(git(&p.repo, &["symbolic-ref", "--short", "HEAD"]).trim(), "elsewhere", "the user's checkout stays");
     assert_state_file(&app).await;
+}
+
+/// The bodies of the outbox file's lines to `to`, in order.
+fn outbox_to(app: &TestApp, to: &str) -> Vec<String> {
+    let outbox = std::fs::read_to_string(app._data_dir.path().join("outbox.jsonl")).unwrap_or_default();
+    outbox
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|l| l["to"] == to)
+        .map(|l| l["body"].as_str().expect("a body").to_owned())
+        .collect()
 }
 
 /// The fix agent reports done with its own token, as `switchyard fix done` does (after pushing).
@@ -294,6 +306,7 @@ async fn a_failed_gate_sends_its_log_to_a_fix_agent_and_the_fixed_branch_merges(
     let fixer = e["fix_agent"].as_str().unwrap().to_owned();
     let inbox = app.get_ok(&format!("/api/v1/messages?to={fixer}")).await;
     assert!(inbox["items"][0]["body"].as_str().unwrap().contains("FAILED: broken.txt"));
+    assert_eq!(outbox_to(&app, &fixer), [inbox["items"][0]["body"].as_str().unwrap()]);
 
     p.push("wish/feature", &[("broken.txt", "")]);
     fix_done(&app, "feature", &fixer, "removed broken.txt").await;
