@@ -55,6 +55,8 @@ pub struct Tick {
     /// Trial merges run (cache misses) and answered from the cache.
     pub trial_merges: usize,
     pub cached: usize,
+    /// Pairs known clean without a trial merge (no common changed path).
+    pub disjoint: usize,
     /// Entries processed: `(wish, how it ended)`.
     pub processed: Vec<(String, EntryState)>,
 }
@@ -132,7 +134,7 @@ impl MergeQueue {
         }
         let target = heads.get(&queue.target_branch).map(|h| h.commit.clone());
         let mut next = None;
-        let mut ahead: Vec<(&Entry, Option<String>)> = Vec::new();
+        let mut ahead: Vec<predict::Ahead> = Vec::new();
         let mut changed = Vec::new();
         for (entry, wish_held) in live {
             let head = heads.get(&entry.wish_branch).map(|h| h.commit.clone());
@@ -140,13 +142,14 @@ impl MergeQueue {
             let p = predict::entry(&self.cache, &repo, against, head.as_deref(), &ahead).await;
             tick.trial_merges += p.trial_merges;
             tick.cached += p.cached;
+            tick.disjoint += p.disjoint;
             if next.is_none() && !entry.held && !wish_held && p.held_for.is_none() {
                 next = Some(entry);
             }
             if entry.prediction.as_ref() != Some(&p.document) || entry.held_for != p.held_for {
                 changed.push((entry, p.document, p.held_for));
             }
-            ahead.push((entry, head));
+            ahead.push(predict::Ahead { entry, head, changed: p.changed });
         }
         // One transaction for the pass's predictions: the merge of one entry ahead changes those of
         // every entry behind it.

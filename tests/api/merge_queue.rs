@@ -433,7 +433,7 @@ async fn a_claim_left_by_a_dead_process_is_settled_against_git_and_never_merged_
 }
 
 #[tokio::test]
-async fn predicting_a_new_entry_costs_one_trial_merge_per_entry_in_flight_and_repeats_from_the_cache() {
+async fn predicting_a_new_entry_trial_merges_only_the_pairs_that_touch_a_common_file_and_repeats_from_the_cache() {
     let app = spawn_app().await;
     let p = project(&app, "many", Shape::Bare, &[]).await;
     let queue = app.merge_queue();
@@ -443,12 +443,14 @@ async fn predicting_a_new_entry_costs_one_trial_merge_per_entry_in_flight_and_re
         app.post_ok(&format!("/api/v1/wishes/{slug}/submit"), json!({})).await;
         app.post_ok(&format!("/api/v1/merge-queue/{slug}/hold"), json!({})).await;
         let tick = queue.tick().await.unwrap();
-        // The new entry against the target and each of the i entries ahead; the rest cached.
-        assert_eq!((tick.trial_merges, tick.cached), (i + 1, (1..=i).sum::<usize>()), "entry {i}");
+        // The new entry against the target; the entries ahead touch other files (no trial merge);
+        // the others' predictions against the target are cached.
+        let pairs = (1..=i).sum::<usize>();
+        assert_eq!((tick.trial_merges, tick.cached, tick.disjoint), (1, i, pairs), "entry {i}");
         assert!(tick.processed.is_empty(), "held entries wait");
     }
     let again = queue.tick().await.unwrap();
-    assert_eq!((again.trial_merges, again.cached), (0, 15));
+    assert_eq!((again.trial_merges, again.cached, again.disjoint), (0, 5, 10));
     let e = entry(&app, "w4").await;
     assert_eq!(e["prediction"]["clean_ahead"], 4);
     assert_eq!(e["prediction"]["target"]["outcome"], "clean");
