@@ -241,7 +241,7 @@ async fn a_predicted_conflict_waits_then_conflicts_for_real_and_its_fix_agent_re
     let inbox = app.get_ok(&format!("/api/v1/messages?to={fixer}")).await;
     let brief = inbox["items"][0]["body"].as_str().expect("the brief is its first message").to_owned();
     assert!(brief.contains("README.md") && brief.contains("git merge origin/main"), "{brief}");
-    assert_eq!(outbox_to(&app, &fixer), [brief.clone()], "the brief is in the outbox like any message");
+    assert_eq!(outbox_to(&app, &fixer), [brief.as_str()], "the brief is in the outbox like any message");
 
     // The fix agent (this test) merges main into its branch, resolves, pushes, reports done.
     git(&p.dev, &["fetch", "--quiet", "origin"]);
