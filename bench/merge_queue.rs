@@ -183,10 +183,11 @@ async fn main() -> anyhow::Result<()> {
         let tick = queue.tick().await.map_err(|e| anyhow::anyhow!("{e}"))?;
         let took = started.elapsed();
         println!(
-            "prediction: a new entry behind {n} in flight: {:.1} ms for the pass ({} trial merges, {} answers from the cache)",
+            "prediction: a new entry behind {n} in flight: {:.1} ms for the pass ({} trial merges, {} answers from the cache, {} pairs clean by their changed paths)",
             took.as_secs_f64() * 1000.0,
             tick.trial_merges,
-            tick.cached
+            tick.cached,
+            tick.disjoint
         );
         entered += 1;
         next += 1;

@@ -153,8 +153,9 @@ pub async fn record_github(ctx: &Ctx, reported: GithubEvent) -> Result<()> {
         (None, None, None) => "github".to_owned(),
     };
     events::record(&mut tx, event_type, &subject, details.clone()).await?;
+    let mut brief = None;
     match (event_type, &wish, &branch) {
-        ("ci.failed", Some(slug), _) => super::merge_queue::ci_failed(&mut tx, slug, &details).await?,
+        ("ci.failed", Some(slug), _) => brief = super::merge_queue::ci_failed(&mut tx, slug, &details).await?,
         ("pr.created" | "pr.merged" | "pr.closed", _, Some(branch)) => {
             let status = match event_type {
                 "pr.created" => "open",
@@ -168,6 +169,9 @@ pub async fn record_github(ctx: &Ctx, reported: GithubEvent) -> Result<()> {
         _ => {}
     }
     ctx.feed.commit(tx).await?;
+    if let Some(brief) = brief {
+        crate::outbox::append(&ctx.data_dir, &brief).await;
+    }
     Ok(())
 }
 

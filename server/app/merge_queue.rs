@@ -234,6 +234,12 @@ pub struct SettingsInput {
     pub keep_branches: Option<bool>,
 }
 
+/// The merge settings of the project with this id.
+pub async fn settings_by_id(ctx: &Ctx, project_id: uuid::Uuid) -> Result<MergeSettings> {
+    let mut conn = ctx.db.acquire().await?;
+    Ok(settings::get(&mut conn, project_id).await?)
+}
+
 pub async fn settings_of(ctx: &Ctx, project: &str) -> Result<MergeSettings> {
     let mut conn = ctx.db.acquire().await?;
     let id = project_id(&mut conn, project).await?;
@@ -309,25 +315,23 @@ pub async fn open_queues(ctx: &Ctx) -> Result<Vec<OpenQueue>> {
             ..Filter::default()
         };
         let open = entries::list(&mut conn, &filter, LIST_LIMIT).await?;
-        let ids: Vec<String> = open.iter().map(|e| e.wish.clone()).collect();
-        let mut wishes = Vec::with_capacity(ids.len());
-        for slug in &ids {
-            wishes.extend(wishes::get(&mut conn, slug).await?);
-        }
+        let ids: Vec<uuid::Uuid> = open.iter().map(|e| e.wish_id).collect();
+        let wishes = wishes::by_ids(&mut conn, &ids).await?;
         queues.push(OpenQueue { project, target_branch, settings, entries: open, wishes });
     }
     Ok(queues)
 }
 
-/// Records a pending entry's prediction and the entry ahead it waits for, if any.
-pub async fn record_prediction(
-    ctx: &Ctx,
-    entry: &Entry,
-    prediction: &serde_json::Value,
-    held_for: Option<&str>,
-) -> Result<()> {
+/// Records pending entries' predictions and the entry ahead each waits for, if any: one
+/// transaction for a pass.
+pub async fn record_predictions(ctx: &Ctx, changed: &[(&Entry, serde_json::Value, Option<String>)]) -> Result<()> {
+    if changed.is_empty() {
+        return Ok(());
+    }
     let mut tx = ctx.db.begin().await?;
-    entries::set_prediction(&mut tx, entry, prediction, held_for).await?;
+    for (entry, prediction, held_for) in changed {
+        entries::set_prediction(&mut tx, entry, prediction, held_for.as_deref()).await?;
+    }
     ctx.feed.commit(tx).await?;
     Ok(())
 }
@@ -341,14 +345,21 @@ pub async fn drop_orphan(ctx: &Ctx, entry: &Entry) -> Result<()> {
     Ok(())
 }
 
-/// Claims the entry for this process (`pending → processing`); `None` if another got there first.
-pub async fn claim(ctx: &Ctx, entry: &Entry, run: DateTime<Utc>, lease: std::time::Duration) -> Result<Option<Entry>> {
+/// Claims the entry for this process (`pending → processing`) with the commits it will merge
+/// (the target's and the wish branch's, as the pass saw them); `None` if another got there first.
+pub async fn claim(
+    ctx: &Ctx,
+    entry: &Entry,
+    run: DateTime<Utc>,
+    lease: std::time::Duration,
+    commits: (Option<&str>, Option<&str>),
+) -> Result<Option<Entry>> {
     let mut tx = ctx.db.begin().await?;
     let wish = wishes::lock(&mut tx, entry.wish_id).await?;
     if wish.as_ref().is_none_or(|w| w.status != WishStatus::PendingMerge || w.held) {
         return Ok(None);
     }
-    let claimed = entries::claim(&mut tx, entry, &ctx.node.node_id, run, lease).await?;
+    let claimed = entries::claim(&mut tx, entry, &ctx.node.node_id, run, lease, commits).await?;
     ctx.feed.commit(tx).await?;
     Ok(claimed)
 }
@@ -408,8 +419,11 @@ pub async fn setback(
     let ended = entries::finish(&mut tx, entry, to, &how).await?.ok_or_else(|| changed(entry))?;
     let wish = wishes::lock(&mut tx, entry.wish_id).await?.ok_or_else(|| Error::NotFound("no wish".into()))?;
     let wish = act(&mut tx, &wish, event, Some(reason)).await?;
-    let ended = fixes::hand_off(&mut tx, ended, &wish, setback).await?;
+    let (ended, brief) = fixes::hand_off(&mut tx, ended, &wish, setback).await?;
     ctx.feed.commit(tx).await?;
+    if let Some(brief) = brief {
+        crate::outbox::append(&ctx.data_dir, &brief).await;
+    }
     Ok(ended)
 }
 

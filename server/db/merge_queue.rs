@@ -252,20 +252,23 @@ pub async fn enqueue(
     Ok(entry)
 }
 
-/// Claims a pending, unheld entry for this process: one conditional update. `None` when another
-/// node took it or its queue already has an entry processing (the unique index says so).
+/// Claims a pending, unheld entry for this process, recording the commits the attempt will merge
+/// (`base`: the target branch's, `wish`: the wish branch's; `None` when the branch is missing)
+/// before git acts on them: one conditional update. `None` when another node took it or its
+/// queue already has an entry processing (the unique index says so).
 pub async fn claim(
     conn: &mut PgConnection,
     entry: &Entry,
     node: &str,
     run: DateTime<Utc>,
     lease: std::time::Duration,
+    (base, wish): (Option<&str>, Option<&str>),
 ) -> Result<Option<Entry>, sqlx::Error> {
     let lease_secs = lease.as_secs_f64();
     let claimed = sqlx::query_scalar!(
         "UPDATE merge_queue SET state = 'processing', claimed_by = $2, claimed_run = $3,
              lease_until = now() + make_interval(secs => $4), attempts = attempts + 1, started_at = now(),
-             finished_at = NULL, base_commit = NULL, wish_commit = NULL, merge_commit = NULL, gate_log = NULL,
+             finished_at = NULL, base_commit = $6, wish_commit = $7, merge_commit = NULL, gate_log = NULL,
              conflict_files = '{}', failure_reason = NULL, version = version + 1, updated_at = now()
          WHERE id = $1 AND state = 'pending' AND NOT held AND held_for IS NULL AND version = $5
          RETURNING id",
@@ -273,7 +276,9 @@ pub async fn claim(
         node,
         run,
         lease_secs,
-        entry.version
+        entry.version,
+        base,
+        wish
     )
     .fetch_optional(&mut *conn)
     .await;

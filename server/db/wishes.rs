@@ -173,6 +173,12 @@ pub async fn get(conn: &mut PgConnection, slug: &str) -> Result<Option<Wish>, sq
     row.map(Wish::try_from).transpose()
 }
 
+/// The wishes with these ids (any order; missing ones left out).
+pub async fn by_ids(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Wish>, sqlx::Error> {
+    let rows = sqlx::query_as!(WishRow, "SELECT * FROM wishes WHERE id = ANY($1)", ids).fetch_all(conn).await?;
+    rows.into_iter().map(Wish::try_from).collect()
+}
+
 /// The newest wish working on `branch`, by slug.
 pub async fn slug_on_branch(conn: &mut PgConnection, branch: &str) -> Result<Option<String>, sqlx::Error> {
     sqlx::query_scalar!("SELECT slug FROM wishes WHERE branch = $1 ORDER BY created_at DESC LIMIT 1", branch)

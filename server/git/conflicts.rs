@@ -51,6 +51,36 @@ pub async fn trial_merge_commits(repo: &Path, ours: &str, theirs: &str) -> Outco
     }
 }
 
+/// The paths `head` changed since its merge base with `base` (`git diff --name-only --no-renames
+/// base...head`: a rename is its two paths); `None` when git cannot say.
+pub async fn changed_paths(repo: &Path, base: &str, head: &str) -> Option<Vec<String>> {
+    let range = format!("{base}...{head}");
+    let args = ["diff", "--name-only", "--no-renames", "-z", &range];
+    let output = tokio::time::timeout(TIMEOUT, git_command(repo, &args).output()).await.ok()?.ok()?;
+    output.status.success().then(|| {
+        output
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect()
+    })
+}
+
+/// Whether two sets of changed paths can conflict at all: a path both changed, or a path one
+/// changed that is a directory of a path the other changed (file/directory). Without either,
+/// git merges the two cleanly — no trial merge needed.
+pub fn may_conflict(a: &[String], b: &[String]) -> bool {
+    use std::collections::HashSet;
+    let paths: HashSet<&str> = a.iter().map(String::as_str).collect();
+    let dirs: HashSet<&str> = a.iter().flat_map(|p| p.match_indices('/').map(move |(i, _)| &p[..i])).collect();
+    b.iter().any(|p| {
+        paths.contains(p.as_str())
+            || dirs.contains(p.as_str())
+            || p.match_indices('/').any(|(i, _)| paths.contains(&p[..i]))
+    })
+}
+
 async fn branch_exists(repo: &Path, branch: &str) -> Result<bool, String> {
     let reference = format!("refs/heads/{branch}");
     let args = ["rev-parse", "--verify", "--quiet", &reference];
@@ -84,6 +114,17 @@ mod tests {
         std::fs::write(dir.join(file), text).expect("write");
         git(dir, &["add", file]);
         git(dir, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", file]);
+    }
+
+    #[test]
+    fn only_a_common_path_or_a_file_where_the_other_has_a_directory_may_conflict() {
+        let paths = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(!may_conflict(&paths(&["src/a.rs", "README.md"]), &paths(&["src/b.rs", "docs/x.md"])));
+        assert!(may_conflict(&paths(&["src/a.rs"]), &paths(&["docs/x.md", "src/a.rs"])));
+        assert!(may_conflict(&paths(&["src"]), &paths(&["src/a.rs"])), "a file where the other has a directory");
+        assert!(may_conflict(&paths(&["src/a.rs"]), &paths(&["src"])));
+        assert!(!may_conflict(&paths(&["src/a"]), &paths(&["src/ab"])));
+        assert!(!may_conflict(&[], &paths(&["a"])));
     }
 
     #[tokio::test]

@@ -7,8 +7,10 @@
 //!   out at the merge commit, where the gate runs; it sees the new objects through its alternates.
 //! - [`move_branch`]: `git update-ref refs/heads/<target> <merge> <base>`, a compare-and-swap that
 //!   moves the target only from the commit the merge was made on.
-//! - [`checked_out_at`]: where a branch is checked out under a working tree, so the queue never
-//!   moves a branch under someone's files.
+//! - [`heads`]: one `git for-each-ref` says where each branch is, where it is checked out under
+//!   a working tree (so the queue never moves a branch under someone's files) and whether it is
+//!   already merged into the target branch.
+//! - [`delete_branches`]: merged branches deleted in one `git update-ref --stdin` transaction.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,12 +19,64 @@ use super::{run as git, GitError};
 
 /// Every local branch and its commit, from one `git for-each-ref`.
 pub async fn branch_heads(repo: &Path) -> Result<HashMap<String, String>, GitError> {
-    let out = git(repo, &["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/"]).await?;
-    Ok(out
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .filter_map(|(id, name)| name.strip_prefix("refs/heads/").map(|n| (n.to_owned(), id.to_owned())))
-        .collect())
+    Ok(heads(repo, None, &[]).await?.into_iter().map(|(name, head)| (name, head.commit)).collect())
+}
+
+/// A local branch as one `git for-each-ref` saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchHead {
+    pub commit: String,
+    /// The working tree that has it checked out, if any (a bare repository's HEAD is none).
+    pub checked_out_at: Option<PathBuf>,
+    /// Whether the branch's commit is already in the target branch the listing was made against
+    /// (`None`: not asked, or the target branch does not exist).
+    pub in_target: Option<bool>,
+}
+
+/// Every local branch of `repo` (or those under `patterns`, e.g. `refs/heads/main`,
+/// `refs/heads/group/x/`), from one `git for-each-ref`: its commit, where it is checked out, and
+/// — with `target` — whether it is already merged into `refs/heads/<target>`.
+pub async fn heads(
+    repo: &Path,
+    target: Option<&str>,
+    patterns: &[String],
+) -> Result<HashMap<String, BranchHead>, GitError> {
+    let listing = |ahead_behind: Option<&str>| {
+        let counts = ahead_behind.map(|t| format!("%(ahead-behind:refs/heads/{t})")).unwrap_or("- -".into());
+        let mut args = vec![format!("--format=%(objectname) {counts} %(refname) %(worktreepath)")];
+        match patterns {
+            [] => args.push("refs/heads/".to_owned()),
+            some => args.extend(some.iter().cloned()),
+        }
+        args
+    };
+    let run = |args: Vec<String>| async move {
+        let mut all = vec!["for-each-ref".to_owned()];
+        all.extend(args);
+        git(repo, &all.iter().map(String::as_str).collect::<Vec<_>>()).await
+    };
+    let out = match run(listing(target)).await {
+        // No such target branch: nothing is merged into it.
+        Err(GitError::Failed { stderr, .. }) if target.is_some() && stderr.contains("failed to find") => {
+            run(listing(None)).await?
+        }
+        other => other?,
+    };
+    Ok(out.lines().filter_map(parse_head).collect())
+}
+
+/// `<commit> <ahead> <behind> refs/heads/<name> <worktree path or nothing>`.
+fn parse_head(line: &str) -> Option<(String, BranchHead)> {
+    let mut fields = line.splitn(5, ' ');
+    let (commit, ahead, _behind, name) = (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+    let name = name.strip_prefix("refs/heads/")?;
+    let path = fields.next().unwrap_or("");
+    // The bare repository itself is listed as the "working tree" of its HEAD: a working tree has
+    // a `.git` (a directory, or the file a linked worktree has); a git directory has none.
+    let checked_out_at =
+        Some(PathBuf::from(path)).filter(|p| !path.is_empty() && p.join(".git").symlink_metadata().is_ok());
+    let in_target = ahead.parse::<u64>().ok().map(|ahead| ahead == 0);
+    Some((name.to_owned(), BranchHead { commit: commit.to_owned(), checked_out_at, in_target }))
 }
 
 /// Who the merge queue's merge commits are made by (with [`super::branches::merge_as`]).
@@ -41,27 +95,25 @@ pub async fn move_branch(repo: &Path, branch: &str, new: &str, old: &str, reason
     }
 }
 
-/// Deletes `refs/heads/<branch>` if it is still at `at` (a branch that moved keeps its new work).
-pub async fn delete_branch(repo: &Path, branch: &str, at: &str) -> Result<(), GitError> {
-    let reference = format!("refs/heads/{branch}");
-    git(repo, &["update-ref", "-d", &reference, at]).await.map(drop)
-}
-
-/// Where `branch` is checked out under a working tree of `repo` (its own, or a linked worktree
-/// of it), if anywhere; a bare repository's HEAD is no working tree.
-pub async fn checked_out_at(repo: &Path, branch: &str) -> Result<Option<PathBuf>, GitError> {
-    let out = git(repo, &["worktree", "list", "--porcelain"]).await?;
-    let wanted = format!("branch refs/heads/{branch}");
-    for block in out.split("\n\n") {
-        let lines: Vec<&str> = block.lines().collect();
-        if lines.contains(&"bare") || !lines.contains(&wanted.as_str()) {
-            continue;
-        }
-        if let Some(path) = lines.iter().find_map(|l| l.strip_prefix("worktree ")) {
-            return Ok(Some(PathBuf::from(path)));
+/// Deletes each `refs/heads/<branch>` still at its `at` (a branch that moved keeps its new work):
+/// one `git update-ref --stdin` transaction; if it fails (one moved), one by one. The branches
+/// that could not be deleted, with git's reason.
+pub async fn delete_branches(repo: &Path, branches: &[(String, String)]) -> Vec<(String, GitError)> {
+    if branches.is_empty() {
+        return Vec::new();
+    }
+    let script: String = branches.iter().map(|(branch, at)| format!("delete refs/heads/{branch} {at}\n")).collect();
+    if super::run_with_input(repo, &["update-ref", "--stdin"], script.into_bytes()).await.is_ok() {
+        return Vec::new();
+    }
+    let mut kept = Vec::new();
+    for (branch, at) in branches {
+        let reference = format!("refs/heads/{branch}");
+        if let Err(e) = git(repo, &["update-ref", "-d", &reference, at]).await {
+            kept.push((branch.clone(), e));
         }
     }
-    Ok(None)
+    kept
 }
 
 /// Readies the scratch clone at `dir` (made once with `git clone --shared`), checked out at
@@ -79,17 +131,6 @@ pub async fn checkout_scratch(repo: &Path, dir: &Path, commit: &str) -> Result<(
     git(dir, &["checkout", "--quiet", "--force", "--detach", commit]).await?;
     git(dir, &["clean", "--quiet", "-ffdx"]).await?;
     Ok(())
-}
-
-/// Local branches of `repo` under `prefix` (e.g. `group/login/`).
-pub async fn branches_under(repo: &Path, prefix: &str) -> Result<Vec<(String, String)>, GitError> {
-    let pattern = format!("refs/heads/{prefix}");
-    let out = git(repo, &["for-each-ref", "--format=%(objectname) %(refname)", &pattern]).await?;
-    Ok(out
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .filter_map(|(id, name)| name.strip_prefix("refs/heads/").map(|n| (n.to_owned(), id.to_owned())))
-        .collect())
 }
 
 /// Files changed between the target and the wish branch (`git diff --stat target...wish`), for the
@@ -126,16 +167,32 @@ mod tests {
         let parents = git(&repo, &["rev-list", "--parents", "-n", "1", &merged]).await.unwrap();
         assert_eq!(parents.split_whitespace().count(), 3, "a merge commit has two parents: {parents}");
         assert!(git(&repo, &["status", "--porcelain"]).await.unwrap().is_empty());
-        assert_eq!(checked_out_at(&repo, "main").await.unwrap(), None);
+        let listed = super::heads(&repo, Some("main"), &[]).await.unwrap();
+        assert_eq!(listed["main"].checked_out_at, None);
         assert_eq!(
-            checked_out_at(&repo, "other").await.unwrap().map(|p| p.canonicalize().unwrap()),
+            listed["other"].checked_out_at.as_ref().map(|p| p.canonicalize().unwrap()),
             Some(repo.canonicalize().unwrap())
         );
+        assert_eq!((listed["other"].in_target, listed["wish/a"].in_target), (Some(true), Some(false)));
+        let bare = dir.path().join("bare.git");
+        git(dir.path(), &["clone", "--quiet", "--bare", &repo.to_string_lossy(), &bare.to_string_lossy()])
+            .await
+            .unwrap();
+        let listed = super::heads(&bare, Some("nothing"), &["refs/heads/wish/".to_owned()]).await.unwrap();
+        assert_eq!(listed.keys().count(), 2, "{listed:?}");
+        assert!(listed.values().all(|h| h.checked_out_at.is_none() && h.in_target.is_none()));
+        let bare_heads = super::heads(&bare, None, &[]).await.unwrap();
+        assert!(bare_heads.values().all(|h| h.checked_out_at.is_none()), "a bare HEAD is no working tree");
 
         assert!(!move_branch(&repo, "main", &merged, &heads["wish/a"], "test").await.unwrap(), "wrong old value");
         assert_eq!(head(&repo, "main").await.unwrap().as_deref(), Some(base.as_str()));
         assert!(move_branch(&repo, "main", &merged, &base, "test").await.unwrap());
         assert!(is_ancestor(&repo, &heads["wish/a"], "main").await.unwrap());
+        git(&repo, &["branch", "gone", &heads["wish/a"]]).await.unwrap();
+        let moved = vec![("gone".to_owned(), heads["wish/a"].clone()), ("wish/a".to_owned(), base.clone())];
+        let kept = delete_branches(&repo, &moved).await;
+        assert_eq!(kept.iter().map(|(b, _)| b.as_str()).collect::<Vec<_>>(), ["wish/a"], "a moved branch is kept");
+        assert!(head(&repo, "gone").await.unwrap().is_none());
 
         // wish/b edits the line main's merge kept: no conflict (a.txt is new); make one that does.
         git(&repo, &["checkout", "--quiet", "-b", "wish/c", &base]).await.unwrap();

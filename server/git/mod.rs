@@ -47,6 +47,16 @@ pub(crate) async fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     finished(args, command(dir, args).output().await?)
 }
 
+/// Runs git in `dir` with `input` on its standard input (e.g. `update-ref --stdin`).
+pub(crate) async fn run_with_input(dir: &Path, args: &[&str], input: Vec<u8>) -> Result<String, GitError> {
+    use tokio::io::AsyncWriteExt;
+    let mut child = command(dir, args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(&input).await?;
+    }
+    finished(args, child.wait_with_output().await?)
+}
+
 fn finished(args: &[&str], output: std::process::Output) -> Result<String, GitError> {
     if !output.status.success() {
         return Err(GitError::Failed {

@@ -55,8 +55,17 @@ pub struct Tick {
     /// Trial merges run (cache misses) and answered from the cache.
     pub trial_merges: usize,
     pub cached: usize,
+    /// Pairs known clean without a trial merge (no common changed path).
+    pub disjoint: usize,
     /// Entries processed: `(wish, how it ended)`.
     pub processed: Vec<(String, EntryState)>,
+}
+
+/// What the pass's listing said about the claimed entry's branches.
+struct Seen {
+    /// The wish branch's commit is already in the target branch.
+    already_merged: bool,
+    target_checked_out_at: Option<PathBuf>,
 }
 
 pub struct MergeQueue {
@@ -109,10 +118,12 @@ impl MergeQueue {
         Ok(tick)
     }
 
-    /// Predicts the queue's pending entries, then processes the first one free to go.
+    /// Predicts the queue's pending entries, then processes the first one free to go. One `git
+    /// for-each-ref` tells the pass every branch's commit, which ones are checked out and which
+    /// are already in the target branch; the entry is claimed with the commits it will merge.
     async fn next_in(&self, queue: &OpenQueue, tick: &mut Tick) -> crate::app::Result<Option<(String, EntryState)>> {
         let repo = PathBuf::from(&queue.project.repo_path);
-        let heads = git::branch_heads(&repo).await?;
+        let heads = git::heads(&repo, Some(&queue.target_branch), &[]).await?;
         let wishes: HashMap<_, _> = queue.wishes.iter().map(|w| (w.id, w)).collect();
         let mut live = Vec::new();
         for entry in &queue.entries {
@@ -121,54 +132,64 @@ impl MergeQueue {
                 _ => use_cases::drop_orphan(&self.ctx, entry).await?,
             }
         }
-        let target = heads.get(&queue.target_branch).cloned();
+        let target = heads.get(&queue.target_branch).map(|h| h.commit.clone());
         let mut next = None;
-        let mut ahead: Vec<(&Entry, Option<String>)> = Vec::new();
+        let mut ahead: Vec<predict::Ahead> = Vec::new();
+        let mut changed = Vec::new();
         for (entry, wish_held) in live {
-            let head = heads.get(&entry.wish_branch).cloned();
+            let head = heads.get(&entry.wish_branch).map(|h| h.commit.clone());
             let against = predict::target_for(entry, head.as_deref(), target.as_deref());
             let p = predict::entry(&self.cache, &repo, against, head.as_deref(), &ahead).await;
             tick.trial_merges += p.trial_merges;
             tick.cached += p.cached;
-            if entry.prediction.as_ref() != Some(&p.document) || entry.held_for != p.held_for {
-                use_cases::record_prediction(&self.ctx, entry, &p.document, p.held_for.as_deref()).await?;
-            }
+            tick.disjoint += p.disjoint;
             if next.is_none() && !entry.held && !wish_held && p.held_for.is_none() {
                 next = Some(entry);
             }
-            ahead.push((entry, head));
+            if entry.prediction.as_ref() != Some(&p.document) || entry.held_for != p.held_for {
+                changed.push((entry, p.document, p.held_for));
+            }
+            ahead.push(predict::Ahead { entry, head, changed: p.changed });
         }
+        // One transaction for the pass's predictions: the merge of one entry ahead changes those of
+        // every entry behind it.
+        use_cases::record_predictions(&self.ctx, &changed).await?;
         let Some(entry) = next else { return Ok(None) };
-        let Some(claimed) = use_cases::claim(&self.ctx, entry, self.run, LEASE).await? else { return Ok(None) };
-        let state = self.process(&queue.project.slug, &repo, &queue.settings, &claimed).await?;
+        let wish = heads.get(&entry.wish_branch);
+        let commits = (target.as_deref(), wish.map(|h| h.commit.as_str()));
+        let Some(claimed) = use_cases::claim(&self.ctx, entry, self.run, LEASE, commits).await? else {
+            return Ok(None);
+        };
+        let seen = Seen {
+            already_merged: wish.and_then(|h| h.in_target) == Some(true),
+            target_checked_out_at: heads.get(&queue.target_branch).and_then(|h| h.checked_out_at.clone()),
+        };
+        let state = self.process(&queue.project.slug, &repo, &queue.settings, &claimed, seen).await?;
         Ok(Some((claimed.wish.clone(), state)))
     }
 
-    /// One attempt at merging a claimed entry; its state when it ended.
+    /// One attempt at merging a claimed entry (its base and wish commits recorded by the claim);
+    /// its state when it ended.
     async fn process(
         &self,
         project: &str,
         repo: &Path,
         settings: &MergeSettings,
         entry: &Entry,
+        seen: Seen,
     ) -> crate::app::Result<EntryState> {
         let target = &entry.target_branch;
         let refused = |why: String| (Setback::Refused, why, Vec::new(), None);
-        let (Some(base), Some(wish)) =
-            (branches::head(repo, target).await?, branches::head(repo, &entry.wish_branch).await?)
-        else {
+        let (Some(base), Some(wish)) = (entry.base_commit.clone(), entry.wish_commit.clone()) else {
             let why = format!("`{target}` or `{}` is not a branch of the project's repository", entry.wish_branch);
             return self.setback(entry, refused(why)).await;
         };
-        let Some(entry) = use_cases::record_commits(&self.ctx, entry, &base, &wish, None, None).await? else {
-            return Ok(EntryState::Processing); // the claim is void: whoever settles it decides
-        };
-        if branches::is_ancestor(repo, &wish, &base).await? {
+        if seen.already_merged {
             // Already in the target (merged by someone else, or by us before a crash): nothing to merge.
-            return Ok(use_cases::merged(&self.ctx, &entry).await?.state);
+            return Ok(use_cases::merged(&self.ctx, entry).await?.state);
         }
-        if let Some(at) = git::checked_out_at(repo, target).await? {
-            return self.setback(&entry, refused(checked_out(target, &at))).await;
+        if let Some(at) = seen.target_checked_out_at {
+            return self.setback(entry, refused(checked_out(target, &at))).await;
         }
         let wish_row = entry.wish.clone();
         let message = format!(
@@ -178,7 +199,7 @@ impl MergeQueue {
         let merge = match branches::merge_as(repo, &base, &wish, &message, git::MERGE_QUEUE).await? {
             Merge::Conflicts(files) => {
                 let why = format!("merging `{}` into `{target}` conflicts in {}", entry.wish_branch, files.join(", "));
-                return self.setback(&entry, (Setback::Conflict, why, files, None)).await;
+                return self.setback(entry, (Setback::Conflict, why, files, None)).await;
             }
             Merge::Clean(merge) => merge,
         };
@@ -188,32 +209,46 @@ impl MergeQueue {
             git::checkout_scratch(repo, &scratch, &merge).await?;
             let timeout = Duration::from_secs(settings.gate_timeout_secs as u64);
             let ctx = &self.ctx;
-            let claim = &entry;
             let run = gate::run(&scratch, check, timeout, RENEW, || async move {
-                if let Err(e) = use_cases::renew_lease(ctx, claim, LEASE).await {
+                if let Err(e) = use_cases::renew_lease(ctx, entry, LEASE).await {
                     tracing::warn!(error = %e, "renewing the merge claim");
                 }
             })
             .await;
             if !run.passed {
                 let why = format!("the gate `{check}` failed ({})", run.outcome);
-                return self.setback(&entry, (Setback::GateFailed, why, Vec::new(), Some(run.log))).await;
+                return self.setback(entry, (Setback::GateFailed, why, Vec::new(), Some(run.log))).await;
             }
             log = Some(run.log);
         }
         let Some(entry) =
-            use_cases::record_commits(&self.ctx, &entry, &base, &wish, Some(&merge), log.as_deref()).await?
+            use_cases::record_commits(&self.ctx, entry, &base, &wish, Some(&merge), log.as_deref()).await?
         else {
-            return Ok(EntryState::Processing);
+            return Ok(EntryState::Processing); // the claim is void: whoever settles it decides
         };
-        self.apply(repo, &entry, &merge, &base).await
+        self.apply(repo, &entry, &merge, &base, settings.keep_branches).await
     }
 
-    /// Moves the target branch from `base` to the recorded merge commit; completes the entry.
-    async fn apply(&self, repo: &Path, entry: &Entry, merge: &str, base: &str) -> crate::app::Result<EntryState> {
+    /// Moves the target branch from `base` to the recorded merge commit; completes the entry and
+    /// deletes its merged branches (unless the project keeps them). One `git for-each-ref` just
+    /// before the move says whether the target is checked out now and which branches to delete.
+    async fn apply(
+        &self,
+        repo: &Path,
+        entry: &Entry,
+        merge: &str,
+        base: &str,
+        keep_branches: bool,
+    ) -> crate::app::Result<EntryState> {
         let target = &entry.target_branch;
-        if let Some(at) = git::checked_out_at(repo, target).await? {
-            return self.setback(entry, (Setback::Refused, checked_out(target, &at), Vec::new(), None)).await;
+        let mut patterns = vec![format!("refs/heads/{target}")];
+        if !keep_branches {
+            patterns.push(format!("refs/heads/{}", entry.wish_branch));
+            patterns.push(format!("refs/heads/group/{}/", entry.wish));
+        }
+        let now = git::heads(repo, None, &patterns).await?;
+        if let Some(at) = now.get(target).and_then(|h| h.checked_out_at.as_deref()) {
+            return self.setback(entry, (Setback::Refused, checked_out(target, at), Vec::new(), None)).await;
         }
         let reason = format!("switchyard merge queue: wish {}", entry.wish);
         if !git::move_branch(repo, target, merge, base, &reason).await? {
@@ -222,33 +257,27 @@ impl MergeQueue {
             return Ok(EntryState::Pending);
         }
         let done = use_cases::merged(&self.ctx, entry).await?;
-        self.clean_up(repo, entry).await;
+        if !keep_branches {
+            self.clean_up(repo, entry, &now).await;
+        }
         Ok(done.state)
     }
 
-    /// Deletes the merged wish branch and its group branches, unless the project keeps them or a
-    /// working tree has one checked out (or it moved since: new work is kept).
-    async fn clean_up(&self, repo: &Path, entry: &Entry) {
-        let keep = {
-            let Ok(mut conn) = self.ctx.db.acquire().await else { return };
-            crate::db::merge_queue::settings::get(&mut conn, entry.project_id)
-                .await
-                .map(|s| s.keep_branches)
-                .unwrap_or(true)
-        };
-        if keep {
-            return;
-        }
-        let mut branches = git::branches_under(repo, &format!("group/{}/", entry.wish)).await.unwrap_or_default();
-        if let Some(wish) = &entry.wish_commit {
-            branches.push((entry.wish_branch.clone(), wish.clone()));
-        }
-        for (branch, at) in branches {
-            if matches!(git::checked_out_at(repo, &branch).await, Ok(None)) {
-                if let Err(e) = git::delete_branch(repo, &branch, &at).await {
-                    tracing::debug!(%branch, error = %e, "keeping a merged branch");
-                }
+    /// Deletes the merged wish branch (if still at the merged commit) and its group branches,
+    /// except any a working tree has checked out — one `update-ref` transaction.
+    async fn clean_up(&self, repo: &Path, entry: &Entry, now: &HashMap<String, git::BranchHead>) {
+        let group = format!("group/{}/", entry.wish);
+        let mut doomed = Vec::new();
+        for (branch, head) in now.iter().filter(|(_, head)| head.checked_out_at.is_none()) {
+            if branch.starts_with(&group) {
+                doomed.push((branch.clone(), head.commit.clone()));
+            } else if *branch == entry.wish_branch {
+                // Only at the commit that merged: a branch that moved since keeps its new work.
+                doomed.extend(entry.wish_commit.clone().map(|at| (branch.clone(), at)));
             }
+        }
+        for (branch, e) in git::delete_branches(repo, &doomed).await {
+            tracing::debug!(%branch, error = %e, "keeping a merged branch");
         }
     }
 
@@ -271,7 +300,8 @@ impl MergeQueue {
                 return Ok(use_cases::merged(&self.ctx, entry).await?.state);
             }
             if head == base {
-                return self.apply(&repo, entry, merge, base).await;
+                let keep = use_cases::settings_by_id(&self.ctx, entry.project_id).await?.keep_branches;
+                return self.apply(&repo, entry, merge, base, keep).await;
             }
         }
         use_cases::recover(&self.ctx, entry).await?;

@@ -1,7 +1,12 @@
 //! Conflict prediction that acts: an entry is trial-merged (`git merge-tree`, in memory) with the
 //! target branch and with each entry ahead of it; the first entry ahead it would conflict with is
 //! what it waits for (`held_for`). Each answer is cached by the two commit ids, so a pass costs one
-//! trial merge per pair that changed: a new entry behind N others costs N + 1, not a re-run of all.
+//! trial merge per pair that changed: a new entry behind N others costs at most N + 1, not a
+//! re-run of all. Only pairs that matter are trial-merged: each entry's changed paths (one `git
+//! diff --name-only` per branch commit, cached) show two entries that touch no common path (nor
+//! a file where the other has a directory) merge cleanly, so N entries queued at once cost about
+//! 2 N git runs, not N² / 2 trial merges. Renames count as their two paths; what a prediction
+//! misses (a directory rename moving the other's new file, say) the real merge still tells.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,16 +16,33 @@ use serde_json::{json, Value};
 
 use crate::db::merge_queue::Entry;
 use crate::domain::merge_queue::{held_for, Predicted};
-use crate::git::conflicts::{trial_merge_commits, Outcome};
+use crate::git::conflicts::{changed_paths, may_conflict, trial_merge_commits, Outcome};
 
 /// Answers kept; past this the cache starts afresh (the commits in flight are re-asked once).
 const CAPACITY: usize = 100_000;
 
-/// Trial merges by their (ordered) pair of commit ids.
+/// Trial merges by their (ordered) pair of commit ids; changed paths by (target, branch) commits.
 #[derive(Default)]
-pub struct Cache(Mutex<HashMap<(String, String), Predicted>>);
+pub struct Cache(Mutex<HashMap<(String, String), Predicted>>, Mutex<HashMap<(String, String), Vec<String>>>);
 
 impl Cache {
+    /// The paths the branch at `head` changed since it left `target`; `None` when git cannot say
+    /// (then every pair with it is trial-merged).
+    pub async fn changed(&self, repo: &Path, target: &str, head: &str) -> Option<Vec<String>> {
+        let key = (target.to_owned(), head.to_owned());
+        if let Some(hit) = self.1.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Some(hit);
+        }
+        let paths = changed_paths(repo, target, head).await?;
+        if let Ok(mut cache) = self.1.lock() {
+            if cache.len() >= CAPACITY {
+                cache.clear();
+            }
+            cache.insert(key, paths.clone());
+        }
+        Some(paths)
+    }
+
     /// The prediction for commits `a` and `b`, and whether git had to be asked.
     pub async fn trial(&self, repo: &Path, a: &str, b: &str) -> (Predicted, bool) {
         let key = if a <= b { (a.to_owned(), b.to_owned()) } else { (b.to_owned(), a.to_owned()) };
@@ -58,6 +80,18 @@ pub struct EntryPrediction {
     pub held_for: Option<String>,
     pub trial_merges: usize,
     pub cached: usize,
+    /// Pairs known clean without a trial merge: their changed paths are disjoint.
+    pub disjoint: usize,
+    /// The paths this entry's branch changed, for the entries behind it.
+    pub changed: Option<Vec<String>>,
+}
+
+/// An entry ahead, as the ones behind it are predicted against: its branch's commit and the
+/// paths it changed.
+pub struct Ahead<'a> {
+    pub entry: &'a Entry,
+    pub head: Option<String>,
+    pub changed: Option<Vec<String>>,
 }
 
 /// Predicts the entry whose branch is at `head` against the target branch (at `target`) and each
@@ -67,12 +101,17 @@ pub async fn entry(
     repo: &Path,
     target: Option<&str>,
     head: Option<&str>,
-    ahead: &[(&Entry, Option<String>)],
+    ahead: &[Ahead<'_>],
 ) -> EntryPrediction {
-    let (mut trial_merges, mut cached) = (0, 0);
+    let (mut trial_merges, mut cached, mut disjoint) = (0, 0, 0);
     let Some(head) = head else {
         let missing = Predicted::Unknown { why: "the wish branch is missing".into() };
-        return EntryPrediction { document: json!({"target": missing}), held_for: None, trial_merges, cached };
+        let document = json!({"target": missing});
+        return EntryPrediction { document, held_for: None, trial_merges, cached, disjoint, changed: None };
+    };
+    let changed = match target {
+        Some(target) => cache.changed(repo, target, head).await,
+        None => None,
     };
     let mut count = |asked: bool| if asked { trial_merges += 1 } else { cached += 1 };
     let against_target = match target {
@@ -84,8 +123,12 @@ pub async fn entry(
         None => Predicted::Unknown { why: "the target branch is missing".into() },
     };
     let mut answers = Vec::with_capacity(ahead.len());
-    for (other, other_head) in ahead {
+    for Ahead { entry: other, head: other_head, changed: theirs } in ahead {
         let p = match other_head {
+            Some(_) if changed.as_deref().zip(theirs.as_deref()).is_some_and(|(a, b)| !may_conflict(a, b)) => {
+                disjoint += 1;
+                Predicted::Clean
+            }
             Some(other_head) => {
                 let (p, asked) = cache.trial(repo, other_head, head).await;
                 count(asked);
@@ -106,5 +149,5 @@ pub async fn entry(
     let clean = answers.iter().filter(|(_, p)| *p == Predicted::Clean).count();
     let document = json!({"target": against_target, "conflicts_ahead": conflicts, "clean_ahead": clean,
         "wish_commit": head, "target_commit": target});
-    EntryPrediction { document, held_for: waits_for, trial_merges, cached }
+    EntryPrediction { document, held_for: waits_for, trial_merges, cached, disjoint, changed }
 }

@@ -241,6 +241,7 @@ async fn a_predicted_conflict_waits_then_conflicts_for_real_and_its_fix_agent_re
     let inbox = app.get_ok(&format!("/api/v1/messages?to={fixer}")).await;
     let brief = inbox["items"][0]["body"].as_str().expect("the brief is its first message").to_owned();
     assert!(brief.contains("README.md") && brief.contains("git merge origin/main"), "{brief}");
+    assert_eq!(outbox_to(&app, &fixer), [brief.as_str()], "the brief is in the outbox like any message");
 
     // The fix agent (this test) merges main into its branch, resolves, pushes, reports done.
     git(&p.dev, &["fetch", "--quiet", "origin"]);
@@ -259,6 +260,17 @@ async fn a_predicted_conflict_waits_then_conflicts_for_real_and_its_fix_agent_re
     p.assert_never_mid_merge();
     assert_eq!(git(&p.repo, &["symbolic-ref", "--short", "HEAD"]).trim(), "elsewhere", "the user's checkout stays");
     assert_state_file(&app).await;
+}
+
+/// The bodies of the outbox file's lines to `to`, in order.
+fn outbox_to(app: &TestApp, to: &str) -> Vec<String> {
+    let outbox = std::fs::read_to_string(app._data_dir.path().join("outbox.jsonl")).unwrap_or_default();
+    outbox
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|l| l["to"] == to)
+        .map(|l| l["body"].as_str().expect("a body").to_owned())
+        .collect()
 }
 
 /// The fix agent reports done with its own token, as `switchyard fix done` does (after pushing).
@@ -294,6 +306,7 @@ async fn a_failed_gate_sends_its_log_to_a_fix_agent_and_the_fixed_branch_merges(
     let fixer = e["fix_agent"].as_str().unwrap().to_owned();
     let inbox = app.get_ok(&format!("/api/v1/messages?to={fixer}")).await;
     assert!(inbox["items"][0]["body"].as_str().unwrap().contains("FAILED: broken.txt"));
+    assert_eq!(outbox_to(&app, &fixer), [inbox["items"][0]["body"].as_str().unwrap()]);
 
     p.push("wish/feature", &[("broken.txt", "")]);
     fix_done(&app, "feature", &fixer, "removed broken.txt").await;
@@ -420,7 +433,7 @@ async fn a_claim_left_by_a_dead_process_is_settled_against_git_and_never_merged_
 }
 
 #[tokio::test]
-async fn predicting_a_new_entry_costs_one_trial_merge_per_entry_in_flight_and_repeats_from_the_cache() {
+async fn predicting_a_new_entry_trial_merges_only_the_pairs_that_touch_a_common_file_and_repeats_from_the_cache() {
     let app = spawn_app().await;
     let p = project(&app, "many", Shape::Bare, &[]).await;
     let queue = app.merge_queue();
@@ -430,12 +443,14 @@ async fn predicting_a_new_entry_costs_one_trial_merge_per_entry_in_flight_and_re
         app.post_ok(&format!("/api/v1/wishes/{slug}/submit"), json!({})).await;
         app.post_ok(&format!("/api/v1/merge-queue/{slug}/hold"), json!({})).await;
         let tick = queue.tick().await.unwrap();
-        // The new entry against the target and each of the i entries ahead; the rest cached.
-        assert_eq!((tick.trial_merges, tick.cached), (i + 1, (1..=i).sum::<usize>()), "entry {i}");
+        // The new entry against the target; the entries ahead touch other files (no trial merge);
+        // the others' predictions against the target are cached.
+        let pairs = (1..=i).sum::<usize>();
+        assert_eq!((tick.trial_merges, tick.cached, tick.disjoint), (1, i, pairs), "entry {i}");
         assert!(tick.processed.is_empty(), "held entries wait");
     }
     let again = queue.tick().await.unwrap();
-    assert_eq!((again.trial_merges, again.cached), (0, 15));
+    assert_eq!((again.trial_merges, again.cached, again.disjoint), (0, 5, 10));
     let e = entry(&app, "w4").await;
     assert_eq!(e["prediction"]["clean_ahead"], 4);
     assert_eq!(e["prediction"]["target"]["outcome"], "clean");

@@ -12,7 +12,7 @@ use crate::app::wishes::act;
 use crate::app::Error;
 use crate::db::agents::{self, Agent, NewAgent};
 use crate::db::merge_queue::{self as entries, settings, Entry};
-use crate::db::messages::{self, NewMessage};
+use crate::db::messages::{self, Message, NewMessage};
 use crate::db::wishes::{self, Wish};
 use crate::domain::agent_kind::{AgentKind, AgentRole, RESERVED_NAMES};
 use crate::domain::merge_queue::{conflict_brief, gate_brief, handoff, EntryState, Handoff, Setback};
@@ -23,12 +23,20 @@ fn sender() -> String {
     RESERVED_NAMES[2].to_owned()
 }
 
-/// Hands a failed or conflicting entry to its next fixer, in the caller's transaction.
-pub(crate) async fn hand_off(conn: &mut PgConnection, entry: Entry, wish: &Wish, setback: Setback) -> Result<Entry> {
+/// Hands a failed or conflicting entry to its next fixer, in the caller's transaction; with a fix
+/// agent, its brief — a message in its mailbox, delivered and confirmed like any other — which
+/// the caller appends to the outbox file once the transaction commits
+/// ([`crate::outbox::append`]).
+pub(crate) async fn hand_off(
+    conn: &mut PgConnection,
+    entry: Entry,
+    wish: &Wish,
+    setback: Setback,
+) -> Result<(Entry, Option<Message>)> {
     let settings = settings::get(&mut *conn, entry.project_id).await?;
     let to_human = settings.on_conflict == settings::OnConflict::Human;
     let why = entry.failure_reason.clone().unwrap_or_default();
-    let fix_agent = match handoff(setback, entry.fix_attempts, settings.fix_cap, to_human) {
+    let brief = match handoff(setback, entry.fix_attempts, settings.fix_cap, to_human) {
         Handoff::Human => None,
         Handoff::FixAgent(n) => {
             let brief = match setback {
@@ -44,14 +52,16 @@ pub(crate) async fn hand_off(conn: &mut PgConnection, entry: Entry, wish: &Wish,
             Some(spawn_fixer(conn, &entry, wish, n, brief).await?)
         }
     };
-    entries::hand_off(conn, &entry, fix_agent.as_deref(), &why)
+    let fix_agent = brief.as_ref().map(|m| m.to.as_str());
+    let entry = entries::hand_off(conn, &entry, fix_agent, &why)
         .await?
-        .ok_or_else(|| Error::conflict("the entry changed meanwhile", Some(entry.state.as_str())))
+        .ok_or_else(|| Error::conflict("the entry changed meanwhile", Some(entry.state.as_str())))?;
+    Ok((entry, brief))
 }
 
 /// Registers fix agent number `n` of the entry (a worker with role `fix` on the wish's branch,
 /// so its clone follows `origin/<wish branch>`) and queues its brief as its first message.
-async fn spawn_fixer(conn: &mut PgConnection, entry: &Entry, wish: &Wish, n: i32, brief: String) -> Result<String> {
+async fn spawn_fixer(conn: &mut PgConnection, entry: &Entry, wish: &Wish, n: i32, brief: String) -> Result<Message> {
     let project = project_by_id(&mut *conn, entry.project_id).await?;
     let name = free_name(&mut *conn, &entry.wish, n).await?;
     let task = format!("Fix wish `{}` for the merge queue ({})", entry.wish, entry.state);
@@ -79,8 +89,7 @@ async fn spawn_fixer(conn: &mut PgConnection, entry: &Entry, wish: &Wish, n: i32
         body: brief,
         project: Some(project.slug),
     };
-    messages::insert(conn, &message).await?;
-    Ok(name)
+    Ok(messages::insert(conn, &message).await?)
 }
 
 /// `fix-<wish>-<n>`, shortened to the name rule's 63 characters, with a suffix if taken.
@@ -119,17 +128,18 @@ pub async fn fix_done(conn: &mut PgConnection, wish: &Wish, agent: &Agent, summa
 
 /// CI failed on the branch of wish `slug` (the inbound GitHub hook): a waiting entry fails as a
 /// failed gate would, with the report as its log, and is handed to a fix agent (or a person).
-/// Anything else (not queued, being processed, already failed) is left to the queue.
-pub async fn ci_failed(conn: &mut PgConnection, slug: &str, details: &Value) -> Result<()> {
-    let Some(wish) = wishes::get(&mut *conn, slug).await? else { return Ok(()) };
-    let Some(entry) = entries::for_wish(&mut *conn, wish.id).await? else { return Ok(()) };
+/// Anything else (not queued, being processed, already failed) is left to the queue. The fix
+/// agent's brief, if one was sent, for the caller to append to the outbox once committed.
+pub async fn ci_failed(conn: &mut PgConnection, slug: &str, details: &Value) -> Result<Option<Message>> {
+    let Some(wish) = wishes::get(&mut *conn, slug).await? else { return Ok(None) };
+    let Some(entry) = entries::for_wish(&mut *conn, wish.id).await? else { return Ok(None) };
     if entry.state != EntryState::Pending || wish.status != WishStatus::PendingMerge || wish.held {
-        return Ok(());
+        return Ok(None);
     }
     let name = details.get("name").and_then(Value::as_str).unwrap_or("a check");
     let reason = format!("CI failed: {name}");
     let log = serde_json::to_string_pretty(details).unwrap_or_default();
-    let Some(failed) = entries::fail_waiting(&mut *conn, &entry, &reason, &log).await? else { return Ok(()) };
+    let Some(failed) = entries::fail_waiting(&mut *conn, &entry, &reason, &log).await? else { return Ok(None) };
     let wish = act(&mut *conn, &wish, WishEvent::MergeFailed, Some(&reason)).await?;
-    hand_off(conn, failed, &wish, Setback::GateFailed).await.map(drop)
+    Ok(hand_off(conn, failed, &wish, Setback::GateFailed).await?.1)
 }
