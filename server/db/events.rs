@@ -158,6 +158,72 @@ pub async fn after_matching(
         .collect())
 }
 
+/// Where an event stands in the log's reading order, `(tx, id)`: the order `after` follows, in
+/// which an event committed late still comes after every cursor already handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    /// The writing transaction's id (`xid8`, which never wraps around).
+    pub tx: i64,
+    pub id: i64,
+}
+
+/// Every event after `after` (from the beginning when `None`) in reading order, with its
+/// position, up to the oldest transaction still running (the horizon of [`after`]): what the
+/// live streams follow, filtered by each reader itself.
+pub async fn after_position(
+    conn: &mut PgConnection,
+    after: Option<Position>,
+    limit: i64,
+) -> Result<Vec<(Position, Event)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT e.tx::text::bigint AS "tx!", e.id, e.type AS event_type, e.subject, e.project, e.payload,
+                  e.created_at
+           FROM events e
+           WHERE e.tx < pg_snapshot_xmin(pg_current_snapshot())
+             AND ($1::bigint IS NULL OR (e.tx, e.id) > ($1::bigint::text::xid8, $2::bigint))
+           ORDER BY e.tx, e.id
+           LIMIT $3"#,
+        after.map(|p| p.tx),
+        after.map(|p| p.id),
+        limit
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let event = Event {
+                id: r.id,
+                event_type: r.event_type,
+                subject: r.subject,
+                project: r.project,
+                payload: r.payload,
+                created_at: r.created_at,
+            };
+            (Position { tx: r.tx, id: r.id }, event)
+        })
+        .collect())
+}
+
+/// The position of event `id`, if there is one.
+pub async fn position(conn: &mut PgConnection, id: i64) -> Result<Option<Position>, sqlx::Error> {
+    let tx = sqlx::query_scalar!(r#"SELECT tx::text::bigint AS "tx!" FROM events WHERE id = $1"#, id)
+        .fetch_optional(conn)
+        .await?;
+    Ok(tx.map(|tx| Position { tx, id }))
+}
+
+/// The position of [`head`]: the last event a reader could have read now.
+pub async fn head_position(conn: &mut PgConnection) -> Result<Option<Position>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT tx::text::bigint AS "tx!", id FROM events WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+           ORDER BY tx DESC, id DESC LIMIT 1"#
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| Position { tx: r.tx, id: r.id }))
+}
+
 pub async fn exists(conn: &mut PgConnection, id: i64) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!("SELECT EXISTS (SELECT 1 FROM events WHERE id = $1) AS \"exists!\"", id).fetch_one(conn).await
 }
