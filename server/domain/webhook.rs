@@ -77,8 +77,7 @@ impl EventFilter {
     pub fn wants(&self, event_type: &str, payload: &serde_json::Value) -> bool {
         let has = |entry: &str| self.0.iter().any(|e| e == entry);
         let kind = event_type.split('.').next().unwrap_or(event_type);
-        if has("*") || has("on_event") || has(event_type) || self.0.iter().any(|e| e.strip_suffix(".*") == Some(kind))
-        {
+        if has("*") || has("on_event") || has(event_type) || self.0.iter().any(|e| e.strip_suffix(".*") == Some(kind)) {
             return true;
         }
         let hook = match event_type {
