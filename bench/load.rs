@@ -364,15 +364,7 @@ async fn follow(
 /// Logs in, then fetches the overview, one request after another, until `deadline`; the times
 /// in µs.
 async fn overview_loop(site: &str, token: &str, deadline: Instant) -> anyhow::Result<Vec<u64>> {
-    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
-    let login = client.post(format!("{site}/login")).form(&[("token", token)]).send().await?;
-    let cookie = login
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .ok_or_else(|| anyhow::anyhow!("no session cookie"))?
-        .to_owned();
+    let (client, cookie) = common::login(site, token).await?;
     let mut times = Vec::new();
     while Instant::now() < deadline {
         let started = Instant::now();

@@ -119,45 +119,6 @@ pub async fn after(
     .await
 }
 
-/// [`after`], each event with whether `wants` (a filter's entries, matched by `webhook_wants`
-/// as subscriptions are) asks for it; every event is wanted when `wants` is `None`. Unwanted
-/// events come too, so the caller's cursor moves past them.
-pub async fn after_matching(
-    conn: &mut PgConnection,
-    after: Option<i64>,
-    limit: i64,
-    wants: Option<&[String]>,
-) -> Result<Vec<(Event, bool)>, sqlx::Error> {
-    let rows = sqlx::query!(
-        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at,
-                  ($3::text[] IS NULL OR webhook_wants($3, e.type, e.payload)) AS "wanted!"
-           FROM events e
-           WHERE e.tx < pg_snapshot_xmin(pg_current_snapshot())
-             AND ($1::bigint IS NULL OR (e.tx, e.id) > (SELECT c.tx, c.id FROM events c WHERE c.id = $1))
-           ORDER BY e.tx, e.id
-           LIMIT $2"#,
-        after,
-        limit,
-        wants
-    )
-    .fetch_all(conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| {
-            let event = Event {
-                id: r.id,
-                event_type: r.event_type,
-                subject: r.subject,
-                project: r.project,
-                payload: r.payload,
-                created_at: r.created_at,
-            };
-            (event, r.wanted)
-        })
-        .collect())
-}
-
 /// Where an event stands in the log's reading order, `(tx, id)`: the order `after` follows, in
 /// which an event committed late still comes after every cursor already handed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
