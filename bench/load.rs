@@ -13,8 +13,10 @@
 //!   parsed an event minus the event's `created_at` (the start of the transaction that wrote it);
 //! - one client fetches the dashboard overview in a loop, logged in: p50 and p99;
 //! - the process's CPU (`/proc/self/stat` utime + stime) over the window, per agent, and the tmux
-//!   servers' apart; RSS (`VmRSS`, and the peak `VmHWM`) at its end. The server runs in-process,
-//!   so both figures include the bench's own clients (and with two nodes, both nodes).
+//!   servers' apart; RSS (`VmRSS`, and the peak `VmHWM`) at its end. The server runs in-process
+//!   (with two nodes, both nodes do); the clients above run in a child process of their own (this
+//!   bench run again with `BENCH_LOAD_CLIENTS` set), so the figures are the server's, and the
+//!   clients' own are printed apart.
 
 use std::time::{Duration, Instant};
 
@@ -49,7 +51,11 @@ fn main() -> anyhow::Result<()> {
     if !common::invoked_by_cargo_bench("load") {
         return Ok(());
     }
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run())
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    match Clients::from_env()? {
+        Some(clients) => runtime.block_on(clients.run()),
+        None => runtime.block_on(run()),
+    }
 }
 
 struct Options {
@@ -159,14 +165,17 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
     }
     tokio::time::sleep(Duration::from_secs(3)).await; // let the first screens settle
 
-    let window = Duration::from_secs(options.seconds);
     let last_event: i64 = sqlx::query_scalar("SELECT coalesce(max(id), 0) FROM events").fetch_one(&pool).await?;
-    let stream_url = format!("{}/events/stream?after={last_event}", app.api());
     let window_start = chrono::Utc::now();
-    let deadline = Instant::now() + window;
-    let followers: Vec<_> = (0..options.sse)
-        .map(|_| tokio::spawn(follow(client.clone(), stream_url.clone(), app.token.clone(), window_start, deadline)))
-        .collect();
+    let clients = Clients {
+        site: format!("http://{}", app.addr),
+        token: app.token.clone(),
+        after: last_event,
+        sse: options.sse,
+        seconds: options.seconds,
+        since: window_start,
+    }
+    .spawn()?;
     let tmux_pids: Vec<String> = nodes
         .iter()
         .map(|n| tmux(&n.socket.0, &["display-message", "-p", "#{pid}"]).map(|p| p.trim().to_owned()))
@@ -174,18 +183,9 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
     let tmux_ticks = || tmux_pids.iter().map(|pid| cpu_ticks(pid, false)).sum::<anyhow::Result<u64>>();
     let (self_before, tmux_before) = (cpu_ticks("self", false)?, tmux_ticks()?);
     let measuring = Instant::now();
-    let overview = overview_loop(app, deadline).await?;
-    let mut lags = Vec::new();
-    let mut dropped = 0;
-    for follower in followers {
-        match follower.await? {
-            Ok(mut l) => lags.append(&mut l),
-            Err(e) => {
-                dropped += 1;
-                eprintln!("an SSE client failed: {e:#}");
-            }
-        }
-    }
+    let clients = tokio::task::spawn_blocking(move || clients.wait_with_output()).await??;
+    anyhow::ensure!(clients.status.success(), "the clients' process failed: {}", clients.status);
+    let report: ClientReport = serde_json::from_slice(&clients.stdout)?;
     let (self_after, tmux_after) = (cpu_ticks("self", false)?, tmux_ticks()?);
     let measured = measuring.elapsed().as_secs_f64();
     let (rss, peak) = (status_kb("VmRSS")?, status_kb("VmHWM")?);
@@ -208,19 +208,23 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
         load.join(" ")
     );
     println!(
-        "RSS at the end: {:.1} MB (peak {:.1} MB) — one process: the server{}, its workers and the bench's own clients",
+        "server RSS at the end: {:.1} MB (peak {:.1} MB) — one process: the server{} and its worker{}; \
+         the clients' process apart: {:.1} MB",
         rss as f64 / 1024.0,
         peak as f64 / 1024.0,
-        if node_count > 1 { "s of both nodes" } else { "" }
+        if node_count > 1 { "s of both nodes" } else { "" },
+        if node_count > 1 { "s" } else { "" },
+        report.rss_kb as f64 / 1024.0,
     );
     println!(
-        "CPU over the {seconds:.1} s measured: process {:.2} CPU s/s = {:.2} ms CPU per agent per second; tmux server(s) {:.2} CPU s/s \
-         (the process includes the bench's clients)",
+        "CPU over the {seconds:.1} s measured: server {:.2} CPU s/s = {:.2} ms CPU per agent per second; tmux server(s) {:.2} CPU s/s; \
+         clients {:.2} CPU s/s",
         cpu / seconds,
         cpu / seconds / options.agents.max(1) as f64 * 1000.0,
-        tmux_cpu / seconds
+        tmux_cpu / seconds,
+        report.cpu_ticks as f64 / 100.0 / seconds
     );
-    let mut overview = overview;
+    let ClientReport { mut overview, mut lags, dropped, .. } = report;
     overview.sort_unstable();
     println!(
         "overview: n = {}  p50 = {:.1} ms  p99 = {:.1} ms  max = {:.1} ms",
@@ -243,6 +247,76 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
         node.app.stop().await?;
     }
     Ok(())
+}
+
+/// The clients of a run, in a process of their own so that the server's RSS and CPU are measured
+/// apart from theirs: `BENCH_SSE` followers of the event stream and one overview loop, for
+/// `seconds`. The parent passes them in `BENCH_LOAD_CLIENTS` (JSON); they print a [`ClientReport`].
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Clients {
+    site: String,
+    token: String,
+    /// The stream starts after this event.
+    after: i64,
+    sse: u64,
+    seconds: u64,
+    /// Lag is measured for the events written since.
+    since: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ClientReport {
+    /// Overview times, µs.
+    overview: Vec<u64>,
+    /// SSE lags, µs.
+    lags: Vec<u64>,
+    /// SSE clients that failed.
+    dropped: u64,
+    rss_kb: u64,
+    cpu_ticks: u64,
+}
+
+impl Clients {
+    fn from_env() -> anyhow::Result<Option<Clients>> {
+        match std::env::var("BENCH_LOAD_CLIENTS") {
+            Ok(json) => Ok(Some(serde_json::from_str(&json)?)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// This bench again, as the clients' process; its output is the report.
+    fn spawn(&self) -> anyhow::Result<std::process::Child> {
+        Ok(std::process::Command::new(std::env::current_exe()?)
+            .arg("--bench")
+            .env("BENCH_LOAD_CLIENTS", serde_json::to_string(self)?)
+            .stdout(std::process::Stdio::piped())
+            .spawn()?)
+    }
+
+    async fn run(self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(self.seconds);
+        let client = reqwest::Client::new();
+        let stream_url = format!("{}/api/v1/events/stream?after={}", self.site, self.after);
+        let followers: Vec<_> = (0..self.sse)
+            .map(|_| tokio::spawn(follow(client.clone(), stream_url.clone(), self.token.clone(), self.since, deadline)))
+            .collect();
+        let overview = overview_loop(&self.site, &self.token, deadline).await?;
+        let mut lags = Vec::new();
+        let mut dropped = 0;
+        for follower in followers {
+            match follower.await? {
+                Ok(mut l) => lags.append(&mut l),
+                Err(e) => {
+                    dropped += 1;
+                    eprintln!("an SSE client failed: {e:#}");
+                }
+            }
+        }
+        let report =
+            ClientReport { overview, lags, dropped, rss_kb: status_kb("VmRSS")?, cpu_ticks: cpu_ticks("self", false)? };
+        println!("{}", serde_json::to_string(&report)?);
+        Ok(())
+    }
 }
 
 /// Follows the event stream until `deadline`; for each event written since `since`, the time
@@ -289,9 +363,8 @@ async fn follow(
 
 /// Logs in, then fetches the overview, one request after another, until `deadline`; the times
 /// in µs.
-async fn overview_loop(app: &common::Running, deadline: Instant) -> anyhow::Result<Vec<u64>> {
-    let site = format!("http://{}", app.addr);
-    let (client, cookie) = app.login().await?;
+async fn overview_loop(site: &str, token: &str, deadline: Instant) -> anyhow::Result<Vec<u64>> {
+    let (client, cookie) = common::login(site, token).await?;
     let mut times = Vec::new();
     while Instant::now() < deadline {
         let started = Instant::now();

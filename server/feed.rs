@@ -18,15 +18,15 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::postgres::PgListener;
 use sqlx::{Connection, PgConnection, PgPool, Postgres, Transaction};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::db::events::{self, Event};
+use crate::db::events::{self, Event, Position};
 use crate::domain::webhook::EventFilter;
 
 pub const CHANNEL: &str = "switchyard_events";
@@ -60,6 +60,8 @@ pub struct EventFeed {
     /// The notifier's backend: the listener skips its notifications, since this process woke
     /// its followers at commit already.
     notifier_pid: Arc<AtomicU32>,
+    /// The one reader of new events that live streams share.
+    tail: Tail,
 }
 
 impl Default for EventFeed {
@@ -73,6 +75,7 @@ impl Default for EventFeed {
             owed_since_start,
             hooks_owed: Arc::new(AtomicBool::new(false)),
             notifier_pid: Arc::new(AtomicU32::new(0)),
+            tail: Tail::default(),
         }
     }
 }
@@ -237,28 +240,146 @@ impl EventFeed {
     }
 }
 
-/// Events per database read while replaying.
+/// Events per database read.
 const PAGE: i64 = 500;
-/// Followers re-read at least this often: an event held back by another transaction's horizon
+/// The tail re-reads at least this often: an event held back by another transaction's horizon
 /// becomes visible without any notification of its own.
 const POLL: Duration = Duration::from_secs(1);
+/// Batches the tail keeps for followers that have not taken them yet; a follower further behind
+/// reads the database itself until it is back.
+pub const BACKLOG: usize = 64;
 
-/// Follows the event log from a cursor: replays what came after it, then waits for more. Reads
-/// use `events::after`, whose horizon holds back events of still-running transactions, so a late
-/// commit is never skipped. The API's event stream and the dashboard's live updates both use it.
+/// What the tail read in one go: the events right after `after`, in reading order.
+#[derive(Clone)]
+struct Batch {
+    after: Option<Position>,
+    events: Arc<[(Position, Event)]>,
+}
+
+/// The process's one reader of new events. After each wake-up (and at least every [`POLL`]) it
+/// reads what came after the last event it read, with the horizon of `events::after`, and hands
+/// it to every follower at once: fifty live streams cost one read per commit, not fifty. It runs
+/// while anyone follows and stops when the last follower goes (or the process shuts down).
+#[derive(Clone)]
+struct Tail {
+    batches: broadcast::Sender<Batch>,
+    running: Arc<Mutex<bool>>,
+}
+
+impl Default for Tail {
+    fn default() -> Tail {
+        Tail { batches: broadcast::channel(BACKLOG).0, running: Arc::new(Mutex::new(false)) }
+    }
+}
+
+impl Tail {
+    /// A receiver of every batch read from now on; starts the reader if it is not running.
+    fn follow(&self, pool: &PgPool, feed: &EventFeed) -> broadcast::Receiver<Batch> {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let receiver = self.batches.subscribe();
+        if !*running {
+            *running = true;
+            tokio::spawn(self.clone().read(pool.clone(), feed.subscribe(), feed.closed()));
+        }
+        receiver
+    }
+
+    /// Whether to stop: nobody follows any more (decided under the lock a new follower takes).
+    fn unfollowed(&self) -> bool {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if self.batches.receiver_count() == 0 {
+            *running = false;
+        }
+        !*running
+    }
+
+    async fn read(self, pool: PgPool, mut wake: watch::Receiver<u64>, closed: CancellationToken) {
+        let mut stopped = StopGuard(Some(self.running.clone()));
+        // Followers start where they are; the tail starts at the head (a follower behind it reads
+        // up to it itself).
+        let mut cursor = None;
+        let mut started = false;
+        loop {
+            if self.unfollowed() {
+                // Marked stopped already, under the lock: a follower may have started another.
+                stopped.0 = None;
+                return;
+            }
+            wake.borrow_and_update();
+            if let Err(e) = self.read_new(&pool, &mut cursor, &mut started).await {
+                tracing::warn!(error = %e, "cannot read new events; retrying");
+            }
+            tokio::select! {
+                _ = closed.cancelled() => return,
+                _ = wake.changed() => {}
+                _ = tokio::time::sleep(POLL) => {}
+            }
+        }
+    }
+
+    /// Reads and sends everything after `cursor` up to the horizon.
+    async fn read_new(
+        &self,
+        pool: &PgPool,
+        cursor: &mut Option<Position>,
+        started: &mut bool,
+    ) -> Result<(), sqlx::Error> {
+        let mut conn = pool.acquire().await?;
+        if !*started {
+            *cursor = events::head_position(&mut conn).await?;
+            *started = true;
+        }
+        loop {
+            let page = events::after_position(&mut conn, *cursor, PAGE).await?;
+            let Some((last, _)) = page.last() else { return Ok(()) };
+            let (last, full) = (*last, page.len() as i64 == PAGE);
+            // No receiver is no error: the next turn stops.
+            let _ = self.batches.send(Batch { after: *cursor, events: page.into() });
+            *cursor = Some(last);
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Marks the tail stopped however its task ends (shutdown, a panic), so the next follower
+/// starts another.
+struct StopGuard(Option<Arc<Mutex<bool>>>);
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        if let Some(running) = &self.0 {
+            *running.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        }
+    }
+}
+
+/// Follows the event log from a cursor: replays what came after it from the database, then
+/// takes the batches the process's [`Tail`] reads for every follower, keeping those it wants. A
+/// follower that falls behind the tail (a gap, or more than [`BACKLOG`] batches unread) reads the
+/// database itself again until it is back. Every read has the horizon of `events::after`, which
+/// holds back events of still-running transactions, so a late commit is never skipped. The API's
+/// event stream and the dashboard's live updates both use it.
 pub struct Follower {
     pool: PgPool,
+    /// The last event handed over (or skipped as unwanted); `None` before the first.
     cursor: Option<i64>,
+    /// `cursor`'s position, once looked up.
+    position: Option<Position>,
     filter: Option<EventFilter>,
     project: Option<String>,
-    wake: watch::Receiver<u64>,
+    tail: broadcast::Receiver<Batch>,
+    /// The last read of the database reached the horizon: the tail's batches carry on from here.
+    caught_up: bool,
     closed: CancellationToken,
     buffer: VecDeque<Event>,
 }
 
 impl Follower {
-    /// Follows from after `cursor` (from the beginning when `None`), keeping only events that
-    /// match `filter` and belong to `project` when those are given.
+    /// Follows from after `cursor` (from the beginning when `None`; from now when it names no
+    /// event), keeping only events that match `filter` and belong to `project` when those are
+    /// given.
     pub fn new(
         pool: PgPool,
         feed: &EventFeed,
@@ -266,19 +387,23 @@ impl Follower {
         filter: Option<EventFilter>,
         project: Option<String>,
     ) -> Follower {
+        let tail = feed.tail.follow(&pool, feed);
         Follower {
             pool,
             cursor,
+            position: None,
             filter,
             project,
-            wake: feed.subscribe(),
+            tail,
+            caught_up: false,
             closed: feed.closed(),
             buffer: VecDeque::new(),
         }
     }
 
-    fn in_project(&self, event: &Event) -> bool {
+    fn wanted(&self, event: &Event) -> bool {
         self.project.as_ref().is_none_or(|p| event.project.as_ref() == Some(p))
+            && self.filter.as_ref().is_none_or(|f| f.wants(&event.event_type, &event.payload))
     }
 
     /// The next wanted event, waiting for one; `None` ends the stream (shutdown, database gone).
@@ -300,26 +425,50 @@ impl Follower {
         Some(self.buffer.drain(..).collect())
     }
 
-    /// Reads the next page into the buffer, or waits for a wake-up (or the poll interval) when
-    /// there is nothing new. `None` when the process shuts down or the database is gone.
+    /// Takes the events after the cursor: the wanted ones into the buffer.
+    fn take(&mut self, events: impl IntoIterator<Item = (Position, Event)>) {
+        for (position, event) in events {
+            if self.position.is_some_and(|p| position <= p) {
+                continue;
+            }
+            self.position = Some(position);
+            self.cursor = Some(event.id);
+            if self.wanted(&event) {
+                self.buffer.push_back(event);
+            }
+        }
+    }
+
+    /// Moves on: reads a page from the database while behind the tail, else takes the tail's
+    /// next batch (waiting for it). `None` when the process shuts down or the database is gone.
     async fn fill(&mut self) -> Option<()> {
-        self.wake.borrow_and_update();
-        let page = {
+        if !self.caught_up {
             let mut conn = self.pool.acquire().await.ok()?;
-            let wants = self.filter.as_ref().map(EventFilter::entries);
-            events::after_matching(&mut conn, self.cursor, PAGE, wants).await.ok()?
-        };
-        if let Some((last, _)) = page.last() {
-            self.cursor = Some(last.id);
-            let wanted: Vec<Event> =
-                page.into_iter().filter(|(e, wanted)| *wanted && self.in_project(e)).map(|(e, _)| e).collect();
-            self.buffer.extend(wanted);
+            if let (Some(id), None) = (self.cursor, self.position) {
+                self.position = match events::position(&mut conn, id).await.ok()? {
+                    Some(p) => Some(p),
+                    None => events::head_position(&mut conn).await.ok()?,
+                };
+                self.cursor = self.position.map(|p| p.id);
+            }
+            let page = events::after_position(&mut conn, self.position, PAGE).await.ok()?;
+            drop(conn);
+            self.caught_up = (page.len() as i64) < PAGE;
+            self.take(page);
             return Some(());
         }
-        tokio::select! {
-            _ = self.closed.cancelled() => None,
-            changed = self.wake.changed() => changed.ok(),
-            _ = tokio::time::sleep(POLL) => Some(()),
+        let received = tokio::select! {
+            _ = self.closed.cancelled() => return None,
+            received = self.tail.recv() => received,
+        };
+        match received {
+            // A batch that starts after the cursor left a gap (the tail started ahead of this
+            // follower, or restarted): read it from the database.
+            Ok(batch) if batch.after > self.position => self.caught_up = false,
+            Ok(batch) => self.take(batch.events.iter().cloned()),
+            Err(broadcast::error::RecvError::Lagged(_)) => self.caught_up = false,
+            Err(broadcast::error::RecvError::Closed) => return None,
         }
+        Some(())
     }
 }

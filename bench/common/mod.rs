@@ -127,17 +127,7 @@ impl Running {
     /// Logs in to the dashboard with the admin token: a client that does not follow redirects,
     /// and the session cookie to send.
     pub async fn login(&self) -> anyhow::Result<(reqwest::Client, String)> {
-        let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
-        let login =
-            client.post(format!("http://{}/login", self.addr)).form(&[("token", self.token.as_str())]).send().await?;
-        let cookie = login
-            .headers()
-            .get("set-cookie")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .ok_or_else(|| anyhow::anyhow!("no session cookie"))?
-            .to_owned();
-        Ok((client, cookie))
+        login(&format!("http://{}", self.addr), &self.token).await
     }
 
     /// Stops the server and waits for it to drain.
@@ -147,6 +137,21 @@ impl Running {
         self.pool.close().await;
         Ok(())
     }
+}
+
+/// Logs in to the dashboard at `site` with `token`: a client that does not follow redirects, and
+/// the session cookie to send.
+pub async fn login(site: &str, token: &str) -> anyhow::Result<(reqwest::Client, String)> {
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()?;
+    let login = client.post(format!("{site}/login")).form(&[("token", token)]).send().await?;
+    let cookie = login
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .ok_or_else(|| anyhow::anyhow!("no session cookie"))?
+        .to_owned();
+    Ok((client, cookie))
 }
 
 /// A git repository for the benchmark's project, with one commit on `main` (a project's target

@@ -119,26 +119,34 @@ pub async fn after(
     .await
 }
 
-/// [`after`], each event with whether `wants` (a filter's entries, matched by `webhook_wants`
-/// as subscriptions are) asks for it; every event is wanted when `wants` is `None`. Unwanted
-/// events come too, so the caller's cursor moves past them.
-pub async fn after_matching(
+/// Where an event stands in the log's reading order, `(tx, id)`: the order `after` follows, in
+/// which an event committed late still comes after every cursor already handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    /// The writing transaction's id (`xid8`, which never wraps around).
+    pub tx: i64,
+    pub id: i64,
+}
+
+/// Every event after `after` (from the beginning when `None`) in reading order, with its
+/// position, up to the oldest transaction still running (the horizon of [`after`]): what the
+/// live streams follow, filtered by each reader itself.
+pub async fn after_position(
     conn: &mut PgConnection,
-    after: Option<i64>,
+    after: Option<Position>,
     limit: i64,
-    wants: Option<&[String]>,
-) -> Result<Vec<(Event, bool)>, sqlx::Error> {
+) -> Result<Vec<(Position, Event)>, sqlx::Error> {
     let rows = sqlx::query!(
-        r#"SELECT e.id, e.type AS event_type, e.subject, e.project, e.payload, e.created_at,
-                  ($3::text[] IS NULL OR webhook_wants($3, e.type, e.payload)) AS "wanted!"
+        r#"SELECT e.tx::text::bigint AS "tx!", e.id, e.type AS event_type, e.subject, e.project, e.payload,
+                  e.created_at
            FROM events e
            WHERE e.tx < pg_snapshot_xmin(pg_current_snapshot())
-             AND ($1::bigint IS NULL OR (e.tx, e.id) > (SELECT c.tx, c.id FROM events c WHERE c.id = $1))
+             AND ($1::bigint IS NULL OR (e.tx, e.id) > ($1::bigint::text::xid8, $2::bigint))
            ORDER BY e.tx, e.id
-           LIMIT $2"#,
-        after,
-        limit,
-        wants
+           LIMIT $3"#,
+        after.map(|p| p.tx),
+        after.map(|p| p.id),
+        limit
     )
     .fetch_all(conn)
     .await?;
@@ -153,9 +161,28 @@ pub async fn after_matching(
                 payload: r.payload,
                 created_at: r.created_at,
             };
-            (event, r.wanted)
+            (Position { tx: r.tx, id: r.id }, event)
         })
         .collect())
+}
+
+/// The position of event `id`, if there is one.
+pub async fn position(conn: &mut PgConnection, id: i64) -> Result<Option<Position>, sqlx::Error> {
+    let tx = sqlx::query_scalar!(r#"SELECT tx::text::bigint AS "tx!" FROM events WHERE id = $1"#, id)
+        .fetch_optional(conn)
+        .await?;
+    Ok(tx.map(|tx| Position { tx, id }))
+}
+
+/// The position of [`head`]: the last event a reader could have read now.
+pub async fn head_position(conn: &mut PgConnection) -> Result<Option<Position>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT tx::text::bigint AS "tx!", id FROM events WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+           ORDER BY tx DESC, id DESC LIMIT 1"#
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| Position { tx: r.tx, id: r.id }))
 }
 
 pub async fn exists(conn: &mut PgConnection, id: i64) -> Result<bool, sqlx::Error> {

@@ -42,9 +42,10 @@ const KNOWN_PREFIXES: &[&str] = &[
     "test",
 ];
 
-/// A validated list of event entries. It matches an event when any entry does; the matching
-/// itself is done by PostgreSQL (`webhook_wants`, migration 0012), for the webhook outbox and
-/// the live stream alike, so the rule lives in one place.
+/// A validated list of event entries. It matches an event when any entry does. PostgreSQL
+/// matches it for the webhook outbox (`webhook_wants`, migration 0012); the live streams match
+/// it here ([`EventFilter::wants`]), on the events one reader fetched for all of them. A test
+/// holds the two to the same answers (`tests/api/event_stream.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFilter(Vec<String>);
 
@@ -70,6 +71,29 @@ impl EventFilter {
     /// The entries, for `webhook_wants`.
     pub fn entries(&self) -> &[String] {
         &self.0
+    }
+
+    /// Whether an event of this type and payload is wanted: `webhook_wants` in Rust.
+    pub fn wants(&self, event_type: &str, payload: &serde_json::Value) -> bool {
+        let has = |entry: &str| self.0.iter().any(|e| e == entry);
+        let kind = event_type.split('.').next().unwrap_or(event_type);
+        if has("*") || has("on_event") || has(event_type) || self.0.iter().any(|e| e.strip_suffix(".*") == Some(kind)) {
+            return true;
+        }
+        let hook = match event_type {
+            "agent.spawned" => "on_agent_started",
+            "agent.state_changed" if payload.get("to").and_then(|v| v.as_str()) == Some("idle") => "on_agent_idle",
+            "agent.stopped" => "on_agent_stopped",
+            "agent.stuck" => "on_worker_stuck",
+            "message.delivered" => "on_message_sent",
+            "merge.completed" | "wish.merged" => "on_merge_complete",
+            "pr.created" => "on_pr_created",
+            "ci.failed" => "on_ci_failed",
+            "task.assigned" => "on_task_assigned",
+            "task.started" if payload.get("assignee").is_some_and(|a| !a.is_null()) => "on_task_assigned",
+            _ => return false,
+        };
+        has(hook)
     }
 }
 

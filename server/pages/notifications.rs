@@ -54,9 +54,9 @@ async fn notifications(
     let mut conn = state.db.acquire().await?;
     // Every event after the cursor is scanned (not only the wanted types), so the cursor moves
     // past what needs nobody and the next call starts where this one stopped.
-    let scanned = events::after_matching(&mut conn, query.after, SCAN, None).await?;
-    let after = scanned.last().map(|(e, _)| e.id).or(query.after);
-    let items = scanned.iter().filter_map(|(event, _)| notice(event)).collect();
+    let scanned = events::after(&mut conn, query.after, SCAN, &events::Only::default()).await?;
+    let after = scanned.last().map(|e| e.id).or(query.after);
+    let items = scanned.iter().filter_map(notice).collect();
     let mut response = Json(Notices { after, items }).into_response();
     response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
     Ok(response)

@@ -14,6 +14,7 @@ mod event_stream;
 mod events;
 mod fake_agent;
 mod fake_inbox;
+mod fanout;
 mod feed;
 mod health;
 mod helpers;
