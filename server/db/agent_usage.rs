@@ -113,12 +113,8 @@ pub async fn by_model(conn: &mut PgConnection, scope: &Scope) -> Result<BTreeMap
     Ok(rows
         .into_iter()
         .map(|r| {
-            let usage = Usage {
-                input_tokens: r.input_tokens,
-                output_tokens: r.output_tokens,
-                cache_creation_input_tokens: r.cache_creation_input_tokens,
-                cache_read_input_tokens: r.cache_read_input_tokens,
-            };
+            let usage =
+                tokens(r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens);
             (r.model, usage)
         })
         .collect())
@@ -143,12 +139,7 @@ pub async fn by_group(
     .await?;
     let mut groups = BTreeMap::<Uuid, BTreeMap<String, Usage>>::new();
     for r in rows {
-        let usage = Usage {
-            input_tokens: r.input_tokens,
-            output_tokens: r.output_tokens,
-            cache_creation_input_tokens: r.cache_creation_input_tokens,
-            cache_read_input_tokens: r.cache_read_input_tokens,
-        };
+        let usage = tokens(r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens);
         groups.entry(r.group_id).or_default().insert(r.model, usage);
     }
     Ok(groups)
@@ -185,13 +176,18 @@ pub async fn by_project(conn: &mut PgConnection) -> Result<BTreeMap<String, BTre
     .await?;
     let mut projects = BTreeMap::<String, BTreeMap<String, Usage>>::new();
     for r in rows {
-        let usage = Usage {
-            input_tokens: r.input_tokens,
-            output_tokens: r.output_tokens,
-            cache_creation_input_tokens: r.cache_creation_input_tokens,
-            cache_read_input_tokens: r.cache_read_input_tokens,
-        };
+        let usage = tokens(r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens);
         projects.entry(r.slug).or_default().insert(r.model, usage);
     }
     Ok(projects)
+}
+
+/// A row's four sums.
+fn tokens(
+    input_tokens: i64,
+    output_tokens: i64,
+    cache_creation_input_tokens: i64,
+    cache_read_input_tokens: i64,
+) -> Usage {
+    Usage { input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens }
 }

@@ -46,17 +46,7 @@ pub fn tokens(usage: &Value) -> BTreeMap<String, [i64; 4]> {
 }
 
 /// `1234567` as the pages write it: `1,234,567`.
-pub fn digits(n: i64) -> String {
-    let text = n.to_string();
-    let mut out = String::new();
-    for (i, c) in text.chars().enumerate() {
-        if i > 0 && (text.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use switchyard::domain::cost::group_digits as digits;
 
 /// Posts a turn's end for `agent` whose transcript (in `dir`) holds `text`.
 async fn turn_ended(app: &TestApp, dir: &std::path::Path, agent: &str, text: &str) {
