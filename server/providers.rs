@@ -15,6 +15,19 @@
 //! sandbox_paths = ["/opt/models"]   # more to show read-only under bwrap
 //! ```
 //!
+//! The same file sets what models cost, in USD per million tokens, by model id prefix (the
+//! longest matching prefix wins); a table replaces a built-in price
+//! ([`crate::domain::cost::BUILTIN`]: Anthropic's list prices) or adds one. A model no prefix
+//! matches has no cost shown, only its tokens.
+//!
+//! ```toml
+//! [prices."claude-sonnet-4-5"]
+//! input = 3.0
+//! output = 15.0
+//! cache_write = 3.75
+//! cache_read = 0.30
+//! ```
+//!
 //! Commands are argument lists, never shell text: each placeholder (`{session_id}`, `{name}`,
 //! `{clone}`) is substituted inside one argument, so a value can never split into more.
 
@@ -22,6 +35,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::domain::cost::{Price, PriceList};
 
 pub mod sandbox;
 
@@ -153,10 +168,11 @@ fn error(provider: &str, message: impl Into<String>) -> ProviderConfigError {
     ProviderConfigError { provider: Some(provider.to_owned()), message: message.into() }
 }
 
-/// Every provider by name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Every provider by name, and the prices of the models they run.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Providers {
     by_name: BTreeMap<String, Provider>,
+    prices: PriceList,
 }
 
 /// A provider table as written in the file: every field optional, merged over the built-in one.
@@ -179,6 +195,9 @@ struct ProviderEntry {
 struct ConfigFile {
     #[serde(default)]
     providers: BTreeMap<String, ProviderEntry>,
+    /// USD per million tokens by model id prefix (`crate::domain::cost`).
+    #[serde(default)]
+    prices: BTreeMap<String, Price>,
 }
 
 fn args(list: &[&str]) -> Vec<String> {
@@ -240,7 +259,7 @@ impl Providers {
                 sandbox_paths: Vec::new(),
             },
         ];
-        Providers { by_name: list.into_iter().map(|p| (p.name.clone(), p)).collect() }
+        Providers { by_name: list.into_iter().map(|p| (p.name.clone(), p)).collect(), prices: PriceList::default() }
     }
 
     /// The built-ins merged with `<data_dir>/providers.toml` when it exists.
@@ -285,7 +304,19 @@ impl Providers {
             validate(&provider)?;
             providers.by_name.insert(name, provider);
         }
+        for (prefix, price) in file.prices {
+            if prefix.is_empty() || !price.is_valid() {
+                let message = format!("price `{prefix}`: name a model prefix and give amounts of 0 or more");
+                return Err(ProviderConfigError { provider: None, message });
+            }
+            providers.prices.set(prefix, price);
+        }
         Ok(providers)
+    }
+
+    /// The prices of models: the built-ins with the file's `[prices]` over them.
+    pub fn prices(&self) -> &PriceList {
+        &self.prices
     }
 
     pub fn get(&self, name: &str) -> Option<&Provider> {

@@ -168,14 +168,14 @@ pub async fn list_agents(
     Ok(Json(page(rows, limit, |a| Position { created_at: a.created_at, id: a.id })))
 }
 
-/// An agent with the tokens it used.
+/// An agent with the tokens it used and what they cost.
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct AgentDetail {
     #[serde(flatten)]
     pub agent: Agent,
-    /// Tokens used, summed from its Claude Code transcript as its hooks name it; `null` for an
-    /// agent none was read of (other providers report no usage).
-    pub usage: Option<crate::domain::usage::Usage>,
+    /// Tokens used per model, summed from its Claude Code transcript as its hooks name it, and
+    /// their cost; an agent of a provider that reports none is listed in `unreported`.
+    pub usage: crate::app::usage::UsageReport,
 }
 
 /// Reads an agent, with the tokens it used. An agent's own token may read itself.
@@ -186,7 +186,8 @@ pub struct AgentDetail {
 pub async fn get_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Response> {
     let mut conn = state.db.acquire().await?;
     let agent = agents::by_name(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?;
-    let usage = crate::db::agent_usage::get(&mut conn, agent.id).await?;
+    let scope = crate::db::agent_usage::Scope { agent: Some(agent.id), ..Default::default() };
+    let usage = crate::app::usage::report(&state.app, &mut conn, &scope).await?;
     Ok((etag(agent.version), Json(AgentDetail { agent, usage })).into_response())
 }
 

@@ -36,6 +36,7 @@ pub mod team_chat;
 pub mod teams;
 pub mod token_cache;
 pub mod tokens;
+pub mod usage;
 pub mod webhook_deliveries;
 pub mod webhooks;
 pub mod wish_actions;
@@ -88,6 +89,7 @@ fn v1_routes() -> OpenApiRouter<AppState> {
         .merge(messages::router())
         .merge(merge_queue::router())
         .merge(history::router())
+        .merge(usage::router())
 }
 
 /// `/api/v1` routes that authenticate by signature instead of a bearer token (inbound hooks).

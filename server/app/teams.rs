@@ -159,7 +159,9 @@ pub async fn update(ctx: &Ctx, name: &str, if_match: &IfMatch, edit: TeamEdit) -
     Ok(team)
 }
 
-/// Adds an existing agent of the team's project; the first member starts a `created` team.
+/// Adds an existing agent of the team's project; the first member starts a `created` team. One
+/// running in a clone of its own goes on there and moves into the team's clone at its next
+/// start (the team's `moving` lists it until then).
 #[tracing::instrument(skip_all, fields(team = ?name, agent = ?agent), err(level = "debug"))]
 pub async fn add_member(ctx: &Ctx, name: &str, agent: &str) -> Result<Team> {
     let mut tx = ctx.db.begin().await?;
@@ -173,6 +175,17 @@ pub async fn add_member(ctx: &Ctx, name: &str, agent: &str) -> Result<Team> {
     }
     if let Some(other) = agent.team.as_deref().filter(|other| *other != name) {
         return Err(Error::conflict(format!("agent `{agent_name}` is in team `{other}`; remove it there first"), None));
+    }
+    // It will work in the team's clone, which lives on the team's node.
+    if let (Some(runs_on), Some(pinned)) = (agent.node_id.as_deref(), team.node_id.as_deref()) {
+        if runs_on != pinned && agent.clone_mode != "none" {
+            return Err(Error::conflict(
+                format!(
+                    "agent `{agent_name}` runs on node `{runs_on}`; team `{name}` and its clone are on node `{pinned}`"
+                ),
+                None,
+            ));
+        }
     }
     let team = join(&mut tx, &team, agent_name).await?;
     ctx.feed.commit(tx).await?;

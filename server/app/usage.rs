@@ -4,14 +4,23 @@
 //! `.jsonl` file is read, and what is read only ever adds token counts. The file is read on the
 //! machine that takes the hook (one node: the agent's); elsewhere the path does not exist and
 //! nothing is counted.
+//!
+//! Also the reports: tokens and cost per model summed over the agents of a scope (an agent, a
+//! wish's group, a wish, a project, everything), at the prices in `providers.toml`.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{Ctx, Result};
-use crate::db::agent_usage;
+use super::{Ctx, Error, Result};
+use crate::db::agent_usage::{self, Scope};
+use crate::db::{agents, projects, wishes};
+use crate::domain::cost::Cost;
 use crate::domain::usage::{read_chunk, Usage};
 
 /// The most read at one hook; a longer transcript is caught up at the next ones.
@@ -19,10 +28,10 @@ const MAX_READ: u64 = 4 << 20;
 
 /// Reads what was added to the transcript at `path` since the last reading and adds its usage.
 #[tracing::instrument(skip_all, fields(agent = %agent_id), err(level = "debug"))]
-pub async fn read_transcript(ctx: &Ctx, agent_id: Uuid, path: &str) -> Result<Usage> {
+pub async fn read_transcript(ctx: &Ctx, agent_id: Uuid, path: &str) -> Result<BTreeMap<String, Usage>> {
     let file = Path::new(path);
     if !file.is_absolute() || file.extension().is_none_or(|e| e != "jsonl") {
-        return Ok(Usage::default());
+        return Ok(BTreeMap::new());
     }
     let mut tx = ctx.db.begin().await?;
     let mut progress = agent_usage::lock(&mut tx, agent_id, path).await?;
@@ -31,7 +40,7 @@ pub async fn read_transcript(ctx: &Ctx, agent_id: Uuid, path: &str) -> Result<Us
     let bytes = tokio::task::spawn_blocking(move || read_from(&owned, offset))
         .await
         .map_err(|e| anyhow::anyhow!("reading the transcript: {e}"))?;
-    let Some(bytes) = bytes else { return Ok(Usage::default()) };
+    let Some(bytes) = bytes else { return Ok(BTreeMap::new()) };
     let chunk = read_chunk(&bytes, progress.last_message.take());
     progress.read_offset += i64::try_from(chunk.consumed).unwrap_or(0);
     progress.last_message = chunk.last_message;
@@ -51,4 +60,86 @@ fn read_from(path: &Path, offset: u64) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(MAX_READ).read_to_end(&mut bytes).ok()?;
     Some(bytes)
+}
+
+/// Tokens and cost of a scope's agents, and which of them report no usage.
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
+pub struct UsageReport {
+    #[serde(flatten)]
+    pub cost: Cost,
+    /// Agents in the scope whose provider reports no token use (only Claude Code's transcripts
+    /// are read): their work is in none of the sums.
+    pub unreported: Vec<Unreported>,
+}
+
+/// A provider that reports no token use, and how many of the scope's agents run it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Unreported {
+    pub provider: String,
+    pub agents: i64,
+}
+
+impl UsageReport {
+    /// In words: the cost with each unpriced model named, then each provider that reports none.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.cost.models.is_empty() || self.unreported.is_empty() {
+            parts.push(self.cost.summary());
+        }
+        for u in &self.unreported {
+            let agents = if u.agents == 1 { String::new() } else { format!(" ({} agents)", u.agents) };
+            parts.push(format!("no usage reported by {}{agents}", u.provider));
+        }
+        parts.join("; ")
+    }
+}
+
+/// The report of the agents in `scope`, priced with the configured prices.
+pub async fn report(ctx: &Ctx, conn: &mut PgConnection, scope: &Scope) -> Result<UsageReport> {
+    let by_model = agent_usage::by_model(conn, scope).await?;
+    let cost = ctx.providers.prices().cost(&by_model);
+    let unreported = agent_usage::providers(conn, scope)
+        .await?
+        .into_iter()
+        .filter(|(provider, _)| !ctx.providers.get(provider).is_some_and(|p| p.install_hooks))
+        .map(|(provider, agents)| Unreported { provider, agents })
+        .collect();
+    Ok(UsageReport { cost, unreported })
+}
+
+/// Names of a scope as a caller gives them (project and wish slugs, a group key of the wish, an
+/// agent name).
+#[derive(Debug, Default)]
+pub struct ScopeNames<'a> {
+    pub project: Option<&'a str>,
+    pub wish: Option<&'a str>,
+    pub group: Option<&'a str>,
+    pub agent: Option<&'a str>,
+}
+
+/// The scope the names say; a name that matches nothing is refused.
+pub async fn scope(conn: &mut PgConnection, names: &ScopeNames<'_>) -> Result<Scope> {
+    let mut scope = Scope::default();
+    if let Some(slug) = names.project {
+        let project = projects::find(conn, slug, false).await?;
+        scope.project = Some(project.ok_or_else(|| Error::invalid("project", format!("no project `{slug}`")))?.id);
+    }
+    if let Some(slug) = names.wish {
+        let wish = wishes::get(conn, slug).await?.ok_or_else(|| Error::invalid("wish", format!("no wish `{slug}`")))?;
+        scope.wish = Some(wish.id);
+        if let Some(key) = names.group {
+            let group = wishes::group(conn, wish.id, key).await?;
+            scope.group = Some(
+                group.ok_or_else(|| Error::invalid("group", format!("wish `{slug}` has no group `{key}`")))?.task_id,
+            );
+        }
+    } else if names.group.is_some() {
+        return Err(Error::invalid("group", "a group is named within its wish: give `wish` too"));
+    }
+    if let Some(name) = names.agent {
+        let agent =
+            agents::by_name(conn, name).await?.ok_or_else(|| Error::invalid("agent", format!("no agent `{name}`")))?;
+        scope.agent = Some(agent.id);
+    }
+    Ok(scope)
 }

@@ -1,5 +1,8 @@
-//! Each agent's token use as read from its transcript so far (`agent_usage`), with where the
-//! reading stopped, so the next hook reads only what was added.
+//! Each agent's token use per model as read from its transcript so far (`agent_model_usage`),
+//! where the reading stopped (`agent_usage`), so the next hook reads only what was added, and the
+//! sums over agents (per group, wish, project).
+
+use std::collections::BTreeMap;
 
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -36,41 +39,155 @@ pub async fn lock(conn: &mut PgConnection, agent_id: Uuid, transcript_path: &str
     Ok(Progress { transcript_path: row.transcript_path, read_offset: row.read_offset, last_message: row.last_message })
 }
 
-/// Adds what was read and records where it stopped.
-pub async fn add(conn: &mut PgConnection, agent_id: Uuid, read: &Progress, usage: &Usage) -> Result<(), sqlx::Error> {
+/// Adds what was read (tokens per model) and records where it stopped.
+pub async fn add(
+    conn: &mut PgConnection,
+    agent_id: Uuid,
+    read: &Progress,
+    by_model: &BTreeMap<String, Usage>,
+) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "UPDATE agent_usage SET transcript_path = $2, read_offset = $3, last_message = $4,
-             input_tokens = input_tokens + $5, output_tokens = output_tokens + $6,
-             cache_creation_input_tokens = cache_creation_input_tokens + $7,
-             cache_read_input_tokens = cache_read_input_tokens + $8, updated_at = now()
+        "UPDATE agent_usage SET transcript_path = $2, read_offset = $3, last_message = $4, updated_at = now()
          WHERE agent_id = $1",
         agent_id,
         read.transcript_path,
         read.read_offset,
         read.last_message,
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cache_creation_input_tokens,
-        usage.cache_read_input_tokens
+    )
+    .execute(&mut *conn)
+    .await?;
+    if by_model.is_empty() {
+        return Ok(());
+    }
+    let models: Vec<String> = by_model.keys().cloned().collect();
+    let column = |f: fn(&Usage) -> i64| by_model.values().map(f).collect::<Vec<i64>>();
+    sqlx::query!(
+        "INSERT INTO agent_model_usage AS u (agent_id, model, input_tokens, output_tokens,
+             cache_creation_input_tokens, cache_read_input_tokens)
+         SELECT $1, * FROM UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
+         ON CONFLICT (agent_id, model) DO UPDATE SET
+             input_tokens = u.input_tokens + EXCLUDED.input_tokens,
+             output_tokens = u.output_tokens + EXCLUDED.output_tokens,
+             cache_creation_input_tokens = u.cache_creation_input_tokens + EXCLUDED.cache_creation_input_tokens,
+             cache_read_input_tokens = u.cache_read_input_tokens + EXCLUDED.cache_read_input_tokens,
+             updated_at = now()",
+        agent_id,
+        &models,
+        &column(|u| u.input_tokens),
+        &column(|u| u.output_tokens),
+        &column(|u| u.cache_creation_input_tokens),
+        &column(|u| u.cache_read_input_tokens),
     )
     .execute(conn)
     .await?;
     Ok(())
 }
 
-/// The agent's token use, `None` before any transcript was read.
-pub async fn get(conn: &mut PgConnection, agent_id: Uuid) -> Result<Option<Usage>, sqlx::Error> {
-    let row = sqlx::query!(
-        "SELECT input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens
-         FROM agent_usage WHERE agent_id = $1",
-        agent_id
+/// Whose token use to sum: agents matching every filter given (none: all agents).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scope {
+    pub agent: Option<Uuid>,
+    /// A wish's execution group (the task its agent works on).
+    pub group: Option<Uuid>,
+    pub wish: Option<Uuid>,
+    pub project: Option<Uuid>,
+}
+
+/// Token use per model of the agents in `scope`.
+pub async fn by_model(conn: &mut PgConnection, scope: &Scope) -> Result<BTreeMap<String, Usage>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT u.model, sum(u.input_tokens)::bigint AS "input_tokens!", sum(u.output_tokens)::bigint AS "output_tokens!",
+                  sum(u.cache_creation_input_tokens)::bigint AS "cache_creation_input_tokens!",
+                  sum(u.cache_read_input_tokens)::bigint AS "cache_read_input_tokens!"
+           FROM agent_model_usage u JOIN agents a ON a.id = u.agent_id
+           WHERE ($1::uuid IS NULL OR a.id = $1) AND ($2::uuid IS NULL OR a.task_id = $2)
+             AND ($3::uuid IS NULL OR a.wish_id = $3) AND ($4::uuid IS NULL OR a.project_id = $4)
+           GROUP BY u.model"#,
+        scope.agent,
+        scope.group,
+        scope.wish,
+        scope.project
     )
-    .fetch_optional(conn)
+    .fetch_all(conn)
     .await?;
-    Ok(row.map(|r| Usage {
-        input_tokens: r.input_tokens,
-        output_tokens: r.output_tokens,
-        cache_creation_input_tokens: r.cache_creation_input_tokens,
-        cache_read_input_tokens: r.cache_read_input_tokens,
-    }))
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let usage =
+                tokens(r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens);
+            (r.model, usage)
+        })
+        .collect())
+}
+
+/// Token use per model of each wish group's agents (by group id), for the wish page.
+pub async fn by_group(
+    conn: &mut PgConnection,
+    wish: Uuid,
+) -> Result<BTreeMap<Uuid, BTreeMap<String, Usage>>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT a.task_id AS "group_id!", u.model, sum(u.input_tokens)::bigint AS "input_tokens!",
+                  sum(u.output_tokens)::bigint AS "output_tokens!",
+                  sum(u.cache_creation_input_tokens)::bigint AS "cache_creation_input_tokens!",
+                  sum(u.cache_read_input_tokens)::bigint AS "cache_read_input_tokens!"
+           FROM agent_model_usage u JOIN agents a ON a.id = u.agent_id
+           WHERE a.wish_id = $1 AND a.task_id IS NOT NULL
+           GROUP BY a.task_id, u.model"#,
+        wish
+    )
+    .fetch_all(conn)
+    .await?;
+    let mut groups = BTreeMap::<Uuid, BTreeMap<String, Usage>>::new();
+    for r in rows {
+        let usage = tokens(r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens);
+        groups.entry(r.group_id).or_default().insert(r.model, usage);
+    }
+    Ok(groups)
+}
+
+/// How many agents in `scope` run each provider.
+pub async fn providers(conn: &mut PgConnection, scope: &Scope) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT a.provider, count(*) AS "agents!" FROM agents a
+           WHERE ($1::uuid IS NULL OR a.id = $1) AND ($2::uuid IS NULL OR a.task_id = $2)
+             AND ($3::uuid IS NULL OR a.wish_id = $3) AND ($4::uuid IS NULL OR a.project_id = $4)
+           GROUP BY a.provider ORDER BY a.provider"#,
+        scope.agent,
+        scope.group,
+        scope.wish,
+        scope.project
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.provider, r.agents)).collect())
+}
+
+/// Token use per model of each project's agents (by project slug), for the overview.
+pub async fn by_project(conn: &mut PgConnection) -> Result<BTreeMap<String, BTreeMap<String, Usage>>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT p.slug, u.model, sum(u.input_tokens)::bigint AS "input_tokens!",
+                  sum(u.output_tokens)::bigint AS "output_tokens!",
+                  sum(u.cache_creation_input_tokens)::bigint AS "cache_creation_input_tokens!",
+                  sum(u.cache_read_input_tokens)::bigint AS "cache_read_input_tokens!"
+           FROM agent_model_usage u JOIN agents a ON a.id = u.agent_id JOIN projects p ON p.id = a.project_id
+           GROUP BY p.slug, u.model"#
+    )
+    .fetch_all(conn)
+    .await?;
+    let mut projects = BTreeMap::<String, BTreeMap<String, Usage>>::new();
+    for r in rows {
+        let usage = tokens(r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens);
+        projects.entry(r.slug).or_default().insert(r.model, usage);
+    }
+    Ok(projects)
+}
+
+/// A row's four sums.
+fn tokens(
+    input_tokens: i64,
+    output_tokens: i64,
+    cache_creation_input_tokens: i64,
+    cache_read_input_tokens: i64,
+) -> Usage {
+    Usage { input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens }
 }

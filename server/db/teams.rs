@@ -15,7 +15,7 @@ use crate::domain::team::TeamStatus;
 #[schema(example = json!({"id": "5c2e1f0a-9b8d-4c7e-a6f5-4e3d2c1b0a99", "name": "login-team", "project": "switchyard",
     "project_id": "0b9f6a86-4c5e-4a43-9a59-7d5f6e1e8c11", "branch": "login-team", "base_branch": "main",
     "status": "in_progress", "clone_path": "/var/lib/switchyard/teams/login-team", "leader": "clever-fox",
-    "members": ["clever-fox", "quiet-owl"], "version": 3, "created_at": "2025-01-15T10:30:00Z",
+    "members": ["clever-fox", "quiet-owl"], "moving": [], "version": 3, "created_at": "2025-01-15T10:30:00Z",
     "updated_at": "2025-01-15T10:40:00Z"}))]
 pub struct Team {
     pub id: Uuid,
@@ -38,6 +38,10 @@ pub struct Team {
     pub leader: Option<String>,
     /// Member agents' names, oldest first.
     pub members: Vec<String>,
+    /// Members that joined while working in a directory of their own: each moves into the
+    /// team's clone, on its branch, at its next start (a resume or respawn), in a new session
+    /// there (a provider's session belongs to its directory).
+    pub moving: Vec<String>,
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -90,7 +94,10 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
     let rows = sqlx::query!(
         r#"SELECT t.id, t.name, p.slug AS project, t.project_id, t.base_branch, t.status, t.clone_path, t.node_id, t.leader,
                   t.version, t.created_at, t.updated_at,
-                  ARRAY(SELECT a.name FROM agents a WHERE a.team = t.name ORDER BY a.created_at, a.id) AS "members!"
+                  ARRAY(SELECT a.name FROM agents a WHERE a.team = t.name ORDER BY a.created_at, a.id) AS "members!",
+                  ARRAY(SELECT a.name FROM agents a WHERE a.team = t.name AND a.clone_mode = 'team'
+                          AND a.clone_path IS DISTINCT FROM t.clone_path AND a.clone_path IS NOT NULL
+                        ORDER BY a.created_at, a.id) AS "moving!"
            FROM teams t JOIN projects p ON p.id = t.project_id
            WHERE ($1::text IS NULL OR t.name = $1)
              AND ($2::uuid IS NULL OR t.project_id = $2)
@@ -121,6 +128,7 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
                 node_id: r.node_id,
                 leader: r.leader,
                 members: r.members,
+                moving: r.moving,
                 version: r.version,
                 created_at: r.created_at,
                 updated_at: r.updated_at,
@@ -179,18 +187,18 @@ pub async fn set_leader(conn: &mut PgConnection, team: &Team, leader: Option<&st
     get(conn, &team.name).await?.ok_or(sqlx::Error::RowNotFound)
 }
 
-/// Makes `agent` a member (`team.member_added`); false when it already was one. An agent no
-/// node has claimed yet (registered, then made a member or the leader) will work in the team's
-/// clone on its branch, as one registered with `team` does; one already running keeps the
-/// directory its program runs in.
+/// Makes `agent` a member (`team.member_added`); false when it already was one. An agent with a
+/// clone of its own works in the team's clone on its branch instead: at once when no node has
+/// claimed it yet, else from its next start, in a new provider session (a session belongs to
+/// its directory). One in the project's repository (`clone_mode` `none`) stays there.
 pub async fn add_member(conn: &mut PgConnection, team: &Team, agent: &str) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "UPDATE agents SET team = $2, version = version + 1, updated_at = now(),
-             clone_mode = CASE WHEN unclaimed THEN 'team' ELSE clone_mode END,
-             branch = CASE WHEN unclaimed THEN $3 ELSE branch END
-         FROM (SELECT id, state = 'spawning' AND node_id IS NULL AND clone_mode <> 'none' AS unclaimed
-               FROM agents WHERE name = $1) AS a
-         WHERE agents.id = a.id AND team IS DISTINCT FROM $2",
+             clone_mode = CASE WHEN clone_mode = 'none' THEN clone_mode ELSE 'team' END,
+             branch = CASE WHEN clone_mode = 'none' THEN branch ELSE $3 END,
+             provider_session_id = CASE WHEN clone_mode = 'agent' AND node_id IS NOT NULL
+                                        THEN gen_random_uuid() ELSE provider_session_id END
+         WHERE name = $1 AND team IS DISTINCT FROM $2",
         agent,
         team.name,
         team.branch
@@ -214,15 +222,13 @@ pub async fn member_event(conn: &mut PgConnection, team: &Team, agent: &str, kin
 /// Takes `agent` out of the team (and off its lead), with `team.member_removed`; false when it
 /// was not a member.
 pub async fn remove_member(conn: &mut PgConnection, team: &Team, agent: &str) -> Result<bool, sqlx::Error> {
-    // An agent not yet claimed goes back to a clone of its own, on its default branch
-    // (`git::clones::default_branch`).
+    // One of the team's clone (none live there: the caller checked) goes back to a clone of its
+    // own, on its default branch (`git::clones::default_branch`), from its next start.
     let done = sqlx::query!(
         "UPDATE agents SET team = NULL, version = version + 1, updated_at = now(),
-             clone_mode = CASE WHEN unclaimed THEN 'agent' ELSE clone_mode END,
-             branch = CASE WHEN unclaimed THEN 'switchyard/' || agents.name ELSE branch END
-         FROM (SELECT id, state = 'spawning' AND node_id IS NULL AND clone_mode = 'team' AS unclaimed
-               FROM agents WHERE name = $1) AS a
-         WHERE agents.id = a.id AND team = $2",
+             clone_mode = CASE WHEN clone_mode = 'team' THEN 'agent' ELSE clone_mode END,
+             branch = CASE WHEN clone_mode = 'team' THEN 'switchyard/' || agents.name ELSE branch END
+         WHERE name = $1 AND team = $2",
         agent,
         team.name
     )
@@ -250,13 +256,15 @@ pub async fn delete(conn: &mut PgConnection, team: &Team, clone_removed: bool) -
 }
 
 /// Members of the team that run in its clone and are live (they would lose their directory);
-/// one no node has claimed yet runs nowhere.
+/// one no node has claimed yet runs nowhere, and one still running in its own clone (it moves at
+/// its next start) runs elsewhere.
 pub async fn live_in_clone(conn: &mut PgConnection, team: &str) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar!(
-        "SELECT name FROM agents WHERE team = $1 AND clone_mode = 'team'
-           AND state IN ('spawning', 'working', 'idle', 'permission', 'question')
-           AND NOT (state = 'spawning' AND node_id IS NULL)
-         ORDER BY created_at, id",
+        "SELECT a.name FROM agents a JOIN teams t ON t.name = a.team WHERE a.team = $1 AND a.clone_mode = 'team'
+           AND a.state IN ('spawning', 'working', 'idle', 'permission', 'question')
+           AND NOT (a.state = 'spawning' AND a.node_id IS NULL)
+           AND (a.clone_path IS NULL OR a.clone_path IS NOT DISTINCT FROM t.clone_path)
+         ORDER BY a.created_at, a.id",
         team
     )
     .fetch_all(conn)

@@ -18,11 +18,14 @@
 //! - [`message`]: the mailbox's rules: bodies, and how delivery goes on from where it stopped.
 //! - [`typed`]: what text typed into a pane may hold (no control characters but tab and newline).
 //! - [`webhook`]: which events a subscription wants (types, patterns, hook names) and retry timing.
+//! - [`usage`]: token use read from a Claude Code transcript, per model.
+//! - [`cost`]: prices per model and what per-model sums cost.
 //! - [`webhook_format`]: what a delivery looks like on the wire (standard, Slack, ntfy).
 
 pub mod agent;
 pub mod agent_kind;
 pub mod board;
+pub mod cost;
 pub mod merge_queue;
 pub mod message;
 pub mod plan;

@@ -137,8 +137,8 @@ struct DetailPage {
     resumable: bool,
     /// Why it is in its state, in a sentence.
     why: String,
-    /// The tokens it used, from its transcript.
-    usage: Option<crate::domain::usage::Usage>,
+    /// The tokens it used, from its transcript, and their cost.
+    usage: crate::app::usage::UsageReport,
 }
 
 /// The agent's own events shown on its page.
@@ -161,7 +161,8 @@ async fn detail(
     let now = Utc::now();
     let history = events::history(&mut conn, &agents::subject(&agent.name), HISTORY).await?;
     let history = EventRow::load(&mut conn, &history, now).await?;
-    let usage = crate::db::agent_usage::get(&mut conn, agent.id).await?;
+    let scope = crate::db::agent_usage::Scope { agent: Some(agent.id), ..Default::default() };
+    let usage = crate::app::usage::report(&state.app, &mut conn, &scope).await?;
     drop(conn);
     let pane = match agent_panes::screen(&state.app, &name, PANE_HISTORY).await {
         Ok(screen) => {

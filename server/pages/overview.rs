@@ -1,6 +1,6 @@
 //! `/`: what needs a person first (an agent asking permission or a question, a task handed to a
 //! human, a merge queue entry handed to a person, with its files or reason), then agents by state, wishes in flight, the merge queue
-//! (wishes pending merge) and the latest events.
+//! (wishes pending merge), what agents' tokens cost (in all and per project) and the latest events.
 
 use askama::Template;
 use axum::extract::State;
@@ -39,7 +39,7 @@ pub struct Need {
 }
 
 #[derive(Template)]
-#[template(path = "overview.html", blocks = ["needs", "agents", "wishes", "merge_queue", "recent"])]
+#[template(path = "overview.html", blocks = ["needs", "agents", "wishes", "merge_queue", "costs", "recent"])]
 struct OverviewPage {
     chrome: Chrome,
     needs: Vec<Need>,
@@ -48,6 +48,9 @@ struct OverviewPage {
     agents: Vec<AgentRow>,
     in_flight: Vec<WishRow>,
     merge_queue: Vec<WishRow>,
+    /// Every agent's tokens and their cost, then each project's `(slug, in words)`.
+    usage: crate::app::usage::UsageReport,
+    project_costs: Vec<(String, String)>,
     events: Vec<EventRow>,
 }
 
@@ -149,13 +152,33 @@ async fn overview(
     let newest = events::newest(&mut conn, None, None, None, 15).await?;
     let events = EventRow::load(&mut conn, &newest, now).await?;
 
-    let page = OverviewPage { chrome, needs, handoffs, counts, agents: agent_rows, in_flight, merge_queue, events };
+    let usage = crate::app::usage::report(&state.app, &mut conn, &Default::default()).await?;
+    let prices = state.providers.prices();
+    let project_costs = crate::db::agent_usage::by_project(&mut conn)
+        .await?
+        .into_iter()
+        .map(|(slug, by_model)| (slug, prices.cost(&by_model).summary()))
+        .collect();
+
+    let page = OverviewPage {
+        chrome,
+        needs,
+        handoffs,
+        counts,
+        agents: agent_rows,
+        in_flight,
+        merge_queue,
+        usage,
+        project_costs,
+        events,
+    };
     let response: Response = match query.block.as_deref() {
         None => render(&page),
         Some("needs") => render(&page.as_needs()),
         Some("agents") => render(&page.as_agents()),
         Some("wishes") => render(&page.as_wishes()),
         Some("merge_queue") => render(&page.as_merge_queue()),
+        Some("costs") => render(&page.as_costs()),
         Some("recent") => render(&page.as_recent()),
         Some(other) => return Err(no_block(other)),
     };

@@ -124,6 +124,8 @@ struct GroupRow {
     task_id: uuid::Uuid,
     /// The agent working on it (a live one first), linked to its page.
     agent: Option<String>,
+    /// What its agents' tokens cost, in words; empty when none were reported.
+    cost: String,
     /// `(action, label)` legal now; none unless the wish is executing (groups move only then).
     actions: Vec<(&'static str, &'static str)>,
 }
@@ -172,6 +174,8 @@ struct DetailPage {
     dag: Dag,
     reviews: Vec<ReviewRow>,
     conductor: ConductorView,
+    /// Its agents' tokens and their cost.
+    usage: crate::app::usage::UsageReport,
 }
 
 /// The actions offered, in this order, when the lifecycle allows them.
@@ -238,6 +242,10 @@ async fn detail(
         agents::list(&mut conn, &filter, 2000).await?.into_iter().filter(|a| a.wish_id == Some(full.wish.id)).collect();
     // The live agent of a group first, then the latest one.
     workers.sort_by_key(|a| (!a.state.is_live(), std::cmp::Reverse(a.created_at)));
+    let scope = crate::db::agent_usage::Scope { wish: Some(full.wish.id), ..Default::default() };
+    let usage = crate::app::usage::report(&state.app, &mut conn, &scope).await?;
+    let group_usage = crate::db::agent_usage::by_group(&mut conn, full.wish.id).await?;
+    let prices = state.providers.prices();
     let dag = dag::layout(&full.groups);
     // The table lists the groups in the drawing's order.
     let mut listed: Vec<&wishes::Group> = full.groups.iter().collect();
@@ -254,6 +262,7 @@ async fn detail(
             result: g.result.clone().unwrap_or_default(),
             task_id: g.task_id,
             agent: workers.iter().find(|a| a.task_id == Some(g.task_id)).map(|a| a.name.clone()),
+            cost: group_usage.get(&g.task_id).map(|u| prices.cost(u).summary()).unwrap_or_default(),
             actions: GROUP_ACTIONS
                 .iter()
                 .filter(|(action, _)| {
@@ -274,6 +283,7 @@ async fn detail(
         groups,
         reviews,
         conductor,
+        usage,
         wish: full.wish,
     };
     match query.block.as_deref() {

@@ -79,9 +79,14 @@ impl Spawner<'_> {
         let session_id = agent.provider_session_id.to_string();
         let clone = cwd.to_string_lossy();
         let values = Placeholders { session_id: &session_id, name: &agent.name, clone: &clone };
-        // A session of ours that had a pane before is continued, not started afresh.
-        let command =
-            if agent.tmux_session.is_some() { provider.resume_command(&values) } else { provider.command(&values) };
+        // A session of ours that had a pane before is continued, not started afresh, in the
+        // directory it ran in: one that moved (it joined a team) starts a new session there.
+        let moved = agent.clone_path.as_deref().is_some_and(|was| Path::new(was) != cwd);
+        let command = if agent.tmux_session.is_some() && !moved {
+            provider.resume_command(&values)
+        } else {
+            provider.command(&values)
+        };
         // The pane's PATH: the provider's own, else the one tmux passes on from this process.
         let path = provider.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
         let program = command.first().map(String::as_str).unwrap_or_default();

@@ -202,52 +202,55 @@ async fn the_hook_command_posts_its_stdin_as_the_agent_and_always_exits_0_quietl
 }
 
 #[tokio::test]
-async fn an_agents_tokens_are_summed_from_its_transcript_a_turn_at_a_time() {
-    let app = crate::helpers::spawn_app().await;
+async fn an_agents_tokens_are_summed_per_model_from_its_transcript_a_turn_at_a_time() {
+    // A price of $1 per million tokens of every kind, set in providers.toml, so the cost is the
+    // tokens over a million.
+    let prices = "[prices.\"claude-opus-4-5\"]\ninput = 1.0\noutput = 1.0\ncache_write = 1.0\ncache_read = 1.0\n";
+    let app = crate::helpers::spawn_app_with_providers(prices).await;
     app.create_project("alpha").await;
-    app.create_agent(crate::helpers::engineer("alpha", "fox")).await;
+    app.create_agent(engineer("alpha", "fox")).await;
     let dir = tempfile::tempdir().expect("dir");
     let transcript = dir.path().join("session.jsonl");
-    let recorded = include_str!("../fixtures/transcripts/claude-2.1.jsonl");
+    let recorded = crate::usage::RECORDED;
     let lines: Vec<&str> = recorded.lines().collect();
-    // The first turn so far: up to the first tool result (its message's two lines count once).
-    std::fs::write(&transcript, lines[..5].join("\n") + "\n").expect("write");
+    // The first turns so far, cut between two of one message's three lines (it counts once).
+    let head = lines[..11].join("\n") + "\n";
+    std::fs::write(&transcript, &head).expect("write");
     let path = transcript.to_str().expect("utf-8");
-    let hook = |name: &str| serde_json::json!({"hook_event_name": name, "session_id": "s", "transcript_path": path});
-    assert_eq!(app.agent("fox").await["usage"], serde_json::Value::Null, "nothing read yet");
+    let hook = |name: &str| json!({"hook_event_name": name, "session_id": "s", "transcript_path": path});
+    assert_eq!(app.agent("fox").await["usage"]["models"], json!([]), "nothing read yet");
     app.post_ok("/api/v1/agents/fox/hooks", hook("Stop")).await;
     let usage = app.agent("fox").await["usage"].clone();
-    assert_eq!(
-        usage,
-        serde_json::json!({"input_tokens": 3, "output_tokens": 8, "cache_creation_input_tokens": 13021,
-            "cache_read_input_tokens": 0})
-    );
+    assert_eq!(crate::usage::tokens(&usage), crate::usage::expected(&head), "{usage}");
 
     // The rest arrives, a line half-written at first: a hook mid-turn reads nothing, the turn's
     // end reads the whole lines, the next the rest.
-    let rest = lines[5..].join("\n") + "\n";
-    let (head, tail) = rest.split_at(rest.len() - 20);
-    std::fs::write(&transcript, lines[..5].join("\n") + "\n" + head).expect("append");
+    let rest = lines[11..].join("\n") + "\n";
+    let (written, tail) = rest.split_at(rest.len() - 20);
+    std::fs::write(&transcript, head.clone() + written).expect("append");
     app.post_ok("/api/v1/agents/fox/hooks", hook("PreToolUse")).await;
     assert_eq!(app.agent("fox").await["usage"], usage, "only a turn's end reads");
     app.post_ok("/api/v1/agents/fox/hooks", hook("Stop")).await;
     std::fs::write(&transcript, recorded).expect("finished");
     assert_eq!(tail.len(), 20);
     app.post_ok("/api/v1/agents/fox/hooks", hook("Stop")).await;
-    assert_eq!(
-        app.agent("fox").await["usage"],
-        serde_json::json!({"input_tokens": 9, "output_tokens": 302, "cache_creation_input_tokens": 14087,
-            "cache_read_input_tokens": 28470}),
-        "each message once, however the file was cut"
-    );
+    let usage = app.agent("fox").await["usage"].clone();
+    let expected = crate::usage::expected(recorded);
+    assert_eq!(crate::usage::tokens(&usage), expected, "each message once, however the file was cut");
+    let total: i64 = expected.values().flat_map(|kinds| kinds.iter()).sum();
+    let cost = usage["cost_usd"].as_f64().expect("a cost");
+    assert!((cost - total as f64 / 1e6).abs() < 1e-9, "{cost} for {total} tokens at $1 per million");
+    assert_eq!(usage["unpriced"], json!([]));
     app.post_ok("/api/v1/agents/fox/hooks", hook("Stop")).await;
-    assert_eq!(app.agent("fox").await["usage"]["output_tokens"], 302, "read once");
+    assert_eq!(app.agent("fox").await["usage"], usage, "read once");
 
     // Not a transcript: nothing is read (an agent names the path; the server reads only .jsonl files).
-    let elsewhere = serde_json::json!({"hook_event_name": "Stop", "transcript_path": "/etc/passwd"});
+    let elsewhere = json!({"hook_event_name": "Stop", "transcript_path": "/etc/passwd"});
     app.post_ok("/api/v1/agents/fox/hooks", elsewhere).await;
-    assert_eq!(app.agent("fox").await["usage"]["output_tokens"], 302);
+    assert_eq!(app.agent("fox").await["usage"], usage);
     let dashboard = crate::dashboard::Dashboard::login(&app).await;
     let (_, page) = dashboard.get("/agents/fox").await;
-    assert!(page.contains("<strong>Tokens:</strong> 42868 (9 input, 302 output"), "{page}");
+    let summary = format!("<strong>Cost:</strong> ${cost:.2} ({} tokens)", crate::usage::digits(total));
+    assert!(page.contains(&summary), "{summary} in {page}");
+    assert!(page.contains("<li>claude-opus-4-5-20251101: "), "{page}");
 }

@@ -153,6 +153,16 @@ pub async fn spawn_app_with_rate_limits(rate_limits: RateLimitSettings) -> TestA
     launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker, rate_limits).await
 }
 
+/// The application without its worker, and `providers` written to `<data_dir>/providers.toml`
+/// before it starts (prices of models, for instance).
+pub async fn spawn_app_with_providers(providers: &str) -> TestApp {
+    let (database_url, database_name) = fresh_database().await;
+    let data_dir = tempfile::tempdir().expect("temp data dir");
+    std::fs::write(data_dir.path().join("providers.toml"), providers).expect("write providers.toml");
+    let worker = worker_config(false, new_tmux_socket());
+    launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker, Default::default()).await
+}
+
 /// The application with its worker running agents in tmux on a private socket.
 pub async fn spawn_app_with_worker() -> TestApp {
     let (database_url, database_name) = fresh_database().await;

@@ -41,6 +41,7 @@ mod task_runs;
 mod tasks;
 mod teams;
 mod tmux;
+mod usage;
 mod webhook_crash;
 mod webhooks;
 mod wish_dag;

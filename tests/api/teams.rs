@@ -296,3 +296,46 @@ async fn a_team_with_several_bad_fields_is_refused_naming_each_at_once() {
         problem["errors"].as_array().expect("errors").iter().filter_map(|e| e["field"].as_str()).collect();
     assert_eq!(fields, ["name", "project", "base_branch", "members[0]", "members[1]"], "{problem}");
 }
+
+#[tokio::test]
+async fn a_running_agent_that_joins_moves_into_the_teams_clone_at_its_next_start() {
+    let app = spawn_app_with_worker().await;
+    let (_, _) = login_team(&app).await;
+    app.create_agent(merged(engineer("alpha", "owl"), json!({"provider": "shell"}))).await;
+    eventually("owl runs in its own clone", std::time::Duration::from_secs(20), || async {
+        app.agent("owl").await["state"] == "idle"
+    })
+    .await;
+    let own = app.agent("owl").await["clone_path"].as_str().expect("its clone").to_owned();
+    let session = app.agent("owl").await["provider_session_id"].clone();
+
+    // It joins and leads: the team says it moves at its next start; it works on where it is.
+    let joined = assert_json(app.post("/api/v1/teams/login/members", json!({"agent": "owl"})).await, 200).await;
+    assert_eq!((&joined["members"], &joined["moving"]), (&json!(["owl"]), &json!(["owl"])), "{joined}");
+    let led =
+        app.admin(Method::PATCH, "/api/v1/teams/login").json(&json!({"leader": "owl"})).send().await.expect("patch");
+    assert_eq!(led.status(), 200);
+    let owl = app.agent("owl").await;
+    assert_eq!(
+        (&owl["clone_mode"], &owl["branch"], &owl["clone_path"]),
+        (&json!("team"), &json!("login"), &json!(own))
+    );
+    assert_ne!(owl["provider_session_id"], session, "a new session for the new directory");
+
+    // Its next start is in the team's clone, on the team's branch.
+    app.post_ok("/api/v1/agents/owl/suspend", json!({})).await;
+    eventually("owl is suspended", std::time::Duration::from_secs(20), || async {
+        app.agent("owl").await["state"] == "suspended"
+    })
+    .await;
+    app.post_ok("/api/v1/agents/owl/resume", json!({})).await;
+    eventually("owl runs in the team's clone", std::time::Duration::from_secs(20), || async {
+        let login = team(&app, "login").await;
+        login["clone_path"].is_string() && app.agent("owl").await["clone_path"] == login["clone_path"]
+    })
+    .await;
+    let login = team(&app, "login").await;
+    assert_eq!((&login["moving"], &login["leader"]), (&json!([]), &json!("owl")));
+    let clone = std::path::PathBuf::from(login["clone_path"].as_str().expect("clone"));
+    assert_eq!(git(&clone, &["symbolic-ref", "--short", "HEAD"]).trim(), "login");
+}

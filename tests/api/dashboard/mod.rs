@@ -3,6 +3,7 @@
 
 mod browser;
 mod conductor;
+mod costs;
 mod live;
 mod login;
 mod notify;
