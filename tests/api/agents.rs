@@ -32,7 +32,9 @@ async fn registering_an_agent_writes_a_spawning_row_with_no_node_and_its_event()
     assert_eq!(agent["repo"], project["repo_path"]);
     assert!(agent["provider_session_id"].as_str().is_some_and(|s| Uuid::parse_str(s).is_ok()));
     // Read back, it also says what it used (nothing yet).
-    assert_eq!(app.agent("clever-fox").await, merged(agent, json!({"usage": null})));
+    let read = app.agent("clever-fox").await;
+    assert_eq!(read["usage"]["models"], json!([]), "{read}");
+    assert_eq!(read, merged(agent, json!({"usage": read["usage"].clone()})));
     assert_eq!(app.count_events("agent.spawned", "agent:clever-fox").await, 1);
 }
 
