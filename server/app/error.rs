@@ -167,6 +167,13 @@ impl From<sqlx::Error> for Error {
             return Error::Unavailable("the database is not reachable just now; try again shortly".into());
         }
         if let sqlx::Error::Database(db) = &error {
+            // A deadlock or a serialization failure is two transactions crossing: the request
+            // is safe to repeat (its transaction rolled back). Still logged: a deadlock means
+            // two paths take their locks in different orders.
+            if matches!(db.code().as_deref(), Some("40P01" | "40001")) {
+                tracing::warn!(error = %error, "a transaction crossed another; the caller may retry");
+                return Error::Unavailable("a concurrent change got in the way; try again".into());
+            }
             let constraint = db.constraint().unwrap_or("").to_owned();
             match db.kind() {
                 sqlx::error::ErrorKind::UniqueViolation => {

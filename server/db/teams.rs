@@ -290,17 +290,20 @@ pub async fn record_clone(conn: &mut PgConnection, team: &str, node_id: &str, pa
     Ok(true)
 }
 
-/// Pins the team to `node_id` unless it is pinned already; answers the node it is pinned to
-/// (`None`: no such team).
-pub async fn pin_to_node(conn: &mut PgConnection, team: &str, node_id: &str) -> Result<Option<String>, sqlx::Error> {
-    let pinned = sqlx::query_scalar!(
-        "UPDATE teams SET node_id = COALESCE(node_id, $2),
-             version = CASE WHEN node_id IS NULL THEN version + 1 ELSE version END, updated_at = now()
-         WHERE name = $1 RETURNING node_id AS \"node_id!\"",
-        team,
+/// Pins to `node_id` the teams no node holds yet whose agents wait to be spawned: the first
+/// step of a claim, so that its locks come in the order the team routes take them (team, then
+/// agents). A team another transaction holds just now is skipped, never waited for.
+pub async fn pin_waiting(conn: &mut PgConnection, node_id: &str) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE teams SET node_id = $1, version = version + 1, updated_at = now()
+         WHERE id IN (SELECT t.id FROM teams t
+                      WHERE t.node_id IS NULL
+                        AND EXISTS (SELECT 1 FROM agents a
+                                    WHERE a.team = t.name AND a.state = 'spawning' AND a.node_id IS NULL)
+                      FOR NO KEY UPDATE SKIP LOCKED)",
         node_id
     )
-    .fetch_optional(conn)
+    .execute(conn)
     .await?;
-    Ok(pinned)
+    Ok(())
 }

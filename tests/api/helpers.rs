@@ -300,6 +300,20 @@ fn quiet_shells(data_dir: &std::path::Path) {
     }
 }
 
+/// The server's errors (a 500's cause) print with the output of the test that met them, which
+/// a failing test shows; `TEST_LOG` (a tracing filter, e.g. `switchyard=debug`) asks for more.
+fn capture_server_errors() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let filter = std::env::var("TEST_LOG").unwrap_or_else(|_| "error".to_owned());
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .with_ansi(false)
+            .try_init();
+    });
+}
+
 async fn launch_with(
     database_url: String,
     database_name: String,
@@ -308,6 +322,7 @@ async fn launch_with(
     mut worker: WorkerConfig,
     rate_limits: RateLimitSettings,
 ) -> TestApp {
+    capture_server_errors();
     let tmux_socket = worker.tmux_socket.clone();
     // Agents get the logins of an empty home, never those of whoever runs the tests.
     worker.provider_home.get_or_insert_with(|| data_dir.path().join("home"));

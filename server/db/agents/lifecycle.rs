@@ -231,13 +231,16 @@ async fn follow_task(
 #[tracing::instrument(skip_all, fields(node = %node_id), err(level = "debug"))]
 pub async fn claim_spawning(conn: &mut PgConnection, node_id: &str, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
     // A team's agents run where its clone is: on the node the team is pinned to, or (not pinned
-    // yet) on whichever node claims one of them first, which pins it.
+    // yet) on whichever node claims one of them first, which pins it first. `NO KEY UPDATE`,
+    // the lock the update takes anyway: a stronger one would block the foreign-key checks of
+    // writes that name the agent (a team's leader) while they hold the team.
+    teams::pin_waiting(conn, node_id).await?;
     let ids = sqlx::query_scalar!(
         "UPDATE agents SET node_id = $1, version = version + 1, updated_at = now()
          WHERE id IN (SELECT a.id FROM agents a LEFT JOIN teams t ON t.name = a.team
                       WHERE a.state = 'spawning' AND a.node_id IS NULL
-                        AND (t.node_id IS NULL OR t.node_id = $1)
-                      ORDER BY a.created_at, a.id LIMIT $2 FOR UPDATE OF a SKIP LOCKED)
+                        AND (a.team IS NULL OR t.node_id = $1)
+                      ORDER BY a.created_at, a.id LIMIT $2 FOR NO KEY UPDATE OF a SKIP LOCKED)
          RETURNING id",
         node_id,
         limit
@@ -247,13 +250,6 @@ pub async fn claim_spawning(conn: &mut PgConnection, node_id: &str, limit: i64) 
     let mut claimed = Vec::with_capacity(ids.len());
     for id in ids {
         let agent = get(conn, id).await?.ok_or(sqlx::Error::RowNotFound)?;
-        if let Some(team) = &agent.team {
-            // Another node pinned the team meanwhile: the agent is that node's to claim.
-            if teams::pin_to_node(conn, team, node_id).await?.is_some_and(|pinned| pinned != node_id) {
-                sqlx::query!("UPDATE agents SET node_id = NULL WHERE id = $1", id).execute(&mut *conn).await?;
-                continue;
-            }
-        }
         events::record(&mut *conn, "agent.claimed", &subject(&agent.name), json!({"node_id": node_id})).await?;
         claimed.push(agent);
     }
