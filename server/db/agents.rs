@@ -208,6 +208,22 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
     rows.into_iter().map(Agent::try_from).collect()
 }
 
+/// Up to `limit` live agents, those waiting on a person (a permission or a question) first, then
+/// the most recently active: what the overview shows, sorted and cut here rather than after
+/// reading every live agent.
+pub async fn most_pressing(conn: &mut PgConnection, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
+    let rows = sqlx::query_scalar!(
+        r#"SELECT to_jsonb(a) AS "agent!: sqlx::types::Json<AgentRow>" FROM agents a
+           WHERE state IN ('spawning', 'working', 'idle', 'permission', 'question')
+           ORDER BY state IN ('permission', 'question') DESC, last_activity DESC NULLS LAST, created_at, id
+           LIMIT $1"#,
+        limit
+    )
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter().map(|r| Agent::try_from(r.0)).collect()
+}
+
 /// One agent by its key. Not through [`list`]: a statement written for every filter at once gets
 /// a plan that cannot use the key once PostgreSQL caches it, and reads every row.
 pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<Agent>, sqlx::Error> {

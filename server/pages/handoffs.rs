@@ -59,6 +59,7 @@ pub struct ProviderState {
 }
 
 /// Everything of the conductor's that waits for a person.
+#[derive(Default)]
 pub struct Handoffs {
     pub steps: Vec<Handoff>,
     pub approvals: Vec<WishLink>,

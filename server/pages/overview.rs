@@ -56,6 +56,8 @@ struct OverviewPage {
 
 const IN_FLIGHT: [&str; 4] = ["planned", "queued", "executing", "completed"];
 const SHOWN: i64 = 50;
+/// The parts the live stream refreshes one at a time (`?block=`): each reads only its own.
+const BLOCKS: [&str; 6] = ["needs", "agents", "wishes", "merge_queue", "costs", "recent"];
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn overview(
@@ -63,17 +65,88 @@ async fn overview(
     session: Session,
     PageQuery(query): PageQuery<BlockQuery>,
 ) -> PageResult {
+    let block = query.block.as_deref();
+    if let Some(other) = block.filter(|b| !BLOCKS.contains(b)) {
+        return Err(no_block(other));
+    }
+    let shows = |name: &str| block.is_none_or(|b| b == name);
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "overview", "Overview").await?;
     let now = Utc::now();
-
-    let live = agents::list(&mut conn, &ListFilter { live_only: true, ..ListFilter::default() }, 1000).await?;
-    let mut agent_rows: Vec<AgentRow> = live.iter().map(|a| AgentRow::new(a, now)).collect();
+    let mut page = OverviewPage {
+        chrome,
+        needs: Vec::new(),
+        handoffs: Handoffs::default(),
+        counts: Vec::new(),
+        agents: Vec::new(),
+        in_flight: Vec::new(),
+        merge_queue: Vec::new(),
+        usage: Default::default(),
+        project_costs: Vec::new(),
+        events: Vec::new(),
+    };
     // Those blocked on a person first, then the most recently active.
-    agent_rows.sort_by_key(|a| (!a.needs_person, std::cmp::Reverse(a.last_activity)));
-    agent_rows.truncate(SHOWN as usize);
+    let pressing =
+        if shows("needs") || shows("agents") { agents::most_pressing(&mut conn, SHOWN).await? } else { Vec::new() };
+    if shows("needs") {
+        page.needs = needs(&mut conn, &pressing, now).await?;
+        page.handoffs = Handoffs::load(&state, &mut conn, now, SHOWN).await?;
+    }
+    if shows("agents") {
+        page.agents = pressing.iter().map(|a| AgentRow::new(a, now)).collect();
+        let counts = agents::count_all_by_state(&mut conn).await?;
+        page.counts = AgentState::ALL
+            .iter()
+            .map(|s| {
+                let n = counts.iter().find(|(state, _)| state == s).map_or(0, |(_, n)| *n);
+                (s.as_str(), crate::pages::view::words(s.as_str()), n)
+            })
+            .collect();
+    }
+    if shows("wishes") {
+        let flying = wishes::in_states(&mut conn, &IN_FLIGHT, SHOWN).await?;
+        page.in_flight = WishRow::load(&mut conn, flying, now).await?;
+    }
+    if shows("merge_queue") {
+        let pending = wishes::in_states(&mut conn, &[WishStatus::PendingMerge.as_str()], SHOWN).await?;
+        page.merge_queue = WishRow::load(&mut conn, pending, now).await?;
+        // First in, first merged: the queue reads oldest first.
+        page.merge_queue.reverse();
+    }
+    if shows("costs") {
+        page.usage = crate::app::usage::report(&state.app, &mut conn, &Default::default()).await?;
+        let prices = state.providers.prices();
+        page.project_costs = crate::db::agent_usage::by_project(&mut conn)
+            .await?
+            .into_iter()
+            .map(|(slug, by_model)| (slug, prices.cost(&by_model).summary()))
+            .collect();
+    }
+    if shows("recent") {
+        let newest = events::newest(&mut conn, None, None, None, 15).await?;
+        page.events = EventRow::load(&mut conn, &newest, now).await?;
+    }
+    let response: Response = match block {
+        Some("needs") => render(&page.as_needs()),
+        Some("agents") => render(&page.as_agents()),
+        Some("wishes") => render(&page.as_wishes()),
+        Some("merge_queue") => render(&page.as_merge_queue()),
+        Some("costs") => render(&page.as_costs()),
+        Some("recent") => render(&page.as_recent()),
+        _ => render(&page),
+    };
+    Ok(response)
+}
 
-    let mut needs: Vec<Need> = live
+/// What waits for a person besides the conductor's hand-offs: agents asking (from `pressing`,
+/// where they come first), providers that need something, tasks handed to a human, cards in a
+/// person's column, merge queue entries no fix agent can take.
+async fn needs(
+    conn: &mut sqlx::PgConnection,
+    pressing: &[agents::Agent],
+    now: chrono::DateTime<Utc>,
+) -> sqlx::Result<Vec<Need>> {
+    let mut needs: Vec<Need> = pressing
         .iter()
         .filter(|a| a.state.needs_person())
         .map(|a| Need {
@@ -86,9 +159,9 @@ async fn overview(
             note: String::new(),
         })
         .collect();
-    needs.extend(provider_needs(&mut conn, now).await?);
+    needs.extend(provider_needs(conn, now).await?);
     let human = tasks::list(
-        &mut conn,
+        conn,
         &tasks::ListFilter { assignee: Some("human".to_owned()), ..tasks::ListFilter::default() },
         500,
     )
@@ -105,7 +178,7 @@ async fn overview(
         note: String::new(),
     }));
     // Cards in a `human` column (not the last): only a person moves them on.
-    needs.extend(crate::db::boards::waiting_on_a_person(&mut conn, SHOWN).await?.into_iter().map(|c| Need {
+    needs.extend(crate::db::boards::waiting_on_a_person(conn, SHOWN).await?.into_iter().map(|c| Need {
         what: "card",
         name: c.title,
         link: format!("/boards/{}", c.board_id),
@@ -116,7 +189,7 @@ async fn overview(
     }));
     // Merge queue entries no fix agent can take (the cap is reached, or only a person can help).
     let handed = crate::db::merge_queue::Filter { needs_person: true, ..Default::default() };
-    let handed = crate::db::merge_queue::list(&mut conn, &handed, SHOWN).await?;
+    let handed = crate::db::merge_queue::list(conn, &handed, SHOWN).await?;
     needs.extend(handed.iter().map(|e| Need {
         what: "wish",
         name: e.wish.clone(),
@@ -131,58 +204,7 @@ async fn overview(
         since: ago(e.updated_at, now),
         note: String::new(),
     }));
-
-    let handoffs = Handoffs::load(&state, &mut conn, now, SHOWN).await?;
-
-    let counts = agents::count_all_by_state(&mut conn).await?;
-    let counts = AgentState::ALL
-        .iter()
-        .map(|s| {
-            let n = counts.iter().find(|(state, _)| state == s).map_or(0, |(_, n)| *n);
-            (s.as_str(), crate::pages::view::words(s.as_str()), n)
-        })
-        .collect();
-
-    let flying = wishes::in_states(&mut conn, &IN_FLIGHT, SHOWN).await?;
-    let in_flight = WishRow::load(&mut conn, flying, now).await?;
-    let pending = wishes::in_states(&mut conn, &[WishStatus::PendingMerge.as_str()], SHOWN).await?;
-    let mut merge_queue = WishRow::load(&mut conn, pending, now).await?;
-    // First in, first merged: the queue reads oldest first.
-    merge_queue.reverse();
-    let newest = events::newest(&mut conn, None, None, None, 15).await?;
-    let events = EventRow::load(&mut conn, &newest, now).await?;
-
-    let usage = crate::app::usage::report(&state.app, &mut conn, &Default::default()).await?;
-    let prices = state.providers.prices();
-    let project_costs = crate::db::agent_usage::by_project(&mut conn)
-        .await?
-        .into_iter()
-        .map(|(slug, by_model)| (slug, prices.cost(&by_model).summary()))
-        .collect();
-
-    let page = OverviewPage {
-        chrome,
-        needs,
-        handoffs,
-        counts,
-        agents: agent_rows,
-        in_flight,
-        merge_queue,
-        usage,
-        project_costs,
-        events,
-    };
-    let response: Response = match query.block.as_deref() {
-        None => render(&page),
-        Some("needs") => render(&page.as_needs()),
-        Some("agents") => render(&page.as_agents()),
-        Some("wishes") => render(&page.as_wishes()),
-        Some("merge_queue") => render(&page.as_merge_queue()),
-        Some("costs") => render(&page.as_costs()),
-        Some("recent") => render(&page.as_recent()),
-        Some(other) => return Err(no_block(other)),
-    };
-    Ok(response)
+    Ok(needs)
 }
 
 /// Providers that stopped agents for want of something from the user (a login, an API key,
