@@ -49,12 +49,12 @@ fn free_port() -> u16 {
 }
 
 impl Installation {
-    /// A fresh database and data directory; the fake agent pauses `submit_delay_ms` between
-    /// Enter and taking the prompt.
-    async fn new(submit_delay_ms: u64) -> Installation {
+    /// A fresh database and data directory; with `hold_submit`, the fake agent takes a prompt
+    /// only once the test creates `<logs>/<agent>.log.go` after Enter.
+    async fn new(hold_submit: bool) -> Installation {
         let logs = tempfile::tempdir().expect("logs");
-        let delay = submit_delay_ms.to_string();
-        let providers = providers_toml(logs.path(), &[("FAKE_SUBMIT_DELAY_MS", &delay)]);
+        let hold = if hold_submit { "1" } else { "" };
+        let providers = providers_toml(logs.path(), &[("FAKE_SUBMIT_HOLD", hold)]);
         Installation::with_providers(&providers, logs).await
     }
 
@@ -145,7 +145,7 @@ impl Installation {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_killed_between_the_paste_and_enter_submits_the_message_once_after_a_restart() {
-    let mut installation = Installation::new(0).await;
+    let mut installation = Installation::new(false).await;
     // A long settle: the server dies while the pasted text waits in the input line.
     installation.start(4000, 3000);
     let token = installation.token().await;
@@ -169,8 +169,8 @@ async fn a_server_killed_between_the_paste_and_enter_submits_the_message_once_af
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_killed_after_enter_before_the_confirmation_neither_loses_nor_repeats_the_message() {
-    // The agent takes the prompt 1.5 s after Enter: the server is dead by then, so its hook is lost.
-    let mut installation = Installation::new(1500).await;
+    // The agent takes the prompt only after the server is dead, so its hook is lost.
+    let mut installation = Installation::new(true).await;
     installation.start(50, 10_000);
     let token = installation.token().await;
     installation.fox(&token).await;
@@ -182,6 +182,7 @@ async fn a_server_killed_after_enter_before_the_confirmation_neither_loses_nor_r
         .await;
     assert_eq!(installation.steps(first).await, (true, true), "Enter is recorded before it is pressed");
     installation.crash();
+    std::fs::write(installation.logs().join("fox.log.go"), "").expect("let the agent take it");
     eventually("the agent took the first message", Duration::from_secs(10), || async {
         prompts(installation.logs(), "fox").len() == 1
     })
@@ -198,7 +199,7 @@ async fn a_server_killed_after_enter_before_the_confirmation_neither_loses_nor_r
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_killed_during_100_rapid_messages_submits_each_once_and_in_order_after_a_restart() {
     const MESSAGES: usize = 100;
-    let mut installation = Installation::new(0).await;
+    let mut installation = Installation::new(false).await;
     installation.start(50, 3000);
     let token = installation.token().await;
     installation.fox(&token).await;

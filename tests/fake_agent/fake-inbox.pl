@@ -7,8 +7,8 @@
 #
 # Environment: SWITCHYARD_BIN (the switchyard binary), FAKE_LOG (a directory: prompts go to
 # FAKE_LOG/<agent>.log, one hex-encoded prompt a line), FAKE_TURN_MS (a turn's length, default
-# 20; a prompt `work <N>ms` works N ms), FAKE_SUBMIT_DELAY_MS (a pause between Enter and taking
-# the prompt, default 0; with it, Enter touches FAKE_LOG/<agent>.log.enter first), plus SWITCHYARD_URL/AGENT/TOKEN_FILE, which the worker gives every pane.
+# 20; a prompt `work <N>ms` works N ms), FAKE_SUBMIT_HOLD (when set, Enter touches
+# FAKE_LOG/<agent>.log.enter, then the prompt is held until FAKE_LOG/<agent>.log.go exists), plus SWITCHYARD_URL/AGENT/TOKEN_FILE, which the worker gives every pane.
 use strict;
 use warnings;
 
@@ -16,7 +16,7 @@ my $bin = $ENV{SWITCHYARD_BIN} or die "SWITCHYARD_BIN is not set\n";
 my $agent = $ENV{SWITCHYARD_AGENT} || 'fake';
 my $log = ($ENV{FAKE_LOG} or die "FAKE_LOG is not set\n") . "/$agent.log";
 my $turn_ms = $ENV{FAKE_TURN_MS} // 20;
-my $submit_delay_ms = $ENV{FAKE_SUBMIT_DELAY_MS} // 0;
+my $submit_hold = $ENV{FAKE_SUBMIT_HOLD} // '';
 
 system('stty', 'raw', '-echo');
 $| = 1;
@@ -60,12 +60,17 @@ sub submit {
     my $prompt = $input;
     $input = '';
     return if $prompt eq '';
-    if ($submit_delay_ms) {
-        # Tell the test Enter arrived (FAKE_LOG/<agent>.enter), then take a while to take it.
+    if ($submit_hold) {
+        # Tell the test Enter arrived, then take the prompt only when it says so (after it
+        # killed the server, say): no timing decides what the server sees.
         if (open(my $mark, '>>', "$log.enter")) {
             close $mark;
         }
-        select(undef, undef, undef, $submit_delay_ms / 1000);
+        my $waited_ms = 0;
+        while (!-e "$log.go" && $waited_ms < 120_000) {
+            select(undef, undef, undef, 0.02);
+            $waited_ms += 20;
+        }
     }
     open(my $out, '>>', $log) or die "cannot open $log: $!\n";
     binmode $out;
