@@ -18,7 +18,8 @@ use crate::domain::merge_queue::EntryState;
 #[schema(example = json!({"id": "5d0c1f7e-2a3b-4c5d-8e9f-0a1b2c3d4e5f", "wish": "login-page", "title": "Add a login page",
     "project": "shop", "target_branch": "main", "wish_branch": "wish/login-page", "position": 7, "state": "pending",
     "held": false, "held_for": "cart-rework", "prediction": {"target": {"outcome": "clean"},
-    "ahead": [{"wish": "cart-rework", "outcome": "conflict", "files": ["src/app.rs"]}]},
+    "conflicts_ahead": [{"wish": "cart-rework", "files": ["src/app.rs"]}],
+    "wish_commit": "9f3c2e1d0b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e", "target_commit": "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b"},
     "base_commit": null, "wish_commit": null, "merge_commit": null, "gate_log": null, "conflict_files": [],
     "failure_reason": null, "attempts": 0, "fix_attempts": 0, "assignee": null, "fix_agent": null}))]
 pub struct Entry {
@@ -40,7 +41,9 @@ pub struct Entry {
     pub held: bool,
     /// Predicted to conflict with this wish ahead of it: waits until that one leaves the queue.
     pub held_for: Option<String>,
-    /// The last conflict prediction: against the target branch and each entry ahead.
+    /// The last conflict prediction of the branch at `wish_commit`: against the target branch
+    /// (at `target_commit`, where it was last predicted) and the entries ahead it conflicts with
+    /// (`conflicts_ahead`: the others merge cleanly with it). Rewritten only when it changes.
     #[schema(value_type = Option<Object>)]
     pub prediction: Option<Value>,
     /// The target branch's commit the current or last attempt merged onto.

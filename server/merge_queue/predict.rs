@@ -146,8 +146,8 @@ pub async fn entry(
             _ => None,
         })
         .collect();
-    let clean = answers.iter().filter(|(_, p)| *p == Predicted::Clean).count();
-    let document = json!({"target": against_target, "conflicts_ahead": conflicts, "clean_ahead": clean,
+    // No count of the clean ones: it would change, and rewrite every entry behind, at each merge.
+    let document = json!({"target": against_target, "conflicts_ahead": conflicts,
         "wish_commit": head, "target_commit": target});
     EntryPrediction { document, held_for: waits_for, trial_merges, cached, disjoint, changed }
 }

@@ -214,7 +214,7 @@ mod tests {
     fn a_prediction_reads_as_one_line() {
         assert_eq!(prediction_line(None), "not predicted yet");
         let p = serde_json::json!({"target": {"outcome": "clean"},
-            "conflicts_ahead": [{"wish": "a", "files": ["x.rs", "y.rs"]}], "clean_ahead": 2});
+            "conflicts_ahead": [{"wish": "a", "files": ["x.rs", "y.rs"]}]});
         assert_eq!(prediction_line(Some(&p)), "merges cleanly into the target; conflicts with a (x.rs, y.rs)");
         let p = serde_json::json!({"target": {"outcome": "conflict", "files": ["z"]}, "conflicts_ahead": []});
         assert_eq!(prediction_line(Some(&p)), "conflicts with the target in z");

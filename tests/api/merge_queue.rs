@@ -452,8 +452,15 @@ async fn predicting_a_new_entry_trial_merges_only_the_pairs_that_touch_a_common_
     let again = queue.tick().await.unwrap();
     assert_eq!((again.trial_merges, again.cached, again.disjoint), (0, 5, 10));
     let e = entry(&app, "w4").await;
-    assert_eq!(e["prediction"]["clean_ahead"], 4);
+    assert_eq!(e["prediction"]["conflicts_ahead"], json!([]));
     assert_eq!(e["prediction"]["target"]["outcome"], "clean");
+    // One ahead merges: the prediction of an entry behind it stands (its branch and what it
+    // conflicts with are the same), so the pass does not write it again.
+    app.post_ok("/api/v1/merge-queue/w0/release", json!({})).await;
+    let tick = queue.tick().await.unwrap();
+    assert_eq!(processed(&tick), [("w0", EntryState::Completed)]);
+    let after = entry(&app, "w4").await;
+    assert_eq!((&after["prediction"], &after["updated_at"]), (&e["prediction"], &e["updated_at"]));
 }
 
 #[tokio::test]
