@@ -95,6 +95,29 @@ pub async fn move_branch(repo: &Path, branch: &str, new: &str, old: &str, reason
     }
 }
 
+/// [`move_branch`] and [`delete_branches`] in one `git update-ref --stdin` transaction: the
+/// branch moves from `old` to `new` and each of `doomed` still at its commit is deleted, or
+/// nothing changes (`false`: the branch or one of `doomed` moved meanwhile; the caller then
+/// moves and deletes step by step to learn which).
+pub async fn move_and_delete(
+    repo: &Path,
+    branch: &str,
+    new: &str,
+    old: &str,
+    reason: &str,
+    doomed: &[(String, String)],
+) -> Result<bool, GitError> {
+    let mut script = format!("update refs/heads/{branch} {new} {old}\n");
+    script.extend(doomed.iter().map(|(b, at)| format!("delete refs/heads/{b} {at}\n")));
+    match super::run_with_input(repo, &["update-ref", "-m", reason, "--stdin"], script.into_bytes()).await {
+        Ok(_) => Ok(true),
+        Err(GitError::Failed { stderr, .. }) if stderr.contains("is at") || stderr.contains("but expected") => {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Deletes each `refs/heads/<branch>` still at its `at` (a branch that moved keeps its new work):
 /// one `git update-ref --stdin` transaction; if it fails (one moved), one by one. The branches
 /// that could not be deleted, with git's reason.
@@ -207,6 +230,20 @@ mod tests {
             merge_as(&repo, &with_b, &heads["wish/c"], "c", MERGE_QUEUE).await.unwrap(),
             Merge::Conflicts(vec!["README.md".to_owned()])
         );
+
+        // The move and the deletion of the merged branches: together, or not at all.
+        let main_now = heads["main"].clone();
+        git(&repo, &["branch", "group/b/x", &heads["wish/b"]]).await.unwrap();
+        let group = ("group/b/x".to_owned(), heads["wish/b"].clone());
+        let moved = vec![("wish/b".to_owned(), heads["wish/c"].clone()), group.clone()];
+        assert!(!move_and_delete(&repo, "main", &with_b, &main_now, "test", &moved).await.unwrap(), "wish/b moved");
+        assert_eq!(head(&repo, "main").await.unwrap().as_deref(), Some(main_now.as_str()));
+        assert!(head(&repo, "group/b/x").await.unwrap().is_some(), "nothing deleted");
+        let stale = vec![("wish/b".to_owned(), heads["wish/b"].clone()), group.clone()];
+        assert!(!move_and_delete(&repo, "main", &with_b, &base, "test", &stale).await.unwrap(), "main moved");
+        assert!(move_and_delete(&repo, "main", &with_b, &main_now, "test", &stale).await.unwrap());
+        assert_eq!(head(&repo, "main").await.unwrap().as_deref(), Some(with_b.as_str()));
+        assert!(head(&repo, "wish/b").await.unwrap().is_none() && head(&repo, "group/b/x").await.unwrap().is_none());
 
         let scratch = dir.path().join("scratch");
         checkout_scratch(&repo, &scratch, &with_b).await.unwrap();

@@ -251,34 +251,22 @@ impl MergeQueue {
             return self.setback(entry, (Setback::Refused, checked_out(target, at), Vec::new(), None)).await;
         }
         let reason = format!("switchyard merge queue: wish {}", entry.wish);
+        let doomed = if keep_branches { Vec::new() } else { merged_branches(entry, &now) };
+        // The usual case in one git run: the target moves and the merged branches go together.
+        if !doomed.is_empty() && git::move_and_delete(repo, target, merge, base, &reason, &doomed).await? {
+            return Ok(use_cases::merged(&self.ctx, entry).await?.state);
+        }
         if !git::move_branch(repo, target, merge, base, &reason).await? {
             // Someone moved the target meanwhile: try again from its new commit.
             use_cases::recover(&self.ctx, entry).await?;
             return Ok(EntryState::Pending);
         }
         let done = use_cases::merged(&self.ctx, entry).await?;
-        if !keep_branches {
-            self.clean_up(repo, entry, &now).await;
-        }
-        Ok(done.state)
-    }
-
-    /// Deletes the merged wish branch (if still at the merged commit) and its group branches,
-    /// except any a working tree has checked out — one `update-ref` transaction.
-    async fn clean_up(&self, repo: &Path, entry: &Entry, now: &HashMap<String, git::BranchHead>) {
-        let group = format!("group/{}/", entry.wish);
-        let mut doomed = Vec::new();
-        for (branch, head) in now.iter().filter(|(_, head)| head.checked_out_at.is_none()) {
-            if branch.starts_with(&group) {
-                doomed.push((branch.clone(), head.commit.clone()));
-            } else if *branch == entry.wish_branch {
-                // Only at the commit that merged: a branch that moved since keeps its new work.
-                doomed.extend(entry.wish_commit.clone().map(|at| (branch.clone(), at)));
-            }
-        }
+        // One of them moved meanwhile: those still where they merged go.
         for (branch, e) in git::delete_branches(repo, &doomed).await {
             tracing::debug!(%branch, error = %e, "keeping a merged branch");
         }
+        Ok(done.state)
     }
 
     async fn setback(
@@ -307,6 +295,22 @@ impl MergeQueue {
         use_cases::recover(&self.ctx, entry).await?;
         Ok(EntryState::Pending)
     }
+}
+
+/// The merged wish branch (if still at the merged commit) and its group branches, except any a
+/// working tree has checked out, each with the commit it must still be at to be deleted.
+fn merged_branches(entry: &Entry, now: &HashMap<String, git::BranchHead>) -> Vec<(String, String)> {
+    let group = format!("group/{}/", entry.wish);
+    let mut doomed = Vec::new();
+    for (branch, head) in now.iter().filter(|(_, head)| head.checked_out_at.is_none()) {
+        if branch.starts_with(&group) {
+            doomed.push((branch.clone(), head.commit.clone()));
+        } else if *branch == entry.wish_branch {
+            // Only at the commit that merged: a branch that moved since keeps its new work.
+            doomed.extend(entry.wish_commit.clone().map(|at| (branch.clone(), at)));
+        }
+    }
+    doomed
 }
 
 fn checked_out(target: &str, at: &Path) -> String {
