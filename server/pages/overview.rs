@@ -70,62 +70,74 @@ async fn overview(
         return Err(no_block(other));
     }
     let shows = |name: &str| block.is_none_or(|b| b == name);
-    let mut conn = state.db.acquire().await?;
-    let chrome = Chrome::new(&mut conn, &session, "overview", "Overview").await?;
-    let now = Utc::now();
-    let mut page = OverviewPage {
-        chrome,
-        needs: Vec::new(),
-        handoffs: Handoffs::default(),
-        counts: Vec::new(),
-        agents: Vec::new(),
-        in_flight: Vec::new(),
-        merge_queue: Vec::new(),
-        usage: Default::default(),
-        project_costs: Vec::new(),
-        events: Vec::new(),
+    // First: the live stream starts where the log stood before any part was read, so a change
+    // while they are read is not missed.
+    let chrome = {
+        let mut conn = state.db.acquire().await?;
+        Chrome::new(&mut conn, &session, "overview", "Overview").await?
     };
-    // Those blocked on a person first, then the most recently active.
-    let pressing =
-        if shows("needs") || shows("agents") { agents::most_pressing(&mut conn, SHOWN).await? } else { Vec::new() };
-    if shows("needs") {
-        page.needs = needs(&mut conn, &pressing, now).await?;
-        page.handoffs = Handoffs::load(&state, &mut conn, now, SHOWN).await?;
-    }
-    if shows("agents") {
-        page.agents = pressing.iter().map(|a| AgentRow::new(a, now)).collect();
+    let now = Utc::now();
+    // The parts are independent: each reads on a connection of its own, all at once, so the
+    // page waits for the slowest part rather than for the sum of their round trips.
+    let part = |name: &'static str| {
+        let state = &state;
+        async move {
+            if shows(name) {
+                Ok(Some(state.db.acquire().await?))
+            } else {
+                PageResult::Ok(None)
+            }
+        }
+    };
+    let needs = async {
+        let Some(mut conn) = part("needs").await? else { return PageResult::Ok((Vec::new(), Handoffs::default())) };
+        let pressing = agents::most_pressing(&mut conn, SHOWN).await?;
+        let needs = needs(&mut conn, &pressing, now).await?;
+        Ok((needs, Handoffs::load(&state, &mut conn, now, SHOWN).await?))
+    };
+    let agent_rows = async {
+        let Some(mut conn) = part("agents").await? else { return PageResult::Ok((Vec::new(), Vec::new())) };
+        // Those blocked on a person first, then the most recently active.
+        let rows = agents::most_pressing(&mut conn, SHOWN).await?.iter().map(|a| AgentRow::new(a, now)).collect();
         let counts = agents::count_all_by_state(&mut conn).await?;
-        page.counts = AgentState::ALL
+        let counts = AgentState::ALL
             .iter()
             .map(|s| {
                 let n = counts.iter().find(|(state, _)| state == s).map_or(0, |(_, n)| *n);
                 (s.as_str(), crate::pages::view::words(s.as_str()), n)
             })
             .collect();
-    }
-    if shows("wishes") {
+        Ok((rows, counts))
+    };
+    let in_flight = async {
+        let Some(mut conn) = part("wishes").await? else { return PageResult::Ok(Vec::new()) };
         let flying = wishes::in_states(&mut conn, &IN_FLIGHT, SHOWN).await?;
-        page.in_flight = WishRow::load(&mut conn, flying, now).await?;
-    }
-    if shows("merge_queue") {
+        Ok(WishRow::load(&mut conn, flying, now).await?)
+    };
+    let merge_queue = async {
+        let Some(mut conn) = part("merge_queue").await? else { return PageResult::Ok(Vec::new()) };
         let pending = wishes::in_states(&mut conn, &[WishStatus::PendingMerge.as_str()], SHOWN).await?;
-        page.merge_queue = WishRow::load(&mut conn, pending, now).await?;
+        let mut rows = WishRow::load(&mut conn, pending, now).await?;
         // First in, first merged: the queue reads oldest first.
-        page.merge_queue.reverse();
-    }
-    if shows("costs") {
-        page.usage = crate::app::usage::report(&state.app, &mut conn, &Default::default()).await?;
+        rows.reverse();
+        Ok(rows)
+    };
+    let costs = async {
+        let Some(mut conn) = part("costs").await? else { return PageResult::Ok((Default::default(), Vec::new())) };
+        let usage = crate::app::usage::report(&state.app, &mut conn, &Default::default()).await?;
         let prices = state.providers.prices();
-        page.project_costs = crate::db::agent_usage::by_project(&mut conn)
-            .await?
-            .into_iter()
-            .map(|(slug, by_model)| (slug, prices.cost(&by_model).summary()))
-            .collect();
-    }
-    if shows("recent") {
+        let by_project = crate::db::agent_usage::by_project(&mut conn).await?;
+        Ok((usage, by_project.into_iter().map(|(slug, by_model)| (slug, prices.cost(&by_model).summary())).collect()))
+    };
+    let recent = async {
+        let Some(mut conn) = part("recent").await? else { return PageResult::Ok(Vec::new()) };
         let newest = events::newest(&mut conn, None, None, None, 15).await?;
-        page.events = EventRow::load(&mut conn, &newest, now).await?;
-    }
+        Ok(EventRow::load(&mut conn, &newest, now).await?)
+    };
+    let ((needs, handoffs), (agents, counts), in_flight, merge_queue, (usage, project_costs), events) =
+        tokio::try_join!(needs, agent_rows, in_flight, merge_queue, costs, recent)?;
+    let page =
+        OverviewPage { chrome, needs, handoffs, counts, agents, in_flight, merge_queue, usage, project_costs, events };
     let response: Response = match block {
         Some("needs") => render(&page.as_needs()),
         Some("agents") => render(&page.as_agents()),
