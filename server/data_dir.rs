@@ -37,6 +37,35 @@ impl DataDir {
     }
 }
 
+/// The API's Unix socket in the data directory, beside its TCP listener: agents in a sandbox
+/// without a network reach the API through it.
+pub fn api_socket(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("api.sock")
+}
+
+/// Listens on [`api_socket`], replacing a stale socket a process that is gone left (the caller
+/// holds the data directory's lock), owner-only. `None`, logged, when it cannot: the TCP
+/// listener still serves everyone else.
+pub fn bind_api_socket(data_dir: &Path) -> Option<tokio::net::UnixListener> {
+    let path = api_socket(data_dir);
+    let bound = (|| {
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let listener = tokio::net::UnixListener::bind(&path)?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600))?;
+        Ok(listener)
+    })();
+    match bound {
+        Ok(listener) => Some(listener),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot listen on the API socket; sandboxed agents without a network cannot reach the API");
+            None
+        }
+    }
+}
+
 /// Creates the directory (owner-only) if it does not exist.
 pub fn ensure(path: &Path) -> anyhow::Result<()> {
     if !path.exists() {

@@ -61,6 +61,8 @@ impl Role {
 
 pub struct Application {
     api: Option<TcpListener>,
+    /// The API on a Unix socket in the data directory too (see [`data_dir::api_socket`]).
+    api_socket: Option<tokio::net::UnixListener>,
     status: TcpListener,
     db: Database,
     node: NodeInfo,
@@ -84,6 +86,7 @@ impl Application {
         };
         let status = bind(settings.status_listen, "SWITCHYARD_STATUS_LISTEN").await?;
         let data_dir = DataDir::claim(&settings.data_dir)?;
+        let api_socket = api.as_ref().and_then(|_| data_dir::bind_api_socket(&settings.data_dir));
         let node = NodeInfo::load(&settings.data_dir).context("reading the node id")?;
         let providers = providers::Providers::load(&settings.data_dir)?;
         let db = Database::open(settings).await?;
@@ -91,6 +94,7 @@ impl Application {
         let webhooks = Arc::new(settings.webhooks.clone());
         Ok(Application {
             api,
+            api_socket,
             status,
             db,
             node,
@@ -142,6 +146,7 @@ impl Application {
         let api_url = self.agent_api_url();
         let Application {
             api,
+            api_socket,
             status,
             db,
             node,
@@ -242,9 +247,24 @@ impl Application {
                             tracing::debug!(error = %e, "setting TCP_NODELAY");
                         }
                     });
+                    // The same routes on the socket; its clients have no address (no per-address
+                    // rate limit: they are this machine's agents, each with its token).
+                    let on_socket_app = app.clone();
+                    let on_socket = async {
+                        match api_socket {
+                            Some(socket) => {
+                                axum::serve(socket, on_socket_app.into_make_service())
+                                    .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+                                    .await
+                            }
+                            None => Ok(()),
+                        }
+                    };
                     // The peer's address keys the rate limits of the routes without a token.
-                    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-                    axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await
+                    let on_tcp = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+                        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+                    let (tcp, socket) = tokio::join!(std::future::IntoFuture::into_future(on_tcp), on_socket);
+                    tcp.and(socket)
                 }
                 None => Ok(()),
             }

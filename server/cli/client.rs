@@ -70,6 +70,21 @@ impl Credentials {
     }
 }
 
+/// What `SWITCHYARD_URL` starts with for the API on a Unix socket (`unix:/data/api.sock`): how an
+/// agent in a sandbox without a network reaches it.
+pub const UNIX_PREFIX: &str = "unix:";
+
+/// A client for the API at `url` and the URL to call it by: a `unix:<socket>` URL is reached over
+/// that socket (the requests name a placeholder host).
+pub fn http_client(url: &str, timeout: std::time::Duration) -> Result<(reqwest::Client, String), String> {
+    let builder = reqwest::Client::builder().timeout(timeout);
+    let (builder, base) = match url.strip_prefix(UNIX_PREFIX) {
+        Some(socket) => (builder.unix_socket(std::path::PathBuf::from(socket)), "http://switchyard".to_owned()),
+        None => (builder, url.trim_end_matches('/').to_owned()),
+    };
+    Ok((builder.build().map_err(|e| e.to_string())?, base))
+}
+
 /// The URL a client on this machine calls for a server listening on `addr`: a wildcard address
 /// (`0.0.0.0`, `::`) is reached on loopback.
 pub fn url_of_listen(addr: std::net::SocketAddr) -> String {

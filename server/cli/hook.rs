@@ -33,13 +33,13 @@ fn forward() -> Result<(), String> {
     let mut input = Vec::new();
     std::io::stdin().take(STDIN_LIMIT).read_to_end(&mut input).map_err(|e| format!("reading stdin: {e}"))?;
     let body = trim(&input)?;
-    let endpoint = format!("{}/api/v1/agents/{agent}/hooks", url.trim_end_matches('/'));
+    let (client, base) = super::client::http_client(&url, TIMEOUT)?;
+    let endpoint = format!("{base}/api/v1/agents/{agent}/hooks");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("starting the runtime: {e}"))?;
     runtime.block_on(async {
-        let client = reqwest::Client::builder().timeout(TIMEOUT).build().map_err(|e| e.to_string())?;
         let response = client
             .post(&endpoint)
             .bearer_auth(token)

@@ -17,18 +17,20 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct Api {
     pub(crate) credentials: Credentials,
     client: reqwest::Client,
+    /// Where the requests go (a placeholder host for the API on a Unix socket).
+    base: String,
     runtime: tokio::runtime::Runtime,
 }
 
 impl Api {
     pub(crate) fn new(listen: std::net::SocketAddr) -> Result<Api, String> {
         let credentials = Credentials::from_env()?.listening_on(listen);
-        let client = reqwest::Client::builder().timeout(TIMEOUT).build().map_err(|e| e.to_string())?;
+        let (client, base) = super::client::http_client(credentials.base(), TIMEOUT)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| format!("starting the runtime: {e}"))?;
-        Ok(Api { credentials, client, runtime })
+        Ok(Api { credentials, client, base, runtime })
     }
 
     fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, String> {
@@ -44,7 +46,7 @@ impl Api {
         body: Option<Value>,
         key: Option<&str>,
     ) -> Result<Value, String> {
-        let url = format!("{}/api/v1{path}", self.credentials.base());
+        let url = format!("{}/api/v1{path}", self.base);
         self.runtime.block_on(async {
             let request = || {
                 let mut request = self.client.request(method.clone(), &url).bearer_auth(&self.credentials.token);

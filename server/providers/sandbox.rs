@@ -4,8 +4,9 @@
 //! and its own directory (token, provider configuration) writable, the tools on its `PATH`, the
 //! project's repository (its clone borrows the objects) and the `switchyard` binary read-only, and
 //! an empty `/tmp` and home. Other agents' clones and tokens, the data directory and the tmux
-//! socket are not there. `network = "none"` also takes the network away, the Switchyard API
-//! included (a separate network namespace has a loopback of its own).
+//! socket are not there. `network = "none"` also takes the network away (a separate network
+//! namespace has a loopback of its own); the Switchyard API stays reachable on its Unix socket,
+//! bound in alone ([`Visible::api_socket`]), where the node serves one.
 
 use std::path::{Path, PathBuf};
 
@@ -25,7 +26,7 @@ pub enum Network {
     /// The machine's network, as any process of the server's user has it.
     #[default]
     Host,
-    /// No network at all (only a loopback of its own): the API, hooks and `msg` cannot be reached.
+    /// No network at all (only a loopback of its own): the API only on its Unix socket.
     None,
 }
 
@@ -43,6 +44,9 @@ pub struct Visible<'a> {
     pub read_only: Vec<PathBuf>,
     /// An empty, writable home (the agent's `HOME`), when there is one.
     pub home: Option<&'a Path>,
+    /// The API's Unix socket, shown to an agent without a network so it still reaches the API
+    /// (connecting needs write access to the socket file).
+    pub api_socket: Option<&'a Path>,
 }
 
 impl Visible<'_> {
@@ -88,6 +92,9 @@ fn bwrap(network: Network, visible: &Visible, argv: Vec<String>) -> Vec<String> 
     }
     bind(&mut args, "--bind", visible.workdir);
     bind(&mut args, "--bind", visible.own_dir);
+    if let Some(socket) = visible.api_socket {
+        bind(&mut args, "--bind", socket);
+    }
     args.extend(["--chdir".to_owned(), visible.workdir.to_string_lossy().into_owned(), "--".to_owned()]);
     args.extend(argv);
     args
@@ -109,6 +116,7 @@ mod tests {
             own_dir: Path::new("/data/agents/fox"),
             read_only: vec![PathBuf::from("/srv/repo")],
             home: Some(Path::new("/home/sy")),
+            api_socket: None,
         }
     }
 

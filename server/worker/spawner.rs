@@ -100,6 +100,10 @@ impl Spawner<'_> {
         let token = fleet::issue_token(&mut tx, agent.id).await?;
         let token_file = write_token(self.data_dir, &agent.name, &token)?;
         self.feed.commit(tx).await?;
+        let api_url = match self.api_socket(provider) {
+            Some(socket) => format!("{}{}", crate::cli::client::UNIX_PREFIX, socket.display()),
+            None => self.api_url.to_owned(),
+        };
         let command = self.sandboxed(provider, agent, &cwd, &own_dir, &path, command)?;
         let spec = WindowSpec {
             session: self.session.to_owned(),
@@ -108,7 +112,7 @@ impl Spawner<'_> {
             command,
             env: {
                 let mut env = setup_env;
-                env.extend(provider.pane_env(self.api_url, &agent.name, &token_file.to_string_lossy()));
+                env.extend(provider.pane_env(&api_url, &agent.name, &token_file.to_string_lossy()));
                 // What the agent's role and branch are, for scripts and `switchyard` itself.
                 env.push(("SWITCHYARD_ROLE".to_owned(), agent.role.as_str().to_owned()));
                 if let Some(branch) = &agent.branch {
@@ -154,8 +158,17 @@ impl Spawner<'_> {
         read_only.extend(Visible::tools(path));
         read_only.extend(provider.sandbox_paths.iter().cloned());
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        let visible = Visible { workdir: cwd, own_dir, read_only, home: home.as_deref() };
+        let api_socket = self.api_socket(provider);
+        let visible =
+            Visible { workdir: cwd, own_dir, read_only, home: home.as_deref(), api_socket: api_socket.as_deref() };
         Ok(sandbox::wrap(provider.sandbox, provider.network, &visible, command))
+    }
+
+    /// The API's Unix socket, for an agent of a provider without a network (`sandbox = "bwrap"`,
+    /// `network = "none"`), when this node serves the API there (`serve`; a `worker` does not).
+    fn api_socket(&self, provider: &Provider) -> Option<PathBuf> {
+        let offline = provider.sandbox == Sandbox::Bwrap && provider.network == sandbox::Network::None;
+        Some(crate::data_dir::api_socket(self.data_dir)).filter(|socket| offline && socket.exists())
     }
 
     /// The directory the agent works in: its own clone on its branch, or the project's repository.

@@ -138,10 +138,7 @@ sandbox = "bwrap"
 
 #[tokio::test]
 async fn a_bwrap_agent_reads_its_own_clone_and_token_but_not_another_agents() {
-    if std::process::Command::new("bwrap").arg("--version").output().is_err() {
-        panic!("bubblewrap (bwrap) is not installed: ./dev deps installs it");
-    }
-    let app = crate::helpers::spawn_app_with_worker_and_providers(SANDBOXED_SHELL).await;
+    let app = app_with_bwrap(SANDBOXED_SHELL).await;
     app.create_project("alpha").await;
     app.create_agent(merged(engineer("alpha", "owl"), json!({"provider": "shell", "clone": "agent"}))).await;
     app.create_agent(merged(engineer("alpha", "fox"), json!({"provider": "boxed", "clone": "agent"}))).await;
@@ -156,21 +153,15 @@ async fn a_bwrap_agent_reads_its_own_clone_and_token_but_not_another_agents() {
     assert!(owl_clone.join(".git").exists(), "{owl_clone:?}");
 
     // Typed into fox's sandboxed shell; its answers land in its own (writable) clone.
-    let probe = format!(
-        "{{ test -s \"$SWITCHYARD_TOKEN_FILE\" && echo own-token-readable; git status --short >/dev/null && echo own-clone-usable; \
+    let commands = format!(
+        "test -s \"$SWITCHYARD_TOKEN_FILE\" && echo own-token-readable; git status --short >/dev/null && echo own-clone-usable; \
          cat '{token}' || echo other-token-hidden; ls '{clone}' || echo other-clone-hidden; \
-         ls '{data}/agents' ; touch /usr/sandbox-probe || echo system-read-only; }} > probe.txt 2>&1; echo probe-done >> probe.txt",
+         ls '{data}/agents' ; touch /usr/sandbox-probe || echo system-read-only;",
         token = owl_token.display(),
         clone = owl_clone.display(),
         data = data_dir.display(),
     );
-    app.post_ok("/api/v1/agents/fox/input", json!({"text": probe})).await;
-    let out = fox_clone.join("probe.txt");
-    eventually("fox's shell answers the probe", Duration::from_secs(20), || async {
-        std::fs::read_to_string(&out).is_ok_and(|text| text.contains("probe-done"))
-    })
-    .await;
-    let answer = std::fs::read_to_string(&out).expect("probe.txt");
+    let answer = probe(&app, "fox", fox_clone, &commands).await;
     for expected in
         ["own-token-readable", "own-clone-usable", "other-token-hidden", "other-clone-hidden", "system-read-only"]
     {
@@ -178,4 +169,57 @@ async fn a_bwrap_agent_reads_its_own_clone_and_token_but_not_another_agents() {
     }
     assert!(!answer.contains(owl_secret.trim()), "fox read owl's token:\n{answer}");
     assert!(!answer.lines().any(|line| line.trim() == "owl"), "fox listed owl's directory:\n{answer}");
+}
+
+/// A provider whose agents run a plain shell under bubblewrap with no network.
+const OFFLINE_SHELL: &str = r#"
+[providers.offline]
+command = ["bash", "--norc", "--noprofile"]
+screen_rules = "shell"
+sandbox = "bwrap"
+network = "none"
+"#;
+
+#[tokio::test]
+async fn an_agent_without_a_network_reaches_the_api_on_its_socket_and_nothing_else() {
+    let app = app_with_bwrap(OFFLINE_SHELL).await;
+    app.create_project("alpha").await;
+    app.create_agent(merged(engineer("alpha", "fox"), json!({"provider": "offline", "clone": "agent"}))).await;
+    let fox = with_pane(&app, "fox").await;
+    let fox_clone = Path::new(fox["clone_path"].as_str().expect("fox's clone"));
+    let port = app.address.rsplit(':').next().expect("port");
+    // The API's TCP port is out of reach; its socket, with fox's own token, is not.
+    let commands = format!(
+        "echo \"url=$SWITCHYARD_URL\"; (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo tcp-reached || echo tcp-unreachable; \
+         '{exe}' msg send --to operator 'hello from a sandbox without a network' && echo sent;",
+        exe = env!("CARGO_BIN_EXE_switchyard"),
+    );
+    let answer = probe(&app, "fox", fox_clone, &commands).await;
+    assert!(answer.contains("url=unix:") && answer.contains("tcp-unreachable"), "{answer}");
+    assert!(answer.contains("sent"), "{answer}");
+    let inbox = app.get_ok("/api/v1/messages?to=operator").await;
+    let sent: Vec<_> = inbox["items"].as_array().expect("items").iter().filter(|m| m["from"] == "fox").collect();
+    assert_eq!(sent.len(), 1, "{inbox}");
+    assert_eq!(sent[0]["body"], "hello from a sandbox without a network");
+}
+
+/// The app with a worker whose providers are `providers`, once bubblewrap is known installed.
+async fn app_with_bwrap(providers: &str) -> crate::helpers::TestApp {
+    if std::process::Command::new("bwrap").arg("--version").output().is_err() {
+        panic!("bubblewrap (bwrap) is not installed: ./dev deps installs it");
+    }
+    crate::helpers::spawn_app_with_worker_and_providers(providers).await
+}
+
+/// Types `commands` into the agent's shell with their output going to `probe.txt` in `clone`,
+/// and answers that output once they finished.
+async fn probe(app: &crate::helpers::TestApp, agent: &str, clone: &Path, commands: &str) -> String {
+    let text = format!("{{ {commands} }} > probe.txt 2>&1; echo probe-done >> probe.txt");
+    app.post_ok(&format!("/api/v1/agents/{agent}/input"), json!({"text": text})).await;
+    let out = clone.join("probe.txt");
+    eventually("the shell answers the probe", Duration::from_secs(20), || async {
+        std::fs::read_to_string(&out).is_ok_and(|text| text.contains("probe-done"))
+    })
+    .await;
+    std::fs::read_to_string(&out).expect("probe.txt")
 }
