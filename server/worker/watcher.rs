@@ -20,11 +20,8 @@ use crate::detect::screen::ScreenRules;
 use crate::domain::agent::{AgentEvent, AgentState};
 use crate::tmux::Control;
 
-/// Lines of history read above the visible screen: none. The rules read the live region at the
-/// bottom of a 200 × 50 screen (a dialog, the input area, the turn's last lines); lines above
-/// it could only add stale text to a region with no transcript bullet. And every line kept costs
-/// each pane's mirror 6.4 KB (200 cells of 32 bytes): 20 of them were 64 MB at 500 agents.
-const HISTORY: u32 = 0;
+/// Lines of history read above the visible screen: enough for the rules to see the last turn.
+const HISTORY: u32 = 20;
 /// How long a pane's output may go on before its screen is read: a program draws a screen in
 /// several writes (a clear, then the text), and reading after the first would cost a reading
 /// of a half-drawn screen, which never decides anything.
