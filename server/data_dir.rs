@@ -37,6 +37,10 @@ impl DataDir {
     }
 }
 
+/// What `SWITCHYARD_URL` starts with for the API on a Unix socket (`unix:/data/api.sock`): how an
+/// agent in a sandbox without a network reaches it.
+pub const UNIX_URL_PREFIX: &str = "unix:";
+
 /// The API's Unix socket in the data directory, beside its TCP listener: agents in a sandbox
 /// without a network reach the API through it.
 pub fn api_socket(data_dir: &Path) -> std::path::PathBuf {

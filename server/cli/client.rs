@@ -70,15 +70,11 @@ impl Credentials {
     }
 }
 
-/// What `SWITCHYARD_URL` starts with for the API on a Unix socket (`unix:/data/api.sock`): how an
-/// agent in a sandbox without a network reaches it.
-pub const UNIX_PREFIX: &str = "unix:";
-
 /// A client for the API at `url` and the URL to call it by: a `unix:<socket>` URL is reached over
 /// that socket (the requests name a placeholder host).
 pub fn http_client(url: &str, timeout: std::time::Duration) -> Result<(reqwest::Client, String), String> {
     let builder = reqwest::Client::builder().timeout(timeout);
-    let (builder, base) = match url.strip_prefix(UNIX_PREFIX) {
+    let (builder, base) = match url.strip_prefix(crate::data_dir::UNIX_URL_PREFIX) {
         Some(socket) => (builder.unix_socket(std::path::PathBuf::from(socket)), "http://switchyard".to_owned()),
         None => (builder, url.trim_end_matches('/').to_owned()),
     };

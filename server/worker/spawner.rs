@@ -101,7 +101,7 @@ impl Spawner<'_> {
         let token_file = write_token(self.data_dir, &agent.name, &token)?;
         self.feed.commit(tx).await?;
         let api_url = match self.api_socket(provider) {
-            Some(socket) => format!("{}{}", crate::cli::client::UNIX_PREFIX, socket.display()),
+            Some(socket) => format!("{}{}", crate::data_dir::UNIX_URL_PREFIX, socket.display()),
             None => self.api_url.to_owned(),
         };
         let command = self.sandboxed(provider, agent, &cwd, &own_dir, &path, command)?;
