@@ -144,6 +144,7 @@ impl Application {
     /// database closes last.
     pub async fn run_until(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let api_url = self.agent_api_url();
+        let api_socket_path = self.api_socket.as_ref().map(|_| data_dir::api_socket(&self.data_dir_path));
         let Application {
             api,
             api_socket,
@@ -180,6 +181,7 @@ impl Application {
             providers: providers.clone(),
             settings: worker.clone(),
             api_url,
+            api_socket: api_socket_path,
             data_dir: data_dir_path.clone(),
             health: health.clone(),
             feed: feed.clone(),

@@ -85,14 +85,7 @@ pub const MERGE_QUEUE: (&str, &str) = ("Switchyard merge queue", "merge-queue@sw
 /// Moves `refs/heads/<branch>` to `new` only if it still points at `old`: `Ok(false)` when it
 /// moved meanwhile (someone pushed), and nothing changed.
 pub async fn move_branch(repo: &Path, branch: &str, new: &str, old: &str, reason: &str) -> Result<bool, GitError> {
-    let reference = format!("refs/heads/{branch}");
-    match git(repo, &["update-ref", "-m", reason, &reference, new, old]).await {
-        Ok(_) => Ok(true),
-        Err(GitError::Failed { stderr, .. }) if stderr.contains("is at") || stderr.contains("but expected") => {
-            Ok(false)
-        }
-        Err(e) => Err(e),
-    }
+    move_and_delete(repo, branch, new, old, reason, &[]).await
 }
 
 /// [`move_branch`] and [`delete_branches`] in one `git update-ref --stdin` transaction: the

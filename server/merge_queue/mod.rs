@@ -253,10 +253,12 @@ impl MergeQueue {
         let reason = format!("switchyard merge queue: wish {}", entry.wish);
         let doomed = if keep_branches { Vec::new() } else { merged_branches(entry, &now) };
         // The usual case in one git run: the target moves and the merged branches go together.
-        if !doomed.is_empty() && git::move_and_delete(repo, target, merge, base, &reason, &doomed).await? {
+        if git::move_and_delete(repo, target, merge, base, &reason, &doomed).await? {
             return Ok(use_cases::merged(&self.ctx, entry).await?.state);
         }
-        if !git::move_branch(repo, target, merge, base, &reason).await? {
+        // Refused: the target moved, or (with branches to delete) one of them did; which, the
+        // move alone tells.
+        if doomed.is_empty() || !git::move_branch(repo, target, merge, base, &reason).await? {
             // Someone moved the target meanwhile: try again from its new commit.
             use_cases::recover(&self.ctx, entry).await?;
             return Ok(EntryState::Pending);

@@ -69,6 +69,9 @@ pub struct Fleet {
     pub settings: WorkerConfig,
     /// The API address given to agents (`SWITCHYARD_URL`).
     pub api_url: String,
+    /// The Unix socket this process serves the API on (`serve`; a `worker` has none), given to
+    /// agents without a network.
+    pub api_socket: Option<PathBuf>,
     pub data_dir: PathBuf,
     pub health: SharedHealth,
     /// Wakes the mailbox when anything happens (an agent went idle, a message arrived).
@@ -461,6 +464,7 @@ impl Fleet {
             providers: &self.providers,
             data_dir: &self.data_dir,
             api_url: &self.api_url,
+            api_socket: self.api_socket.as_deref(),
             exe: self.settings.switchyard_exe.as_deref(),
             provider_home: self.settings.provider_home.as_deref(),
         }

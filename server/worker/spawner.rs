@@ -30,6 +30,8 @@ pub struct Spawner<'a> {
     pub data_dir: &'a Path,
     /// The API address agents (and `switchyard hook`) call back.
     pub api_url: &'a str,
+    /// The API's Unix socket, where this process serves one.
+    pub api_socket: Option<&'a Path>,
     /// The `switchyard` binary hooks run; `None`: this executable.
     pub exe: Option<&'a Path>,
     /// Whose provider logins agents get: `None`, the worker's user's.
@@ -159,16 +161,15 @@ impl Spawner<'_> {
         read_only.extend(provider.sandbox_paths.iter().cloned());
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let api_socket = self.api_socket(provider);
-        let visible =
-            Visible { workdir: cwd, own_dir, read_only, home: home.as_deref(), api_socket: api_socket.as_deref() };
+        let visible = Visible { workdir: cwd, own_dir, read_only, home: home.as_deref(), api_socket };
         Ok(sandbox::wrap(provider.sandbox, provider.network, &visible, command))
     }
 
     /// The API's Unix socket, for an agent of a provider without a network (`sandbox = "bwrap"`,
-    /// `network = "none"`), when this node serves the API there (`serve`; a `worker` does not).
-    fn api_socket(&self, provider: &Provider) -> Option<PathBuf> {
+    /// `network = "none"`), when this process serves the API there (`serve`; a `worker` does not).
+    fn api_socket(&self, provider: &Provider) -> Option<&Path> {
         let offline = provider.sandbox == Sandbox::Bwrap && provider.network == sandbox::Network::None;
-        Some(crate::data_dir::api_socket(self.data_dir)).filter(|socket| offline && socket.exists())
+        self.api_socket.filter(|_| offline)
     }
 
     /// The directory the agent works in: its own clone on its branch, or the project's repository.

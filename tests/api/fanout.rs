@@ -10,7 +10,7 @@ use switchyard::db::events::{self, Event};
 use switchyard::domain::webhook::EventFilter;
 use switchyard::feed::{EventFeed, Follower, BACKLOG};
 
-use crate::helpers::fresh_database;
+use crate::helpers::{eventually, fresh_database};
 
 async fn migrated_pool() -> PgPool {
     let (url, _) = fresh_database().await;
@@ -98,14 +98,11 @@ async fn every_follower_gets_every_event_once_in_order_whatever_the_commits_and_
 
     // The log shows an event once every older transaction on the whole (shared) server has
     // ended: other tests' transactions may hold the last ones back for a moment.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let expected = loop {
-        let now: Vec<Event> = log(&pool).await.into_iter().skip_while(|e| Some(e.id) <= start).collect();
-        if now.len() >= total || std::time::Instant::now() > deadline {
-            break now;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+    let since_start =
+        || async { log(&pool).await.into_iter().skip_while(|e| Some(e.id) <= start).collect::<Vec<Event>>() };
+    eventually("the log shows every event", Duration::from_secs(60), || async { since_start().await.len() >= total })
+        .await;
+    let expected = since_start().await;
     assert_eq!(expected.len(), total);
     assert!(expected.iter().any(|e| e.id == late_id));
     let all = ids(&expected);

@@ -258,6 +258,7 @@ fn worker_of(app: &TestApp, data_dir: &std::path::Path) -> switchyard::worker::f
         tmux: switchyard::tmux::Tmux::new(app.tmux_socket.clone()).expect("tmux"),
         node,
         role: "worker",
+        api_socket: None,
         // As the test apps' shells: without the machine's dotfiles (see helpers' `quiet_shells`).
         providers: std::sync::Arc::new(
             switchyard::providers::Providers::parse(
