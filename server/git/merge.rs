@@ -3,8 +3,8 @@
 //! - the merge itself is [`super::branches::merge_as`] (`git merge-tree --write-tree`, then `git
 //!   commit-tree` with both as parents — a `--no-ff` merge commit made in memory; no ref moves),
 //!   made by [`MERGE_QUEUE`].
-//! - [`checkout_scratch`]: a `git clone --shared` scratch clone (kept between entries) checked
-//!   out at the merge commit, where the gate runs; it sees the new objects through its alternates.
+//! - [`clear_scratch`], [`checkout_scratch`]: a `git clone --shared` scratch clone (kept between
+//!   entries), cleared, then checked out at the merge commit, where the gate runs; it sees the new objects through its alternates.
 //! - [`move_branch`]: `git update-ref refs/heads/<target> <merge> <base>`, a compare-and-swap that
 //!   moves the target only from the commit the merge was made on.
 //! - [`heads`]: one `git for-each-ref` says where each branch is, where it is checked out under
@@ -132,9 +132,10 @@ pub async fn delete_branches(repo: &Path, branches: &[(String, String)]) -> Vec<
     kept
 }
 
-/// Readies the scratch clone at `dir` (made once with `git clone --shared`), checked out at
-/// `commit` with nothing else in it: the gate sees exactly the merge.
-pub async fn checkout_scratch(repo: &Path, dir: &Path, commit: &str) -> Result<(), GitError> {
+/// Readies the scratch clone at `dir` for the next gate: made once with `git clone --shared`
+/// (nothing checked out), then emptied of whatever an earlier gate left (`git clean -ffdx`).
+/// It needs no merge commit, so the queue runs it while the merge is made.
+pub async fn clear_scratch(repo: &Path, dir: &Path) -> Result<(), GitError> {
     if !dir.join(".git").is_dir() {
         if let Some(parent) = dir.parent() {
             tokio::fs::create_dir_all(parent).await?;
@@ -144,8 +145,13 @@ pub async fn checkout_scratch(repo: &Path, dir: &Path, commit: &str) -> Result<(
         let (repo_arg, dir_arg) = (repo.to_string_lossy(), dir.to_string_lossy());
         git(parent, &["clone", "--quiet", "--shared", "--no-checkout", "--", &repo_arg, &dir_arg]).await?;
     }
-    git(dir, &["checkout", "--quiet", "--force", "--detach", commit]).await?;
     git(dir, &["clean", "--quiet", "-ffdx"]).await?;
+    Ok(())
+}
+
+/// Checks the cleared scratch clone at `dir` out at `commit`: the gate sees exactly the merge.
+pub async fn checkout_scratch(dir: &Path, commit: &str) -> Result<(), GitError> {
+    git(dir, &["checkout", "--quiet", "--force", "--detach", commit]).await?;
     Ok(())
 }
 
@@ -239,10 +245,12 @@ mod tests {
         assert!(head(&repo, "wish/b").await.unwrap().is_none() && head(&repo, "group/b/x").await.unwrap().is_none());
 
         let scratch = dir.path().join("scratch");
-        checkout_scratch(&repo, &scratch, &with_b).await.unwrap();
+        clear_scratch(&repo, &scratch).await.unwrap();
+        checkout_scratch(&scratch, &with_b).await.unwrap();
         assert_eq!(std::fs::read_to_string(scratch.join("README.md")).unwrap(), "changed\n");
         std::fs::write(scratch.join("junk"), "x").unwrap();
-        checkout_scratch(&repo, &scratch, &merged).await.unwrap();
+        clear_scratch(&repo, &scratch).await.unwrap();
+        checkout_scratch(&scratch, &merged).await.unwrap();
         assert!(!scratch.join("junk").exists() && scratch.join("a.txt").exists());
     }
 }

@@ -102,8 +102,11 @@ impl MergeQueue {
     }
 
     pub async fn tick(&self) -> crate::app::Result<Tick> {
-        let mut tick = Tick { entered: use_cases::enter_completed(&self.ctx).await?, ..Tick::default() };
-        for entry in use_cases::void_claims(&self.ctx, self.run).await? {
+        // Two reads that do not depend on each other, at once: a queue of many pays each pass.
+        let (entered, void) =
+            tokio::try_join!(use_cases::enter_completed(&self.ctx), use_cases::void_claims(&self.ctx, self.run))?;
+        let mut tick = Tick { entered, ..Tick::default() };
+        for entry in void {
             let state = self.settle(&entry).await?;
             tick.recovered.push((entry.wish.clone(), state));
         }
@@ -120,7 +123,9 @@ impl MergeQueue {
 
     /// Predicts the queue's pending entries, then processes the first one free to go. One `git
     /// for-each-ref` tells the pass every branch's commit, which ones are checked out and which
-    /// are already in the target branch; the entry is claimed with the commits it will merge.
+    /// are already in the target branch; the entry is claimed with the commits it will merge,
+    /// while the merge is made and the scratch clone cleared (none of the three needs another's
+    /// result, and a claim lost to another node costs only an unreferenced commit).
     async fn next_in(&self, queue: &OpenQueue, tick: &mut Tick) -> crate::app::Result<Option<(String, EntryState)>> {
         let repo = PathBuf::from(&queue.project.repo_path);
         let heads = git::heads(&repo, Some(&queue.target_branch), &[]).await?;
@@ -157,26 +162,50 @@ impl MergeQueue {
         let Some(entry) = next else { return Ok(None) };
         let wish = heads.get(&entry.wish_branch);
         let commits = (target.as_deref(), wish.map(|h| h.commit.as_str()));
-        let Some(claimed) = use_cases::claim(&self.ctx, entry, self.run, LEASE, commits).await? else {
-            return Ok(None);
-        };
         let seen = Seen {
             already_merged: wish.and_then(|h| h.in_target) == Some(true),
             target_checked_out_at: heads.get(&queue.target_branch).and_then(|h| h.checked_out_at.clone()),
         };
-        let state = self.process(&queue.project.slug, &repo, &queue.settings, &claimed, seen).await?;
+        let scratch = queue.settings.merge_check.as_ref().map(|_| self.scratch(&queue.project.slug, entry));
+        let (claimed, merge, cleared) = tokio::join!(
+            use_cases::claim(&self.ctx, entry, self.run, LEASE, commits),
+            async {
+                match commits {
+                    (Some(base), Some(wish)) if seen.goes_ahead() => Some(merge(&repo, entry, base, wish).await),
+                    _ => None,
+                }
+            },
+            async {
+                match &scratch {
+                    Some(dir) => git::clear_scratch(&repo, dir).await,
+                    None => Ok(()),
+                }
+            },
+        );
+        let Some(claimed) = claimed? else { return Ok(None) };
+        cleared?;
+        let merge = merge.transpose()?;
+        let state = self.process(&repo, &queue.settings, &claimed, seen, merge, scratch).await?;
         Ok(Some((claimed.wish.clone(), state)))
     }
 
-    /// One attempt at merging a claimed entry (its base and wish commits recorded by the claim);
-    /// its state when it ended.
+    /// Where the gate of `entry`'s queue runs: one scratch clone per project and target branch.
+    fn scratch(&self, project: &str, entry: &Entry) -> PathBuf {
+        let target = entry.target_branch.replace('/', "+");
+        self.ctx.data_dir.join("merge-queue").join(project).join(target)
+    }
+
+    /// One attempt at merging a claimed entry (its base and wish commits recorded by the claim,
+    /// `merge` made of them when the pass saw it [going ahead](Seen::goes_ahead), `scratch`
+    /// cleared when the project has a gate); its state when it ended.
     async fn process(
         &self,
-        project: &str,
         repo: &Path,
         settings: &MergeSettings,
         entry: &Entry,
         seen: Seen,
+        merge: Option<Merge>,
+        scratch: Option<PathBuf>,
     ) -> crate::app::Result<EntryState> {
         let target = &entry.target_branch;
         let refused = |why: String| (Setback::Refused, why, Vec::new(), None);
@@ -191,12 +220,11 @@ impl MergeQueue {
         if let Some(at) = seen.target_checked_out_at {
             return self.setback(entry, refused(checked_out(target, &at))).await;
         }
-        let wish_row = entry.wish.clone();
-        let message = format!(
-            "Merge wish `{wish_row}`: {}\n\nMerged by the Switchyard merge queue from branch `{}`.",
-            entry.title, entry.wish_branch
-        );
-        let merge = match branches::merge_as(repo, &base, &wish, &message, git::MERGE_QUEUE).await? {
+        let merge = match merge {
+            Some(made) => made,
+            None => self::merge(repo, entry, &base, &wish).await?,
+        };
+        let merge = match merge {
             Merge::Conflicts(files) => {
                 let why = format!("merging `{}` into `{target}` conflicts in {}", entry.wish_branch, files.join(", "));
                 return self.setback(entry, (Setback::Conflict, why, files, None)).await;
@@ -204,9 +232,8 @@ impl MergeQueue {
             Merge::Clean(merge) => merge,
         };
         let mut log = None;
-        if let Some(check) = &settings.merge_check {
-            let scratch = self.ctx.data_dir.join("merge-queue").join(project).join(target.replace('/', "+"));
-            git::checkout_scratch(repo, &scratch, &merge).await?;
+        if let (Some(check), Some(scratch)) = (&settings.merge_check, &scratch) {
+            git::checkout_scratch(scratch, &merge).await?;
             let timeout = Duration::from_secs(settings.gate_timeout_secs as u64);
             let ctx = &self.ctx;
             let run = gate::run(&scratch, check, timeout, RENEW, || async move {
@@ -221,17 +248,20 @@ impl MergeQueue {
             }
             log = Some(run.log);
         }
-        let Some(entry) =
-            use_cases::record_commits(&self.ctx, entry, &base, &wish, Some(&merge), log.as_deref()).await?
-        else {
+        // The listing the move needs is read while the commits are recorded: both come after the gate.
+        let (recorded, now) = tokio::join!(
+            use_cases::record_commits(&self.ctx, entry, &base, &wish, Some(&merge), log.as_deref()),
+            moving(repo, entry, settings.keep_branches),
+        );
+        let Some(entry) = recorded? else {
             return Ok(EntryState::Processing); // the claim is void: whoever settles it decides
         };
-        self.apply(repo, &entry, &merge, &base, settings.keep_branches).await
+        self.apply(repo, &entry, &merge, &base, settings.keep_branches, now?).await
     }
 
     /// Moves the target branch from `base` to the recorded merge commit; completes the entry and
-    /// deletes its merged branches (unless the project keeps them). One `git for-each-ref` just
-    /// before the move says whether the target is checked out now and which branches to delete.
+    /// deletes its merged branches (unless the project keeps them). `now` is [`moving`]'s listing,
+    /// read just before: whether the target is checked out now and which branches to delete.
     async fn apply(
         &self,
         repo: &Path,
@@ -239,14 +269,9 @@ impl MergeQueue {
         merge: &str,
         base: &str,
         keep_branches: bool,
+        now: HashMap<String, git::BranchHead>,
     ) -> crate::app::Result<EntryState> {
         let target = &entry.target_branch;
-        let mut patterns = vec![format!("refs/heads/{target}")];
-        if !keep_branches {
-            patterns.push(format!("refs/heads/{}", entry.wish_branch));
-            patterns.push(format!("refs/heads/group/{}/", entry.wish));
-        }
-        let now = git::heads(repo, None, &patterns).await?;
         if let Some(at) = now.get(target).and_then(|h| h.checked_out_at.as_deref()) {
             return self.setback(entry, (Setback::Refused, checked_out(target, at), Vec::new(), None)).await;
         }
@@ -291,12 +316,45 @@ impl MergeQueue {
             }
             if head == base {
                 let keep = use_cases::settings_by_id(&self.ctx, entry.project_id).await?.keep_branches;
-                return self.apply(&repo, entry, merge, base, keep).await;
+                let now = moving(&repo, entry, keep).await?;
+                return self.apply(&repo, entry, merge, base, keep, now).await;
             }
         }
         use_cases::recover(&self.ctx, entry).await?;
         Ok(EntryState::Pending)
     }
+}
+
+impl Seen {
+    /// Nothing the pass saw stops the merge from being made.
+    fn goes_ahead(&self) -> bool {
+        !self.already_merged && self.target_checked_out_at.is_none()
+    }
+}
+
+/// The `--no-ff` merge of `wish` into `base` for `entry`, made in memory by [`git::MERGE_QUEUE`]
+/// with a message naming the wish.
+async fn merge(repo: &Path, entry: &Entry, base: &str, wish: &str) -> crate::app::Result<Merge> {
+    let message = format!(
+        "Merge wish `{}`: {}\n\nMerged by the Switchyard merge queue from branch `{}`.",
+        entry.wish, entry.title, entry.wish_branch
+    );
+    Ok(branches::merge_as(repo, base, wish, &message, git::MERGE_QUEUE).await?)
+}
+
+/// The branches a merge of `entry` moves or deletes, from one `git for-each-ref`: the target,
+/// and (unless the project keeps them) the wish branch and its group branches.
+async fn moving(
+    repo: &Path,
+    entry: &Entry,
+    keep_branches: bool,
+) -> crate::app::Result<HashMap<String, git::BranchHead>> {
+    let mut patterns = vec![format!("refs/heads/{}", entry.target_branch)];
+    if !keep_branches {
+        patterns.push(format!("refs/heads/{}", entry.wish_branch));
+        patterns.push(format!("refs/heads/group/{}/", entry.wish));
+    }
+    Ok(git::heads(repo, None, &patterns).await?)
 }
 
 /// The merged wish branch (if still at the merged commit) and its group branches, except any a
