@@ -231,6 +231,13 @@ impl Control {
         self.mirrors.lock().expect("mirrors lock").get_mut(pane).map(|m| m.text(history as usize))
     }
 
+    /// Freezes the mirrors fed nothing for `quiet` ([`Mirror::freeze_if_quiet`]); how many.
+    pub fn freeze_quiet(&self, quiet: std::time::Duration) -> usize {
+        let now = std::time::Instant::now();
+        let mut mirrors = self.mirrors.lock().expect("mirrors lock");
+        mirrors.values_mut().map(|m| m.freeze_if_quiet(now, quiet)).filter(|froze| *froze).count()
+    }
+
     /// Stops mirroring the panes not in `keep`.
     pub fn keep_mirrors(&self, keep: &[String]) {
         self.mirrors.lock().expect("mirrors lock").retain(|pane, _| keep.contains(pane));

@@ -8,8 +8,15 @@
 //! reply and fed with the output that follows it is the pane's screen, byte for byte. Where
 //! tmux and the emulator differ (tmux keeps a cleared screen in its history; the emulator
 //! does not), only the history above the screen differs.
+//!
+//! An emulator holds every cell of its screen (32 bytes each: 320 KB for 200 × 50), printed on
+//! or not, and most agents wait quietly most of the time. A mirror that has printed nothing for
+//! a while is frozen ([`Mirror::freeze`]): what a seed needs (its size, cursor and lines, a few
+//! KB) is kept and the emulator dropped; the next output seeds a new one from it. So memory
+//! follows the panes that are printing, not the panes there are.
 
 use std::num::NonZeroU16;
+use std::time::{Duration, Instant};
 
 /// The facts about a pane a mirror starts from (`display-message` with [`SEED_FORMAT`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +49,21 @@ impl PaneView {
 
 /// One pane's screen.
 pub struct Mirror {
-    parser: vt100::Parser,
+    state: State,
+    /// Lines kept above the screen.
+    history: usize,
+    /// When output last came (or the mirror was seeded).
+    fed_at: Instant,
+}
+
+enum State {
+    Live(Box<vt100::Parser>),
+    /// A seed for the next emulator: the pane's size and cursor, and its lines (the history as
+    /// text, then the screen's rows with their colours, wrapped rows joined).
+    Frozen {
+        view: PaneView,
+        lines: Vec<String>,
+    },
 }
 
 impl std::fmt::Debug for Mirror {
@@ -55,61 +76,130 @@ impl Mirror {
     /// A mirror showing `lines` (a `capture-pane -e -J` of the pane: its history, then its
     /// screen, with colours and wrapped rows joined) with the cursor where the pane has it.
     pub fn seed(view: PaneView, history: usize, lines: &[String]) -> Mirror {
-        let size = |n: u16| NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN);
-        let mut parser = vt100::Parser::new(size(view.rows), size(view.cols), history);
-        if view.alternate {
-            parser.process(b"\x1b[?1049h");
-        }
-        // Line after line: a long line wraps where it did in tmux, and the lines past the
-        // screen's height scroll into the history as they did there, leaving the screen's rows.
-        for (i, line) in lines.iter().enumerate() {
-            if i > 0 {
-                parser.process(b"\r\n");
-            }
-            parser.process(line.as_bytes());
-        }
-        parser.process(format!("\x1b[0m\x1b[{};{}H", view.cursor_y + 1, view.cursor_x + 1).as_bytes());
-        Mirror { parser }
+        Mirror { state: State::Live(Box::new(emulator(view, history, lines))), history, fed_at: Instant::now() }
     }
 
     pub fn size(&self) -> (u16, u16) {
-        let (rows, cols) = self.parser.screen().size();
-        (cols.get(), rows.get())
+        match &self.state {
+            State::Live(parser) => {
+                let (rows, cols) = parser.screen().size();
+                (cols.get(), rows.get())
+            }
+            State::Frozen { view, .. } => (view.cols, view.rows),
+        }
     }
 
     /// What the pane printed since.
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.parser.process(bytes);
+        self.fed_at = Instant::now();
+        if let State::Frozen { view, lines } = &self.state {
+            self.state = State::Live(Box::new(emulator(*view, self.history, lines)));
+        }
+        if let State::Live(parser) = &mut self.state {
+            parser.process(bytes);
+        }
+    }
+
+    /// Whether the mirror keeps no emulator now.
+    pub fn frozen(&self) -> bool {
+        matches!(self.state, State::Frozen { .. })
+    }
+
+    /// Drops the emulator of a mirror fed nothing for `quiet`, keeping the seed of the next
+    /// one; whether it did.
+    pub fn freeze_if_quiet(&mut self, now: Instant, quiet: Duration) -> bool {
+        if now.saturating_duration_since(self.fed_at) < quiet {
+            return false;
+        }
+        let State::Live(parser) = &mut self.state else { return false };
+        let screen = parser.screen_mut();
+        if screen.alternate_screen() {
+            // A full-screen program: the screen under it, which it gives back on leaving, is
+            // not the emulator's to show, so it could not be seeded again.
+            return false;
+        }
+        let (rows, cols) = screen.size();
+        let (cursor_y, cursor_x) = screen.cursor_position();
+        let view =
+            PaneView { cols: cols.get(), rows: rows.get(), cursor_x, cursor_y, alternate: screen.alternate_screen() };
+        let mut lines: Vec<String> = history_lines(screen, self.history);
+        // A history line wrapped into the screen goes on in its first row.
+        let go_on = lines.pop_if(|l| !l.ends_with('\n')).unwrap_or_default();
+        lines.iter_mut().for_each(|l| _ = l.pop());
+        // SGR only, a line per row that does not wrap: what a seed reads.
+        let rows = screen.contents_formatted_basic();
+        lines.extend(
+            rows.split('\n').enumerate().map(|(i, row)| if i == 0 { format!("{go_on}{row}") } else { row.to_owned() }),
+        );
+        self.state = State::Frozen { view, lines };
+        true
     }
 
     /// The screen as plain text: up to `history` lines above it, then its rows, wrapped lines
     /// joined and trailing blanks cut — what `capture-pane -p -J -S -history` prints, without
-    /// its blank rows at the bottom.
+    /// its blank rows at the bottom. A frozen mirror stays frozen: reading is not output.
     pub fn text(&mut self, history: usize) -> String {
-        let screen = self.parser.screen_mut();
-        let (rows, cols) = screen.size();
-        let mut text = String::new();
-        // The history, a screenful at a time: scrolled back by `k`, the top row is the `k`th
-        // line above the screen.
-        let mut back = screen.scrollback_len().min(history);
-        while back > 0 {
-            screen.set_scrollback(back);
-            let n = back.min(usize::from(rows.get()));
-            for (i, row) in screen.rows(0, cols.get()).take(n).enumerate() {
-                text.push_str(row.trim_end_matches(' '));
-                if !screen.row_wrapped(i as u16) {
-                    text.push('\n');
-                }
+        let mut thawed;
+        let screen = match &mut self.state {
+            State::Live(parser) => parser.screen_mut(),
+            State::Frozen { view, lines } => {
+                thawed = emulator(*view, self.history, lines);
+                thawed.screen_mut()
             }
-            back -= n;
-        }
-        screen.set_scrollback(0);
+        };
+        let mut text = history_lines(screen, history).join("");
         for line in screen.contents().split('\n') {
             text.push_str(line.trim_end_matches(' '));
             text.push('\n');
         }
         text
     }
+}
+
+/// An emulator showing `lines` with the cursor where `view` has it (see [`Mirror::seed`]).
+fn emulator(view: PaneView, history: usize, lines: &[String]) -> vt100::Parser {
+    let size = |n: u16| NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN);
+    let mut parser = vt100::Parser::new(size(view.rows), size(view.cols), history);
+    if view.alternate {
+        parser.process(b"\x1b[?1049h");
+    }
+    // Line after line: a long line wraps where it did in tmux, and the lines past the
+    // screen's height scroll into the history as they did there, leaving the screen's rows.
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            parser.process(b"\r\n");
+        }
+        parser.process(line.as_bytes());
+    }
+    parser.process(format!("\x1b[0m\x1b[{};{}H", view.cursor_y + 1, view.cursor_x + 1).as_bytes());
+    parser
+}
+
+/// Up to `history` lines above the screen as text, wrapped rows joined, each line ending in a
+/// newline (a wrapped row at the end of the history goes on into the screen's first line).
+fn history_lines(screen: &mut vt100::Screen, history: usize) -> Vec<String> {
+    let (rows, cols) = screen.size();
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    // A screenful at a time: scrolled back by `k`, the top row is the `k`th line above the screen.
+    let mut back = screen.scrollback_len().min(history);
+    while back > 0 {
+        screen.set_scrollback(back);
+        let n = back.min(usize::from(rows.get()));
+        for (i, row) in screen.rows(0, cols.get()).take(n).enumerate() {
+            line.push_str(row.trim_end_matches(' '));
+            if !screen.row_wrapped(i as u16) {
+                line.push('\n');
+                lines.push(std::mem::take(&mut line));
+            }
+        }
+        back -= n;
+    }
+    screen.set_scrollback(0);
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 /// The panes of a `%layout-change` line's layout with their sizes, as `(%ID, cols, rows)`:
@@ -170,6 +260,38 @@ mod tests {
         let mut mirror = Mirror::seed(view(5, 3, 0, 0), 5, &lines(&["", "", ""]));
         mirror.feed(b"abcdefgh\r\nx");
         assert_eq!(mirror.text(0), "abcdefgh\nx\n");
+    }
+
+    /// Two mirrors fed the same, one frozen whenever it may be: they read the same throughout.
+    #[test]
+    fn a_frozen_mirror_reads_and_goes_on_like_one_never_frozen() {
+        let start = lines(&["old 1", "old 2", "$ "]);
+        let (mut kept, mut frozen) =
+            (Mirror::seed(view(12, 4, 2, 2), 5, &start), Mirror::seed(view(12, 4, 2, 2), 5, &start));
+        let later = Instant::now() + Duration::from_secs(60);
+        assert!(!frozen.freeze_if_quiet(Instant::now(), Duration::from_secs(30)), "output came just now");
+        // Output, and whether a full-screen program shows (its mirror is never frozen).
+        let steps: [(&[u8], bool); 6] = [
+            (b"make\r\n\x1b[1;32mok\x1b[0m a line long enough to wrap twice over\r\n$ ", false),
+            (b"ls", false),
+            (b"\x1b[2;3Hover\x1b[4;1H", false),
+            (b"\x1b[?1049h\x1b[Hfull screen\r\n\x1b[7m menu \x1b[0m", true),
+            (b"\x1b[?1049l\r\nback\r\nand on\r\nscrolling\r\n$ ", false),
+            (b"\x1b[H\x1b[2Jcleared", false),
+        ];
+        for (bytes, full_screen) in steps {
+            kept.feed(bytes);
+            frozen.feed(bytes);
+            assert_eq!(frozen.freeze_if_quiet(later, Duration::from_secs(30)), !full_screen);
+            assert_eq!(frozen.frozen(), !full_screen);
+            assert_eq!(frozen.text(5), kept.text(5), "after {:?}", String::from_utf8_lossy(bytes));
+            assert_eq!(frozen.frozen(), !full_screen, "reading does not thaw");
+            assert_eq!(frozen.size(), kept.size());
+        }
+        frozen.feed(b"!");
+        kept.feed(b"!");
+        assert!(!frozen.frozen());
+        assert_eq!(frozen.text(5), kept.text(5));
     }
 
     #[test]

@@ -54,6 +54,13 @@ const CLAIM_GAP: Duration = Duration::from_millis(50);
 /// within it is read in one round, for a few ms of latency at most.
 const READ_GAP: Duration = Duration::from_millis(10);
 
+/// How long a pane prints nothing before its mirror is frozen (see [`crate::tmux::mirror`]):
+/// past the detector's confirming second reading ([`crate::detect::decision::SETTLE`]), so a
+/// settling screen is read from a live mirror; an agent at work prints more often than this.
+const MIRROR_QUIET: Duration = Duration::from_secs(1);
+/// How often quiet mirrors are looked for.
+const FREEZE_EVERY: Duration = Duration::from_millis(250);
+
 /// The text a quiet agent is nudged with.
 const NUDGE: &str = "Are you still working? If you are done, say so and stop; if you are stuck, say what you need.";
 
@@ -94,6 +101,7 @@ pub struct Running {
     next_reconcile: Instant,
     next_poll: Instant,
     next_read: Instant,
+    next_freeze: Instant,
     /// Commits anywhere: one may have registered an agent waiting for a pane.
     events: tokio::sync::watch::Receiver<u64>,
     /// A commit came since the last claim; the claim runs once [`CLAIM_GAP`] has passed.
@@ -164,6 +172,7 @@ impl Fleet {
             next_reconcile: now,
             next_poll: now,
             next_read: now,
+            next_freeze: now,
             events: self.feed.subscribe(),
             claim_due: false,
             last_claim: now,
@@ -246,6 +255,10 @@ impl Running {
             }
         }
         if let Some((c, _)) = &self.control {
+            if Instant::now() >= self.next_freeze {
+                self.next_freeze = Instant::now() + FREEZE_EVERY;
+                c.freeze_quiet(MIRROR_QUIET);
+            }
             let due = if Instant::now() >= self.next_read { self.watches.due(Instant::now()) } else { Vec::new() };
             if !due.is_empty() {
                 self.next_read = Instant::now() + READ_GAP;
