@@ -236,7 +236,7 @@ impl MergeQueue {
             git::checkout_scratch(scratch, &merge).await?;
             let timeout = Duration::from_secs(settings.gate_timeout_secs as u64);
             let ctx = &self.ctx;
-            let run = gate::run(&scratch, check, timeout, RENEW, || async move {
+            let run = gate::run(scratch, check, timeout, RENEW, || async move {
                 if let Err(e) = use_cases::renew_lease(ctx, entry, LEASE).await {
                     tracing::warn!(error = %e, "renewing the merge claim");
                 }
