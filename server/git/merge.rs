@@ -7,9 +7,8 @@
 //!   entries), cleared, then checked out at the merge commit, where the gate runs; it sees the new objects through its alternates.
 //! - [`move_branch`]: `git update-ref refs/heads/<target> <merge> <base>`, a compare-and-swap that
 //!   moves the target only from the commit the merge was made on.
-//! - [`heads`]: one `git for-each-ref` says where each branch is, where it is checked out under
-//!   a working tree (so the queue never moves a branch under someone's files) and whether it is
-//!   already merged into the target branch.
+//! - [`heads`]: one `git for-each-ref` says where each branch is and where it is checked out
+//!   under a working tree (so the queue never moves a branch under someone's files).
 //! - [`delete_branches`]: merged branches deleted in one `git update-ref --stdin` transaction.
 
 use std::collections::HashMap;
@@ -19,7 +18,7 @@ use super::{run as git, GitError};
 
 /// Every local branch and its commit, from one `git for-each-ref`.
 pub async fn branch_heads(repo: &Path) -> Result<HashMap<String, String>, GitError> {
-    Ok(heads(repo, None, &[]).await?.into_iter().map(|(name, head)| (name, head.commit)).collect())
+    Ok(heads(repo, &[]).await?.into_iter().map(|(name, head)| (name, head.commit)).collect())
 }
 
 /// A local branch as one `git for-each-ref` saw it.
@@ -28,55 +27,33 @@ pub struct BranchHead {
     pub commit: String,
     /// The working tree that has it checked out, if any (a bare repository's HEAD is none).
     pub checked_out_at: Option<PathBuf>,
-    /// Whether the branch's commit is already in the target branch the listing was made against
-    /// (`None`: not asked, or the target branch does not exist).
-    pub in_target: Option<bool>,
 }
 
 /// Every local branch of `repo` (or those under `patterns`, e.g. `refs/heads/main`,
-/// `refs/heads/group/x/`), from one `git for-each-ref`: its commit, where it is checked out, and
-/// — with `target` — whether it is already merged into `refs/heads/<target>`.
-pub async fn heads(
-    repo: &Path,
-    target: Option<&str>,
-    patterns: &[String],
-) -> Result<HashMap<String, BranchHead>, GitError> {
-    let listing = |ahead_behind: Option<&str>| {
-        let counts = ahead_behind.map(|t| format!("%(ahead-behind:refs/heads/{t})")).unwrap_or("- -".into());
-        let mut args = vec![format!("--format=%(objectname) {counts} %(refname) %(worktreepath)")];
-        match patterns {
-            [] => args.push("refs/heads/".to_owned()),
-            some => args.extend(some.iter().cloned()),
-        }
-        args
-    };
-    let run = |args: Vec<String>| async move {
-        let mut all = vec!["for-each-ref".to_owned()];
-        all.extend(args);
-        git(repo, &all.iter().map(String::as_str).collect::<Vec<_>>()).await
-    };
-    let out = match run(listing(target)).await {
-        // No such target branch: nothing is merged into it.
-        Err(GitError::Failed { stderr, .. }) if target.is_some() && stderr.contains("failed to find") => {
-            run(listing(None)).await?
-        }
-        other => other?,
-    };
+/// `refs/heads/group/x/`), from one `git for-each-ref`: its commit and where it is checked out.
+/// (Whether a branch is merged is asked of the one branch that matters: with many branches,
+/// `%(ahead-behind)` for each was most of what a merge-queue pass cost.)
+pub async fn heads(repo: &Path, patterns: &[String]) -> Result<HashMap<String, BranchHead>, GitError> {
+    let mut args = vec!["for-each-ref".to_owned(), "--format=%(objectname) %(refname) %(worktreepath)".to_owned()];
+    match patterns {
+        [] => args.push("refs/heads/".to_owned()),
+        some => args.extend(some.iter().cloned()),
+    }
+    let out = git(repo, &args.iter().map(String::as_str).collect::<Vec<_>>()).await?;
     Ok(out.lines().filter_map(parse_head).collect())
 }
 
-/// `<commit> <ahead> <behind> refs/heads/<name> <worktree path or nothing>`.
+/// `<commit> refs/heads/<name> <worktree path or nothing>`.
 fn parse_head(line: &str) -> Option<(String, BranchHead)> {
-    let mut fields = line.splitn(5, ' ');
-    let (commit, ahead, _behind, name) = (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+    let mut fields = line.splitn(3, ' ');
+    let (commit, name) = (fields.next()?, fields.next()?);
     let name = name.strip_prefix("refs/heads/")?;
     let path = fields.next().unwrap_or("");
     // The bare repository itself is listed as the "working tree" of its HEAD: a working tree has
     // a `.git` (a directory, or the file a linked worktree has); a git directory has none.
     let checked_out_at =
         Some(PathBuf::from(path)).filter(|p| !path.is_empty() && p.join(".git").symlink_metadata().is_ok());
-    let in_target = ahead.parse::<u64>().ok().map(|ahead| ahead == 0);
-    Some((name.to_owned(), BranchHead { commit: commit.to_owned(), checked_out_at, in_target }))
+    Some((name.to_owned(), BranchHead { commit: commit.to_owned(), checked_out_at }))
 }
 
 /// Who the merge queue's merge commits are made by (with [`super::branches::merge_as`]).
@@ -189,21 +166,20 @@ mod tests {
         let parents = git(&repo, &["rev-list", "--parents", "-n", "1", &merged]).await.unwrap();
         assert_eq!(parents.split_whitespace().count(), 3, "a merge commit has two parents: {parents}");
         assert!(git(&repo, &["status", "--porcelain"]).await.unwrap().is_empty());
-        let listed = super::heads(&repo, Some("main"), &[]).await.unwrap();
+        let listed = super::heads(&repo, &[]).await.unwrap();
         assert_eq!(listed["main"].checked_out_at, None);
         assert_eq!(
             listed["other"].checked_out_at.as_ref().map(|p| p.canonicalize().unwrap()),
             Some(repo.canonicalize().unwrap())
         );
-        assert_eq!((listed["other"].in_target, listed["wish/a"].in_target), (Some(true), Some(false)));
         let bare = dir.path().join("bare.git");
         git(dir.path(), &["clone", "--quiet", "--bare", &repo.to_string_lossy(), &bare.to_string_lossy()])
             .await
             .unwrap();
-        let listed = super::heads(&bare, Some("nothing"), &["refs/heads/wish/".to_owned()]).await.unwrap();
+        let listed = super::heads(&bare, &["refs/heads/wish/".to_owned()]).await.unwrap();
         assert_eq!(listed.keys().count(), 2, "{listed:?}");
-        assert!(listed.values().all(|h| h.checked_out_at.is_none() && h.in_target.is_none()));
-        let bare_heads = super::heads(&bare, None, &[]).await.unwrap();
+        assert!(listed.values().all(|h| h.checked_out_at.is_none()));
+        let bare_heads = super::heads(&bare, &[]).await.unwrap();
         assert!(bare_heads.values().all(|h| h.checked_out_at.is_none()), "a bare HEAD is no working tree");
 
         assert!(!move_branch(&repo, "main", &merged, &heads["wish/a"], "test").await.unwrap(), "wrong old value");

@@ -61,9 +61,9 @@ pub struct Tick {
     pub processed: Vec<(String, EntryState)>,
 }
 
-/// What the pass's listing said about the claimed entry's branches.
+/// What the pass saw of the claimed entry's branches.
 struct Seen {
-    /// The wish branch's commit is already in the target branch.
+    /// The wish branch's commit is already in the target branch (`git merge-base --is-ancestor`).
     already_merged: bool,
     target_checked_out_at: Option<PathBuf>,
 }
@@ -122,13 +122,13 @@ impl MergeQueue {
     }
 
     /// Predicts the queue's pending entries, then processes the first one free to go. One `git
-    /// for-each-ref` tells the pass every branch's commit, which ones are checked out and which
-    /// are already in the target branch; the entry is claimed with the commits it will merge,
-    /// while the merge is made and the scratch clone cleared (none of the three needs another's
+    /// for-each-ref` tells the pass every branch's commit and which ones are checked out; the
+    /// entry is claimed with the commits it will merge while git says whether it is merged
+    /// already, the merge is made and the scratch clone cleared (none of these needs another's
     /// result, and a claim lost to another node costs only an unreferenced commit).
     async fn next_in(&self, queue: &OpenQueue, tick: &mut Tick) -> crate::app::Result<Option<(String, EntryState)>> {
         let repo = PathBuf::from(&queue.project.repo_path);
-        let heads = git::heads(&repo, Some(&queue.target_branch), &[]).await?;
+        let heads = git::heads(&repo, &[]).await?;
         let wishes: HashMap<_, _> = queue.wishes.iter().map(|w| (w.id, w)).collect();
         let mut live = Vec::new();
         for entry in &queue.entries {
@@ -162,16 +162,20 @@ impl MergeQueue {
         let Some(entry) = next else { return Ok(None) };
         let wish = heads.get(&entry.wish_branch);
         let commits = (target.as_deref(), wish.map(|h| h.commit.as_str()));
-        let seen = Seen {
-            already_merged: wish.and_then(|h| h.in_target) == Some(true),
-            target_checked_out_at: heads.get(&queue.target_branch).and_then(|h| h.checked_out_at.clone()),
-        };
+        let checked_out_at = heads.get(&queue.target_branch).and_then(|h| h.checked_out_at.clone());
         let scratch = queue.settings.merge_check.as_ref().map(|_| self.scratch(&queue.project.slug, entry));
-        let (claimed, merge, cleared) = tokio::join!(
+        let (claimed, in_target, merge, cleared) = tokio::join!(
             use_cases::claim(&self.ctx, entry, self.run, LEASE, commits),
             async {
                 match commits {
-                    (Some(base), Some(wish)) if seen.goes_ahead() => Some(merge(&repo, entry, base, wish).await),
+                    (Some(base), Some(wish)) => branches::is_ancestor(&repo, wish, base).await,
+                    _ => Ok(false),
+                }
+            },
+            // Made even if the wish turns out merged already: asking first would wait for git twice.
+            async {
+                match commits {
+                    (Some(base), Some(wish)) if checked_out_at.is_none() => Some(merge(&repo, entry, base, wish).await),
                     _ => None,
                 }
             },
@@ -184,6 +188,7 @@ impl MergeQueue {
         );
         let Some(claimed) = claimed? else { return Ok(None) };
         cleared?;
+        let seen = Seen { already_merged: in_target?, target_checked_out_at: checked_out_at };
         let merge = merge.transpose()?;
         let state = self.process(&repo, &queue.settings, &claimed, seen, merge, scratch).await?;
         Ok(Some((claimed.wish.clone(), state)))
@@ -196,8 +201,8 @@ impl MergeQueue {
     }
 
     /// One attempt at merging a claimed entry (its base and wish commits recorded by the claim,
-    /// `merge` made of them when the pass saw it [going ahead](Seen::goes_ahead), `scratch`
-    /// cleared when the project has a gate); its state when it ended.
+    /// `merge` made of them unless the target was checked out, `scratch` cleared when the project
+    /// has a gate); its state when it ended.
     async fn process(
         &self,
         repo: &Path,
@@ -325,13 +330,6 @@ impl MergeQueue {
     }
 }
 
-impl Seen {
-    /// Nothing the pass saw stops the merge from being made.
-    fn goes_ahead(&self) -> bool {
-        !self.already_merged && self.target_checked_out_at.is_none()
-    }
-}
-
 /// The `--no-ff` merge of `wish` into `base` for `entry`, made in memory by [`git::MERGE_QUEUE`]
 /// with a message naming the wish.
 async fn merge(repo: &Path, entry: &Entry, base: &str, wish: &str) -> crate::app::Result<Merge> {
@@ -354,7 +352,7 @@ async fn moving(
         patterns.push(format!("refs/heads/{}", entry.wish_branch));
         patterns.push(format!("refs/heads/group/{}/", entry.wish));
     }
-    Ok(git::heads(repo, None, &patterns).await?)
+    Ok(git::heads(repo, &patterns).await?)
 }
 
 /// The merged wish branch (if still at the merged commit) and its group branches, except any a

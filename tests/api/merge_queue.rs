@@ -192,6 +192,23 @@ async fn three_wishes_queued_at_once_merge_in_order_each_gated_by_the_repos_own_
 }
 
 #[tokio::test]
+async fn a_wish_branch_already_in_the_target_completes_without_a_second_merge() {
+    let app = spawn_app().await;
+    let p = project(&app, "done", Shape::Bare, &[]).await;
+    p.push("wish/by-hand", &[("hand.txt", "ok\n")]);
+    completed_wish(&app, "done", "by-hand").await;
+    // Someone merged it already: main fast-forwards to the wish's commit.
+    git(&p.dev, &["push", "--quiet", "origin", "wish/by-hand:main"]);
+    let main_before = git(&p.repo, &["rev-parse", "main"]);
+    let queue = app.merge_queue();
+    assert_eq!(processed(&queue.tick().await.unwrap()), [("by-hand", EntryState::Completed)]);
+    assert_eq!(git(&p.repo, &["rev-parse", "main"]), main_before, "main did not move");
+    assert!(p.merges().is_empty(), "no merge commit: {:?}", p.merges());
+    assert_eq!(wish_status(&app, "by-hand").await, "merged");
+    p.assert_never_mid_merge();
+}
+
+#[tokio::test]
 async fn a_predicted_conflict_waits_then_conflicts_for_real_and_its_fix_agent_resolves_it() {
     let app = spawn_app().await;
     let p = project(&app, "blog", Shape::OtherBranchOut, &[]).await;
