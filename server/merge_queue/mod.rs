@@ -24,7 +24,8 @@ pub mod predict;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
@@ -74,11 +75,25 @@ pub struct MergeQueue {
     /// was made by a process that is gone.
     run: DateTime<Utc>,
     cache: predict::Cache,
+    /// The branches of the repository whose target branch this process moved last, as listed
+    /// just before the move and changed by it: the listing of a pass that follows at once.
+    moved: Mutex<Option<Listing>>,
 }
+
+/// Every branch of a repository, as of a moment.
+struct Listing {
+    repo: PathBuf,
+    at: Instant,
+    heads: HashMap<String, git::BranchHead>,
+}
+
+/// How old a listing of our own may be to stand for a new one: a pass that follows a merge at
+/// once, not one after a rest (others' pushes come between those).
+const LISTING_LASTS: Duration = GAP;
 
 impl MergeQueue {
     pub fn new(ctx: Ctx) -> MergeQueue {
-        MergeQueue { ctx, run: Utc::now(), cache: predict::Cache::default() }
+        MergeQueue { ctx, run: Utc::now(), cache: predict::Cache::default(), moved: Mutex::default() }
     }
 
     /// Passes until `shutdown`: after each, waits for a commit anywhere (the feed) or [`POLL`].
@@ -122,13 +137,18 @@ impl MergeQueue {
     }
 
     /// Predicts the queue's pending entries, then processes the first one free to go. One `git
-    /// for-each-ref` tells the pass every branch's commit and which ones are checked out; the
+    /// for-each-ref` (or the listing of the move just made) tells the pass every branch's commit
+    /// and which ones are checked out; the
     /// entry is claimed with the commits it will merge while git says whether it is merged
     /// already, the merge is made and the scratch clone cleared (none of these needs another's
     /// result, and a claim lost to another node costs only an unreferenced commit).
     async fn next_in(&self, queue: &OpenQueue, tick: &mut Tick) -> crate::app::Result<Option<(String, EntryState)>> {
         let repo = PathBuf::from(&queue.project.repo_path);
-        let heads = git::heads(&repo, &[]).await?;
+        let ours = self.moved.lock().expect("listing lock").take();
+        let heads = match ours.filter(|l| l.repo == repo && l.at.elapsed() < LISTING_LASTS) {
+            Some(listing) => listing.heads,
+            None => git::heads(&repo, &[]).await?,
+        };
         let wishes: HashMap<_, _> = queue.wishes.iter().map(|w| (w.id, w)).collect();
         let mut live = Vec::new();
         for entry in &queue.entries {
@@ -256,7 +276,7 @@ impl MergeQueue {
         // The listing the move needs is read while the commits are recorded: both come after the gate.
         let (recorded, now) = tokio::join!(
             use_cases::record_commits(&self.ctx, entry, &base, &wish, Some(&merge), log.as_deref()),
-            moving(repo, entry, settings.keep_branches),
+            moving(repo),
         );
         let Some(entry) = recorded? else {
             return Ok(EntryState::Processing); // the claim is void: whoever settles it decides
@@ -284,6 +304,13 @@ impl MergeQueue {
         let doomed = if keep_branches { Vec::new() } else { merged_branches(entry, &now) };
         // The usual case in one git run: the target moves and the merged branches go together.
         if git::move_and_delete(repo, target, merge, base, &reason, &doomed).await? {
+            let mut heads = now;
+            doomed.iter().for_each(|(branch, _)| _ = heads.remove(branch));
+            if let Some(head) = heads.get_mut(target) {
+                head.commit = merge.to_owned();
+            }
+            *self.moved.lock().expect("listing lock") =
+                Some(Listing { repo: repo.to_owned(), at: Instant::now(), heads });
             return Ok(use_cases::merged(&self.ctx, entry).await?.state);
         }
         // Refused: the target moved, or (with branches to delete) one of them did; which, the
@@ -321,7 +348,7 @@ impl MergeQueue {
             }
             if head == base {
                 let keep = use_cases::settings_by_id(&self.ctx, entry.project_id).await?.keep_branches;
-                let now = moving(&repo, entry, keep).await?;
+                let now = moving(&repo).await?;
                 return self.apply(&repo, entry, merge, base, keep, now).await;
             }
         }
@@ -340,19 +367,10 @@ async fn merge(repo: &Path, entry: &Entry, base: &str, wish: &str) -> crate::app
     Ok(branches::merge_as(repo, base, wish, &message, git::MERGE_QUEUE).await?)
 }
 
-/// The branches a merge of `entry` moves or deletes, from one `git for-each-ref`: the target,
-/// and (unless the project keeps them) the wish branch and its group branches.
-async fn moving(
-    repo: &Path,
-    entry: &Entry,
-    keep_branches: bool,
-) -> crate::app::Result<HashMap<String, git::BranchHead>> {
-    let mut patterns = vec![format!("refs/heads/{}", entry.target_branch)];
-    if !keep_branches {
-        patterns.push(format!("refs/heads/{}", entry.wish_branch));
-        patterns.push(format!("refs/heads/group/{}/", entry.wish));
-    }
-    Ok(git::heads(repo, &patterns).await?)
+/// Every branch, from one `git for-each-ref` just before a merge moves the target: whether it is
+/// checked out, which merged branches to delete and (changed by the move) the next pass's listing.
+async fn moving(repo: &Path) -> crate::app::Result<HashMap<String, git::BranchHead>> {
+    Ok(git::heads(repo, &[]).await?)
 }
 
 /// The merged wish branch (if still at the merged commit) and its group branches, except any a
