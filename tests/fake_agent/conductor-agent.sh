@@ -79,10 +79,12 @@ fix)
     ;;
 esac
 
-# At the prompt: read what Switchyard says, act on a conflict.
+# At the prompt: read what Switchyard says, act on a conflict. Once a second: a real agent does
+# not poll at all (messages are typed into its pane), and the conductor's benchmark should not
+# count a fake's polling as Switchyard's time.
 while true; do
     if "$sy" msg inbox --unread --mark-read 2>/dev/null | grep -q "Your branch conflicts with the wish's branch"; then
         resolve
     fi
-    sleep 0.3
+    sleep 1
 done
