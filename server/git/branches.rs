@@ -105,7 +105,7 @@ pub async fn merge_as(
     ours: &str,
     theirs: &str,
     message: &str,
-    (name, email): (&str, &str),
+    who: (&str, &str),
 ) -> Result<Merge, GitError> {
     let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs];
     let output = command(repo, &args).output().await?;
@@ -123,12 +123,7 @@ pub async fn merge_as(
     let tree = stdout.lines().next().unwrap_or("").trim().to_owned();
     let args = ["commit-tree", &tree, "-p", ours, "-p", theirs, "-m", message];
     let mut commit_tree = command(repo, &args);
-    commit_tree.envs([
-        ("GIT_AUTHOR_NAME", name),
-        ("GIT_AUTHOR_EMAIL", email),
-        ("GIT_COMMITTER_NAME", name),
-        ("GIT_COMMITTER_EMAIL", email),
-    ]);
+    super::as_identity(&mut commit_tree, who);
     let commit = super::finished(&args, commit_tree.output().await?)?;
     Ok(Merge::Clean(commit.trim().to_owned()))
 }

@@ -3,8 +3,11 @@
 //! - the merge itself is [`super::branches::merge_as`] (`git merge-tree --write-tree`, then `git
 //!   commit-tree` with both as parents — a `--no-ff` merge commit made in memory; no ref moves),
 //!   made by [`MERGE_QUEUE`].
-//! - [`clear_scratch`], [`checkout_scratch`]: a `git clone --shared` scratch clone (kept between
-//!   entries), cleared, then checked out at the merge commit, where the gate runs; it sees the new objects through its alternates.
+//! - [`merge_in_scratch`]: with a gate, the merge is made instead with `git merge --no-ff` in a
+//!   `git clone --shared` scratch clone (kept between entries), its objects written to the
+//!   project's repository (the object store the clone borrows through its alternates), and
+//!   [`tidy_scratch`] puts the clone back after the gate. [`clear_scratch`] and
+//!   [`checkout_scratch`], which it uses, also check out a merge made in memory.
 //! - [`move_branch`]: `git update-ref refs/heads/<target> <merge> <base>`, a compare-and-swap that
 //!   moves the target only from the commit the merge was made on.
 //! - [`heads`]: one `git for-each-ref` says where each branch is and where it is checked out
@@ -132,6 +135,85 @@ pub async fn checkout_scratch(dir: &Path, commit: &str) -> Result<(), GitError> 
     Ok(())
 }
 
+/// What merging a wish in the scratch clone gave ([`merge_in_scratch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScratchMerge {
+    /// The merge commit, checked out in the scratch clone, its objects in the project's repository.
+    Merged(String),
+    /// The wish's commit is in the base already: nothing to merge.
+    AlreadyIn,
+    /// The merge conflicts; the scratch clone is back at the base.
+    Conflicts,
+}
+
+/// Merges `wish` into `base` where the gate runs: `git merge --no-ff` in the scratch clone at
+/// `dir` (checked out at `base` first unless `ready` says it is there, cleared since its last
+/// gate), by `(name, email)`, with no hooks, writing its objects into the project's repository
+/// (the object store the scratch clone borrows from), so the target can move to the merge
+/// commit. One git run where the merge made in memory and then checked out took three.
+pub async fn merge_in_scratch(
+    repo: &Path,
+    dir: &Path,
+    (base, wish): (&str, &str),
+    message: &str,
+    who: (&str, &str),
+    ready: bool,
+) -> Result<ScratchMerge, GitError> {
+    if !ready || scratch_head(dir).as_deref() != Some(base) {
+        clear_scratch(repo, dir).await?;
+        git(dir, &["checkout", "--quiet", "--force", "--detach", base]).await?;
+    }
+    let objects = std::fs::read_to_string(dir.join(".git/objects/info/alternates"))?;
+    let objects = objects.lines().next().unwrap_or_default().trim().to_owned();
+    let args = [
+        "-c",
+        "core.hooksPath=/dev/null",
+        "merge",
+        "--quiet",
+        "--no-ff",
+        "--no-log",
+        "--no-verify",
+        "--no-edit",
+        "-m",
+        message,
+        wish,
+    ];
+    let mut merge = super::command(dir, &args);
+    merge.env("GIT_OBJECT_DIRECTORY", &objects);
+    super::as_identity(&mut merge, who);
+    let output = merge.output().await?;
+    if !output.status.success() {
+        if dir.join(".git/MERGE_HEAD").exists() {
+            git(dir, &["merge", "--abort"]).await?;
+            return Ok(ScratchMerge::Conflicts);
+        }
+        return Err(GitError::Failed {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    match scratch_head(dir) {
+        Some(head) if head == base => Ok(ScratchMerge::AlreadyIn),
+        Some(head) => Ok(ScratchMerge::Merged(head)),
+        None => Err(GitError::Failed { args: args.join(" "), stderr: "no HEAD after the merge".into() }),
+    }
+}
+
+/// Puts the scratch clone back as its last merge left it after a gate ran there (`git reset
+/// --hard`, then `git clean -ffdx`): a gate may change tracked files and leave others.
+pub async fn tidy_scratch(dir: &Path) -> Result<(), GitError> {
+    git(dir, &["reset", "--quiet", "--hard"]).await?;
+    git(dir, &["clean", "--quiet", "-ffdx"]).await?;
+    Ok(())
+}
+
+/// The commit checked out (detached) in the scratch clone at `dir`, read from its `HEAD`.
+fn scratch_head(dir: &Path) -> Option<String> {
+    let head = std::fs::read_to_string(dir.join(".git/HEAD")).ok()?;
+    let head = head.trim();
+    (head.len() >= 40 && head.bytes().all(|b| b.is_ascii_hexdigit())).then(|| head.to_owned())
+}
+
 /// Files changed between the target and the wish branch (`git diff --stat target...wish`), for the
 /// wish page.
 pub async fn diff_stat(repo: &Path, target: &str, wish: &str) -> Result<String, GitError> {
@@ -228,5 +310,54 @@ mod tests {
         clear_scratch(&repo, &scratch).await.unwrap();
         checkout_scratch(&scratch, &merged).await.unwrap();
         assert!(!scratch.join("junk").exists() && scratch.join("a.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn a_merge_in_the_scratch_clone_lands_its_objects_in_the_repository_and_leaves_no_merge_half_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = project_repo(dir.path()).await;
+        git(&repo, &["checkout", "--quiet", "-b", "wish/a"]).await.unwrap();
+        std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+        commit(&repo, "a").await;
+        git(&repo, &["checkout", "--quiet", "-b", "wish/clash", "main"]).await.unwrap();
+        std::fs::write(repo.join("README.md"), "theirs\n").unwrap();
+        commit(&repo, "clash").await;
+        git(&repo, &["checkout", "--quiet", "main"]).await.unwrap();
+        std::fs::write(repo.join("README.md"), "ours\n").unwrap();
+        commit(&repo, "ours").await;
+        git(&repo, &["checkout", "--quiet", "-b", "elsewhere"]).await.unwrap();
+        let heads = branch_heads(&repo).await.unwrap();
+        let (main, scratch) = (heads["main"].clone(), dir.path().join("scratch"));
+        let who = MERGE_QUEUE;
+
+        let merged = merge_in_scratch(&repo, &scratch, (&main, &heads["wish/a"]), "Merge a", who, false).await.unwrap();
+        let ScratchMerge::Merged(commit) = merged else { panic!("a clean merge: {merged:?}") };
+        // The repository has the commit (the target can move to it), with both parents.
+        let parents = git(&repo, &["rev-list", "--parents", "-n", "1", &commit]).await.unwrap();
+        assert_eq!(parents.split_whitespace().count(), 3, "{parents}");
+        let author = git(&repo, &["log", "-1", "--format=%an <%ae> %s", &commit]).await.unwrap();
+        assert_eq!(author.trim(), "Switchyard merge queue <merge-queue@switchyard.invalid> Merge a");
+        assert!(scratch.join("a.txt").is_file(), "checked out where the gate runs");
+
+        // A gate that changes a tracked file and leaves another: tidied, at the merge again.
+        std::fs::write(scratch.join("README.md"), "changed by the gate\n").unwrap();
+        std::fs::write(scratch.join("junk"), "x").unwrap();
+        tidy_scratch(&scratch).await.unwrap();
+        assert_eq!(std::fs::read_to_string(scratch.join("README.md")).unwrap(), "ours\n");
+        assert!(!scratch.join("junk").exists());
+
+        let already = merge_in_scratch(&repo, &scratch, (&commit, &heads["wish/a"]), "again", who, true).await.unwrap();
+        assert_eq!(already, ScratchMerge::AlreadyIn);
+        let clash =
+            merge_in_scratch(&repo, &scratch, (&commit, &heads["wish/clash"]), "clash", who, true).await.unwrap();
+        assert_eq!(clash, ScratchMerge::Conflicts);
+        assert!(!scratch.join(".git/MERGE_HEAD").exists(), "no merge left half done");
+        assert!(git(&scratch, &["status", "--porcelain"]).await.unwrap().is_empty());
+        // Wherever the scratch clone was left, the next merge starts from its base.
+        std::fs::write(scratch.join("junk"), "x").unwrap();
+        let again = merge_in_scratch(&repo, &scratch, (&main, &heads["wish/a"]), "Merge a", who, true).await.unwrap();
+        assert!(matches!(again, ScratchMerge::Merged(_)), "{again:?}");
+        assert!(!scratch.join("junk").exists());
+        assert_eq!(git(&repo, &["rev-parse", "main"]).await.unwrap().trim(), main, "no branch of the repository moved");
     }
 }

@@ -42,6 +42,17 @@ pub(crate) fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
     command
 }
 
+/// Makes `command`'s commits authored and committed by `(name, email)`, whatever the user's git
+/// identity says.
+pub(crate) fn as_identity(command: &mut tokio::process::Command, (name, email): (&str, &str)) {
+    command.envs([
+        ("GIT_AUTHOR_NAME", name),
+        ("GIT_AUTHOR_EMAIL", email),
+        ("GIT_COMMITTER_NAME", name),
+        ("GIT_COMMITTER_EMAIL", email),
+    ]);
+}
+
 /// Runs git in `dir` and returns its standard output.
 pub(crate) async fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     finished(args, command(dir, args).output().await?)

@@ -11,11 +11,12 @@
 //!    every merge ahead of it: what those merges bring is predicted pair by pair, and the real
 //!    merge tells the rest — so a pass over N entries costs no git work once they are known.
 //!
-//! Processing, with every step recorded in PostgreSQL before git acts on it: the merge is made in
-//! memory in the project's repository ([`crate::git::merge::merge`], `--no-ff`, two parents, the
-//! message naming the wish); the gate runs in a scratch clone checked out at it ([`gate`]); the
-//! merge commit is recorded; only then does the target branch move, by compare-and-swap from the
-//! commit the merge was made on. The user's working trees are never touched: a target branch
+//! Processing, with every step recorded in PostgreSQL before git acts on it: the merge (`--no-ff`,
+//! two parents, the message naming the wish) is made where the gate runs, in a scratch clone
+//! whose new objects go to the project's repository ([`git::merge_in_scratch`]), or in memory in
+//! the project's repository when there is no gate ([`branches::merge_as`]); the gate runs
+//! ([`gate`]); the merge commit is recorded; only then does the target branch move, by
+//! compare-and-swap from the commit the merge was made on. The user's working trees are never touched: a target branch
 //! checked out under a working tree is not moved at all — the entry fails with that reason and a
 //! person decides (check out another branch, or use a bare repository, then retry the entry).
 
@@ -36,7 +37,7 @@ use crate::db::merge_queue::settings::MergeSettings;
 use crate::db::merge_queue::Entry;
 use crate::domain::merge_queue::{EntryState, Setback};
 use crate::git::branches::{self, Merge};
-use crate::git::merge as git;
+use crate::git::merge::{self as git, ScratchMerge};
 
 /// How long a claim lasts without renewal; renewed every [`RENEW`] while the gate runs.
 const LEASE: Duration = Duration::from_secs(60);
@@ -78,6 +79,9 @@ pub struct MergeQueue {
     /// The branches of the repository whose target branch this process moved last, as listed
     /// just before the move and changed by it: the listing of a pass that follows at once.
     moved: Mutex<Option<Listing>>,
+    /// Scratch clones being tidied after a gate passed there, left at its merge; each says
+    /// whether it was.
+    tidying: Mutex<HashMap<PathBuf, tokio::task::JoinHandle<bool>>>,
 }
 
 /// Every branch of a repository, as of a moment.
@@ -93,7 +97,13 @@ const LISTING_LASTS: Duration = GAP;
 
 impl MergeQueue {
     pub fn new(ctx: Ctx) -> MergeQueue {
-        MergeQueue { ctx, run: Utc::now(), cache: predict::Cache::default(), moved: Mutex::default() }
+        MergeQueue {
+            ctx,
+            run: Utc::now(),
+            cache: predict::Cache::default(),
+            moved: Mutex::default(),
+            tidying: Mutex::default(),
+        }
     }
 
     /// Passes until `shutdown`: after each, waits for a commit anywhere (the feed) or [`POLL`].
@@ -184,34 +194,49 @@ impl MergeQueue {
         let commits = (target.as_deref(), wish.map(|h| h.commit.as_str()));
         let checked_out_at = heads.get(&queue.target_branch).and_then(|h| h.checked_out_at.clone());
         let scratch = queue.settings.merge_check.as_ref().map(|_| self.scratch(&queue.project.slug, entry));
-        let (claimed, in_target, merge, cleared) = tokio::join!(
+        let (claimed, premerge) = tokio::join!(
             use_cases::claim(&self.ctx, entry, self.run, LEASE, commits),
-            async {
-                match commits {
-                    (Some(base), Some(wish)) => branches::is_ancestor(&repo, wish, base).await,
-                    _ => Ok(false),
-                }
-            },
-            // Made even if the wish turns out merged already: asking first would wait for git twice.
-            async {
-                match commits {
-                    (Some(base), Some(wish)) if checked_out_at.is_none() => Some(merge(&repo, entry, base, wish).await),
-                    _ => None,
-                }
-            },
-            async {
-                match &scratch {
-                    Some(dir) => git::clear_scratch(&repo, dir).await,
-                    None => Ok(()),
-                }
-            },
+            self.premerge(&repo, scratch.as_deref(), entry, commits, checked_out_at.is_some()),
         );
         let Some(claimed) = claimed? else { return Ok(None) };
-        cleared?;
-        let seen = Seen { already_merged: in_target?, target_checked_out_at: checked_out_at };
-        let merge = merge.transpose()?;
+        let (in_target, merge) = premerge?;
+        let seen = Seen { already_merged: in_target, target_checked_out_at: checked_out_at };
         let state = self.process(&repo, &queue.settings, &claimed, seen, merge, scratch).await?;
         Ok(Some((claimed.wish.clone(), state)))
+    }
+
+    /// Whether the wish's commit is in the target's already, and (unless the target is checked
+    /// out) their merge: with a gate, made in the scratch clone where the gate runs (`git merge`
+    /// tells both at once); without one, in memory, while git is asked about the first (made even
+    /// if the wish turns out merged already: asking first would wait for git twice).
+    async fn premerge(
+        &self,
+        repo: &Path,
+        scratch: Option<&Path>,
+        entry: &Entry,
+        commits: (Option<&str>, Option<&str>),
+        checked_out: bool,
+    ) -> crate::app::Result<(bool, Option<Merge>)> {
+        let (Some(base), Some(wish)) = commits else { return Ok((false, None)) };
+        if checked_out {
+            return Ok((branches::is_ancestor(repo, wish, base).await?, None));
+        }
+        let Some(dir) = scratch else {
+            let (in_target, merge) =
+                tokio::join!(branches::is_ancestor(repo, wish, base), self::merge(repo, entry, base, wish));
+            return Ok((in_target?, Some(merge?)));
+        };
+        let tidying = self.tidying.lock().expect("tidying lock").remove(dir);
+        let ready = match tidying {
+            Some(tidying) => tidying.await.unwrap_or(false),
+            None => false,
+        };
+        match git::merge_in_scratch(repo, dir, (base, wish), &message(entry), git::MERGE_QUEUE, ready).await? {
+            ScratchMerge::Merged(commit) => Ok((false, Some(Merge::Clean(commit)))),
+            ScratchMerge::AlreadyIn => Ok((true, None)),
+            // The files, named as the merge made in memory names them.
+            ScratchMerge::Conflicts => Ok((false, Some(self::merge(repo, entry, base, wish).await?))),
+        }
     }
 
     /// Where the gate of `entry`'s queue runs: one scratch clone per project and target branch.
@@ -221,8 +246,8 @@ impl MergeQueue {
     }
 
     /// One attempt at merging a claimed entry (its base and wish commits recorded by the claim,
-    /// `merge` made of them unless the target was checked out, `scratch` cleared when the project
-    /// has a gate); its state when it ended.
+    /// `merge` made of them by [`Self::premerge`] unless the target was checked out: with a gate,
+    /// checked out in `scratch`); its state when it ended.
     async fn process(
         &self,
         repo: &Path,
@@ -245,6 +270,8 @@ impl MergeQueue {
         if let Some(at) = seen.target_checked_out_at {
             return self.setback(entry, refused(checked_out(target, &at))).await;
         }
+        // With a gate, the merge was made checked out in the scratch clone.
+        let merged_in_scratch = scratch.is_some() && merge.is_some();
         let merge = match merge {
             Some(made) => made,
             None => self::merge(repo, entry, &base, &wish).await?,
@@ -258,7 +285,9 @@ impl MergeQueue {
         };
         let mut log = None;
         if let (Some(check), Some(scratch)) = (&settings.merge_check, &scratch) {
-            git::checkout_scratch(scratch, &merge).await?;
+            if !merged_in_scratch {
+                git::checkout_scratch(scratch, &merge).await?;
+            }
             let timeout = Duration::from_secs(settings.gate_timeout_secs as u64);
             let ctx = &self.ctx;
             let run = gate::run(scratch, check, timeout, RENEW, || async move {
@@ -272,6 +301,21 @@ impl MergeQueue {
                 return self.setback(entry, (Setback::GateFailed, why, Vec::new(), Some(run.log))).await;
             }
             log = Some(run.log);
+        }
+        // The scratch clone is tidied while the target moves and the next pass reads the queue: it
+        // stays at this merge, which is the next entry's base if the move succeeds.
+        if let Some(dir) = scratch.filter(|_| log.is_some()) {
+            let tidying = tokio::spawn({
+                let dir = dir.clone();
+                async move {
+                    let tidied = git::tidy_scratch(&dir).await;
+                    if let Err(e) = &tidied {
+                        tracing::debug!(error = %e, "tidying the scratch clone");
+                    }
+                    tidied.is_ok()
+                }
+            });
+            self.tidying.lock().expect("tidying lock").insert(dir, tidying);
         }
         // The listing the move needs is read while the commits are recorded: both come after the gate.
         let (recorded, now) = tokio::join!(
@@ -360,11 +404,15 @@ impl MergeQueue {
 /// The `--no-ff` merge of `wish` into `base` for `entry`, made in memory by [`git::MERGE_QUEUE`]
 /// with a message naming the wish.
 async fn merge(repo: &Path, entry: &Entry, base: &str, wish: &str) -> crate::app::Result<Merge> {
-    let message = format!(
+    Ok(branches::merge_as(repo, base, wish, &message(entry), git::MERGE_QUEUE).await?)
+}
+
+/// The message of `entry`'s merge commit, naming the wish.
+fn message(entry: &Entry) -> String {
+    format!(
         "Merge wish `{}`: {}\n\nMerged by the Switchyard merge queue from branch `{}`.",
         entry.wish, entry.title, entry.wish_branch
-    );
-    Ok(branches::merge_as(repo, base, wish, &message, git::MERGE_QUEUE).await?)
+    )
 }
 
 /// Every branch, from one `git for-each-ref` just before a merge moves the target: whether it is
