@@ -127,14 +127,16 @@ fn refuse_nul(bytes: &[u8]) -> Result<(), ApiError> {
     }
 }
 
-/// The path (`items[2].name`) of the first string or key in `value` that holds NUL.
+/// The path (`items[2].name`) of the first string or key in `value` that holds NUL; a key's NUL
+/// is written `\u0000` in it (the path goes back in a problem, which is text too).
 fn nul_at(value: &serde_json::Value, path: String) -> Option<String> {
     use serde_json::Value;
     match value {
         Value::String(s) => s.contains('\0').then_some(path),
         Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| nul_at(v, format!("{path}[{i}]"))),
         Value::Object(fields) => fields.iter().find_map(|(k, v)| {
-            let inner = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+            let key = k.replace('\0', "\\u0000");
+            let inner = if path.is_empty() { key } else { format!("{path}.{key}") };
             if k.contains('\0') {
                 Some(inner)
             } else {
@@ -252,6 +254,8 @@ mod tests {
     fn nul_in_any_string_is_refused_naming_its_path() {
         assert_eq!(field_of(r#"{"name":"a\u0000b"}"#), "name");
         assert_eq!(field_of(r#"{"name":"a","inner":{"count":1,"x":["ok","\u0000"]}}"#), "inner.x[1]");
+        // A key holding NUL is named with it escaped: the problem carries no NUL either.
+        assert_eq!(field_of(r#"{"name":"a","inner":{"k\u0000y":1}}"#), r"inner.k\u0000y");
         assert!(parse::<Body>(br#"{"name":"a\\u0000"}"#).is_ok(), "an escaped backslash is no NUL");
     }
 
