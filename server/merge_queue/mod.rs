@@ -234,8 +234,14 @@ impl MergeQueue {
         match git::merge_in_scratch(repo, dir, (base, wish), &message(entry), git::MERGE_QUEUE, ready).await? {
             ScratchMerge::Merged(commit) => Ok((false, Some(Merge::Clean(commit)))),
             ScratchMerge::AlreadyIn => Ok((true, None)),
-            // The files, named as the merge made in memory names them.
-            ScratchMerge::Conflicts => Ok((false, Some(self::merge(repo, entry, base, wish).await?))),
+            // The files, named as the merge made in memory names them. (Were that one clean, the
+            // gate would run on a clone left at the base: refused.)
+            ScratchMerge::Conflicts => match self::merge(repo, entry, base, wish).await? {
+                Merge::Conflicts(files) => Ok((false, Some(Merge::Conflicts(files)))),
+                Merge::Clean(_) => Err(crate::app::Error::Internal(anyhow::anyhow!(
+                    "`git merge` conflicted where `git merge-tree` did not"
+                ))),
+            },
         }
     }
 
