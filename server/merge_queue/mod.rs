@@ -16,8 +16,8 @@
 //! whose new objects go to the project's repository ([`git::merge_in_scratch`]), or in memory in
 //! the project's repository when there is no gate ([`branches::merge_as`]); the gate runs
 //! ([`gate`]); the merge commit is recorded; only then does the target branch move, by
-//! compare-and-swap from the commit the merge was made on. The user's working trees are never touched: a target branch
-//! checked out under a working tree is not moved at all — the entry fails with that reason and a
+//! compare-and-swap from the commit the merge was made on. The user's working trees are never
+//! touched: a target branch checked out under a working tree is not moved at all — the entry fails with that reason and a
 //! person decides (check out another branch, or use a bare repository, then retry the entry).
 
 pub mod gate;
@@ -65,7 +65,7 @@ pub struct Tick {
 
 /// What the pass saw of the claimed entry's branches.
 struct Seen {
-    /// The wish branch's commit is already in the target branch (`git merge-base --is-ancestor`).
+    /// The wish branch's commit is already in the target branch (see [`MergeQueue::premerge`]).
     already_merged: bool,
     target_checked_out_at: Option<PathBuf>,
 }
@@ -148,10 +148,9 @@ impl MergeQueue {
 
     /// Predicts the queue's pending entries, then processes the first one free to go. One `git
     /// for-each-ref` (or the listing of the move just made) tells the pass every branch's commit
-    /// and which ones are checked out; the
-    /// entry is claimed with the commits it will merge while git says whether it is merged
-    /// already, the merge is made and the scratch clone cleared (none of these needs another's
-    /// result, and a claim lost to another node costs only an unreferenced commit).
+    /// and which ones are checked out; the entry is claimed with the commits it will merge while
+    /// the merge is made ([`Self::premerge`]): neither needs the other's result, and a claim
+    /// lost to another node costs only an unreferenced commit.
     async fn next_in(&self, queue: &OpenQueue, tick: &mut Tick) -> crate::app::Result<Option<(String, EntryState)>> {
         let repo = PathBuf::from(&queue.project.repo_path);
         let ours = self.moved.lock().expect("listing lock").take();
