@@ -17,8 +17,9 @@
 //! the project's repository when there is no gate ([`branches::merge_as`]); the gate runs
 //! ([`gate`]); the merge commit is recorded; only then does the target branch move, by
 //! compare-and-swap from the commit the merge was made on. The user's working trees are never
-//! touched: a target branch checked out under a working tree is not moved at all — the entry fails with that reason and a
-//! person decides (check out another branch, or use a bare repository, then retry the entry).
+//! touched: a target branch checked out under a working tree is not moved at all — the entry
+//! fails with that reason and a person decides (check out another branch, or use a bare
+//! repository, then retry the entry).
 
 pub mod gate;
 pub mod predict;
