@@ -8,7 +8,7 @@
 //! [providers.aider]
 //! command = ["aider", "--model", "sonnet", "--chat-history-file", "{clone}/.aider.history"]
 //! env = { AIDER_DARK_MODE = "true" }
-//! screen_rules = "generic"
+//! screen_rules = "generic"   # or "claude", "codex", "gemini" ("shell" is another name for "generic")
 //! setup = "none"        # or "claude", "codex", "gemini": prepare that CLI's own configuration
 //! sandbox = "bwrap"     # or "none" (the default): see [`sandbox`]
 //! network = "none"      # under bwrap: no network at all ("host", the default: the machine's)
@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::detect::screen::ScreenRules;
 use crate::domain::cost::{Price, PriceList};
 
 pub mod sandbox;
@@ -55,8 +56,9 @@ pub struct Provider {
     pub resume: Option<Vec<String>>,
     /// Extra environment for the agent's pane.
     pub env: BTreeMap<String, String>,
-    /// Which screen rules (`detect::rules`) read this provider's screen.
-    pub screen_rules: String,
+    /// Which screen rules read this provider's screen: parsed once, from the config, so the
+    /// worker's detector and the API's explanation read a pane alike.
+    pub screen_rules: ScreenRules,
     /// Install Claude Code's hooks (`switchyard hook`) in the agent's clone.
     pub install_hooks: bool,
     /// Whose configuration to prepare for each agent so it starts without a person
@@ -98,6 +100,18 @@ impl Provider {
     /// The argv to resume the agent's provider session (or start afresh when there is no way to).
     pub fn resume_command(&self, values: &Placeholders) -> Vec<String> {
         substitute(self.resume.as_ref().unwrap_or(&self.command), values)
+    }
+
+    /// The shell a pane of this provider runs (`bash`), named as tmux's `#{pane_current_command}`
+    /// names it: the program a provider without screen rules is started with. Another program in
+    /// the pane's foreground means the agent is busy however still its screen is. `None` for
+    /// providers with screen rules (their program in the foreground is the agent itself).
+    pub fn shell(&self) -> Option<String> {
+        if self.screen_rules != ScreenRules::Generic {
+            return None;
+        }
+        let program = Path::new(self.command.first()?).file_name()?;
+        Some(program.to_string_lossy().into_owned())
     }
 
     /// The environment of an agent's pane: the provider's `env`, then what `switchyard hook`
@@ -214,7 +228,7 @@ impl Providers {
                 command: args(&["claude", "--session-id", "{session_id}"]),
                 resume: Some(args(&["claude", "--resume", "{session_id}"])),
                 env: BTreeMap::new(),
-                screen_rules: "claude".into(),
+                screen_rules: ScreenRules::ClaudeCode,
                 install_hooks: true,
                 setup: Setup::Claude,
                 sandbox: Sandbox::None,
@@ -227,7 +241,7 @@ impl Providers {
                 // Codex picks its own session ids; its most recent session in the clone is ours.
                 resume: Some(args(&["codex", "resume", "--last"])),
                 env: BTreeMap::new(),
-                screen_rules: "codex".into(),
+                screen_rules: ScreenRules::Codex,
                 install_hooks: false,
                 setup: Setup::Codex,
                 sandbox: Sandbox::None,
@@ -239,7 +253,7 @@ impl Providers {
                 command: args(&["gemini"]),
                 resume: Some(args(&["gemini", "--resume", "latest"])),
                 env: BTreeMap::new(),
-                screen_rules: "gemini".into(),
+                screen_rules: ScreenRules::Gemini,
                 install_hooks: false,
                 setup: Setup::Gemini,
                 sandbox: Sandbox::None,
@@ -251,7 +265,7 @@ impl Providers {
                 command: vec![shell],
                 resume: None,
                 env: BTreeMap::new(),
-                screen_rules: "shell".into(),
+                screen_rules: ScreenRules::Generic,
                 install_hooks: false,
                 setup: Setup::None,
                 sandbox: Sandbox::None,
@@ -282,23 +296,22 @@ impl Providers {
         let mut providers = Providers::builtin();
         for (name, entry) in file.providers {
             let provider = match providers.by_name.remove(&name) {
-                Some(builtin) => merge(builtin, entry),
+                Some(builtin) => merge(builtin, entry).map_err(|message| error(&name, message))?,
                 None => {
                     let command = entry.command.clone().ok_or_else(|| error(&name, "`command` is required"))?;
-                    let screen_rules = entry.screen_rules.clone().unwrap_or_else(|| "generic".into());
                     let base = Provider {
                         name: name.clone(),
                         command,
                         resume: None,
                         env: BTreeMap::new(),
-                        screen_rules,
+                        screen_rules: ScreenRules::Generic,
                         install_hooks: false,
                         setup: Setup::None,
                         sandbox: Sandbox::None,
                         network: Network::Host,
                         sandbox_paths: Vec::new(),
                     };
-                    merge(base, entry)
+                    merge(base, entry).map_err(|message| error(&name, message))?
                 }
             };
             validate(&provider)?;
@@ -329,7 +342,7 @@ impl Providers {
     }
 }
 
-fn merge(mut base: Provider, entry: ProviderEntry) -> Provider {
+fn merge(mut base: Provider, entry: ProviderEntry) -> Result<Provider, String> {
     if let Some(command) = entry.command {
         base.command = command;
     }
@@ -340,7 +353,7 @@ fn merge(mut base: Provider, entry: ProviderEntry) -> Provider {
         base.env.extend(env);
     }
     if let Some(rules) = entry.screen_rules {
-        base.screen_rules = rules;
+        base.screen_rules = rules.parse().map_err(|e| format!("`screen_rules`: {e}"))?;
     }
     if let Some(install) = entry.install_hooks {
         base.install_hooks = install;
@@ -357,7 +370,7 @@ fn merge(mut base: Provider, entry: ProviderEntry) -> Provider {
     if let Some(paths) = entry.sandbox_paths {
         base.sandbox_paths = paths;
     }
-    base
+    Ok(base)
 }
 
 fn validate(p: &Provider) -> Result<(), ProviderConfigError> {
@@ -389,9 +402,6 @@ fn validate(p: &Provider) -> Result<(), ProviderConfigError> {
         if !valid {
             return Err(error(&p.name, format!("`env` key {key:?} is not an environment variable name")));
         }
-    }
-    if p.screen_rules.trim().is_empty() {
-        return Err(error(&p.name, "`screen_rules` must not be empty"));
     }
     if let Some(relative) = p.sandbox_paths.iter().find(|path| !path.is_absolute()) {
         return Err(error(&p.name, format!("`sandbox_paths` must be absolute paths, not {relative:?}")));
@@ -444,7 +454,7 @@ mod tests {
 
             [providers.aider]
             command = ["aider", "--name", "{name}", "--file", "{clone}/NOTES.md"]
-            screen_rules = "aider"
+            screen_rules = "generic"
             "#,
         )
         .expect("valid");
@@ -506,6 +516,23 @@ mod tests {
         let err = Providers::parse("[providers.a]\ncommand = [\"a\"]\ncomand = [\"b\"]").unwrap_err();
         assert_eq!(err.provider, None);
         assert!(err.message.contains("comand"), "{err}");
+    }
+
+    #[test]
+    fn screen_rules_are_read_once_from_the_config_and_shell_means_generic() {
+        let providers = Providers::builtin();
+        let shell = providers.get("shell").unwrap();
+        assert_eq!(shell.screen_rules, ScreenRules::Generic);
+        assert!(shell.shell().is_some_and(|name| !name.contains('/')), "{:?}", shell.shell());
+        assert_eq!(providers.get("claude").unwrap().shell(), None, "a provider with rules runs no shell");
+        let p =
+            Providers::parse("[providers.shell]\nscreen_rules = \"shell\"\n[providers.x]\ncommand = [\"/bin/zsh\"]")
+                .expect("the older name still reads");
+        assert_eq!(p.get("shell").unwrap().screen_rules, ScreenRules::Generic);
+        assert_eq!(p.get("x").unwrap().shell().as_deref(), Some("zsh"));
+        let err = Providers::parse("[providers.x]\ncommand = [\"x\"]\nscreen_rules = \"vim\"").unwrap_err();
+        assert_eq!(err.provider.as_deref(), Some("x"));
+        assert!(err.message.contains("screen_rules") && err.message.contains("generic"), "{err}");
     }
 
     #[test]

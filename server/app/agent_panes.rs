@@ -10,6 +10,7 @@ use super::panes::{interrupt_key, tmux_failed, LocalPanes};
 use super::{Ctx, Error, Result};
 use crate::db::agents::{self, Agent, Applied, Cause};
 use crate::db::events;
+use crate::detect::screen::ScreenRules;
 use crate::domain::agent::AgentEvent;
 use crate::domain::typed;
 use crate::tmux::Key;
@@ -101,7 +102,7 @@ pub async fn press_keys(ctx: &Ctx, name: &str, keys: &[Key]) -> Result<Delivered
 pub async fn interrupt(ctx: &Ctx, name: &str) -> Result<Agent> {
     let agent = agent(ctx, name).await?;
     let pane = pane(ctx, &agent)?;
-    let rules = ctx.providers.get(&agent.provider).map_or(agent.provider.as_str(), |p| p.screen_rules.as_str());
+    let rules = ctx.providers.get(&agent.provider).map_or(ScreenRules::Generic, |p| p.screen_rules);
     panes(ctx)?.tmux.send_key(pane, interrupt_key(rules)).await.map_err(tmux_failed)?;
     Ok(agent)
 }
@@ -143,6 +144,17 @@ pub async fn screen(ctx: &Ctx, name: &str, lines: u32) -> Result<Screen> {
     let pane = pane(ctx, &agent)?;
     let text = panes(ctx)?.tmux.capture(pane, lines).await.map_err(tmux_failed)?;
     Ok(Screen { agent: agent.name.clone(), pane: pane.to_owned(), text })
+}
+
+/// The program in the foreground of a shell agent's pane when it is not the shell itself
+/// (`cargo`, `sleep`): what keeps the agent working however still its screen is. `None` for
+/// providers with screen rules, or when the pane cannot be reached from here.
+pub async fn foreground_command(ctx: &Ctx, agent: &Agent) -> Option<String> {
+    let shell = ctx.providers.get(&agent.provider)?.shell()?;
+    let pane = pane(ctx, agent).ok()?;
+    let out = panes(ctx).ok()?.tmux.run(&["display-message", "-p", "-t", pane, "#{pane_current_command}"]).await;
+    let running = out.ok()?.trim().to_owned();
+    (!running.is_empty() && running != shell).then_some(running)
 }
 
 /// Records a nudge of a quiet agent (`agent.nudged`), and once it has had `max_nudges` that it

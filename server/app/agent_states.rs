@@ -13,12 +13,16 @@ use crate::db::events;
 use crate::detect::screen::{self, ReadContext, ScreenRules};
 use crate::domain::agent::AgentState;
 
+/// The signal of a shell kept working by a program in its foreground
+/// ([`crate::detect::decision::Detector::on_busy`]).
+const FOREGROUND: &str = "foreground command";
+
 /// The explanation of an agent's current state.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"agent": "clever-fox", "state": "idle", "since": "2026-11-22T09:30:00Z",
     "decided_by": "hook", "signal": "Stop", "line": null, "detail": null, "from": "working",
     "last_hook": {"state": "idle", "at": "2026-11-22T09:30:00Z"}, "last_activity": "2026-11-22T09:30:00Z",
-    "screen": {"rules": "claude", "activity": "working", "rule": "spinner", "line": "✻ Thinking…", "error": null},
+    "screen": {"rules": "claude", "activity": "working", "rule": "spinner", "line": "✻ Thinking…", "error": null, "foreground": null},
     "summary": "idle since 2026-11-22 09:30:00 UTC, decided by a hook (Stop); the screen now reads working: the next reading decides"}))]
 pub struct Explanation {
     pub agent: String,
@@ -64,6 +68,9 @@ pub struct ScreenSignal {
     pub line: Option<String>,
     /// A final error the provider printed.
     pub error: Option<String>,
+    /// For a shell agent: the program running in its foreground, when it is not the shell
+    /// (`cargo`): the agent is working until it ends, however still the screen is.
+    pub foreground: Option<String>,
 }
 
 /// Explains agent `name`'s state.
@@ -94,10 +101,12 @@ pub async fn explain(ctx: &Ctx, name: &str) -> Result<Explanation> {
     Ok(explanation)
 }
 
-/// The pane read now, when this process runs the worker that holds it.
+/// The pane read now, when this process runs the worker that holds it, with the rules the
+/// worker reads it with (a provider gone from the config: none, as there).
 async fn read_screen(ctx: &Ctx, agent: &Agent) -> Option<ScreenSignal> {
-    let rules: ScreenRules = ctx.providers.get(&agent.provider)?.screen_rules.parse().ok()?;
+    let rules = ctx.providers.get(&agent.provider).map_or(ScreenRules::Generic, |p| p.screen_rules);
     let text = agent_panes::screen(ctx, &agent.name, 0).await.ok()?.text;
+    let foreground = agent_panes::foreground_command(ctx, agent).await;
     let reading = screen::read(rules, &text, &ReadContext { now: Utc::now(), zone: chrono_tz::Tz::UTC });
     Some(ScreenSignal {
         rules: rules.as_str().to_owned(),
@@ -105,6 +114,7 @@ async fn read_screen(ctx: &Ctx, agent: &Agent) -> Option<ScreenSignal> {
         rule: reading.matched.as_ref().map(|m| m.rule.to_owned()),
         line: reading.matched.map(|m| m.line),
         error: reading.error,
+        foreground,
     })
 }
 
@@ -121,7 +131,11 @@ fn summary(e: &Explanation) -> String {
                 "api" => "a person or script through the API",
                 other => other,
             };
-            let line = e.line.as_ref().map(|line| format!("on the line “{line}”"));
+            let line = e.line.as_ref().map(|line| match e.signal.as_deref() {
+                // The worker's busy shell: the "line" is the command in its foreground.
+                Some(FOREGROUND) => format!("`{line}` running"),
+                _ => format!("on the line “{line}”"),
+            });
             let said: Vec<&str> =
                 [e.signal.as_deref(), line.as_deref(), e.detail.as_deref()].into_iter().flatten().collect();
             let detail = if said.is_empty() { String::new() } else { format!(" ({})", said.join(": ")) };
@@ -134,6 +148,9 @@ fn summary(e: &Explanation) -> String {
         parts.push(format!("the last hook said {said} at {}", hook.at.format("%H:%M:%S")));
     }
     match &e.screen {
+        Some(ScreenSignal { foreground: Some(command), .. }) => {
+            parts.push(format!("`{command}` runs in the shell's foreground: working until it ends"))
+        }
         Some(ScreenSignal { error: Some(error), .. }) => parts.push(format!("the screen shows an error: {error}")),
         Some(ScreenSignal { activity: Some(activity), rule, line, .. }) => {
             let why = match (rule, line) {

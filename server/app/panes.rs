@@ -18,6 +18,7 @@ use super::{Error, Result};
 use crate::db::agents::Agent;
 use crate::db::messages::delivery::worked_since;
 use crate::detect::input_line;
+use crate::detect::screen::ScreenRules;
 use crate::domain::message::{settle_for, Confirmation};
 use crate::domain::typed;
 use crate::feed::EventFeed;
@@ -67,10 +68,10 @@ impl LocalPanes {
 /// How to interrupt a provider mid-turn, by the screen rules it is read with: the coding TUIs
 /// stop on Escape (Ctrl-C would quit them, or ask whether to), whatever the provider is named
 /// in the config; anything else gets Ctrl-C.
-pub fn interrupt_key(screen_rules: &str) -> Key {
+pub fn interrupt_key(screen_rules: ScreenRules) -> Key {
     match screen_rules {
-        "claude" | "codex" | "gemini" => Key::Escape,
-        _ => Key::CtrlC,
+        ScreenRules::ClaudeCode | ScreenRules::Codex | ScreenRules::Gemini => Key::Escape,
+        ScreenRules::Generic => Key::CtrlC,
     }
 }
 

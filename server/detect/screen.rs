@@ -59,7 +59,12 @@ impl fmt::Display for ScreenRules {
 impl FromStr for ScreenRules {
     type Err = String;
 
+    /// A provider config's `screen_rules`. `shell` is another name for `generic` (a shell has no
+    /// markers of its own), which configs written before the name `generic` use.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "shell" {
+            return Ok(ScreenRules::Generic);
+        }
         Self::ALL
             .into_iter()
             .find(|r| r.as_str() == s)
@@ -386,5 +391,6 @@ mod tests {
             assert_eq!(rules.as_str().parse::<ScreenRules>(), Ok(rules));
         }
         assert!("vim".parse::<ScreenRules>().is_err());
+        assert_eq!("shell".parse::<ScreenRules>(), Ok(ScreenRules::Generic), "the older name");
     }
 }

@@ -421,15 +421,11 @@ impl Fleet {
             let Some(pane) = &agent.tmux_pane else { continue };
             keep.push(pane.clone());
             if !watches.contains(pane) {
+                // A provider gone from the config since the agent started: its pane is read
+                // without markers, as output alone.
                 let provider = self.providers.get(&agent.provider);
-                let rules =
-                    provider.and_then(|p| p.screen_rules.parse::<ScreenRules>().ok()).unwrap_or(ScreenRules::Generic);
-                // Without screen rules, the program the pane was started with is its shell.
-                let shell = provider
-                    .filter(|_| rules == ScreenRules::Generic)
-                    .and_then(|p| p.command.first())
-                    .and_then(|program| std::path::Path::new(program).file_name())
-                    .map(|name| name.to_string_lossy().into_owned());
+                let rules = provider.map_or(ScreenRules::Generic, |p| p.screen_rules);
+                let shell = provider.and_then(|p| p.shell());
                 watches.insert(pane.clone(), Watch::new(agent, rules, shell));
             }
         }

@@ -114,6 +114,15 @@ async fn a_shell_agent_running_a_quiet_command_is_working_until_the_command_ends
         app.agent("kit").await["state"] == "working"
     })
     .await;
+    // The explanation reads the shell's screen as the worker does, and names what keeps it busy.
+    let why = app.get_ok("/api/v1/agents/kit/state/explain").await;
+    assert_eq!(
+        (why["screen"]["rules"].as_str(), why["screen"]["foreground"].as_str()),
+        (Some("generic"), Some("sleep")),
+        "{why}"
+    );
+    let summary = why["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("`sleep`") && summary.contains("foreground"), "{summary}");
     // Well past the screen's settle time (under a second), it is still working while `sleep` runs.
     let quiet_until = sent + std::time::Duration::from_secs(8);
     while std::time::Instant::now() < quiet_until {
