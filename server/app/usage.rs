@@ -67,12 +67,14 @@ fn read_from(path: &Path, offset: u64) -> Option<Vec<u8>> {
 pub struct UsageReport {
     #[serde(flatten)]
     pub cost: Cost,
-    /// Agents in the scope whose provider reports no token use (only Claude Code's transcripts
-    /// are read): their work is in none of the sums.
+    /// The providers none of whose agents in the scope has reported token use (only Claude
+    /// Code's transcripts are read): their agents' work is in none of the sums. A provider with
+    /// an agent that reported is never listed.
     pub unreported: Vec<Unreported>,
 }
 
-/// A provider that reports no token use, and how many of the scope's agents run it.
+/// A provider none of whose agents in the scope reported token use, and how many agents in the
+/// scope run it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Unreported {
     pub provider: String,
@@ -98,10 +100,11 @@ impl UsageReport {
 pub async fn report(ctx: &Ctx, conn: &mut PgConnection, scope: &Scope) -> Result<UsageReport> {
     let by_model = agent_usage::by_model(conn, scope).await?;
     let cost = ctx.providers.prices().cost(&by_model);
-    let unreported = agent_usage::providers(conn, scope)
+    // What was recorded, not what the provider's config promises: a custom provider may post
+    // hooks with transcripts too, and a Claude Code agent may not have finished a turn yet.
+    let unreported = agent_usage::unreported(conn, scope)
         .await?
         .into_iter()
-        .filter(|(provider, _)| !ctx.providers.get(provider).is_some_and(|p| p.install_hooks))
         .map(|(provider, agents)| Unreported { provider, agents })
         .collect();
     Ok(UsageReport { cost, unreported })

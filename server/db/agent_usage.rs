@@ -145,13 +145,16 @@ pub async fn by_group(
     Ok(groups)
 }
 
-/// How many agents in `scope` run each provider.
-pub async fn providers(conn: &mut PgConnection, scope: &Scope) -> Result<Vec<(String, i64)>, sqlx::Error> {
+/// The providers of which no agent in `scope` has any token use recorded, with how many
+/// agents in `scope` run each. A provider one of whose agents reported is never among them.
+pub async fn unreported(conn: &mut PgConnection, scope: &Scope) -> Result<Vec<(String, i64)>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT a.provider, count(*) AS "agents!" FROM agents a
            WHERE ($1::uuid IS NULL OR a.id = $1) AND ($2::uuid IS NULL OR a.task_id = $2)
              AND ($3::uuid IS NULL OR a.wish_id = $3) AND ($4::uuid IS NULL OR a.project_id = $4)
-           GROUP BY a.provider ORDER BY a.provider"#,
+           GROUP BY a.provider
+           HAVING NOT bool_or(EXISTS (SELECT 1 FROM agent_model_usage u WHERE u.agent_id = a.id))
+           ORDER BY a.provider"#,
         scope.agent,
         scope.group,
         scope.wish,

@@ -122,3 +122,28 @@ async fn usage_is_summed_per_group_wish_and_project_at_the_configured_prices() {
     let problem = assert_problem(app.get("/api/v1/usage?group=api").await, 422).await;
     assert!(problem.to_string().contains("give `wish` too"), "{problem}");
 }
+
+#[tokio::test]
+async fn a_provider_one_of_whose_agents_reported_usage_is_never_said_to_report_none() {
+    // A provider of the config's own, without hooks installed, whose agents post them anyway.
+    let app = crate::helpers::spawn_app_with_providers("[providers.fakeclaude]\ncommand = [\"fakeclaude\"]\n").await;
+    app.create_project("alpha").await;
+    for name in ["fox", "owl"] {
+        app.create_agent(merged(engineer("alpha", name), json!({"provider": "fakeclaude"}))).await;
+    }
+    app.create_agent(merged(engineer("alpha", "kit"), json!({"provider": "shell"}))).await;
+    let before = app.get_ok("/api/v1/usage?project=alpha").await;
+    let silent = json!([{"provider": "fakeclaude", "agents": 2}, {"provider": "shell", "agents": 1}]);
+    assert_eq!(before["unreported"], silent, "none reported yet");
+
+    let dir = tempfile::tempdir().expect("dir");
+    turn_ended(&app, dir.path(), "fox", RECORDED).await;
+    let after = app.get_ok("/api/v1/usage?project=alpha").await;
+    assert_eq!(after["unreported"], json!([{"provider": "shell", "agents": 1}]), "{after}");
+    let dashboard = crate::dashboard::Dashboard::login(&app).await;
+    let (_, page) = dashboard.get("/").await;
+    assert!(
+        page.contains("no usage reported by shell") && !page.contains("no usage reported by fakeclaude"),
+        "the overview says so too: {page}"
+    );
+}
