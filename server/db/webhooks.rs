@@ -63,9 +63,11 @@ fn subject(id: Uuid) -> String {
     format!("webhook:{id}")
 }
 
+/// A subscription in its events: with its URL and description, which name it in the event log
+/// and in chat texts ([`crate::domain::webhook_format::payload_name`]).
 fn summary(s: &Subscription) -> serde_json::Value {
-    serde_json::json!({"id": s.id, "url": s.url, "events": s.events, "project": s.project, "format": s.format,
-        "enabled": s.enabled})
+    serde_json::json!({"id": s.id, "url": s.url, "description": s.description, "events": s.events,
+        "project": s.project, "format": s.format, "enabled": s.enabled})
 }
 
 #[tracing::instrument(skip_all, err(level = "debug"))]
@@ -177,11 +179,12 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Err
     // its subscription (`failing_since`), and the opposite order deadlocked with it (a 500 the
     // fuzzer found).
     sqlx::query!("DELETE FROM webhook_deliveries WHERE subscription_id = $1", id).execute(&mut *conn).await?;
-    let deleted = sqlx::query_scalar!("DELETE FROM webhook_subscriptions WHERE id = $1 RETURNING url", id)
+    let deleted = sqlx::query!("DELETE FROM webhook_subscriptions WHERE id = $1 RETURNING url, description", id)
         .fetch_optional(&mut *conn)
         .await?;
-    if let Some(url) = &deleted {
-        events::record(conn, "webhook.deleted", &subject(id), serde_json::json!({"id": id, "url": url})).await?;
+    if let Some(gone) = &deleted {
+        let payload = serde_json::json!({"id": id, "url": gone.url, "description": gone.description});
+        events::record(conn, "webhook.deleted", &subject(id), payload).await?;
     }
     Ok(deleted.is_some())
 }
@@ -189,19 +192,20 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Err
 /// Installs a new secret; the old one keeps signing for [`ROTATION_GRACE_HOURS`].
 #[tracing::instrument(skip_all, fields(id = %id), err(level = "debug"))]
 pub async fn rotate_secret(conn: &mut PgConnection, id: Uuid, secret: &str) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query_scalar!(
+    let done = sqlx::query!(
         r#"UPDATE webhook_subscriptions
            SET previous_secret = secret, secret = $2,
                previous_secret_expires_at = now() + make_interval(hours => $3), updated_at = now()
-           WHERE id = $1 RETURNING id"#,
+           WHERE id = $1 RETURNING url, description"#,
         id,
         secret,
         ROTATION_GRACE_HOURS
     )
     .fetch_optional(&mut *conn)
     .await?;
-    if done.is_some() {
-        let payload = serde_json::json!({"id": id, "grace_hours": ROTATION_GRACE_HOURS});
+    if let Some(done) = &done {
+        let payload = serde_json::json!({"id": id, "url": done.url, "description": done.description,
+            "grace_hours": ROTATION_GRACE_HOURS});
         events::record(conn, "webhook.secret_rotated", &subject(id), payload).await?;
     }
     Ok(done.is_some())
@@ -211,19 +215,20 @@ pub async fn rotate_secret(conn: &mut PgConnection, id: Uuid, secret: &str) -> R
 /// already disabled (so only one sender reports it).
 #[tracing::instrument(skip_all, fields(id = %id), err(level = "debug"))]
 pub async fn disable(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<bool, sqlx::Error> {
-    let url = sqlx::query_scalar!(
+    let disabled = sqlx::query!(
         r#"UPDATE webhook_subscriptions SET enabled = false, disabled_reason = $2, updated_at = now()
-           WHERE id = $1 AND enabled RETURNING url"#,
+           WHERE id = $1 AND enabled RETURNING url, description"#,
         id,
         reason
     )
     .fetch_optional(&mut *conn)
     .await?;
-    if let Some(url) = &url {
-        let payload = serde_json::json!({"id": id, "url": url, "reason": reason});
+    if let Some(disabled) = &disabled {
+        let payload =
+            serde_json::json!({"id": id, "url": disabled.url, "description": disabled.description, "reason": reason});
         events::record(conn, "webhook.disabled", &subject(id), payload).await?;
     }
-    Ok(url.is_some())
+    Ok(disabled.is_some())
 }
 
 /// The secrets that sign a delivery now: the current one, and the previous one in its grace.

@@ -71,6 +71,29 @@ pub fn page_of(subject: &str) -> Option<String> {
     Some(format!("{base}/{id}"))
 }
 
+/// The name people know a token or a webhook by, from one of its events' payload: the token's
+/// `name`; the webhook's `description`, else its URL's host. `None` for other subjects (their
+/// idents are names already, or the dashboard looks them up) and for a payload naming nothing.
+pub fn payload_name(subject: &str, payload: &serde_json::Value) -> Option<String> {
+    let text = |key: &str| payload.get(key).and_then(|v| v.as_str()).map(str::trim).filter(|s| !s.is_empty());
+    match subject.split_once(':')?.0 {
+        "token" => text("name").map(str::to_owned),
+        "webhook" => text("description").map(str::to_owned).or_else(|| text("url").and_then(url_host)),
+        _ => None,
+    }
+}
+
+/// `https://hooks.slack.com/services/…` → `hooks.slack.com`: where a webhook goes, without the
+/// path (which often holds the secret of a chat's incoming webhook).
+pub fn url_host(url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str()?;
+    Some(match parsed.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    })
+}
+
 /// Renders a delivery's `body` (`{type, timestamp, data: {id, subject, project, payload}}`) in
 /// `format`; `dashboard` is the dashboard's address, for the link back.
 pub fn render(format: WebhookFormat, body: &serde_json::Value, dashboard: Option<&str>) -> Rendered {
@@ -86,10 +109,13 @@ pub fn render(format: WebhookFormat, body: &serde_json::Value, dashboard: Option
         .filter_map(|key| payload.get(*key).and_then(|v| v.as_str()).map(|v| format!("{key}: {v}")))
         .collect::<Vec<_>>()
         .join(" · ");
+    // A token or webhook by its name, never its id.
+    let about = payload_name(&subject, payload)
+        .map_or_else(|| subject.clone(), |name| format!("{} {name}", subject.split(':').next().unwrap_or_default()));
     let line = if said.is_empty() {
-        format!("{event_type} — {subject}")
+        format!("{event_type} — {about}")
     } else {
-        format!("{event_type} — {subject} ({said})")
+        format!("{event_type} — {about} ({said})")
     };
     let link = dashboard.zip(page_of(&subject)).map(|(base, page)| format!("{}{page}", base.trim_end_matches('/')));
     match format {
@@ -140,6 +166,26 @@ mod tests {
             "Switchyard: agent.state_changed — agent:fox (to: permission · detail: permission to use Bash)\n\
              <https://sy.example.com/agents/fox|Open in Switchyard>"
         );
+    }
+
+    #[test]
+    fn tokens_and_webhooks_are_named_by_their_name_description_or_host_never_their_id() {
+        let event = |subject: &str, payload: serde_json::Value| serde_json::json!({"type": "x.happened", "data": {"subject": subject, "payload": payload}});
+        let text = |body: serde_json::Value| {
+            let rendered = render(WebhookFormat::Ntfy, &body, None);
+            String::from_utf8(rendered.body).unwrap()
+        };
+        let id = "e4e313d9-5b0c-4c1e-9d52-6f0d8f1d2b3a";
+        let token = event(&format!("token:{id}"), serde_json::json!({"name": "ci", "scope": "write"}));
+        assert_eq!(text(token), "x.happened — token ci");
+        let described = serde_json::json!({"url": "https://hooks.slack.com/services/T0/B0/secret",
+            "description": "Deploy alerts", "reason": "failing for 5 days"});
+        let webhook = event(&format!("webhook:{id}"), described);
+        assert_eq!(text(webhook), "x.happened — webhook Deploy alerts (reason: failing for 5 days)");
+        let bare = event(&format!("webhook:{id}"), serde_json::json!({"url": "http://127.0.0.1:9000/hook?k=s"}));
+        assert_eq!(text(bare), "x.happened — webhook 127.0.0.1:9000", "the host, never the path or query");
+        let unnamed = event(&format!("webhook:{id}"), serde_json::json!({"id": id}));
+        assert_eq!(text(unnamed), format!("x.happened — webhook:{id}"), "nothing better to say");
     }
 
     #[test]

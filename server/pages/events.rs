@@ -16,7 +16,7 @@ use crate::db::boards;
 use crate::db::events::{self, Event};
 use crate::db::sessions::Session;
 use crate::db::tasks;
-use crate::domain::webhook_format::page_of;
+use crate::domain::webhook_format::{page_of, payload_name};
 use crate::http::AppState;
 use crate::pages::view::{ago, iso, no_block, render, truncate, words, Chrome, PageQuery, PageResult};
 
@@ -55,19 +55,23 @@ impl EventRow {
             .iter()
             .map(|event| {
                 let (kind, ident) = event.subject.split_once(':').unwrap_or(("", &event.subject));
+                // Tokens and webhooks by the name their events carry (a token's name, a
+                // webhook's description or host), which the summary then need not repeat.
+                let carried = payload_name(&event.subject, &event.payload);
                 let named = ident.parse::<Uuid>().ok().and_then(|id| match kind {
                     "task" => tasks.get(&id).cloned(),
                     "board" => boards.get(&id).cloned(),
                     _ => None,
                 });
+                let shown_as_name: &[&str] = if carried.is_some() { &["name", "description"] } else { &[] };
                 EventRow {
                     id: event.id,
                     event_type: event.event_type.clone(),
-                    about: named.unwrap_or_else(|| short(ident)),
+                    about: named.or(carried).unwrap_or_else(|| short(ident)),
                     kind: kind.replace('_', " "),
                     link: page_of(&event.subject),
                     project: event.project.clone(),
-                    summary: summary(&event.payload),
+                    summary: summary(&event.payload, shown_as_name),
                     at_ago: ago(event.created_at, now),
                     at_iso: iso(event.created_at),
                 }
@@ -86,8 +90,9 @@ fn short(ident: &str) -> String {
 }
 
 /// The payload in one line: a change of state as `from → to`, then the other fields as
-/// `key: value`; ids (the subject's name stands for them), nulls and empty lists left out.
-fn summary(payload: &serde_json::Value) -> String {
+/// `key: value`; ids (the subject's name stands for them), nulls, empty lists and the fields in
+/// `named` (shown as the subject's name) left out.
+fn summary(payload: &serde_json::Value, named: &[&str]) -> String {
     use serde_json::Value;
     let Some(fields) = payload.as_object() else { return truncate(&payload.to_string(), 160) };
     // Only states are words with underscores; people's text is shown as they wrote it.
@@ -100,7 +105,7 @@ fn summary(payload: &serde_json::Value) -> String {
     for (key, value) in fields {
         let transition = change.is_some() && (key == "from" || key == "to");
         let empty = value.is_null() || value.as_array().is_some_and(Vec::is_empty) || value.as_str() == Some("");
-        if transition || empty || is_id(key, value) {
+        if transition || empty || is_id(key, value) || named.contains(&key.as_str()) {
             continue;
         }
         let shown = match value {
@@ -185,7 +190,7 @@ mod tests {
         let payload = serde_json::json!({"from": "ready", "to": "in_progress", "result": null, "n": 2,
             "wish_id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "group_key": "api",
             "depends_on": ["7c9e6679-7425-40de-944b-e07fc1f90ae7"], "released_by": "7c9e6679-7425-40de-944b-e07fc1f90ae7"});
-        assert_eq!(summary(&payload), "ready → in progress · depends on: 1 item(s) · group key: api · n: 2");
+        assert_eq!(summary(&payload, &[]), "ready → in progress · depends on: 1 item(s) · group key: api · n: 2");
         assert_eq!(short("7c9e6679-7425-40de-944b-e07fc1f90ae7"), "7c9e6679…");
         assert_eq!(short("clever-fox"), "clever-fox");
     }

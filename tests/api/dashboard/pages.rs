@@ -9,6 +9,7 @@ use crate::helpers::{engineer, merged, spawn_app, spawn_app_with, TestApp};
 
 mod operator;
 mod paging;
+mod wording;
 
 const SCRIPT: &str = "<script>alert('x')</script>";
 const SCRIPT_ESCAPED: &str = "&#60;script&#62;alert(&#39;x&#39;)&#60;/script&#62;";
