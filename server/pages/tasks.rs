@@ -101,8 +101,9 @@ fn event_for(action: &str) -> Option<TaskEvent> {
 const CANDIDATES: i64 = 300;
 const HISTORY: i64 = 50;
 
+/// A task's id from the address, refused as every page refuses a bad id ([`PagePath`]).
 fn task_id(id: &str) -> Result<Uuid, ApiError> {
-    id.parse().map_err(|_| ApiError::NotFound(format!("no task `{id}`")))
+    id.parse().map_err(|_| ApiError::NotFound(format!("`{id}` is not a task id")))
 }
 
 #[tracing::instrument(skip_all, fields(task = ?id), err(Debug, level = "debug"))]

@@ -3,7 +3,6 @@
 //! formatting rules templates need (relative times, truncation, state labels).
 
 use askama::Template;
-use axum::extract::rejection::PathRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -13,6 +12,7 @@ use serde::de::DeserializeOwned;
 use sqlx::PgConnection;
 
 use crate::api::error::{ApiError, InternalCause};
+use crate::api::extract::refused_path;
 use crate::db::events;
 use crate::db::sessions::Session;
 use crate::pages::assets;
@@ -159,6 +159,7 @@ struct ErrorPage<'a> {
     title: &'a str,
     detail: &'a str,
     css: &'static str,
+    sections: &'static [(&'static str, &'static str, &'static str)],
 }
 
 impl IntoResponse for PageError {
@@ -171,7 +172,8 @@ impl IntoResponse for PageError {
         let problem = self.0.into_response();
         let status = problem.status();
         let title = status.canonical_reason().unwrap_or("Error");
-        let page = ErrorPage { status: status.as_u16(), title, detail: &detail, css: assets::css_url() };
+        let page =
+            ErrorPage { status: status.as_u16(), title, detail: &detail, css: assets::css_url(), sections: &SECTIONS };
         let html = page.render().unwrap_or_else(|_| format!("<p role=\"alert\">{}</p>", status.as_u16()));
         let mut response = html_response(status, html);
         // htmx shows it in the page's flash area instead of replacing the page.
@@ -216,15 +218,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for PageForm<T> {
     }
 }
 
-/// Path parameters whose failures are the error page (a malformed id is a 404, as in the API),
-/// never axum's plain-text rejection.
-#[derive(FromRequestParts)]
-#[from_request(via(axum::extract::Path), rejection(PageError))]
+/// Path parameters whose failures are the error page (a malformed id is a 404 saying what it is
+/// not, as in the API), never axum's plain-text rejection.
 pub struct PagePath<T>(pub T);
 
-impl From<PathRejection> for PageError {
-    fn from(rejection: PathRejection) -> PageError {
-        PageError(rejection.into())
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PagePath<T> {
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(PagePath(value)),
+            Err(rejection) => Err(PageError(refused_path(rejection, parts.uri.path()))),
+        }
     }
 }
 

@@ -11,9 +11,9 @@ async fn bad_addresses_and_filters_get_the_styled_error_page() {
     let app = spawn_app().await;
     let dashboard = Dashboard::login(&app).await;
     for (path, status, says) in [
-        ("/boards/not-a-uuid", 404, "no such resource"),
-        ("/tasks/not-a-uuid", 404, "no task"),
-        ("/webhooks/not-a-uuid", 404, "no such resource"),
+        ("/boards/not-a-uuid", 404, "`not-a-uuid` is not a board id"),
+        ("/tasks/not-a-uuid", 404, "`not-a-uuid` is not a task id"),
+        ("/webhooks/not-a-uuid", 404, "`not-a-uuid` is not a webhook id"),
         ("/wishes?state=bogus", 422, "unknown field `state`"),
         ("/wishes?status=bogus", 422, "bogus"),
         ("/agents?state=bogus", 422, "bogus"),

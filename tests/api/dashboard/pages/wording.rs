@@ -26,3 +26,20 @@ async fn the_event_log_names_tokens_and_webhooks_instead_of_showing_their_ids() 
     assert!(page.matches("Deploy alerts").count() >= 2, "created and rotated, by its description:\n{page}");
     assert!(page.contains("127.0.0.1:9<"), "a webhook without a description by its host:\n{page}");
 }
+
+#[tokio::test]
+async fn a_bad_id_in_an_address_is_said_to_be_no_id_of_its_kind_with_the_navigation_at_hand() {
+    let app = crate::helpers::spawn_app().await;
+    let dashboard = Dashboard::login(&app).await;
+    for (path, says) in
+        [("/boards/not-a-uuid", "`not-a-uuid` is not a board id"), ("/webhooks/12345", "`12345` is not a webhook id")]
+    {
+        let (status, html) = dashboard.get(path).await;
+        assert_eq!(status, 404, "{path}: {html}");
+        assert!(html.contains(says), "{path} says {says:?}:\n{html}");
+        assert!(!html.contains("Invalid URL") && !html.contains("UUID parsing failed"), "{path}:\n{html}");
+        assert!(html.contains("<nav aria-label=\"Main\">") && html.contains("href=\"/wishes\""), "{path}:\n{html}");
+    }
+    let problem = crate::helpers::assert_problem(app.get("/api/v1/webhooks/not-a-uuid").await, 404).await;
+    assert_eq!(problem["detail"], "`not-a-uuid` is not a webhook id", "the API says it alike: {problem}");
+}
