@@ -303,20 +303,35 @@ pub struct OpenQueue {
 
 /// The queues with pending or processing entries.
 pub async fn open_queues(ctx: &Ctx) -> Result<Vec<OpenQueue>> {
-    let mut conn = ctx.db.acquire().await?;
+    let open = {
+        let mut conn = ctx.db.acquire().await?;
+        entries::open_queues(&mut conn).await?
+    };
     let mut queues = Vec::new();
-    for (project_id, target_branch) in entries::open_queues(&mut conn).await? {
-        let project = project_by_id(&mut conn, project_id).await?;
-        let settings = settings::get(&mut conn, project_id).await?;
-        let filter = Filter {
-            project_id: Some(project_id),
-            target_branch: Some(target_branch.clone()),
-            open_only: true,
-            ..Filter::default()
+    for (project_id, target_branch) in open {
+        // Three reads on connections of their own, at once: the pass waits for the slowest of
+        // them (two round trips), not for their sum (five).
+        let project = async {
+            let mut conn = ctx.db.acquire().await?;
+            project_by_id(&mut conn, project_id).await
         };
-        let open = entries::list(&mut conn, &filter, LIST_LIMIT).await?;
-        let ids: Vec<uuid::Uuid> = open.iter().map(|e| e.wish_id).collect();
-        let wishes = wishes::by_ids(&mut conn, &ids).await?;
+        let settings = async {
+            let mut conn = ctx.db.acquire().await?;
+            Ok::<_, Error>(settings::get(&mut conn, project_id).await?)
+        };
+        let entries = async {
+            let mut conn = ctx.db.acquire().await?;
+            let filter = Filter {
+                project_id: Some(project_id),
+                target_branch: Some(target_branch.clone()),
+                open_only: true,
+                ..Filter::default()
+            };
+            let open = entries::list(&mut conn, &filter, LIST_LIMIT).await?;
+            let ids: Vec<uuid::Uuid> = open.iter().map(|e| e.wish_id).collect();
+            Ok::<_, Error>((wishes::by_ids(&mut conn, &ids).await?, open))
+        };
+        let (project, settings, (wishes, open)) = tokio::try_join!(project, settings, entries)?;
         queues.push(OpenQueue { project, target_branch, settings, entries: open, wishes });
     }
     Ok(queues)

@@ -60,12 +60,27 @@ pub(crate) async fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
 
 /// Runs git in `dir` with `input` on its standard input (e.g. `update-ref --stdin`).
 pub(crate) async fn run_with_input(dir: &Path, args: &[&str], input: Vec<u8>) -> Result<String, GitError> {
+    finished(args, output_with_input(command(dir, args), input).await?)
+}
+
+/// Runs `command` with `input` on its standard input and collects what it printed, whatever its
+/// exit status. The input is written while the output is read: git answering line by line
+/// (`--stdin` modes) could otherwise fill its output pipe and wait for us while we wait for it.
+pub(crate) async fn output_with_input(
+    mut command: tokio::process::Command,
+    input: Vec<u8>,
+) -> std::io::Result<std::process::Output> {
     use tokio::io::AsyncWriteExt;
-    let mut child = command(dir, args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(&input).await?;
-    }
-    finished(args, child.wait_with_output().await?)
+    let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let stdin = child.stdin.take();
+    let write = async move {
+        if let Some(mut stdin) = stdin {
+            // A git that stopped reading (it failed) says why in its exit status, not here.
+            let _ = stdin.write_all(&input).await;
+        }
+    };
+    let (_, output) = tokio::join!(write, child.wait_with_output());
+    output
 }
 
 fn finished(args: &[&str], output: std::process::Output) -> Result<String, GitError> {

@@ -4,8 +4,9 @@
 //! 2. settles claims left by a process that died: git says whether the target branch took the
 //!    entry's merge commit (then it is completed) or not (then it waits again) — never twice;
 //! 3. for each queue (project, target branch) with nothing processing: predicts every pending
-//!    entry against the target branch and the entries ahead of it ([`predict`]; one `git
-//!    merge-tree` per pair of commits, cached), so an entry that would conflict with one ahead
+//!    entry against the target branch and the entries ahead of it ([`predict`]; a trial merge
+//!    per pair of commits that matters, cached, those not known yet asked of git in one `git
+//!    merge-tree --stdin`), so an entry that would conflict with one ahead
 //!    waits for it; then claims the first entry free to go and processes it. An entry is
 //!    predicted against the target as it stood when its branch last changed, not again after
 //!    every merge ahead of it: what those merges bring is predicted pair by pair, and the real
@@ -128,15 +129,24 @@ impl MergeQueue {
     }
 
     pub async fn tick(&self) -> crate::app::Result<Tick> {
-        // Two reads that do not depend on each other, at once: a queue of many pays each pass.
-        let (entered, void) =
-            tokio::try_join!(use_cases::enter_completed(&self.ctx), use_cases::void_claims(&self.ctx, self.run))?;
+        // Three reads at once, a round trip each instead of one after another: a queue of many
+        // pays them every pass. The queues are read again only when a wish entered or a void
+        // claim was settled meanwhile, which the first reading could not show.
+        let (entered, void, queues) = tokio::try_join!(
+            use_cases::enter_completed(&self.ctx),
+            use_cases::void_claims(&self.ctx, self.run),
+            use_cases::open_queues(&self.ctx)
+        )?;
         let mut tick = Tick { entered, ..Tick::default() };
-        for entry in void {
-            let state = self.settle(&entry).await?;
+        for entry in &void {
+            let state = self.settle(entry).await?;
             tick.recovered.push((entry.wish.clone(), state));
         }
-        for queue in use_cases::open_queues(&self.ctx).await? {
+        let queues = match entered > 0 || !void.is_empty() {
+            true => use_cases::open_queues(&self.ctx).await?,
+            false => queues,
+        };
+        for queue in queues {
             if queue.entries.iter().any(|e| e.state == EntryState::Processing) {
                 continue; // another process has this queue's one entry
             }
@@ -168,14 +178,25 @@ impl MergeQueue {
             }
         }
         let target = heads.get(&queue.target_branch).map(|h| h.commit.clone());
+        // Each entry's branch commit and the target commit it is predicted against, asked of git
+        // for all entries at once; the predictions below then find their answers in the cache.
+        let planned: Vec<_> = live
+            .iter()
+            .map(|(entry, _)| {
+                let head = heads.get(&entry.wish_branch).map(|h| h.commit.as_str());
+                (predict::target_for(entry, head, target.as_deref()), head)
+            })
+            .collect();
+        let asked = self.cache.prefetch(&repo, &planned).await;
+        tick.trial_merges += asked;
         let mut next = None;
         let mut ahead: Vec<predict::Ahead> = Vec::new();
         let mut changed = Vec::new();
-        for (entry, wish_held) in live {
-            let head = heads.get(&entry.wish_branch).map(|h| h.commit.clone());
-            let against = predict::target_for(entry, head.as_deref(), target.as_deref());
-            let p = predict::entry(&self.cache, &repo, against, head.as_deref(), &ahead).await;
+        for ((entry, wish_held), (against, head)) in live.iter().copied().zip(planned) {
+            let p = predict::entry(&self.cache, &repo, against, head, &ahead).await;
+            let head = head.map(str::to_owned);
             tick.trial_merges += p.trial_merges;
+            // The answers prefetched this pass were asked of git, not remembered.
             tick.cached += p.cached;
             tick.disjoint += p.disjoint;
             if next.is_none() && !entry.held && !wish_held && p.held_for.is_none() {
@@ -186,6 +207,7 @@ impl MergeQueue {
             }
             ahead.push(predict::Ahead { entry, head, changed: p.changed });
         }
+        tick.cached = tick.cached.saturating_sub(asked);
         // One transaction for the pass's predictions: the merge of one entry ahead changes those of
         // every entry behind it.
         use_cases::record_predictions(&self.ctx, &changed).await?;

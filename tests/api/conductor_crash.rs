@@ -78,8 +78,9 @@ async fn a_wish_survives_sigkill_after_a_dispatch_and_after_a_merge_with_one_age
         // Stuck: what the wish, its groups and their agents look like says where.
         assert!(
             std::time::Instant::now() < deadline,
-            "the wish did not complete: {}",
-            where_it_stands(&installation).await
+            "the wish did not complete: {}\nthe panes:\n{}",
+            where_it_stands(&installation).await,
+            installation.screens()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

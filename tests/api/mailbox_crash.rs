@@ -76,6 +76,23 @@ impl Installation {
         }
     }
 
+    /// What every pane of the installation's tmux server shows (its last 40 lines), by window.
+    pub(crate) fn screens(&self) -> String {
+        let tmux = |args: &[&str]| {
+            let out = std::process::Command::new("tmux").args(["-L", &self.socket]).args(args).output();
+            out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+        };
+        let panes = tmux(&["list-panes", "-a", "-F", "#{pane_id} #{window_name} #{pane_current_command}"]);
+        panes
+            .lines()
+            .map(|line| {
+                let pane = line.split(' ').next().unwrap_or_default();
+                format!("== {line}\n{}", tmux(&["capture-pane", "-p", "-J", "-t", pane, "-S", "-40"]).trim_end())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     pub(crate) fn api(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
