@@ -16,7 +16,6 @@ use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::query::ApiQuery;
-use crate::db::events;
 use crate::feed::Follower;
 use crate::http::AppState;
 
@@ -29,7 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
     /// Start after this event id (`Last-Event-ID` wins when both are sent); from the beginning
-    /// when neither is.
+    /// when neither is, or it is 0.
     pub after: Option<i64>,
     /// Comma-separated event types, `prefix.*` patterns or hook names (as for webhooks), e.g.
     /// `task.*,on_agent_idle`; every event when omitted.
@@ -68,23 +67,22 @@ pub async fn stream_events(
     headers: HeaderMap,
     ApiQuery(query): ApiQuery<StreamQuery>,
 ) -> ApiResult<impl IntoResponse> {
-    let after = match headers.get("last-event-id") {
-        Some(value) => Some(
-            value
+    let (after, field) = match headers.get("last-event-id") {
+        Some(value) => {
+            let id = value
                 .to_str()
                 .ok()
                 .and_then(|v| v.trim().parse::<i64>().ok())
-                .ok_or_else(|| ApiError::validation("Last-Event-ID", "must be an event id"))?,
-        ),
-        None => query.after,
+                .ok_or_else(|| ApiError::validation("Last-Event-ID", "must be an event id"))?;
+            (Some(id), "Last-Event-ID")
+        }
+        None => (query.after, "after"),
     };
     let filter = query.types.as_deref().map(crate::api::events::type_filter).transpose()?;
-    if let Some(after) = after {
-        let mut conn = state.db.acquire().await?;
-        if !events::exists(&mut conn, after).await? {
-            return Err(ApiError::validation("after", format!("no event {after}: pass an id this API returned")));
-        }
-    }
+    let after = match after {
+        Some(_) => crate::api::events::cursor(&mut *state.db.acquire().await?, after, field).await?,
+        None => None,
+    };
     let follower = Follower::new(state.db.clone(), &state.feed, after, filter, query.project);
     Ok(Sse::new(into_stream(follower)).keep_alive(KeepAlive::default()))
 }

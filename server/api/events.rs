@@ -6,6 +6,7 @@
 use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -24,7 +25,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
-    /// The `next_after` of the previous call (an event id); omit to start from the beginning.
+    /// The `next_after` of the previous call (an event id); omit, or pass 0, to start from the
+    /// beginning.
     pub after: Option<i64>,
     /// Events per call, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
@@ -70,20 +72,30 @@ pub async fn list_events(
         return Err(ApiError::validation("limit", "must be between 1 and 1000"));
     }
     let mut conn = state.db.acquire().await?;
-    if let Some(after) = query.after {
-        if !events::exists(&mut conn, after).await? {
-            return Err(ApiError::validation("after", format!("no event {after}: pass an id this API returned")));
-        }
-    }
+    let after = cursor(&mut conn, query.after, "after").await?;
     let types = query.types.as_deref().map(type_filter).transpose()?;
     let only = events::Only {
         types: types.as_ref().map(EventFilter::entries),
         project: query.project.as_deref(),
         subject: query.subject.as_deref(),
     };
-    let items = events::after(&mut conn, query.after, limit, &only).await?;
-    let next_after = items.last().map(|e| e.id).or(query.after);
+    let items = events::after(&mut conn, after, limit, &only).await?;
+    let next_after = items.last().map(|e| e.id).or(after);
     Ok(Json(EventPage { items, next_after }))
+}
+
+/// A reader's cursor, read alike by the event list, the stream and the dashboard's notices:
+/// none, or `0` (before the first event: ids start at 1), reads from the beginning; any other id
+/// must be an event's, else a 422 naming `field`.
+pub async fn cursor(conn: &mut PgConnection, after: Option<i64>, field: &str) -> ApiResult<Option<i64>> {
+    match after {
+        None | Some(0) => Ok(None),
+        Some(id) if events::exists(conn, id).await? => Ok(Some(id)),
+        Some(id) => Err(ApiError::validation(
+            field,
+            format!("no event {id}: pass an id this API returned, or 0 to start from the beginning"),
+        )),
+    }
 }
 
 /// `types=a,b`: a filter as a webhook's `events` are checked; a bad entry is a 422 naming `types`.

@@ -52,10 +52,12 @@ async fn notifications(
     PageQuery(query): PageQuery<NoticeQuery>,
 ) -> PageResult<Response> {
     let mut conn = state.db.acquire().await?;
+    // Read as the API's event list reads it: 0 is the beginning, as no cursor is.
+    let cursor = crate::api::events::cursor(&mut conn, query.after, "after").await?;
     // Every event after the cursor is scanned (not only the wanted types), so the cursor moves
     // past what needs nobody and the next call starts where this one stopped.
-    let scanned = events::after(&mut conn, query.after, SCAN, &events::Only::default()).await?;
-    let after = scanned.last().map(|e| e.id).or(query.after);
+    let scanned = events::after(&mut conn, cursor, SCAN, &events::Only::default()).await?;
+    let after = scanned.last().map(|e| e.id).or(cursor);
     let items = scanned.iter().filter_map(notice).collect();
     let mut response = Json(Notices { after, items }).into_response();
     response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
@@ -74,7 +76,10 @@ pub fn notice(event: &Event) -> Option<Notice> {
                 "question" => "asks a question",
                 _ => return None,
             };
-            (format!("{name} {asks}"), text("detail"))
+            // What it asks: a hook's detail ("permission to use Bash"), else the screen's line
+            // the rule matched ("Do you want to proceed?"), else the title's words again.
+            let body = [text("detail"), text("line")].into_iter().find(|t| !t.trim().is_empty());
+            (format!("{name} {asks}"), body.unwrap_or_else(|| format!("{name} {asks}; answer on its page.")))
         }
         ("agent", "agent.stuck") => (format!("{name} is stuck"), "It stopped answering nudges.".to_owned()),
         ("task", "task.asked") => ("A task asks a question".to_owned(), text("question")),
@@ -122,6 +127,19 @@ mod tests {
         assert_eq!(super::notice(&handed).map(|n| n.link), Some("/tasks/3f2a".to_owned()));
         let conflict = event("wish.conflict", "wish:login", serde_json::json!({}));
         assert_eq!(super::notice(&conflict).map(|n| n.link), Some("/wishes/login".to_owned()));
+    }
+
+    #[test]
+    fn a_prompt_read_from_the_screen_says_what_it_asks_and_never_nothing() {
+        let read = event(
+            "agent.state_changed",
+            "agent:fox",
+            serde_json::json!({"to": "permission", "detail": null, "source": "screen",
+                "signal": "permission dialog", "line": "Do you want to proceed?"}),
+        );
+        assert_eq!(notice(&read).map(|n| n.body).as_deref(), Some("Do you want to proceed?"));
+        let bare = event("agent.state_changed", "agent:fox", serde_json::json!({"to": "question", "detail": ""}));
+        assert_eq!(notice(&bare).map(|n| n.body).as_deref(), Some("fox asks a question; answer on its page."));
     }
 
     #[test]

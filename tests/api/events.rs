@@ -123,3 +123,36 @@ async fn the_event_log_filters_by_type_project_and_subject() {
         assert_eq!(body["errors"][0]["field"], field, "{query}: {body}");
     }
 }
+
+#[tokio::test]
+async fn a_cursor_of_0_reads_from_the_beginning_in_the_log_and_the_dashboards_notices() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    app.create_agent(crate::helpers::engineer("alpha", "fox")).await;
+    sqlx::query("UPDATE agents SET state = 'working' WHERE name = 'fox'").execute(&app.pool).await.expect("working");
+    let asks = serde_json::json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash"});
+    app.post_ok("/api/v1/agents/fox/hooks", asks).await;
+
+    let (all, _) = follow_until(&app, None, 3).await;
+    let from_zero = app.get_ok("/api/v1/events?after=0&limit=1000").await;
+    assert_eq!(from_zero["items"][0]["id"], all[0]["id"], "after=0 is the start: {from_zero}");
+
+    let dashboard = crate::dashboard::Dashboard::login(&app).await;
+    let notices = |query: &'static str| {
+        let dashboard = &dashboard;
+        async move {
+            let (status, body) = dashboard.get(&format!("/notifications{query}")).await;
+            assert_eq!(status, 200, "{query}: {body}");
+            serde_json::from_str::<Value>(&body).expect("json")["items"].clone()
+        }
+    };
+    crate::helpers::eventually("fox's notice", std::time::Duration::from_secs(10), || async {
+        notices("").await.as_array().is_some_and(|items| !items.is_empty())
+    })
+    .await;
+    let everything = notices("").await;
+    assert_eq!(everything[0]["title"], "fox asks for permission", "{everything}");
+    assert_eq!(notices("?after=0").await, everything, "0 is the start, as no cursor is");
+    let (status, _) = dashboard.get("/notifications?after=999999").await;
+    assert_eq!(status, 422, "a cursor that is no event's is refused, as by the API");
+}
