@@ -27,6 +27,7 @@ mod tasks;
 mod team_actions;
 mod teams;
 mod view;
+mod webhook_form;
 mod webhooks;
 mod wish_conductor;
 mod wish_form;
@@ -81,6 +82,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(team_actions::router())
         .merge(messages::router())
         .merge(webhooks::router())
+        .merge(webhook_form::router())
         .merge(events::router())
         .merge(merge_queue::router())
         .merge(notifications::router())

@@ -1,4 +1,5 @@
-//! `/webhooks`: the subscriptions (where events go, which, whether they work);
+//! `/webhooks`: the subscriptions (where events go, which, whether they work) and the form that
+//! makes one ([`super::webhook_form`]);
 //! `/webhooks/{id}`: one subscription's delivery log, with "redeliver" on each delivery and "send
 //! a test event", enable or disable it, rotate its signing secret (the new one shown once) and
 //! delete it. The log refreshes itself: attempts write no events, so it is polled.
@@ -11,7 +12,9 @@ use chrono::Utc;
 use secrecy::ExposeSecret;
 use uuid::Uuid;
 
-use crate::app::webhooks as webhooks_app;
+use super::webhook_form::{WebhookFields, WebhookForm};
+use crate::api::error::ApiError;
+use crate::app::webhooks::{self as webhooks_app, WebhookWithSecret};
 use crate::db::sessions::Session;
 use crate::db::webhook_deliveries::{self, Delivery};
 use crate::db::webhooks::{self, Subscription, SubscriptionPatch};
@@ -68,17 +71,28 @@ impl WebhookRow {
 
 #[derive(Template)]
 #[template(path = "webhooks/list.html", blocks = ["webhooks"])]
-struct ListPage {
+pub(super) struct ListPage {
     chrome: Chrome,
     webhooks: Vec<WebhookRow>,
+    form: WebhookForm,
+}
+
+/// The subscriptions, and the form to make one as `form` has it.
+pub(super) async fn list_page(
+    conn: &mut sqlx::PgConnection,
+    session: &Session,
+    form: WebhookForm,
+) -> Result<ListPage, ApiError> {
+    let chrome = Chrome::new(conn, session, "webhooks", "Webhooks").await?;
+    let webhooks = webhooks::list(conn, None, 1000).await?.iter().map(WebhookRow::new).collect();
+    Ok(ListPage { chrome, webhooks, form })
 }
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn list(State(state): State<AppState>, session: Session, PageQuery(query): PageQuery<BlockQuery>) -> PageResult {
     let mut conn = state.db.acquire().await?;
-    let chrome = Chrome::new(&mut conn, &session, "webhooks", "Webhooks").await?;
-    let webhooks = webhooks::list(&mut conn, None, 1000).await?.iter().map(WebhookRow::new).collect();
-    let page = ListPage { chrome, webhooks };
+    let form = WebhookForm::load(&mut conn, WebhookFields::default()).await?;
+    let page = list_page(&mut conn, &session, form).await?;
     match query.block.as_deref() {
         None => Ok(render(&page)),
         Some("webhooks") => Ok(render(&page.as_webhooks())),
@@ -195,15 +209,27 @@ struct SecretPage {
     chrome: Chrome,
     webhook: WebhookRow,
     secret: String,
+    /// The subscription was just made (else its secret was rotated).
+    created: bool,
 }
 
-/// The new secret is shown on this answer only (it is stored, never shown again): a page, not a
-/// redirect, so a reload cannot show it twice — it asks to send the form again instead.
+/// A secret is shown on the answer that made it only (it is stored, never shown again): a page,
+/// not a redirect, so a reload cannot show it twice — it asks to send the form again instead.
+pub(super) async fn secret_page(
+    state: &AppState,
+    session: &Session,
+    with_secret: WebhookWithSecret,
+    created: bool,
+) -> PageResult {
+    let mut conn = state.db.acquire().await?;
+    let title = if created { "New webhook" } else { "New signing secret" };
+    let chrome = Chrome::new(&mut conn, session, "webhooks", title).await?;
+    let secret = with_secret.secret.expose_secret().to_owned();
+    Ok(render(&SecretPage { chrome, webhook: WebhookRow::new(&with_secret.subscription), secret, created }))
+}
+
 #[tracing::instrument(skip_all, fields(webhook = ?id), err(Debug, level = "debug"))]
 async fn rotate_secret(State(state): State<AppState>, session: Session, PagePath(id): PagePath<Uuid>) -> PageResult {
     let rotated = webhooks_app::rotate_secret(&state, id).await?;
-    let mut conn = state.db.acquire().await?;
-    let chrome = Chrome::new(&mut conn, &session, "webhooks", "New signing secret").await?;
-    let secret = rotated.secret.expose_secret().to_owned();
-    Ok(render(&SecretPage { chrome, webhook: WebhookRow::new(&rotated.subscription), secret }))
+    secret_page(&state, &session, rotated, false).await
 }

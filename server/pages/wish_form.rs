@@ -226,10 +226,11 @@ pub(super) fn render_with(page: &impl Template, status: StatusCode) -> axum::res
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    /// A form's pairs, as a browser posts them (the other forms' tests use it too).
+    pub(in crate::pages) fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
         items.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 

@@ -9,6 +9,7 @@ use crate::helpers::{engineer, merged, spawn_app, spawn_app_with, TestApp};
 
 mod operator;
 mod paging;
+mod webhook_form;
 mod wording;
 
 const SCRIPT: &str = "<script>alert('x')</script>";
