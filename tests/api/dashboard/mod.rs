@@ -4,6 +4,7 @@
 mod browser;
 mod conductor;
 mod costs;
+mod forms;
 mod live;
 mod login;
 mod notify;
