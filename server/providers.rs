@@ -13,6 +13,7 @@
 //! sandbox = "bwrap"     # or "none" (the default): see [`sandbox`]
 //! network = "none"      # under bwrap: no network at all ("host", the default: the machine's)
 //! sandbox_paths = ["/opt/models"]   # more to show read-only under bwrap
+//! nice = 10             # the agents' CPU niceness, 0 (as Switchyard) to 19 (the default: 10)
 //! ```
 //!
 //! The same file sets what models cost, in USD per million tokens, by model id prefix (the
@@ -70,7 +71,14 @@ pub struct Provider {
     pub network: Network,
     /// Under a sandbox: more paths to show read-only.
     pub sandbox_paths: Vec<PathBuf>,
+    /// The CPU niceness its agents' programs run at (0–19; [`AGENT_NICE`] unless set): agents
+    /// busy compiling never starve the control plane that watches them and serves the dashboard.
+    pub nice: u8,
 }
+
+/// The niceness of agents' programs unless their provider says otherwise: they are the machine's
+/// background work; Switchyard, its database and tmux are what a person waits on.
+pub const AGENT_NICE: u8 = 10;
 
 /// Which provider's own configuration an agent gets (`setup = "claude"` in the config file).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -95,6 +103,21 @@ impl Provider {
     /// The argv to start the agent.
     pub fn command(&self, values: &Placeholders) -> Vec<String> {
         substitute(&self.command, values)
+    }
+
+    /// `argv` run at the provider's niceness: `nice` replaces itself with the program (`exec`),
+    /// so the pane's process is still the agent's.
+    /// `nice` is found on Switchyard's own `PATH`, not the provider's, which need not have it.
+    pub fn niced(&self, argv: Vec<String>) -> Vec<String> {
+        static NICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        if self.nice == 0 {
+            return argv;
+        }
+        let nice = NICE.get_or_init(|| {
+            let path = std::env::var("PATH").unwrap_or_default();
+            find_program("nice", &path, Path::new("/")).map_or_else(|| "nice".to_owned(), |p| p.display().to_string())
+        });
+        [nice.clone(), "-n".to_owned(), self.nice.to_string(), "--".to_owned()].into_iter().chain(argv).collect()
     }
 
     /// The argv to resume the agent's provider session (or start afresh when there is no way to).
@@ -202,6 +225,7 @@ struct ProviderEntry {
     sandbox: Option<Sandbox>,
     network: Option<Network>,
     sandbox_paths: Option<Vec<PathBuf>>,
+    nice: Option<u8>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -234,6 +258,7 @@ impl Providers {
                 sandbox: Sandbox::None,
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
+                nice: AGENT_NICE,
             },
             Provider {
                 name: "codex".into(),
@@ -247,6 +272,7 @@ impl Providers {
                 sandbox: Sandbox::None,
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
+                nice: AGENT_NICE,
             },
             Provider {
                 name: "gemini".into(),
@@ -259,6 +285,7 @@ impl Providers {
                 sandbox: Sandbox::None,
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
+                nice: AGENT_NICE,
             },
             Provider {
                 name: "shell".into(),
@@ -271,6 +298,7 @@ impl Providers {
                 sandbox: Sandbox::None,
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
+                nice: AGENT_NICE,
             },
         ];
         Providers { by_name: list.into_iter().map(|p| (p.name.clone(), p)).collect(), prices: PriceList::default() }
@@ -310,6 +338,7 @@ impl Providers {
                         sandbox: Sandbox::None,
                         network: Network::Host,
                         sandbox_paths: Vec::new(),
+                        nice: AGENT_NICE,
                     };
                     merge(base, entry).map_err(|message| error(&name, message))?
                 }
@@ -370,6 +399,9 @@ fn merge(mut base: Provider, entry: ProviderEntry) -> Result<Provider, String> {
     if let Some(paths) = entry.sandbox_paths {
         base.sandbox_paths = paths;
     }
+    if let Some(nice) = entry.nice {
+        base.nice = nice;
+    }
     Ok(base)
 }
 
@@ -406,6 +438,9 @@ fn validate(p: &Provider) -> Result<(), ProviderConfigError> {
     if let Some(relative) = p.sandbox_paths.iter().find(|path| !path.is_absolute()) {
         return Err(error(&p.name, format!("`sandbox_paths` must be absolute paths, not {relative:?}")));
     }
+    if p.nice > 19 {
+        return Err(error(&p.name, format!("`nice` must be 0 to 19, not {}", p.nice)));
+    }
     if p.sandbox == Sandbox::None && (p.network != Network::Host || !p.sandbox_paths.is_empty()) {
         return Err(error(&p.name, "`network` and `sandbox_paths` need `sandbox = \"bwrap\"`"));
     }
@@ -434,6 +469,19 @@ mod tests {
     use super::*;
 
     const VALUES: Placeholders = Placeholders { session_id: "5e1d", name: "fox", clone: "/clones/fox" };
+
+    #[test]
+    fn agents_are_niced_to_10_by_default_and_a_provider_may_say_0_to_19() {
+        let providers = Providers::parse("[providers.eager]\ncommand = [\"x\"]\nnice = 0\n").expect("parse");
+        assert_eq!(providers.get("claude").expect("claude").nice, AGENT_NICE);
+        let argv = providers.get("shell").expect("shell").niced(vec!["bash".to_owned()]);
+        assert!(argv[0].ends_with("nice") && argv[1..] == ["-n", "10", "--", "bash"], "{argv:?}");
+        let eager = providers.get("eager").expect("eager");
+        assert_eq!(eager.niced(vec!["x".to_owned()]), ["x"], "nice 0: the program itself");
+        let refused = Providers::parse("[providers.odd]\ncommand = [\"x\"]\nnice = 20\n").expect_err("20");
+        assert!(refused.to_string().contains("`nice` must be 0 to 19"), "{refused}");
+        assert!(Providers::parse("[providers.odd]\ncommand = [\"x\"]\nnice = -1\n").is_err(), "negative");
+    }
 
     #[test]
     fn claude_starts_with_its_session_id_and_resumes_it() {

@@ -106,7 +106,7 @@ impl Spawner<'_> {
             Some(socket) => format!("{}{}", crate::data_dir::UNIX_URL_PREFIX, socket.display()),
             None => self.api_url.to_owned(),
         };
-        let command = self.sandboxed(provider, agent, &cwd, &own_dir, &path, command)?;
+        let command = provider.niced(self.sandboxed(provider, agent, &cwd, &own_dir, &path, command)?);
         let spec = WindowSpec {
             session: self.session.to_owned(),
             name: agent.name.clone(),

@@ -223,3 +223,30 @@ async fn probe(app: &crate::helpers::TestApp, agent: &str, clone: &Path, command
     .await;
     std::fs::read_to_string(&out).expect("probe.txt")
 }
+
+/// A process's niceness, from `/proc/<pid>/stat`: the 19th field, counted after the command
+/// name's parentheses (the name may hold spaces).
+fn niceness(pid: &str) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after = &stat[stat.rfind(')').expect("the command name") + 2..];
+    after.split(' ').nth(16).expect("the nice field").parse().expect("a number")
+}
+
+#[tokio::test]
+async fn agents_run_niced_below_switchyard_unless_their_provider_says_otherwise() {
+    let providers = "[providers.eager]\ncommand = [\"bash\"]\nnice = 0\n";
+    let app = crate::helpers::spawn_app_with_worker_settings(providers, |_| {}).await;
+    app.create_project("alpha").await;
+    for (name, provider) in [("fox", "shell"), ("owl", "eager")] {
+        app.create_agent(merged(engineer("alpha", name), json!({"provider": provider, "clone": "none"}))).await;
+    }
+    let pid = |agent: Value| agent["pid"].as_u64().expect("pid").to_string();
+    let (fox, owl) = (pid(with_pane(&app, "fox").await), pid(with_pane(&app, "owl").await));
+    // The tmux server, and so every pane, starts from this process's niceness.
+    let ours = niceness("self");
+    assert_eq!(niceness(&fox), (ours + 10).min(19), "the default: 10 below Switchyard");
+    assert_eq!(niceness(&owl), ours, "`nice = 0`: as Switchyard");
+    // `nice` replaced itself with the agent's program: the pane's process is the agent's.
+    let comm = std::fs::read_to_string(format!("/proc/{fox}/comm")).expect("comm");
+    assert_ne!(comm.trim(), "nice");
+}
