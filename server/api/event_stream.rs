@@ -34,7 +34,7 @@ pub struct StreamQuery {
     /// `task.*,on_agent_idle`; every event when omitted.
     #[param(min_length = 1, pattern = "[^, ]")]
     pub types: Option<String>,
-    /// Only events of this project (slug).
+    /// Only events of this project (slug); one that never existed is a 422 naming `project`.
     pub project: Option<String>,
 }
 
@@ -83,6 +83,9 @@ pub async fn stream_events(
         Some(_) => crate::api::events::cursor(&mut *state.db.acquire().await?, after, field).await?,
         None => None,
     };
+    if let Some(slug) = &query.project {
+        crate::api::events::known_project(&mut *state.db.acquire().await?, slug).await?;
+    }
     let follower = Follower::new(state.db.clone(), &state.feed, after, filter, query.project);
     Ok(Sse::new(into_stream(follower)).keep_alive(KeepAlive::default()))
 }

@@ -35,7 +35,7 @@ pub struct EventsQuery {
     /// `task.*,on_agent_idle`; every event when omitted.
     #[param(min_length = 1, pattern = "[^, ]")]
     pub types: Option<String>,
-    /// Only events of this project (slug).
+    /// Only events of this project (slug); one that never existed is a 422 naming `project`.
     #[param(max_length = 100)]
     pub project: Option<String>,
     /// Only events about this subject, e.g. `task:7c9e6679-7425-40de-944b-e07fc1f90ae7` or
@@ -57,7 +57,8 @@ pub struct EventPage {
 /// about a subject. An event whose transaction is still running is held back until it commits,
 /// so a follower never skips one.
 #[utoipa::path(get, path = "/events", tag = "events", params(EventsQuery),
-    responses((status = 200, body = EventPage), (status = 422, body = Problem)))]
+    responses((status = 200, body = EventPage),
+        (status = 422, body = Problem, description = "A bad cursor, filter or limit, or an unknown project")))]
 #[tracing::instrument(skip_all, fields(after = ?query.after), err(level = "debug"))]
 pub async fn list_events(
     State(state): State<AppState>,
@@ -73,6 +74,9 @@ pub async fn list_events(
     }
     let mut conn = state.db.acquire().await?;
     let after = cursor(&mut conn, query.after, "after").await?;
+    if let Some(slug) = &query.project {
+        known_project(&mut conn, slug).await?;
+    }
     let types = query.types.as_deref().map(type_filter).transpose()?;
     let only = events::Only {
         types: types.as_ref().map(EventFilter::entries),
@@ -82,6 +86,16 @@ pub async fn list_events(
     let items = events::after(&mut conn, after, limit, &only).await?;
     let next_after = items.last().map(|e| e.id).or(after);
     Ok(Json(EventPage { items, next_after }))
+}
+
+/// A `project` filter must name a project, as every list's does (a typo is never an empty
+/// list); a deleted project's events are still found by its slug.
+pub async fn known_project(conn: &mut PgConnection, slug: &str) -> ApiResult<()> {
+    if events::project_known(conn, slug).await? {
+        Ok(())
+    } else {
+        Err(ApiError::validation("project", format!("no project `{slug}`")))
+    }
 }
 
 /// A reader's cursor, read alike by the event list, the stream and the dashboard's notices:

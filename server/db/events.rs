@@ -189,6 +189,17 @@ pub async fn exists(conn: &mut PgConnection, id: i64) -> Result<bool, sqlx::Erro
     sqlx::query_scalar!("SELECT EXISTS (SELECT 1 FROM events WHERE id = $1) AS \"exists!\"", id).fetch_one(conn).await
 }
 
+/// Whether `slug` names a project: one that exists, or one that did and whose events are kept.
+pub async fn project_known(conn: &mut PgConnection, slug: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM projects WHERE slug = $1)
+                  OR EXISTS (SELECT 1 FROM events WHERE project = $1) AS "known!""#,
+        slug
+    )
+    .fetch_one(conn)
+    .await
+}
+
 /// The `(window, pane, window_name)` of every `agent.orphan_found` event about `subject` (a
 /// node): what its worker already reported.
 pub async fn orphans_reported(

@@ -156,3 +156,18 @@ async fn a_cursor_of_0_reads_from_the_beginning_in_the_log_and_the_dashboards_no
     let (status, _) = dashboard.get("/notifications?after=999999").await;
     assert_eq!(status, 422, "a cursor that is no event's is refused, as by the API");
 }
+
+#[tokio::test]
+async fn an_unknown_project_filter_is_a_422_naming_project_but_a_deleted_ones_history_is_kept() {
+    let app = spawn_app().await;
+    for path in ["/api/v1/events?project=nope", "/api/v1/events/stream?project=nope"] {
+        let body = assert_problem(app.get(path).await, 422).await;
+        assert_eq!(body["errors"][0]["field"], "project", "{path}: {body}");
+        assert!(body.to_string().contains("no project `nope`"), "{path}: {body}");
+    }
+    app.create_project("gone").await;
+    let deleted = app.send(reqwest::Method::DELETE, "/api/v1/projects/gone", None).await;
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let history = filtered(&app, "project=gone", 1).await;
+    assert!(!history.is_empty() && history.iter().all(|e| e["project"] == "gone"), "{history:?}");
+}
