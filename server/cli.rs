@@ -1,5 +1,16 @@
 //! What each subcommand does. `main` parses the command line and hands over to `run`.
 
+/// `println!` for the commands that print for a person or a pipe: a reader that closed stdout
+/// (`switchyard agents --json | head -1`) ends the command quietly with exit 0, where `println!`
+/// would panic ("failed printing to stdout: Broken pipe"). Only for commands with nothing to
+/// clean up (the API's clients); `token list`, which has a database to close, prints with
+/// [`print_lines`] and goes on.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::say_or_exit(format_args!($($arg)*))
+    };
+}
+
 pub mod args;
 pub mod client;
 pub mod hook;
@@ -116,17 +127,14 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
             println!("{}", created.secret);
         }
         TokenCommand::List => {
-            println!("{:<36}  {:<24}  {:<6}  {:<20}  state", "id", "name", "scope", "created");
-            for t in tokens::list(&mut tx).await? {
+            let header = format!("{:<36}  {:<24}  {:<6}  {:<20}  state", "id", "name", "scope", "created");
+            let rows = tokens::list(&mut tx).await?.into_iter().map(|t| {
                 let state = if t.revoked_at.is_some() { "revoked" } else { "live" };
-                println!(
-                    "{:<36}  {:<24}  {:<6}  {:<20}  {state}",
-                    t.id,
-                    t.name,
-                    t.scope.as_str(),
-                    t.created_at.format("%Y-%m-%d %H:%M:%S")
-                );
-            }
+                let created = t.created_at.format("%Y-%m-%d %H:%M:%S");
+                format!("{:<36}  {:<24}  {:<6}  {:<20}  {state}", t.id, t.name, t.scope.as_str(), created.to_string())
+            });
+            // A reader that stops early (`| head`) is no error: the database is closed as usual.
+            print_lines(std::iter::once(header).chain(rows)).map_err(anyhow::Error::msg)?;
         }
         TokenCommand::Revoke { token } => {
             let revoked = app::tokens::revoke(&mut tx, &token).await?;
@@ -140,4 +148,37 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
 
 fn scope_name(scope: Scope) -> &'static str {
     scope.as_str()
+}
+
+/// Writes one line to stdout; a closed stdout ends the process quietly, exit 0 (see `say!`).
+pub fn say_or_exit(line: std::fmt::Arguments) {
+    match print_lines([line]) {
+        Ok(Printed::All) => {}
+        Ok(Printed::Closed) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Whether the reader took every line.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Printed {
+    All,
+    /// The reader closed stdout (`| head`): the output ends there, and is no error.
+    Closed,
+}
+
+/// Writes lines to stdout, stopping quietly when the reader closed it; any other failure to
+/// write is an error.
+pub fn print_lines<T: std::fmt::Display>(lines: impl IntoIterator<Item = T>) -> Result<Printed, String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = lines.into_iter().try_for_each(|line| writeln!(out, "{line}")).and_then(|()| out.flush());
+    match written {
+        Ok(()) => Ok(Printed::All),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Printed::Closed),
+        Err(e) => Err(format!("writing to stdout: {e}")),
+    }
 }

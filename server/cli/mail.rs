@@ -138,7 +138,7 @@ pub fn msg(command: MsgCommand, listen: std::net::SocketAddr) -> Result<(), Stri
                 Some(json!({"to": to, "body": body})),
                 Some(&key),
             )?;
-            println!("{} to {} ({})", sent["id"].as_str().unwrap_or(""), to, sent["state"].as_str().unwrap_or(""));
+            say!("{} to {} ({})", sent["id"].as_str().unwrap_or(""), to, sent["state"].as_str().unwrap_or(""));
         }
         MsgCommand::Inbox { unread, mark_read, agent, json } => {
             let base = match agent.or_else(|| api.credentials.agent.clone()) {
@@ -149,7 +149,7 @@ pub fn msg(command: MsgCommand, listen: std::net::SocketAddr) -> Result<(), Stri
                 if unread { format!("{base}{}unread=true", if base.contains('?') { '&' } else { '?' }) } else { base };
             for message in api.all(&path)? {
                 if json {
-                    println!("{message}");
+                    say!("{message}");
                 } else {
                     print_message(&message);
                 }
@@ -160,7 +160,7 @@ pub fn msg(command: MsgCommand, listen: std::net::SocketAddr) -> Result<(), Stri
         }
         MsgCommand::Read { id } => {
             api.post(&format!("/messages/{id}/read"), json!({}))?;
-            println!("{id} read");
+            say!("{id} read");
         }
     }
     Ok(())
@@ -169,7 +169,7 @@ pub fn msg(command: MsgCommand, listen: std::net::SocketAddr) -> Result<(), Stri
 fn print_message(m: &Value) {
     let field = |name: &str| m[name].as_str().unwrap_or("").to_owned();
     let read = if m["read"] == true { "read" } else { "unread" };
-    println!(
+    say!(
         "── {} · from {} to {} · {} · {} · {}",
         field("created_at"),
         field("from"),
@@ -178,7 +178,7 @@ fn print_message(m: &Value) {
         read,
         field("id")
     );
-    println!("{}", field("body"));
+    say!("{}", field("body"));
 }
 
 pub fn chat(command: ChatCommand, listen: std::net::SocketAddr) -> Result<(), String> {
@@ -188,16 +188,16 @@ pub fn chat(command: ChatCommand, listen: std::net::SocketAddr) -> Result<(), St
             let team = api.team(team)?;
             let body = body_or_stdin(body)?;
             let post = api.post(&format!("/teams/{team}/chat"), json!({"body": body}))?;
-            println!("posted to {team} ({})", post["id"].as_str().unwrap_or(""));
+            say!("posted to {team} ({})", post["id"].as_str().unwrap_or(""));
         }
         ChatCommand::Read { team, json } => {
             let team = api.team(team)?;
             for post in api.all(&format!("/teams/{team}/chat"))? {
                 if json {
-                    println!("{post}");
+                    say!("{post}");
                 } else {
                     let field = |name: &str| post[name].as_str().unwrap_or("").to_owned();
-                    println!("[{}] {}: {}", field("created_at"), field("from"), field("body"));
+                    say!("[{}] {}: {}", field("created_at"), field("from"), field("body"));
                 }
             }
         }

@@ -61,12 +61,12 @@ pub fn run(command: OperatorCommand, global: &GlobalArgs) -> Result<(), String> 
             let body = json!({"slug": slug, "project": project, "title": title, "description": text});
             let key = uuid::Uuid::new_v4().to_string();
             let made = api.call_with_key(reqwest::Method::POST, "/wishes", Some(body), Some(&key))?;
-            println!("{} ({})", text_of(&made["slug"]), text_of(&made["status"]));
+            say!("{} ({})", text_of(&made["slug"]), text_of(&made["status"]));
         }
         OperatorCommand::Wish(WishCommand::Show { slug, json }) => {
             let wish = api.get(&format!("/wishes/{}", path_segment(&slug)))?;
             if json {
-                println!("{wish}");
+                say!("{wish}");
             } else {
                 print_wish(&wish);
             }
@@ -119,27 +119,27 @@ fn attach(api: &Api, global: &GlobalArgs, name: &str) -> Result<(), String> {
 }
 
 fn print_wish(wish: &Value) {
-    println!("{} · {} · {}", text_of(&wish["slug"]), text_of(&wish["status"]), text_of(&wish["title"]));
+    say!("{} · {} · {}", text_of(&wish["slug"]), text_of(&wish["status"]), text_of(&wish["title"]));
     for (label, field) in [("phase", "phase"), ("branch", "branch"), ("assignee", "assignee")] {
         if !wish[field].is_null() {
-            println!("{label}: {}", text_of(&wish[field]));
+            say!("{label}: {}", text_of(&wish[field]));
         }
     }
     let groups = wish["groups"].as_array().cloned().unwrap_or_default();
     if groups.is_empty() {
-        println!("no plan yet");
+        say!("no plan yet");
     }
     for group in groups {
         let after: Vec<String> = group["depends_on"].as_array().into_iter().flatten().map(text_of).collect();
         let after = if after.is_empty() { String::new() } else { format!(" (after {})", after.join(", ")) };
-        println!("  {} [{}] {}{after}", text_of(&group["key"]), text_of(&group["status"]), text_of(&group["title"]));
+        say!("  {} [{}] {}{after}", text_of(&group["key"]), text_of(&group["status"]), text_of(&group["title"]));
     }
 }
 
 /// A table with a header, or each row as a JSON line.
 fn print_rows(rows: &[Value], json: bool, header: &[&str], cells: impl Fn(&Value) -> Vec<String>) {
     if json {
-        rows.iter().for_each(|row| println!("{row}"));
+        rows.iter().for_each(|row| say!("{row}"));
         return;
     }
     let table: Vec<Vec<String>> = rows.iter().map(cells).collect();
@@ -153,7 +153,7 @@ fn print_rows(rows: &[Value], json: bool, header: &[&str], cells: impl Fn(&Value
             .enumerate()
             .map(|(i, c)| if i == last { c } else { format!("{c:<w$}", w = widths[i]) })
             .collect();
-        println!("{}", padded.join("  "));
+        say!("{}", padded.join("  "));
     };
     print(header.iter().map(|h| (*h).to_owned()).collect());
     table.into_iter().for_each(print);

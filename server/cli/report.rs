@@ -74,7 +74,7 @@ pub fn run(command: ReportCommand, listen: std::net::SocketAddr) -> Result<(), S
         ReportCommand::Task(TaskCommand::Ask { question }) => json!({"kind": "task_ask", "question": question}),
     };
     let outcome = api.post(&format!("/agents/{me}/report"), body)?;
-    println!("{}", outcome["detail"].as_str().unwrap_or("recorded"));
+    say!("{}", outcome["detail"].as_str().unwrap_or("recorded"));
     Ok(())
 }
 

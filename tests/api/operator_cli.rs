@@ -160,3 +160,26 @@ fn the_clients_help_shows_their_own_options_and_no_environment_values() {
         .expect("run");
     assert!(String::from_utf8_lossy(&out.stderr).contains("SWITCHYARD_TOKEN"), "parsed, then asked for a token");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_that_closes_stdout_ends_a_listing_quietly() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    app.create_agent(engineer("alpha", "fox")).await;
+    app.create_task(json!({"project": "alpha", "title": "Write the docs"})).await;
+    let env: Vec<(String, String)> = operator(&app).iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    for args in [["agents", "--json"], ["agents", "--state=spawning"], ["tasks", "--json"], ["wish", "ls"]] {
+        let env = env.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            // As `| head` leaves it once it has read enough: nobody reads stdout any more.
+            let (reader, writer) = std::io::pipe().expect("a pipe");
+            drop(reader);
+            Command::new(BIN).args(args).envs(env).stdout(writer).stderr(std::process::Stdio::piped()).output()
+        })
+        .await
+        .expect("join")
+        .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !err.contains("panicked"), "{args:?}: {:?} {err}", out.status);
+    }
+}
