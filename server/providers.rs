@@ -137,6 +137,23 @@ impl Provider {
         Some(program.to_string_lossy().into_owned())
     }
 
+    /// The `PATH` an agent's pane searches: the provider's own `env.PATH`, else the one tmux
+    /// passes on from this process.
+    pub fn search_path(&self) -> String {
+        self.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default()
+    }
+
+    /// Whether this node can start the provider's program, as the spawner checks before it opens
+    /// a pane: some stat calls, no process. `None` for a program named relative to the agent's
+    /// clone (`./run.sh`), which only a spawn there can tell.
+    pub fn program_found(&self) -> Option<bool> {
+        let program = self.command.first()?;
+        if program.contains('/') && !Path::new(program).is_absolute() {
+            return None;
+        }
+        Some(find_program(program, &self.search_path(), Path::new("/")).is_some())
+    }
+
     /// The environment of an agent's pane: the provider's `env`, then what `switchyard hook`
     /// needs (`SWITCHYARD_URL`, `SWITCHYARD_AGENT`, `SWITCHYARD_TOKEN_FILE`), which a config
     /// cannot override. The token itself is never in the environment given to tmux: that travels
@@ -581,6 +598,25 @@ mod tests {
         let err = Providers::parse("[providers.x]\ncommand = [\"x\"]\nscreen_rules = \"vim\"").unwrap_err();
         assert_eq!(err.provider.as_deref(), Some("x"));
         assert!(err.message.contains("screen_rules") && err.message.contains("generic"), "{err}");
+    }
+
+    #[test]
+    fn a_program_is_looked_for_on_the_providers_own_path() {
+        let dir = tempfile::tempdir().expect("dir");
+        let p = Providers::parse(&format!(
+            "[providers.ghost]\ncommand = [\"switchyard-test-no-such-cli\"]\n\
+             [providers.local]\ncommand = [\"sh\"]\nenv = {{ PATH = \"{}\" }}\n\
+             [providers.script]\ncommand = [\"./run.sh\"]",
+            dir.path().display()
+        ))
+        .expect("valid");
+        assert_eq!(p.get("ghost").unwrap().program_found(), Some(false));
+        assert_eq!(p.get("local").unwrap().program_found(), Some(false), "not on its own PATH");
+        assert_eq!(p.get("script").unwrap().program_found(), None, "only its clone can tell");
+        assert_eq!(
+            Providers::parse("[providers.x]\ncommand = [\"/bin/sh\"]").unwrap().get("x").unwrap().program_found(),
+            Some(true)
+        );
     }
 
     #[test]

@@ -51,11 +51,14 @@ pub struct WishLink {
     pub since: String,
 }
 
-/// A provider, and until when it is at a usage limit (none: available).
+/// A provider, until when it is at a usage limit (none: available), and whether this node can
+/// start its program at all.
 pub struct ProviderState {
     pub name: String,
     pub until: Option<String>,
     pub until_iso: Option<String>,
+    /// The program this node cannot find (`claude`, not installed): never "available".
+    pub missing: Option<String>,
 }
 
 /// Everything of the conductor's that waits for a person.
@@ -140,10 +143,15 @@ impl Handoffs {
             .into_iter()
             .map(|name| {
                 let until = limited.iter().find(|(p, _)| p == name).map(|(_, until)| *until);
+                // Looked up on each view: a few stat calls, and an install shows at once.
+                let provider = ctx.providers.get(name);
+                let missing =
+                    provider.filter(|p| p.program_found() == Some(false)).and_then(|p| p.command.first().cloned());
                 ProviderState {
                     name: name.to_owned(),
                     until: until.map(|t| format!("{} UTC", t.format("%Y-%m-%d %H:%M:%S"))),
                     until_iso: until.map(iso),
+                    missing,
                 }
             })
             .collect();

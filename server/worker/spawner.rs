@@ -89,8 +89,7 @@ impl Spawner<'_> {
         } else {
             provider.command(&values)
         };
-        // The pane's PATH: the provider's own, else the one tmux passes on from this process.
-        let path = provider.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
+        let path = provider.search_path();
         let program = command.first().map(String::as_str).unwrap_or_default();
         if crate::providers::find_program(program, &path, &cwd).is_none() {
             anyhow::bail!("command not found: {program}");

@@ -43,3 +43,19 @@ async fn a_bad_id_in_an_address_is_said_to_be_no_id_of_its_kind_with_the_navigat
     let problem = crate::helpers::assert_problem(app.get("/api/v1/webhooks/not-a-uuid").await, 404).await;
     assert_eq!(problem["detail"], "`not-a-uuid` is not a webhook id", "the API says it alike: {problem}");
 }
+
+#[tokio::test]
+async fn a_provider_whose_program_is_not_installed_is_never_called_available() {
+    let providers = "[providers.ghost]\ncommand = [\"switchyard-test-no-such-cli\", \"--flag\"]\n";
+    let app = crate::helpers::spawn_app_with_providers(providers).await;
+    let dashboard = Dashboard::login(&app).await;
+    let (_, html) = dashboard.get("/").await;
+    let ghost = html.split(r#"data-provider="ghost""#).nth(1).and_then(|s| s.split("</span></span>").next());
+    let ghost = ghost.expect("ghost listed");
+    assert!(
+        ghost.contains("command not found: switchyard-test-no-such-cli") && !ghost.contains("available"),
+        "{ghost}"
+    );
+    let shell = html.split(r#"data-provider="shell""#).nth(1).expect("shell listed");
+    assert!(shell.contains("available"), "the shell is installed: {shell}");
+}
