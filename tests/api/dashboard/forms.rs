@@ -4,24 +4,58 @@
 //! task edited and made to wait for another on its page. Each step checks what the page then
 //! shows and what the API then says. One browser and one app for all of it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use fantoccini::error::CmdError;
 use fantoccini::{Client, Locator};
 use serde_json::json;
 
-use super::browser::{browser, click_button, fill, login_link, screenshot, until_text};
+use super::browser::{browser, click_button, login_link, screenshot, until_text};
 use crate::helpers::{eventually, git_repo, spawn_app_with, TestApp};
 
-/// Chooses the option whose value is `value` in the `<select>` at `css`.
-async fn choose(client: &Client, css: &str, value: &str) {
-    let select = client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
-    select.select_by_value(value).await.unwrap_or_else(|e| panic!("{css} = {value}: {e}"));
+/// Fills each field (a `<select>` by its option's value), presses `button` and waits for `css` to
+/// say `text`. A live update may replace a form while it is being filled, as it would under a
+/// person's hands (the team page's head refreshes when the team changes): then the form is filled
+/// again from the start, until a deadline.
+async fn submit(client: &Client, fields: &[(&str, &str)], button: &str, css: &str, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if fill_in(client, fields).await.is_ok() {
+            click_button(client, button).await;
+        }
+        if shows(client, css, text, Duration::from_secs(5)).await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "after {button}, `{css}` never said `{text}`");
+        eprintln!("{button}: the form was replaced while it was filled in; filling it in again");
+    }
 }
 
-/// Replaces what the field at `css` holds with `text`.
-async fn retype(client: &Client, css: &str, text: &str) {
-    client.find(Locator::Css(css)).await.expect(css).clear().await.expect("clear");
-    fill(client, css, text).await;
+async fn fill_in(client: &Client, fields: &[(&str, &str)]) -> Result<(), CmdError> {
+    for (css, value) in fields {
+        let field = client.find(Locator::Css(css)).await?;
+        if field.tag_name().await? == "select" {
+            field.select_by_value(value).await?;
+        } else {
+            field.clear().await?;
+            field.send_keys(value).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `css` says `text` within `wait` (polled).
+async fn shows(client: &Client, css: &str, text: &str, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        if let Ok(element) = client.find(Locator::Css(css)).await {
+            if element.text().await.is_ok_and(|t| t.contains(text)) {
+                return true;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
 }
 
 /// The text of the element at `css`, once there is one.
@@ -45,23 +79,17 @@ async fn a_person_makes_and_changes_projects_agents_teams_webhooks_and_tasks_fro
 
     // A project, from the boards page.
     client.goto(&format!("{base}/boards")).await.expect("boards");
-    fill(&client, "#np-slug", "gamma").await;
-    fill(&client, "#np-name", "Gamma <docs>").await;
-    fill(&client, "#np-repo", repo.path().to_str().expect("utf-8 path")).await;
-    click_button(&client, "Create project").await;
-    until_text(&client, "#boards h2", "Gamma <docs>").await;
+    let repo_path = repo.path().to_str().expect("utf-8 path");
+    let project = [("#np-slug", "gamma"), ("#np-name", "Gamma <docs>"), ("#np-repo", repo_path)];
+    submit(&client, &project, "Create project", "#boards h2", "Gamma <docs>").await;
     let project = app.get_ok("/api/v1/projects/gamma").await;
     assert_eq!((project["name"].as_str(), project["target_branch"].as_str()), (Some("Gamma <docs>"), Some("main")));
 
     // Two agents running a shell, from the agents page.
     for (name, task) in [("owl", "Proofread the guide"), ("fox", "Write the guide")] {
         client.goto(&format!("{base}/agents")).await.expect("agents");
-        fill(&client, "#na-name", name).await;
-        choose(&client, "#na-project", "gamma").await;
-        choose(&client, "#na-provider", "shell").await;
-        fill(&client, "#na-task", task).await;
-        click_button(&client, "Register").await;
-        until_text(&client, "#agent-h", name).await;
+        let agent = [("#na-name", name), ("#na-project", "gamma"), ("#na-provider", "shell"), ("#na-task", task)];
+        submit(&client, &agent, "Register", "#agent-h", name).await;
         until_text(&client, "#summary .task", task).await;
         let agent = app.agent(name).await;
         assert_eq!((agent["provider"].as_str(), agent["task"].as_str()), (Some("shell"), Some(task)));
@@ -69,17 +97,10 @@ async fn a_person_makes_and_changes_projects_agents_teams_webhooks_and_tasks_fro
 
     // A team of owl; fox joins on its page and becomes its leader.
     client.goto(&format!("{base}/teams")).await.expect("teams");
-    fill(&client, "#nt-name", "guide").await;
-    choose(&client, "#nt-project", "gamma").await;
-    fill(&client, "#nt-members", "owl").await;
-    click_button(&client, "Create team").await;
-    until_text(&client, "#team-h", "guide").await;
-    fill(&client, "#add-member", "fox").await;
-    click_button(&client, "Add").await;
-    until_text(&client, "#head ul.rows", "fox").await;
-    choose(&client, "#leader", "fox").await;
-    click_button(&client, "Set leader").await;
-    until_text(&client, "#head ul.rows", "fox (leader)").await;
+    let team = [("#nt-name", "guide"), ("#nt-project", "gamma"), ("#nt-members", "owl")];
+    submit(&client, &team, "Create team", "#team-h", "guide").await;
+    submit(&client, &[("#add-member", "fox")], "Add", "#head ul.rows", "fox").await;
+    submit(&client, &[("#leader", "fox")], "Set leader", "#head ul.rows", "fox (leader)").await;
     let team = app.get_ok("/api/v1/teams/guide").await;
     assert_eq!(team["leader"], "fox", "{team}");
     assert_eq!(team["members"], json!(["owl", "fox"]), "{team}");
@@ -87,19 +108,16 @@ async fn a_person_makes_and_changes_projects_agents_teams_webhooks_and_tasks_fro
 
     // A webhook: a private address is refused beside the URL, what was typed kept; then made.
     client.goto(&format!("{base}/webhooks")).await.expect("webhooks");
-    fill(&client, "#wh-url", "http://10.0.0.7/hook").await;
-    client
-        .find(Locator::Css("input[name='events'][value='on_agent_idle']"))
-        .await
-        .expect("box")
-        .click()
-        .await
-        .expect("tick");
-    fill(&client, "#wh-other", "task.*").await;
-    choose(&client, "#wh-project", "gamma").await;
-    choose(&client, "#wh-format", "slack").await;
-    fill(&client, "#wh-description", "The <docs> channel").await;
-    click_button(&client, "Create webhook").await;
+    let idle = client.find(Locator::Css("input[name='events'][value='on_agent_idle']")).await.expect("box");
+    idle.click().await.expect("tick");
+    let webhook = [
+        ("#wh-url", "http://10.0.0.7/hook"),
+        ("#wh-other", "task.*"),
+        ("#wh-project", "gamma"),
+        ("#wh-format", "slack"),
+        ("#wh-description", "The <docs> channel"),
+    ];
+    submit(&client, &webhook, "Create webhook", "#wh-url ~ .field-error", "10.0.0.7").await;
     let refused = text_of(&client, "#wh-url ~ .field-error").await;
     let api = app.post("/api/v1/webhooks", json!({"url": "http://10.0.0.7/hook", "events": ["task.*"]})).await;
     let api = crate::helpers::assert_problem(api, 422).await;
@@ -109,9 +127,7 @@ async fn a_person_makes_and_changes_projects_agents_teams_webhooks_and_tasks_fro
     let kept = client.execute(kept, vec![]).await.expect("script");
     assert_eq!(kept, json!(["http://10.0.0.7/hook", "slack", true]), "what was typed is kept");
     screenshot(&client, "form-webhook-refused").await;
-    retype(&client, "#wh-url", "http://127.0.0.1:9/guide").await;
-    click_button(&client, "Create webhook").await;
-    until_text(&client, "h1", "New webhook").await;
+    submit(&client, &[("#wh-url", "http://127.0.0.1:9/guide")], "Create webhook", "h1", "New webhook").await;
     let first_secret = text_of(&client, "code.secret").await;
     assert!(first_secret.starts_with("whsec_"), "{first_secret}");
     let hooks = app.get_ok("/api/v1/webhooks").await;
@@ -146,11 +162,8 @@ async fn a_person_makes_and_changes_projects_agents_teams_webhooks_and_tasks_fro
     let (draft, publish) = (draft["id"].as_str().expect("id"), publish["id"].as_str().expect("id"));
     client.goto(&format!("{base}/tasks/{publish}")).await.expect("task page");
     until_text(&client, "#task-h", "Publish").await;
-    retype(&client, "#edit-title", "Publish the <guide>").await;
-    retype(&client, "#edit-assignee", "owl").await;
-    retype(&client, "#edit-goal", "On the website").await;
-    click_button(&client, "Save").await;
-    until_text(&client, "#task-h", "Publish the <guide>").await;
+    let edit = [("#edit-title", "Publish the <guide>"), ("#edit-assignee", "owl"), ("#edit-goal", "On the website")];
+    submit(&client, &edit, "Save", "#task-h", "Publish the <guide>").await;
     until_text(&client, "#summary .facts", "owl").await;
     until_text(&client, "#summary .description", "On the website").await;
     let task = app.task(publish).await;
