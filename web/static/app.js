@@ -84,6 +84,35 @@
     if (flash && event.detail.requestConfig && event.detail.requestConfig.verb !== "get") flash.innerHTML = "";
   });
 
+  // A live refresh never replaces a part of the page holding a form a person is filling in (a
+  // field with the focus, or changed and not sent): the part is refreshed by the next change
+  // after that, or when the form is sent.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var config = event.detail.requestConfig;
+    var target = event.detail.target;
+    if (!target || !config || config.verb !== "get") return;
+    var fields = target.querySelectorAll("input, select, textarea");
+    for (var i = 0; i < fields.length; i++) {
+      if (fields[i] === document.activeElement || changed(fields[i])) {
+        event.detail.shouldSwap = false;
+        return;
+      }
+    }
+  });
+
+  function changed(field) {
+    if (field.type === "hidden" || field.type === "submit" || field.type === "button") return false;
+    if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
+    if (field.tagName === "SELECT") {
+      var options = Array.prototype.slice.call(field.options);
+      if (field.multiple) return options.some(function (o) { return o.selected !== o.defaultSelected; });
+      // A single choice with none marked `selected` starts at its first option.
+      var first = options.findIndex(function (o) { return o.defaultSelected; });
+      return field.selectedIndex !== Math.max(first, 0);
+    }
+    return field.value !== field.defaultValue;
+  }
+
   function csrf() {
     try {
       return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["x-csrf-token"] || "";

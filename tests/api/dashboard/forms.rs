@@ -1,8 +1,9 @@
 //! The dashboard's forms in headless Chromium, used as a person uses them: a project made from the
 //! boards page, two shell agents registered, a team made, joined and given a leader, a webhook
 //! subscribed (refused first, beside its field), disabled, enabled and given a new secret, and a
-//! task edited and made to wait for another on its page. Each step checks what the page then
-//! shows and what the API then says. One browser and one app for all of it.
+//! task edited and made to wait for another on its page; a live change keeps a form being filled
+//! in. Each step checks what the page then shows and what the API then says. One browser and one
+//! app for all of it.
 
 use std::time::{Duration, Instant};
 
@@ -14,9 +15,9 @@ use super::browser::{browser, click_button, login_link, screenshot, until_text};
 use crate::helpers::{eventually, git_repo, spawn_app_with, TestApp};
 
 /// Fills each field (a `<select>` by its option's value), presses `button` and waits for `css` to
-/// say `text`. A live update may replace a form while it is being filled, as it would under a
-/// person's hands (the team page's head refreshes when the team changes): then the form is filled
-/// again from the start, until a deadline.
+/// say `text`. A live update keeps a form being filled in, but may replace one just before the
+/// first key reaches it (the team page's head refreshes when the team changes): then the form is
+/// filled again from the start, until a deadline.
 async fn submit(client: &Client, fields: &[(&str, &str)], button: &str, css: &str, text: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -105,6 +106,28 @@ async fn a_person_makes_and_changes_projects_agents_teams_webhooks_and_tasks_fro
     assert_eq!(team["leader"], "fox", "{team}");
     assert_eq!(team["members"], json!(["owl", "fox"]), "{team}");
     screenshot(&client, "form-team").await;
+
+    // A live change never replaces a form being filled in: while `#add-member` holds what was
+    // typed, the team's head keeps it (and its old status) through a change; cleared, the next
+    // change refreshes it.
+    let held = "window.heldSwaps = 0; document.addEventListener('htmx:beforeSwap', function (e) { \
+                if (!e.detail.shouldSwap) window.heldSwaps++; });";
+    client.execute(held, vec![]).await.expect("count held swaps");
+    let field = client.find(Locator::Css("#add-member")).await.expect("the member field");
+    field.send_keys("ow").await.expect("type");
+    app.patch_ok("/api/v1/teams/guide", json!({"status": "blocked"})).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client.execute("return window.heldSwaps", vec![]).await.expect("held").as_u64() == Some(0) {
+        assert!(Instant::now() < deadline, "the change never reached the page");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let field = client.find(Locator::Css("#add-member")).await.expect("the member field");
+    assert_eq!(field.prop("value").await.expect("value").as_deref(), Some("ow"), "what was typed is kept");
+    assert!(!text_of(&client, "#team-h").await.to_lowercase().contains("blocked"), "the head was not replaced");
+    field.clear().await.expect("clear");
+    client.find(Locator::Css("#members-h")).await.expect("heading").click().await.expect("leave the field");
+    app.patch_ok("/api/v1/teams/guide", json!({"status": "in_progress"})).await;
+    until_text(&client, "#team-h", "progress").await;
 
     // A webhook: a private address is refused beside the URL, what was typed kept; then made.
     client.goto(&format!("{base}/webhooks")).await.expect("webhooks");
