@@ -4,7 +4,8 @@
 //! (default `postgres://postgres@127.0.0.1:5432/postgres`; it creates and drops its own database
 //! there) with `BENCH_AGENTS` (default 500) fake agents — a shell script showing Claude Code's
 //! working and idle screens in turn, 0.5–3 s each (`BENCH_SHOW_MS=min-max`) — on one node, then on
-//! two nodes sharing the database (`BENCH_NODES=1` or `2` runs only that one). With two, both
+//! two nodes sharing the database (`BENCH_NODES=1` or `2` runs only that one), at the agents'
+//! default CPU niceness (`BENCH_NICE`, default 10, sets their provider's `nice`). With two, both
 //! workers claim from the same queue (`SKIP LOCKED`; an agent cannot be pinned to a node, only a
 //! team with a clone of its own), and the split each claimed is printed.
 //!
@@ -117,11 +118,12 @@ async fn start_node(database_url: &str, options: &Options, index: u64) -> anyhow
         data_dir.path().join("providers.toml"),
         format!(
             "[providers.bench]\ncommand = [{:?}]\nscreen_rules = \"claude\"\n\
-             env = {{ BENCH_SCREENS = {:?}, BENCH_SHOW_MIN_MS = \"{}\", BENCH_SHOW_MAX_MS = \"{}\" }}\n",
+             env = {{ BENCH_SCREENS = {:?}, BENCH_SHOW_MIN_MS = \"{}\", BENCH_SHOW_MAX_MS = \"{}\" }}\nnice = {}\n",
             script.display().to_string(),
             common::SCREENS,
             options.show_min,
             options.show_max,
+            common::env_num("BENCH_NICE", 10),
         ),
     )?;
     let socket = format!("sy-bench-load-{}-{index}", std::process::id());
