@@ -96,21 +96,31 @@ pub async fn enter_completed(ctx: &Ctx) -> Result<usize> {
         entries::completed_to_enter(&mut conn, 500).await?
     };
     let mut entered = 0;
-    for id in waiting {
+    // One transaction for all of them, each wish in a savepoint of its own (one that cannot
+    // enter is rolled back alone): one commit, where a wish a commit took 50 commits for 50.
+    if !waiting.is_empty() {
         let mut tx = ctx.db.begin().await?;
-        // Locked and checked again: a person may have changed it since.
-        let Some(wish) = wishes::lock(&mut tx, id).await? else { continue };
-        if wish.status != WishStatus::Completed || wish.held {
-            continue;
-        }
-        match enter(&mut tx, &wish).await {
-            Ok(_) => {
-                ctx.feed.commit(tx).await?;
-                entered += 1;
+        for id in waiting {
+            let mut one = sqlx::Connection::begin(&mut *tx).await?;
+            // Locked and checked again: a person may have changed it since.
+            let wish = wishes::lock(&mut one, id).await?;
+            let Some(wish) = wish.filter(|w| w.status == WishStatus::Completed && !w.held) else {
+                one.rollback().await?;
+                continue;
+            };
+            match enter(&mut one, &wish).await {
+                Ok(_) => {
+                    one.commit().await?;
+                    entered += 1;
+                }
+                Err(Error::Conflict { detail, .. }) => {
+                    one.rollback().await?;
+                    tracing::debug!(wish = %wish.slug, %detail, "not entered");
+                }
+                Err(e) => return Err(e),
             }
-            Err(Error::Conflict { detail, .. }) => tracing::debug!(wish = %wish.slug, %detail, "not entered"),
-            Err(e) => return Err(e),
         }
+        ctx.feed.commit(tx).await?;
     }
     for id in {
         let mut conn = ctx.db.acquire().await?;
