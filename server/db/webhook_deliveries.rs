@@ -118,7 +118,8 @@ pub struct AttemptResult<'a> {
 }
 
 /// Records successes (delivery, duration, status code) in one statement; a delivery whose claim
-/// was lost (its lease ran out and another sender took it) is left alone. Returns how many.
+/// was lost (its lease ran out and another sender took it, or a redelivery asked while it was in
+/// flight cleared the lease: it is sent again) is left alone. Returns how many.
 pub async fn succeeded(conn: &mut PgConnection, delivered: &[(&Claimed, i32, u16)]) -> Result<usize, sqlx::Error> {
     if delivered.is_empty() {
         return Ok(0);
@@ -133,7 +134,7 @@ pub async fn succeeded(conn: &mut PgConnection, delivered: &[(&Claimed, i32, u16
            SET status = 'succeeded', delivered_at = now(), leased_until = NULL, last_status_code = r.code,
                last_error = NULL, last_duration_ms = r.duration, updated_at = now()
            FROM UNNEST($1::uuid[], $2::int4[], $3::int4[], $4::int4[]) AS r(id, attempts, duration, code)
-           WHERE d.id = r.id AND d.attempts = r.attempts AND d.status = 'pending'"#,
+           WHERE d.id = r.id AND d.attempts = r.attempts AND d.status = 'pending' AND d.leased_until IS NOT NULL"#,
         &ids,
         &attempts,
         &durations,
@@ -150,7 +151,8 @@ pub async fn succeeded(conn: &mut PgConnection, delivered: &[(&Claimed, i32, u16
     Ok(done.rows_affected() as usize)
 }
 
-/// Records a failure: retry after `retry_in`, or fail for good when it is `None`.
+/// Records a failure: retry after `retry_in`, or fail for good when it is `None` (unless the claim
+/// was lost, as for [`succeeded`]).
 pub async fn failed(
     conn: &mut PgConnection,
     claim: &Claimed,
@@ -162,7 +164,7 @@ pub async fn failed(
            SET status = CASE WHEN $5::float8 IS NULL THEN 'failed' ELSE 'pending' END,
                next_attempt_at = now() + make_interval(secs => COALESCE($5, 0)),
                leased_until = NULL, last_status_code = $3, last_error = $6, last_duration_ms = $4, updated_at = now()
-           WHERE id = $1 AND attempts = $2 AND status = 'pending'"#,
+           WHERE id = $1 AND attempts = $2 AND status = 'pending' AND leased_until IS NOT NULL"#,
         claim.id,
         claim.attempts,
         result.status_code,
