@@ -143,13 +143,16 @@ async fn main() -> anyhow::Result<()> {
             client.completed_wish(&project, &format!("{prefix}{i}")).await?;
         }
         let started = Instant::now();
-        let mut merged = 0;
+        let (mut merged, mut first_pass) = (0, None);
         while merged < wishes {
             let tick = queue.tick().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            // The first pass also enters every wish and predicts them all.
+            first_pass.get_or_insert(started.elapsed());
             merged += tick.processed.iter().filter(|(_, s)| s.as_str() == "completed").count();
             anyhow::ensure!(started.elapsed() < Duration::from_secs(600), "the queue stalled at {merged}");
         }
         let queue_time = started.elapsed();
+        let first_pass = first_pass.unwrap_or_default();
         let merges = git(&bare, &["rev-list", "--count", "--merges", "main"])?;
         anyhow::ensure!(merges.trim() == wishes.to_string(), "{merges} merge commits");
 
@@ -165,9 +168,10 @@ async fn main() -> anyhow::Result<()> {
         }
         let raw_time = started.elapsed();
         println!(
-            "round {round}: merge queue {wishes} wishes in {:.2} s = {:.0} merges/min (gate `true`); raw git merge --no-ff + update-ref: {:.2} s = {:.0} merges/min",
+            "round {round}: merge queue {wishes} wishes in {:.2} s = {:.0} merges/min (gate `true`; its first pass, which entered them all, {:.0} ms); raw git merge --no-ff + update-ref: {:.2} s = {:.0} merges/min",
             queue_time.as_secs_f64(),
             per_min(wishes, queue_time),
+            first_pass.as_secs_f64() * 1000.0,
             raw_time.as_secs_f64(),
             per_min(wishes, raw_time),
         );

@@ -11,7 +11,8 @@
 //! - [`move_branch`]: `git update-ref refs/heads/<target> <merge> <base>`, a compare-and-swap that
 //!   moves the target only from the commit the merge was made on.
 //! - [`heads`]: one `git for-each-ref` says where each branch is and where it is checked out
-//!   under a working tree (so the queue never moves a branch under someone's files).
+//!   under a working tree (so the queue never moves a branch under someone's files);
+//!   [`checked_out`] reads the latter again from git's `HEAD` files just before a move.
 //! - [`delete_branches`]: merged branches deleted in one `git update-ref --stdin` transaction.
 
 use std::collections::HashMap;
@@ -57,6 +58,43 @@ fn parse_head(line: &str) -> Option<(String, BranchHead)> {
     let checked_out_at =
         Some(PathBuf::from(path)).filter(|p| !path.is_empty() && p.join(".git").symlink_metadata().is_ok());
     Some((name.to_owned(), BranchHead { commit: commit.to_owned(), checked_out_at }))
+}
+
+/// Which branches of `repo` are checked out, and where, read from the `HEAD` files git keeps for
+/// the main working tree and each linked one (`.git/worktrees/*`): what [`heads`] tells of it,
+/// without running git, so the merge queue can look again just before each move for the cost of a
+/// few small reads. `None` when `repo` is not a plain repository (a linked working tree or a
+/// submodule, whose `.git` is a file): ask [`heads`] then.
+pub fn checked_out(repo: &Path) -> Option<HashMap<String, PathBuf>> {
+    let dot_git = repo.join(".git");
+    let (git_dir, main) = match dot_git.symlink_metadata() {
+        Ok(meta) if meta.is_dir() => (dot_git, Some(repo)),
+        Ok(_) => return None,
+        // A bare repository: its HEAD is no working tree's.
+        Err(_) if repo.join("HEAD").is_file() && repo.join("objects").is_dir() => (repo.to_owned(), None),
+        Err(_) => return None,
+    };
+    let branch_of = |dir: &Path| -> Option<String> {
+        let head = std::fs::read_to_string(dir.join("HEAD")).ok()?;
+        head.trim_end().strip_prefix("ref: refs/heads/").map(str::to_owned)
+    };
+    let mut found = HashMap::new();
+    if let (Some(main), Some(branch)) = (main, branch_of(&git_dir)) {
+        found.insert(branch, main.to_owned());
+    }
+    if let Ok(linked) = std::fs::read_dir(git_dir.join("worktrees")) {
+        for admin in linked.flatten().map(|e| e.path()) {
+            // `gitdir` names the working tree's `.git` file; a tree whose files are gone (prunable)
+            // has nothing to protect, as [`heads`] sees it.
+            let Ok(pointer) = std::fs::read_to_string(admin.join("gitdir")) else { continue };
+            let pointer = PathBuf::from(pointer.trim_end());
+            let (Some(tree), Some(branch)) = (pointer.parent(), branch_of(&admin)) else { continue };
+            if pointer.symlink_metadata().is_ok() {
+                found.insert(branch, tree.to_owned());
+            }
+        }
+    }
+    Some(found)
 }
 
 /// Who the merge queue's merge commits are made by (with [`super::branches::merge_as`]).
@@ -226,6 +264,56 @@ mod tests {
     use super::*;
     use crate::git::branches::{head, is_ancestor, merge_as, Merge};
     use crate::git::clones::tests::{commit, project_repo};
+
+    /// What git's `%(worktreepath)` says of each branch, as [`checked_out`] reads it.
+    async fn git_says(repo: &Path) -> HashMap<String, PathBuf> {
+        let listed = super::heads(repo, &[]).await.unwrap();
+        listed.into_iter().filter_map(|(b, h)| Some((b, h.checked_out_at?.canonicalize().unwrap()))).collect()
+    }
+
+    fn files_say(repo: &Path) -> HashMap<String, PathBuf> {
+        let found = checked_out(repo).expect("a plain repository");
+        found.into_iter().map(|(b, p)| (b, p.canonicalize().unwrap())).collect()
+    }
+
+    #[tokio::test]
+    async fn the_checked_out_branches_read_from_git_files_are_those_git_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = project_repo(dir.path()).await;
+        for branch in ["wish/a", "wish/b", "wish/c"] {
+            git(&repo, &["branch", branch]).await.unwrap();
+        }
+        let linked = dir.path().join("linked");
+        git(&repo, &["worktree", "add", "--quiet", &linked.to_string_lossy(), "wish/a"]).await.unwrap();
+        let detached = dir.path().join("detached");
+        git(&repo, &["worktree", "add", "--quiet", "--detach", &detached.to_string_lossy(), "main"]).await.unwrap();
+        let pruned = dir.path().join("pruned");
+        git(&repo, &["worktree", "add", "--quiet", &pruned.to_string_lossy(), "wish/b"]).await.unwrap();
+        std::fs::remove_dir_all(&pruned).unwrap();
+        let says = files_say(&repo);
+        assert_eq!(says, git_says(&repo).await);
+        assert_eq!(says.len(), 2, "main here and wish/a in the linked tree: {says:?}");
+        assert_eq!(says["wish/a"], linked.canonicalize().unwrap());
+
+        // The user checks the target out elsewhere: seen at once.
+        git(&linked, &["checkout", "--quiet", "wish/c"]).await.unwrap();
+        git(&repo, &["checkout", "--quiet", "--detach"]).await.unwrap();
+        assert_eq!(files_say(&repo), git_says(&repo).await);
+        assert!(!files_say(&repo).contains_key("main"), "a detached HEAD has no branch");
+
+        let bare = dir.path().join("bare.git");
+        git(dir.path(), &["clone", "--quiet", "--bare", &repo.to_string_lossy(), &bare.to_string_lossy()])
+            .await
+            .unwrap();
+        assert!(files_say(&bare).is_empty(), "a bare HEAD is no working tree");
+        let tree = dir.path().join("of-bare");
+        git(&bare, &["worktree", "add", "--quiet", &tree.to_string_lossy(), "wish/c"]).await.unwrap();
+        assert_eq!(files_say(&bare), git_says(&bare).await);
+        assert_eq!(files_say(&bare).len(), 1);
+
+        assert_eq!(checked_out(&linked), None, "a linked tree's `.git` is a file: git is asked then");
+        assert_eq!(checked_out(dir.path()), None, "not a repository");
+    }
 
     #[tokio::test]
     async fn a_merge_is_made_without_touching_the_working_tree_and_moves_only_from_its_base() {

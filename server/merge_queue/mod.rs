@@ -70,6 +70,8 @@ struct Seen {
     /// The wish branch's commit is already in the target branch (see [`MergeQueue::premerge`]).
     already_merged: bool,
     target_checked_out_at: Option<PathBuf>,
+    /// Every branch, as the pass listed them.
+    listing: Listing,
 }
 
 pub struct MergeQueue {
@@ -86,16 +88,18 @@ pub struct MergeQueue {
     tidying: Mutex<HashMap<PathBuf, tokio::task::JoinHandle<bool>>>,
 }
 
-/// Every branch of a repository, as of a moment.
+/// Every branch of a repository, as git listed it at `at` (and as our own moves changed it since).
 struct Listing {
     repo: PathBuf,
     at: Instant,
     heads: HashMap<String, git::BranchHead>,
 }
 
-/// How old a listing of our own may be to stand for a new one: a pass that follows a merge at
-/// once, not one after a rest (others' pushes come between those).
-const LISTING_LASTS: Duration = GAP;
+/// How long a listing stands for a new one: git is asked again for the first pass or move after
+/// it, so a branch pushed meanwhile is seen that much later at most. Merges following each other
+/// at once (a quick gate) list once every few merges instead of twice per merge; after a gate of
+/// any length, or a rest, the pass lists again.
+const LISTING_LASTS: Duration = Duration::from_millis(250);
 
 impl MergeQueue {
     pub fn new(ctx: Ctx) -> MergeQueue {
@@ -164,11 +168,6 @@ impl MergeQueue {
     /// lost to another node costs only an unreferenced commit.
     async fn next_in(&self, queue: &OpenQueue, tick: &mut Tick) -> crate::app::Result<Option<(String, EntryState)>> {
         let repo = PathBuf::from(&queue.project.repo_path);
-        let ours = self.moved.lock().expect("listing lock").take();
-        let heads = match ours.filter(|l| l.repo == repo && l.at.elapsed() < LISTING_LASTS) {
-            Some(listing) => listing.heads,
-            None => git::heads(&repo, &[]).await?,
-        };
         let wishes: HashMap<_, _> = queue.wishes.iter().map(|w| (w.id, w)).collect();
         let mut live = Vec::new();
         for entry in &queue.entries {
@@ -177,6 +176,18 @@ impl MergeQueue {
                 _ => use_cases::drop_orphan(&self.ctx, entry).await?,
             }
         }
+        // The listing our last move left, while it is recent and names every branch the pass
+        // needs (a branch made since is git's to tell); else git is asked.
+        let ours = self.moved.lock().expect("listing lock").take().filter(|l| {
+            l.repo == repo
+                && l.at.elapsed() < LISTING_LASTS
+                && live.iter().all(|(entry, _)| l.heads.contains_key(&entry.wish_branch))
+        });
+        let listing = match ours {
+            Some(listing) => listing,
+            None => list(&repo).await?,
+        };
+        let heads = &listing.heads;
         let target = heads.get(&queue.target_branch).map(|h| h.commit.clone());
         // Each entry's branch commit and the target commit it is predicted against, asked of git
         // for all entries at once; the predictions below then find their answers in the cache.
@@ -222,7 +233,7 @@ impl MergeQueue {
         );
         let Some(claimed) = claimed? else { return Ok(None) };
         let (in_target, merge) = premerge?;
-        let seen = Seen { already_merged: in_target, target_checked_out_at: checked_out_at };
+        let seen = Seen { already_merged: in_target, target_checked_out_at: checked_out_at, listing };
         let state = self.process(&repo, &queue.settings, &claimed, seen, merge, scratch).await?;
         Ok(Some((claimed.wish.clone(), state)))
     }
@@ -348,7 +359,7 @@ impl MergeQueue {
         // The listing the move needs is read while the commits are recorded: both come after the gate.
         let (recorded, now) = tokio::join!(
             use_cases::record_commits(&self.ctx, entry, &base, &wish, Some(&merge), log.as_deref()),
-            moving(repo),
+            moving(repo, Some(seen.listing)),
         );
         let Some(entry) = recorded? else {
             return Ok(EntryState::Processing); // the claim is void: whoever settles it decides
@@ -357,8 +368,8 @@ impl MergeQueue {
     }
 
     /// Moves the target branch from `base` to the recorded merge commit; completes the entry and
-    /// deletes its merged branches (unless the project keeps them). `now` is [`moving`]'s listing,
-    /// read just before: whether the target is checked out now and which branches to delete.
+    /// deletes its merged branches (unless the project keeps them). `now` is [`moving`]'s listing:
+    /// whether the target is checked out now and which branches to delete.
     async fn apply(
         &self,
         repo: &Path,
@@ -366,23 +377,22 @@ impl MergeQueue {
         merge: &str,
         base: &str,
         keep_branches: bool,
-        now: HashMap<String, git::BranchHead>,
+        now: Listing,
     ) -> crate::app::Result<EntryState> {
         let target = &entry.target_branch;
-        if let Some(at) = now.get(target).and_then(|h| h.checked_out_at.as_deref()) {
+        if let Some(at) = now.heads.get(target).and_then(|h| h.checked_out_at.as_deref()) {
             return self.setback(entry, (Setback::Refused, checked_out(target, at), Vec::new(), None)).await;
         }
         let reason = format!("switchyard merge queue: wish {}", entry.wish);
-        let doomed = if keep_branches { Vec::new() } else { merged_branches(entry, &now) };
+        let doomed = if keep_branches { Vec::new() } else { merged_branches(entry, &now.heads) };
         // The usual case in one git run: the target moves and the merged branches go together.
         if git::move_and_delete(repo, target, merge, base, &reason, &doomed).await? {
-            let mut heads = now;
-            doomed.iter().for_each(|(branch, _)| _ = heads.remove(branch));
-            if let Some(head) = heads.get_mut(target) {
+            let mut now = now;
+            doomed.iter().for_each(|(branch, _)| _ = now.heads.remove(branch));
+            if let Some(head) = now.heads.get_mut(target) {
                 head.commit = merge.to_owned();
             }
-            *self.moved.lock().expect("listing lock") =
-                Some(Listing { repo: repo.to_owned(), at: Instant::now(), heads });
+            *self.moved.lock().expect("listing lock") = Some(now);
             return Ok(use_cases::merged(&self.ctx, entry).await?.state);
         }
         // Refused: the target moved, or (with branches to delete) one of them did; which, the
@@ -420,7 +430,7 @@ impl MergeQueue {
             }
             if head == base {
                 let keep = use_cases::settings_by_id(&self.ctx, entry.project_id).await?.keep_branches;
-                let now = moving(&repo).await?;
+                let now = moving(&repo, None).await?;
                 return self.apply(&repo, entry, merge, base, keep, now).await;
             }
         }
@@ -443,10 +453,23 @@ fn message(entry: &Entry) -> String {
     )
 }
 
-/// Every branch, from one `git for-each-ref` just before a merge moves the target: whether it is
-/// checked out, which merged branches to delete and (changed by the move) the next pass's listing.
-async fn moving(repo: &Path) -> crate::app::Result<HashMap<String, git::BranchHead>> {
-    Ok(git::heads(repo, &[]).await?)
+/// Every branch of `repo`, from one `git for-each-ref`.
+async fn list(repo: &Path) -> crate::app::Result<Listing> {
+    let at = Instant::now();
+    Ok(Listing { repo: repo.to_owned(), at, heads: git::heads(repo, &[]).await? })
+}
+
+/// Every branch just before a merge moves the target: whether it is checked out, which merged
+/// branches to delete and (changed by the move) the next pass's listing. The pass's `listing`
+/// while it is recent, with where each branch is checked out read again from git's own files (a
+/// person may have checked the target out during the gate); else listed again.
+async fn moving(repo: &Path, listing: Option<Listing>) -> crate::app::Result<Listing> {
+    let recent = listing.filter(|l| l.at.elapsed() < LISTING_LASTS);
+    let (Some(mut listing), Some(checked_out)) = (recent, git::checked_out(repo)) else { return list(repo).await };
+    for (branch, head) in &mut listing.heads {
+        head.checked_out_at = checked_out.get(branch).cloned();
+    }
+    Ok(listing)
 }
 
 /// The merged wish branch (if still at the merged commit) and its group branches, except any a

@@ -380,6 +380,27 @@ async fn a_checked_out_target_branch_is_never_moved_under_the_users_working_tree
     p.assert_never_mid_merge();
 }
 
+/// The pass saw the target free; the user checks it out (here: in a linked working tree) while
+/// the gate runs: the move is refused all the same, looked at again just before it.
+#[tokio::test]
+async fn a_target_checked_out_while_the_gate_runs_is_not_moved() {
+    let app = spawn_app().await;
+    let p = project(&app, "late", Shape::OtherBranchOut, &[]).await;
+    let tree = p.repo.parent().unwrap().join("user-tree");
+    let check = format!("git -C '{}' worktree add --quiet '{}' main", p.repo.display(), tree.display());
+    set_gate(&app, "late", &check).await;
+    p.push("wish/w", &[("w.txt", "w\n")]);
+    completed_wish(&app, "late", "w").await;
+    let main_before = git(&p.repo, &["rev-parse", "main"]);
+    let queue = app.merge_queue();
+    assert_eq!(processed(&queue.tick().await.unwrap()), [("w", EntryState::Failed)]);
+    let e = entry(&app, "w").await;
+    let reason = e["failure_reason"].as_str().unwrap();
+    assert!(reason.contains("is checked out in") && reason.contains("user-tree"), "{e}");
+    assert_eq!(git(&p.repo, &["rev-parse", "main"]), main_before);
+    assert!(tree.join("README.md").exists(), "the user's tree is as they made it");
+}
+
 #[tokio::test]
 async fn a_claim_left_by_a_dead_process_is_settled_against_git_and_never_merged_twice() {
     let app = spawn_app().await;
