@@ -40,7 +40,7 @@ pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -
     let (repo_arg, dest_arg) = (repo.to_string_lossy(), dest.to_string_lossy());
     git(parent, &["clone", "--quiet", "--shared", "--no-checkout", "--", &repo_arg, &dest_arg]).await?;
     let existing = format!("refs/remotes/origin/{branch}");
-    let start = if git(dest, &["rev-parse", "--verify", "--quiet", &existing]).await.is_ok() {
+    let start = if has_remote_ref(dest, &existing).await {
         format!("origin/{branch}")
     } else {
         format!("origin/{target_branch}")
@@ -48,6 +48,16 @@ pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -
     // -B: in a fresh clone the only local branch is the default one, which may be `branch` itself.
     git(dest, &["checkout", "--quiet", "-B", branch, &start]).await?;
     Ok(())
+}
+
+/// Whether the fresh clone at `dest` has `reference`: read from the `packed-refs` file `git clone`
+/// writes every remote branch into (a git run less for each agent spawned); asked of git when
+/// there is no such file (a repository storing its refs otherwise).
+async fn has_remote_ref(dest: &Path, reference: &str) -> bool {
+    match tokio::fs::read_to_string(dest.join(".git/packed-refs")).await {
+        Ok(packed) => packed.lines().any(|line| line.split_once(' ').is_some_and(|(_, name)| name == reference)),
+        Err(_) => git(dest, &["rev-parse", "--verify", "--quiet", reference]).await.is_ok(),
+    }
 }
 
 /// Whether `repo` has a local branch named `branch`.
