@@ -29,6 +29,13 @@ pub async fn head(repo: &Path, branch: &str) -> Result<Option<String>, GitError>
     }
 }
 
+/// The commits the `N` branches point at (`None` for one that does not exist), from one git run.
+pub async fn heads<const N: usize>(repo: &Path, branches: [&str; N]) -> Result<[Option<String>; N], GitError> {
+    let patterns: Vec<String> = branches.iter().map(|b| format!("refs/heads/{b}")).collect();
+    let listed = super::merge::heads(repo, &patterns).await?;
+    Ok(branches.map(|b| listed.get(b).map(|h| h.commit.clone())))
+}
+
 /// Makes `branch` point at `commit` if it does not exist yet; answers where it points.
 pub async fn create_if_missing(repo: &Path, branch: &str, commit: &str) -> Result<String, GitError> {
     if let Some(existing) = head(repo, branch).await? {
@@ -107,25 +114,55 @@ pub async fn merge_as(
     message: &str,
     who: (&str, &str),
 ) -> Result<Merge, GitError> {
+    match merge_tree(repo, ours, theirs).await? {
+        Ok(tree) => Ok(Merge::Clean(commit_merge(repo, &tree, ours, theirs, message, who).await?)),
+        Err(files) => Ok(Merge::Conflicts(files)),
+    }
+}
+
+/// The tree of merging commit `theirs` into commit `ours`, in memory (`git merge-tree
+/// --write-tree`), or the files that conflict.
+pub async fn merge_tree(repo: &Path, ours: &str, theirs: &str) -> Result<Result<String, Vec<String>>, GitError> {
     let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs];
     let output = command(repo, &args).output().await?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     match output.status.code() {
-        Some(0) => {}
-        Some(1) => return Ok(Merge::Conflicts(super::conflicts::conflicted_files(&stdout))),
-        _ => {
-            return Err(GitError::Failed {
-                args: args.join(" "),
-                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-            })
-        }
+        Some(0) => Ok(Ok(stdout.lines().next().unwrap_or("").trim().to_owned())),
+        Some(1) => Ok(Err(super::conflicts::conflicted_files(&stdout))),
+        _ => Err(GitError::Failed {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        }),
     }
-    let tree = stdout.lines().next().unwrap_or("").trim().to_owned();
-    let args = ["commit-tree", &tree, "-p", ours, "-p", theirs, "-m", message];
+}
+
+/// The merge commit of `tree` with parents `ours` and `theirs`, made by `(name, email)`.
+pub async fn commit_merge(
+    repo: &Path,
+    tree: &str,
+    ours: &str,
+    theirs: &str,
+    message: &str,
+    who: (&str, &str),
+) -> Result<String, GitError> {
+    let args = ["commit-tree", tree, "-p", ours, "-p", theirs, "-m", message];
     let mut commit_tree = command(repo, &args);
     super::as_identity(&mut commit_tree, who);
     let commit = super::finished(&args, commit_tree.output().await?)?;
-    Ok(Merge::Clean(commit.trim().to_owned()))
+    Ok(commit.trim().to_owned())
+}
+
+/// The commit `branch` points at and that commit's tree, from one git run; `None` when there is
+/// no such branch.
+pub async fn head_and_tree(repo: &Path, branch: &str) -> Result<Option<(String, String)>, GitError> {
+    let reference = format!("refs/heads/{branch}");
+    let out = git(repo, &["for-each-ref", "--format=%(objectname) %(tree) %(refname)", &reference]).await?;
+    // The pattern also matches branches below it as a folder: only the one named counts.
+    let line = out.lines().find(|line| line.splitn(3, ' ').nth(2) == Some(reference.as_str()));
+    Ok(line.and_then(|line| {
+        let mut fields = line.split(' ');
+        Some((fields.next()?.to_owned(), fields.next()?.to_owned()))
+    }))
 }
 
 /// The diff of `head` against its merge base with `base`: a `--stat` summary, then the patch.
@@ -198,5 +235,25 @@ mod tests {
         assert_eq!((files[1].path.as_str(), files[1].added, files[1].removed), ("logo.png", None, None));
         assert!(files[1].patch.contains("Binary files differ"));
         assert!(split_changes("", "").is_empty());
+    }
+
+    #[tokio::test]
+    async fn heads_are_read_together_and_a_missing_branch_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = crate::git::clones::tests::project_repo(dir.path()).await;
+        let main = head(&repo, "main").await.unwrap().expect("main");
+        create_if_missing(&repo, "wish/x", &main).await.unwrap();
+        // `wish/x` is a prefix of nothing here; `wish` alone names no branch (only a folder).
+        let [m, w, none, folder] = heads(&repo, ["main", "wish/x", "wish/y", "wish"]).await.unwrap();
+        assert_eq!((m.as_deref(), w.as_deref()), (Some(main.as_str()), Some(main.as_str())));
+        assert_eq!((none, folder), (None, None));
+
+        let (commit, tree) = head_and_tree(&repo, "wish/x").await.unwrap().expect("wish/x");
+        assert_eq!(commit, main);
+        assert_eq!(tree, git(&repo, &["rev-parse", "main^{tree}"]).await.unwrap().trim());
+        assert_eq!(head_and_tree(&repo, "wish").await.unwrap(), None, "a folder of branches is none");
+        // Merging an ancestor gives the branch's own tree (integration relies on it to skip a group
+        // merged already): here, main into wish/x.
+        assert_eq!(merge_tree(&repo, "wish/x", "main").await.unwrap(), Ok(tree));
     }
 }

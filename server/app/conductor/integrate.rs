@@ -1,5 +1,5 @@
 //! Merging a group reported done into its wish's branch: in memory, never a fast-forward, one
-//! merge at a time per wish (the wish's row lock), the branch moved by compare-and-swap. A merge
+//! integration at a time per wish (the wish's row lock), the branch moved by compare-and-swap. A merge
 //! that conflicts withdraws the report and tells the group's agent which files conflict. Before
 //! merging, git is asked whether the group's commit is already in the wish's branch (a crash
 //! after the swap, before the commit): then the group is only completed, never merged twice.
@@ -40,15 +40,30 @@ pub async fn pending(ctx: &Ctx) -> Result<usize> {
 
 /// Integrates the wish's reported groups, oldest report first, in one transaction holding the
 /// wish's row lock. Empty when another node holds it (it integrates them).
+///
+/// The groups are merged one onto the other in memory, and the wish's branch moves once, by
+/// compare-and-swap from where it was read, to the last merge: git runs twice per group and
+/// twice per batch, where a merge moved the branch each time. A swap that fails (the branch moved
+/// meanwhile) undoes the batch; the next tick tries again.
 pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
     let mut tx = ctx.db.begin().await?;
     let Some(c) = conductor::lock_for_integration(&mut tx, wish_id).await? else { return Ok(Vec::new()) };
     let Some(branch) = c.wish.branch.clone() else { return Ok(Vec::new()) };
+    let groups = conductor::reported_groups(&mut tx, wish_id).await?;
+    if groups.is_empty() {
+        return Ok(Vec::new());
+    }
     let repo = Path::new(&c.repo_path);
+    let git = |e: crate::git::GitError| Error::Internal(anyhow::anyhow!("integrating into `{branch}`: {e}"));
+    let (start, tree) = branches::head_and_tree(repo, &branch)
+        .await
+        .map_err(git)?
+        .ok_or_else(|| Error::Internal(anyhow::anyhow!("`{branch}` is gone")))?;
+    let mut wish_head = Head { commit: start.clone(), tree };
     let mut done = Vec::new();
-    for group in conductor::reported_groups(&mut tx, wish_id).await? {
+    for group in groups {
         let key = group.group_key.clone().unwrap_or_default();
-        match merge_group(repo, &branch, &c.wish.slug, &group).await? {
+        match merge_group(repo, &mut wish_head, &c.wish.slug, &group).await.map_err(git)? {
             Merge::Clean(merge_commit) => {
                 conductor::record_merge_commit(&mut tx, group.id, &merge_commit).await?;
                 let change = Change { result: group.result.clone(), ..Change::default() };
@@ -69,30 +84,45 @@ pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
             }
         }
     }
+    if wish_head.commit != start {
+        branches::compare_and_swap(repo, &branch, &wish_head.commit, &start).await.map_err(git)?;
+    }
     ctx.feed.commit(tx).await?;
     Ok(done)
 }
 
-/// Merges the group's reported commit into the wish's branch and swaps the branch to the merge;
-/// a commit already in the branch is not merged again.
-async fn merge_group(repo: &Path, branch: &str, slug: &str, group: &Task) -> Result<Merge> {
-    let git = |e: crate::git::GitError| Error::Internal(anyhow::anyhow!("integrating into `{branch}`: {e}"));
-    let head =
-        group.head_commit.as_deref().ok_or_else(|| Error::Internal(anyhow::anyhow!("a report without a commit")))?;
-    let wish_head = branches::head(repo, branch)
-        .await
-        .map_err(git)?
-        .ok_or_else(|| Error::Internal(anyhow::anyhow!("`{branch}` is gone")))?;
-    if branches::is_ancestor(repo, head, &wish_head).await.map_err(git)? {
-        return Ok(Merge::Clean(wish_head));
+/// Where the wish's branch is as the batch merges into it: a commit and its tree.
+struct Head {
+    commit: String,
+    tree: String,
+}
+
+/// Merges the group's reported commit onto `wish_head` in memory and moves `wish_head` to the
+/// merge. A commit already in the branch (a crash after the swap, before the transaction
+/// committed) is not merged again: merging an ancestor gives the branch's own tree, and only then
+/// is git asked whether it is one.
+async fn merge_group(
+    repo: &Path,
+    wish_head: &mut Head,
+    slug: &str,
+    group: &Task,
+) -> std::result::Result<Merge, crate::git::GitError> {
+    let missing =
+        || crate::git::GitError::Failed { args: "integrate".into(), stderr: "a report without a commit".into() };
+    let head = group.head_commit.as_deref().ok_or_else(missing)?;
+    let tree = match branches::merge_tree(repo, &wish_head.commit, head).await? {
+        Ok(tree) => tree,
+        Err(files) => return Ok(Merge::Conflicts(files)),
+    };
+    if tree == wish_head.tree && branches::is_ancestor(repo, head, &wish_head.commit).await? {
+        return Ok(Merge::Clean(wish_head.commit.clone()));
     }
     let key = group.group_key.as_deref().unwrap_or_default();
     let message = format!("Merge group {key} of wish {slug}\n\n{}", group.result.as_deref().unwrap_or(""));
-    let merged = branches::merge(repo, &wish_head, head, message.trim_end()).await.map_err(git)?;
-    if let Merge::Clean(commit) = &merged {
-        branches::compare_and_swap(repo, branch, commit, &wish_head).await.map_err(git)?;
-    }
-    Ok(merged)
+    let commit =
+        branches::commit_merge(repo, &tree, &wish_head.commit, head, message.trim_end(), branches::SWITCHYARD).await?;
+    *wish_head = Head { commit: commit.clone(), tree };
+    Ok(Merge::Clean(commit))
 }
 
 /// The agent the group is assigned to, when that is an agent (not `human`).
