@@ -28,15 +28,63 @@ pub fn default_branch(agent_name: &str) -> String {
 /// Makes the agent's clone at `dest` from `repo`, on `branch` started from `origin/<target_branch>`
 /// (or following `origin/<branch>` when the repository already has that branch). A clone that is
 /// already there (a resumed agent) is kept as it is.
+///
+/// The clone is made beside `dest` and moved there once checked out, so `dest` exists only
+/// whole. A worker killed while making it (SIGKILL, then a restart that spawns the agent again)
+/// leaves a partial directory, never a `dest` that looks made: its `git clone` and `git checkout`
+/// run on after it died, and an agent started in a half-made `dest` worked on the default
+/// branch with nothing checked out, until the orphaned checkout switched its branch under it
+/// (its commit then left behind, its `group done` refused for good). The next attempt makes its
+/// own partial directory and removes the ones left before.
 #[tracing::instrument(skip_all, fields(dest = %dest.display(), branch = %branch), err(level = "debug"))]
 pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -> Result<(), GitError> {
     if dest.join(".git").is_dir() {
         return Ok(());
     }
-    if let Some(parent) = dest.parent() {
-        tokio::fs::create_dir_all(parent).await?;
+    let (parent, name) = match (dest.parent(), dest.file_name()) {
+        (Some(parent), Some(name)) => (parent, name.to_string_lossy()),
+        _ => return Err(std::io::Error::other(format!("no clone can be made at {}", dest.display())).into()),
+    };
+    tokio::fs::create_dir_all(parent).await?;
+    let prefix = partial_prefix(&name);
+    remove_partials(parent, &prefix).await;
+    let partial = parent.join(format!("{prefix}{}", uuid::Uuid::new_v4().simple()));
+    let made = match clone_into(repo, parent, &partial, branch, target_branch).await {
+        Ok(()) => tokio::fs::rename(&partial, dest).await.map_err(GitError::from),
+        Err(e) => Err(e),
+    };
+    if made.is_err() {
+        let _ = tokio::fs::remove_dir_all(&partial).await;
     }
-    let parent = dest.parent().unwrap_or(Path::new("/"));
+    made
+}
+
+/// What the partial directories of the clone named `name` start with (hidden beside it).
+fn partial_prefix(name: &str) -> String {
+    format!(".{name}.partial-")
+}
+
+/// Removes the partial directories `prefix` names in `parent`: what an earlier, interrupted
+/// attempt left (a git it left running there may still write; then some of it stays).
+async fn remove_partials(parent: &Path, prefix: &str) {
+    let Ok(mut entries) = tokio::fs::read_dir(parent).await else { return };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        if entry.file_name().to_string_lossy().starts_with(prefix) {
+            if let Err(e) = tokio::fs::remove_dir_all(entry.path()).await {
+                tracing::debug!(dir = %entry.path().display(), error = %e, "removing a partial clone");
+            }
+        }
+    }
+}
+
+/// `git clone --shared` of `repo` into `dest`, checked out on `branch`.
+async fn clone_into(
+    repo: &Path,
+    parent: &Path,
+    dest: &Path,
+    branch: &str,
+    target_branch: &str,
+) -> Result<(), GitError> {
     let (repo_arg, dest_arg) = (repo.to_string_lossy(), dest.to_string_lossy());
     git(parent, &["clone", "--quiet", "--shared", "--no-checkout", "--", &repo_arg, &dest_arg]).await?;
     let existing = format!("refs/remotes/origin/{branch}");
@@ -208,6 +256,36 @@ pub(crate) mod tests {
         std::fs::write(dest.join("notes.txt"), "x").unwrap();
         make(&repo, &dest, "switchyard/fox", "main").await.unwrap();
         assert!(dest.join("notes.txt").is_file());
+    }
+
+    /// The hidden partial directories beside the clones in `dir`.
+    fn partials(dir: &Path) -> Vec<String> {
+        let names = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
+        names.filter(|n| n.contains(".partial-")).collect()
+    }
+
+    #[tokio::test]
+    async fn what_a_clone_cut_off_half_made_left_is_removed_and_the_next_attempt_makes_it_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = project_repo(dir.path()).await;
+        let dest = clone_dir(dir.path(), "fox");
+        let clones = dest.parent().unwrap().to_path_buf();
+        // A worker killed between `git clone` and the checkout: the clone, on `main`, with
+        // nothing checked out, is all it left.
+        std::fs::create_dir_all(&clones).unwrap();
+        let left = clones.join(".fox.partial-killed");
+        let (repo_arg, left_arg) = (repo.to_string_lossy(), left.to_string_lossy());
+        git(&clones, &["clone", "--quiet", "--shared", "--no-checkout", "--", &repo_arg, &left_arg]).await.unwrap();
+        make(&repo, &dest, "switchyard/fox", "main").await.unwrap();
+        assert!(dest.join("README.md").is_file(), "checked out");
+        let branch = git(&dest, &["symbolic-ref", "--short", "HEAD"]).await.unwrap();
+        assert_eq!(branch.trim(), "switchyard/fox");
+        assert_eq!(partials(&clones), Vec::<String>::new(), "what the killed attempt left is removed");
+        // A clone that cannot be made leaves nothing behind either.
+        let nowhere = dir.path().join("no-such-repository");
+        make(&nowhere, &clone_dir(dir.path(), "owl"), "switchyard/owl", "main").await.unwrap_err();
+        assert!(!clone_dir(dir.path(), "owl").exists());
+        assert_eq!(partials(&clones), Vec::<String>::new());
     }
 
     #[tokio::test]
