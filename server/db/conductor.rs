@@ -241,6 +241,23 @@ pub async fn record_merge_commit(conn: &mut PgConnection, task_id: Uuid, commit:
     Ok(())
 }
 
+/// Whether a group waits to be merged ([`wishes_to_integrate`]) and whether one waits to be
+/// dispatched ([`ready_groups`]): one query, which is all a tick on a group's way costs when
+/// neither does (every commit anywhere wakes one).
+pub async fn groups_due(conn: &mut PgConnection) -> Result<(bool, bool), sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT EXISTS (SELECT 1 FROM tasks t
+                          WHERE t.reported_at IS NOT NULL AND t.status = 'in_progress' AND t.wish_id IS NOT NULL)
+                      AS "integrate!",
+                  EXISTS (SELECT 1 FROM tasks t JOIN wishes w ON w.id = t.wish_id
+                          WHERE t.status = 'ready' AND t.assignee IS NULL AND w.status = 'executing' AND NOT w.held
+                            AND w.phase = 'groups') AS "dispatch!""#
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok((row.integrate, row.dispatch))
+}
+
 /// Executing wishes with a group reported done and waiting to be merged.
 pub async fn wishes_to_integrate(conn: &mut PgConnection, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(

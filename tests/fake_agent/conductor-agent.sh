@@ -13,8 +13,9 @@
 set -u
 sy=${SWITCHYARD_BIN:?}
 dir=${FAKE_DIR:?}
-git config user.email fake@example.com
-git config user.name "Fake Agent"
+# Its identity for every commit, without a git run to set it.
+export GIT_AUTHOR_NAME="Fake Agent" GIT_AUTHOR_EMAIL=fake@example.com
+export GIT_COMMITTER_NAME="Fake Agent" GIT_COMMITTER_EMAIL=fake@example.com
 branch=${SWITCHYARD_BRANCH:-}
 key=${branch##*/}
 slug=${branch#group/}

@@ -64,30 +64,44 @@ impl Tick {
     }
 }
 
-/// Takes every step that is due once — with `all` false, only the two on a group's way, which
-/// every commit may make due: integrating reported groups, then dispatching ready ones (so the
-/// groups a merge makes ready start in the same tick). The other steps (planning, queueing,
-/// starting and reviewing wishes, task runs, hand-offs, stopping and cleaning up) happen once per
-/// wish or agent and can wait for the next full tick. A step that fails is logged and the others
-/// still run.
-pub async fn tick(ctx: &Ctx, all: bool) -> Tick {
-    async fn step<F: std::future::Future<Output = Result<usize>>>(name: &str, work: F) -> usize {
-        match work.await {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(step = name, error = %e, "conductor step failed");
-                0
-            }
+/// Logs a step that failed (the others still run); how many rows it acted on.
+async fn step<F: std::future::Future<Output = Result<usize>>>(name: &str, work: F) -> usize {
+    match work.await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(step = name, error = %e, "conductor step failed");
+            0
         }
     }
-    let integrated = step("integrate", integrate::pending(ctx)).await;
-    let dispatched = step("dispatch", dispatch::groups(ctx)).await;
-    if !all {
-        return Tick { integrated, dispatched, ..Tick::default() };
-    }
+}
+
+/// The two steps on a group's way, which every commit may make due: integrating reported groups,
+/// then dispatching ready ones (so the groups a merge makes ready start in the same tick). One
+/// query first says whether either has work: most commits (agents' states, messages) make
+/// neither due.
+pub async fn tick_groups(ctx: &Ctx) -> Tick {
+    let due = async {
+        let mut conn = ctx.db.acquire().await?;
+        Ok::<_, super::Error>(crate::db::conductor::groups_due(&mut conn).await?)
+    };
+    let (integrate, dispatch) = match due.await {
+        Ok(due) => due,
+        Err(e) => {
+            tracing::warn!(error = %e, "conductor: reading what is due");
+            (true, true)
+        }
+    };
+    let integrated = if integrate { step("integrate", integrate::pending(ctx)).await } else { 0 };
+    // A merge just made may have readied a group the query above did not see.
+    let dispatched = if dispatch || integrated > 0 { step("dispatch", dispatch::groups(ctx)).await } else { 0 };
+    Tick { integrated, dispatched, ..Tick::default() }
+}
+
+/// Every other step, once: planning, queueing, starting and reviewing wishes, task runs,
+/// hand-offs, stopping and cleaning up. Each happens once per wish or agent and can wait a
+/// moment; none of them holds up a group's way ([`tick_groups`] runs beside them).
+pub async fn tick_rest(ctx: &Ctx) -> Tick {
     Tick {
-        integrated,
-        dispatched,
         handed_off: step("hand off", handoff::abandoned(ctx)).await,
         stopped: step("stop", handoff::stop_concluded(ctx)).await,
         planners: step("plan", dispatch::planners(ctx)).await,
@@ -99,6 +113,7 @@ pub async fn tick(ctx: &Ctx, all: bool) -> Tick {
         iterations: step("task iterations", task_runs::iterate(ctx)).await,
         questions: step("task questions", task_runs::questions(ctx)).await,
         clones_removed: step("clean up", handoff::remove_clones(ctx)).await,
+        ..Tick::default()
     }
 }
 
