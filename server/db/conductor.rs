@@ -242,20 +242,28 @@ pub async fn record_merge_commit(conn: &mut PgConnection, task_id: Uuid, commit:
 }
 
 /// Whether a group waits to be merged ([`wishes_to_integrate`]) and whether one waits to be
-/// dispatched ([`ready_groups`]): one query, which is all a tick on a group's way costs when
-/// neither does (every commit anywhere wakes one).
-pub async fn groups_due(conn: &mut PgConnection) -> Result<(bool, bool), sqlx::Error> {
+/// dispatched ([`ready_groups`]) while fewer than `backlog` agents wait for a pane
+/// ([`agents_spawning`]): one query, which is all a tick on a group's way costs when neither does
+/// (every commit anywhere wakes one).
+pub async fn groups_due(conn: &mut PgConnection, backlog: i64) -> Result<(bool, bool), sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT EXISTS (SELECT 1 FROM tasks t
                           WHERE t.reported_at IS NOT NULL AND t.status = 'in_progress' AND t.wish_id IS NOT NULL)
                       AS "integrate!",
                   EXISTS (SELECT 1 FROM tasks t JOIN wishes w ON w.id = t.wish_id
                           WHERE t.status = 'ready' AND t.assignee IS NULL AND w.status = 'executing' AND NOT w.held
-                            AND w.phase = 'groups') AS "dispatch!""#
+                            AND w.phase = 'groups')
+                  AND (SELECT count(*) FROM agents WHERE state = 'spawning') < $1 AS "dispatch!""#,
+        backlog
     )
     .fetch_one(conn)
     .await?;
     Ok((row.integrate, row.dispatch))
+}
+
+/// How many agents are registered and wait for a worker to make their pane, on every node.
+pub async fn agents_spawning(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM agents WHERE state = 'spawning'"#).fetch_one(conn).await
 }
 
 /// Executing wishes with a group reported done and waiting to be merged.

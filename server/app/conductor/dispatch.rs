@@ -88,7 +88,15 @@ async fn wish_branch(c: &Conducted, branch: &str) -> std::result::Result<String,
     branches::create_if_missing(repo, branch, &target).await.map_err(|e| e.to_string())
 }
 
-/// An engineer for each ready group nobody works on, up to each project's `max_agents`. The
+/// How many registered agents may wait for a worker to make their pane before the conductor
+/// dispatches more groups. The workers make panes a few at a time; groups dispatched faster than
+/// that only wait as agents (each one more to watch and stop), and in the benchmark's 200
+/// chains at once they overloaded the machine (a group every 750 ms instead of 150). A group
+/// that waits stays `ready` and goes with the next tick, once panes are made.
+pub const SPAWN_BACKLOG: i64 = 16;
+
+/// An engineer for each ready group nobody works on, up to each project's `max_agents` and while
+/// fewer than [`SPAWN_BACKLOG`] agents wait for a pane. The
 /// group's branch is made from the wish's branch as it stands now — after the merges of the
 /// groups it depends on, and of the target branch when it moved and merges clean
 /// ([`super::catch_up`]) — inside the transaction that assigns the agent, so the worker that
@@ -98,8 +106,12 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
     let ready = conductor::ready_groups(&mut tx, BATCH).await?;
     let at_limit = conductor::providers_at_limit(&mut tx).await?;
     let mut heads: std::collections::HashMap<uuid::Uuid, String> = std::collections::HashMap::new();
+    let mut room = SPAWN_BACKLOG - conductor::agents_spawning(&mut tx).await?;
     let mut dispatched = 0;
     for group in ready {
+        if room <= 0 {
+            break;
+        }
         let (c, task) = (&group.conducted, group.task);
         conductor::lock_project(&mut tx, c.wish.project_id).await?;
         if !has_room(&mut tx, c).await? {
@@ -147,6 +159,7 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
         let payload = serde_json::json!({"assignee": agent.name, "wish": c.wish.slug, "group": key, "branch": branch});
         crate::db::events::record(&mut tx, "task.assigned", &format!("task:{task_id}"), payload).await?;
         dispatched += 1;
+        room -= 1;
     }
     ctx.feed.commit(tx).await?;
     Ok(dispatched)

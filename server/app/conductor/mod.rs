@@ -82,7 +82,7 @@ async fn step<F: std::future::Future<Output = Result<usize>>>(name: &str, work: 
 pub async fn tick_groups(ctx: &Ctx) -> Tick {
     let due = async {
         let mut conn = ctx.db.acquire().await?;
-        Ok::<_, super::Error>(crate::db::conductor::groups_due(&mut conn).await?)
+        Ok::<_, super::Error>(crate::db::conductor::groups_due(&mut conn, dispatch::SPAWN_BACKLOG).await?)
     };
     let (integrate, dispatch) = match due.await {
         Ok(due) => due,
