@@ -17,13 +17,7 @@ use crate::git::branches::{self, Merge};
 /// The commit the wish's next groups start from (see the module's comment).
 pub async fn starting_point(conn: &mut PgConnection, c: &Conducted, branch: &str) -> Result<String, String> {
     let repo = Path::new(&c.repo_path);
-    // Both branches from one git run: a step dispatches a group or two of a wish at a time.
-    let [target, wish] = branches::heads(repo, [c.target_branch.as_str(), branch]).await.map_err(|e| e.to_string())?;
-    let target = target.ok_or_else(|| format!("the target branch `{}` does not exist", c.target_branch))?;
-    let wish = match wish {
-        Some(wish) => wish,
-        None => branches::create_if_missing(repo, branch, &target).await.map_err(|e| e.to_string())?,
-    };
+    let (target, wish) = super::dispatch::wish_branch(c, branch).await?;
     if branches::is_ancestor(repo, &target, &wish).await.map_err(|e| e.to_string())? {
         return Ok(wish);
     }

@@ -78,14 +78,17 @@ pub async fn start_queued(ctx: &Ctx) -> Result<usize> {
     Ok(started)
 }
 
-/// The wish branch's head, made from the target branch when it does not exist yet.
-async fn wish_branch(c: &Conducted, branch: &str) -> std::result::Result<String, String> {
+/// The target branch's head and the wish branch's, the latter made from the former when it does
+/// not exist yet: one git run when it does (a dispatch step asks for each wish it serves).
+pub(super) async fn wish_branch(c: &Conducted, branch: &str) -> std::result::Result<(String, String), String> {
     let repo = Path::new(&c.repo_path);
-    let target = branches::head(repo, &c.target_branch)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("the target branch `{}` does not exist", c.target_branch))?;
-    branches::create_if_missing(repo, branch, &target).await.map_err(|e| e.to_string())
+    let [target, wish] = branches::heads(repo, [c.target_branch.as_str(), branch]).await.map_err(|e| e.to_string())?;
+    let target = target.ok_or_else(|| format!("the target branch `{}` does not exist", c.target_branch))?;
+    let wish = match wish {
+        Some(wish) => wish,
+        None => branches::create_if_missing(repo, branch, &target).await.map_err(|e| e.to_string())?,
+    };
+    Ok((target, wish))
 }
 
 /// How many registered agents may wait for a worker to make their pane before the conductor
