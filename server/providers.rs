@@ -109,15 +109,12 @@ impl Provider {
     /// so the pane's process is still the agent's.
     /// `nice` is found on Switchyard's own `PATH`, not the provider's, which need not have it.
     pub fn niced(&self, argv: Vec<String>) -> Vec<String> {
-        static NICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        static NICE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
         if self.nice == 0 {
             return argv;
         }
-        let nice = NICE.get_or_init(|| {
-            let path = std::env::var("PATH").unwrap_or_default();
-            find_program("nice", &path, Path::new("/")).map_or_else(|| "nice".to_owned(), |p| p.display().to_string())
-        });
-        [nice.clone(), "-n".to_owned(), self.nice.to_string(), "--".to_owned()].into_iter().chain(argv).collect()
+        let nice = NICE.get_or_init(|| on_own_path("nice")).display().to_string();
+        [nice, "-n".to_owned(), self.nice.to_string(), "--".to_owned()].into_iter().chain(argv).collect()
     }
 
     /// The argv to resume the agent's provider session (or start afresh when there is no way to).
@@ -181,6 +178,16 @@ pub fn find_program(program: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
         return executable(&candidate).then_some(candidate);
     }
     std::env::split_paths(path).map(|dir| dir.join(program)).find(|p| executable(p))
+}
+
+/// Where `program` is on Switchyard's own `PATH` (its name alone when it is not there, so that
+/// running it fails as it would have). A command that sets its child's environment (a clean one
+/// for tmux and gates) and names its program without a path is started by `fork`, which copies
+/// the server's page tables; named by its path, it is started by `posix_spawn`. With a few
+/// hundred agents at work that fork was most of the server's CPU. Callers keep the answer.
+pub fn on_own_path(program: &str) -> PathBuf {
+    let path = std::env::var("PATH").unwrap_or_default();
+    find_program(program, &path, Path::new("/")).unwrap_or_else(|| PathBuf::from(program))
 }
 
 /// One pass over each argument, so a value that happens to contain `{name}` is not substituted again.

@@ -278,5 +278,8 @@ pub async fn project_of(
 
 /// Locks the task's row: dispatches and moves of one task happen one at a time.
 pub async fn lock_task(conn: &mut PgConnection, task_id: Uuid) -> Result<bool, sqlx::Error> {
-    Ok(sqlx::query!("SELECT id FROM tasks WHERE id = $1 FOR UPDATE", task_id).fetch_optional(conn).await?.is_some())
+    Ok(sqlx::query!("SELECT id FROM tasks WHERE id = $1 FOR NO KEY UPDATE", task_id)
+        .fetch_optional(conn)
+        .await?
+        .is_some())
 }

@@ -397,7 +397,7 @@ async fn release_dependents(conn: &mut PgConnection, id: Uuid) -> Result<Vec<Rel
         r#"WITH dependents AS (
                SELECT t.id, t.status AS old_status FROM tasks t
                WHERE t.id IN (SELECT task_id FROM task_dependencies WHERE depends_on = $1)
-               ORDER BY t.id FOR UPDATE
+               ORDER BY t.id FOR NO KEY UPDATE
            )
            UPDATE tasks SET unmet_dependencies = tasks.unmet_dependencies - 1,
                status = CASE WHEN tasks.unmet_dependencies = 1 AND tasks.status = 'blocked' THEN 'ready'

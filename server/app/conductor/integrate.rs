@@ -60,10 +60,18 @@ pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
         .map_err(git)?
         .ok_or_else(|| Error::Internal(anyhow::anyhow!("`{branch}` is gone")))?;
     let mut wish_head = Head { commit: start.clone(), tree };
-    let mut done = Vec::new();
+    // Every merge first, then the rows: the rows this writes (each group, its dependents, its
+    // agent) stay locked until the commit, and others wait on them (a worker recording the
+    // agent's state), so git does not run while they are held.
+    let mut merges = Vec::with_capacity(groups.len());
     for group in groups {
+        let merge = merge_group(repo, &mut wish_head, &c.wish.slug, &group).await.map_err(git)?;
+        merges.push((group, merge));
+    }
+    let mut done = Vec::new();
+    for (group, merge) in merges {
         let key = group.group_key.clone().unwrap_or_default();
-        match merge_group(repo, &mut wish_head, &c.wish.slug, &group).await.map_err(git)? {
+        match merge {
             Merge::Clean(merge_commit) => {
                 conductor::record_merge_commit(&mut tx, group.id, &merge_commit).await?;
                 let change = Change { result: group.result.clone(), ..Change::default() };

@@ -8,7 +8,7 @@
 //!                          ─fail─▶ executing/fix ─fix done─▶ agent_review …  (cap → failed, human)
 //! ```
 //!
-//! Each step is one [`tick`] function that claims its rows with `FOR UPDATE … SKIP LOCKED`, so
+//! Each step is one [`tick`] function that claims its rows with `FOR NO KEY UPDATE … SKIP LOCKED`, so
 //! every `serve`/`worker` process runs the conductor and each step still happens once. Every
 //! step is recorded before it is acted on and is safe to repeat after a crash: a group's branch
 //! is made inside the transaction that assigns its agent; a merge into the wish's branch is a

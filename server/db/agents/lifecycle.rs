@@ -11,7 +11,8 @@ use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{get, list, subject, Agent, ListFilter};
+use super::row::AgentRow;
+use super::{get, subject, Agent};
 use crate::db::{events, tasks, teams, tokens};
 use crate::domain::agent::{swapped_from, transition, AgentEvent, AgentState};
 use crate::domain::task::TaskEvent;
@@ -289,17 +290,36 @@ pub async fn record_pane(
     get(conn, id).await
 }
 
-/// The agents `node_id` manages that are live: what the reconciler holds against tmux.
+/// The agents `node_id` manages that are live: what the reconciler holds against tmux, and the
+/// worker watches (read after every batch of spawns). Not through [`super::list`]: its plan for every
+/// filter at once reads every agent there ever was, this one only the node's live ones.
 pub async fn list_live_on_node(conn: &mut PgConnection, node_id: &str) -> Result<Vec<Agent>, sqlx::Error> {
-    let filter = ListFilter { node_id: Some(node_id.to_owned()), live_only: true, ..ListFilter::default() };
-    list(conn, &filter, i64::MAX).await
+    let rows = sqlx::query_scalar!(
+        r#"SELECT to_jsonb(a) AS "agent!: sqlx::types::Json<AgentRow>" FROM agents a
+           WHERE node_id = $1 AND state IN ('spawning', 'working', 'idle', 'permission', 'question')
+           ORDER BY created_at, id"#,
+        node_id
+    )
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter().map(|r| Agent::try_from(r.0)).collect()
 }
 
 /// Notes that the agents produced output just now (the worker calls it at most every few
 /// seconds per agent, not per burst). No event: the state changes output leads to write their
-/// own. Returns how many agents there were.
+/// own. An agent whose row another transaction holds is skipped: its next output notes it, and
+/// the worker's loop, which waits for this, neither waits for that transaction nor deadlocks
+/// with it (a plain update of many rows locks them in no set order; an integration concluding
+/// several agents did, and PostgreSQL broke the cycle only after a second). Returns how many
+/// agents were noted.
 pub async fn touch_activity(conn: &mut PgConnection, ids: &[Uuid]) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query!("UPDATE agents SET last_activity = now() WHERE id = ANY($1)", ids).execute(conn).await?;
+    let done = sqlx::query!(
+        "UPDATE agents SET last_activity = now()
+         WHERE id IN (SELECT id FROM agents WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED)",
+        ids
+    )
+    .execute(conn)
+    .await?;
     Ok(done.rows_affected())
 }
 

@@ -120,8 +120,9 @@ pub async fn record_review(
 /// The wish, locked until the transaction ends, so a decision on its `groups_open` and status
 /// cannot race a group completion.
 pub async fn lock(conn: &mut PgConnection, wish_id: Uuid) -> Result<Option<Wish>, sqlx::Error> {
-    let row =
-        sqlx::query_as!(WishRow, "SELECT * FROM wishes WHERE id = $1 FOR UPDATE", wish_id).fetch_optional(conn).await?;
+    let row = sqlx::query_as!(WishRow, "SELECT * FROM wishes WHERE id = $1 FOR NO KEY UPDATE", wish_id)
+        .fetch_optional(conn)
+        .await?;
     row.map(Wish::try_from).transpose()
 }
 
