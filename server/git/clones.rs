@@ -78,6 +78,12 @@ async fn remove_partials(parent: &Path, prefix: &str) {
 }
 
 /// `git clone --shared` of `repo` into `dest`, checked out on `branch`.
+///
+/// The clone takes only the branch it starts from: the repository may hold thousands of branches
+/// (every group of every wish), and a clone of all of them has `git upload-pack` list every one
+/// (with 2,000 branches, 69 ms a clone against 30). Its fetch refspec is then set back to every
+/// branch, so a later `git fetch` (an agent merging the wish's branch, the check before removal)
+/// sees them all.
 async fn clone_into(
     repo: &Path,
     parent: &Path,
@@ -86,26 +92,22 @@ async fn clone_into(
     target_branch: &str,
 ) -> Result<(), GitError> {
     let (repo_arg, dest_arg) = (repo.to_string_lossy(), dest.to_string_lossy());
-    git(parent, &["clone", "--quiet", "--shared", "--no-checkout", "--", &repo_arg, &dest_arg]).await?;
-    let existing = format!("refs/remotes/origin/{branch}");
-    let start = if has_remote_ref(dest, &existing).await {
-        format!("origin/{branch}")
-    } else {
-        format!("origin/{target_branch}")
-    };
-    // -B: in a fresh clone the only local branch is the default one, which may be `branch` itself.
-    git(dest, &["checkout", "--quiet", "-B", branch, &start]).await?;
-    Ok(())
-}
-
-/// Whether the fresh clone at `dest` has `reference`: read from the `packed-refs` file `git clone`
-/// writes every remote branch into (a git run less for each agent spawned); asked of git when
-/// there is no such file (a repository storing its refs otherwise).
-async fn has_remote_ref(dest: &Path, reference: &str) -> bool {
-    match tokio::fs::read_to_string(dest.join(".git/packed-refs")).await {
-        Ok(packed) => packed.lines().any(|line| line.split_once(' ').is_some_and(|(_, name)| name == reference)),
-        Err(_) => git(dest, &["rev-parse", "--verify", "--quiet", reference]).await.is_ok(),
+    // A branch the repository has is cloned checked out, following `origin/<branch>`.
+    let existing = branch_exists(repo, branch).await?;
+    let start = if existing { branch } else { target_branch };
+    let mut args = vec!["clone", "--quiet", "--shared", "--single-branch", "--branch", start];
+    if !existing {
+        args.push("--no-checkout");
     }
+    args.extend(["--", repo_arg.as_ref(), dest_arg.as_ref()]);
+    git(parent, &args).await?;
+    if !existing {
+        let start = format!("origin/{target_branch}");
+        // -B: the clone's one local branch is the target branch, which may be `branch` itself.
+        git(dest, &["checkout", "--quiet", "-B", branch, &start]).await?;
+    }
+    git(dest, &["config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"]).await?;
+    Ok(())
 }
 
 /// Whether `repo` has a local branch named `branch`.
@@ -245,7 +247,14 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let repo = project_repo(dir.path()).await;
         let dest = clone_dir(dir.path(), "fox");
+        git(&repo, &["branch", "wish/other"]).await.unwrap();
         make(&repo, &dest, &default_branch("fox"), "main").await.unwrap();
+        // It took only the branch it starts from, and a fetch brings the others (an agent told
+        // to merge the wish's branch fetches it).
+        let remotes = || async { git(&dest, &["branch", "-r", "--format=%(refname:short)"]).await.unwrap() };
+        assert!(!remotes().await.contains("wish/other"), "{}", remotes().await);
+        git(&dest, &["fetch", "--quiet", "origin"]).await.unwrap();
+        assert!(remotes().await.lines().any(|b| b == "origin/wish/other"), "{}", remotes().await);
         assert!(dest.join("README.md").is_file());
         assert!(dest.join(".git/objects/info/alternates").is_file(), "--shared borrows the project's objects");
         assert!(!dest.join(".git").is_file(), "a real clone, not a worktree");
