@@ -89,16 +89,19 @@ async fn overview(
             }
         }
     };
+    // Both the needs and the agents read the most pressing agents: once, by whichever asks first.
+    let pressing = tokio::sync::OnceCell::new();
     let needs = async {
         let Some(mut conn) = part("needs").await? else { return PageResult::Ok((Vec::new(), Handoffs::default())) };
-        let pressing = agents::most_pressing(&mut conn, SHOWN).await?;
-        let needs = needs(&mut conn, &pressing, now).await?;
+        let pressing = pressing.get_or_try_init(|| agents::most_pressing(&mut conn, SHOWN)).await?;
+        let needs = needs(&mut conn, pressing, now).await?;
         Ok((needs, Handoffs::load(&state, &mut conn, now, SHOWN).await?))
     };
     let agent_rows = async {
         let Some(mut conn) = part("agents").await? else { return PageResult::Ok((Vec::new(), Vec::new())) };
         // Those blocked on a person first, then the most recently active.
-        let rows = agents::most_pressing(&mut conn, SHOWN).await?.iter().map(|a| AgentRow::new(a, now)).collect();
+        let pressing = pressing.get_or_try_init(|| agents::most_pressing(&mut conn, SHOWN)).await?;
+        let rows = pressing.iter().map(|a| AgentRow::new(a, now)).collect();
         let counts = agents::count_all_by_state(&mut conn).await?;
         let counts = AgentState::ALL
             .iter()
