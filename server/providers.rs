@@ -109,11 +109,10 @@ impl Provider {
     /// so the pane's process is still the agent's.
     /// `nice` is found on Switchyard's own `PATH`, not the provider's, which need not have it.
     pub fn niced(&self, argv: Vec<String>) -> Vec<String> {
-        static NICE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
         if self.nice == 0 {
             return argv;
         }
-        let nice = NICE.get_or_init(|| on_own_path("nice")).display().to_string();
+        let nice = on_own_path("nice").display().to_string();
         [nice, "-n".to_owned(), self.nice.to_string(), "--".to_owned()].into_iter().chain(argv).collect()
     }
 
@@ -181,13 +180,22 @@ pub fn find_program(program: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
 }
 
 /// Where `program` is on Switchyard's own `PATH` (its name alone when it is not there, so that
-/// running it fails as it would have). A command that sets its child's environment (a clean one
-/// for tmux and gates) and names its program without a path is started by `fork`, which copies
-/// the server's page tables; named by its path, it is started by `posix_spawn`. With a few
-/// hundred agents at work that fork was most of the server's CPU. Callers keep the answer.
-pub fn on_own_path(program: &str) -> PathBuf {
-    let path = std::env::var("PATH").unwrap_or_default();
-    find_program(program, &path, Path::new("/")).unwrap_or_else(|| PathBuf::from(program))
+/// running it fails as it would have), looked up once per program. A command that sets its
+/// child's environment (a clean one for tmux and gates) and names its program without a path is
+/// started by `fork`, which copies the server's page tables; named by its path, it is started by
+/// `posix_spawn`. With a few hundred agents at work that fork was most of the server's CPU.
+pub fn on_own_path(program: &'static str) -> &'static Path {
+    // A handful of programs (tmux, sh, nice), each found once and kept for the process's life.
+    static FOUND: std::sync::Mutex<Vec<(&str, &Path)>> = std::sync::Mutex::new(Vec::new());
+    let mut found = FOUND.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, path)) = found.iter().find(|(name, _)| *name == program) {
+        return path;
+    }
+    let search = std::env::var("PATH").unwrap_or_default();
+    let path = find_program(program, &search, Path::new("/")).unwrap_or_else(|| PathBuf::from(program));
+    let path: &'static Path = Box::leak(path.into_boxed_path());
+    found.push((program, path));
+    path
 }
 
 /// One pass over each argument, so a value that happens to contain `{name}` is not substituted again.

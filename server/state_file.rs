@@ -65,8 +65,7 @@ async fn write_if_changed(pool: &PgPool, data_dir: &Path, written: Option<&[u8]>
         return Ok(None);
     }
     let dir = data_dir.to_path_buf();
-    let copy = bytes.clone();
-    tokio::task::spawn_blocking(move || replace(&dir, &copy)).await??;
+    let bytes = tokio::task::spawn_blocking(move || replace(&dir, &bytes).map(|()| bytes)).await??;
     Ok(Some(bytes))
 }
 

@@ -30,8 +30,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    static SH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    let mut cmd = tokio::process::Command::new(SH.get_or_init(|| crate::providers::on_own_path("sh")));
+    let mut cmd = tokio::process::Command::new(crate::providers::on_own_path("sh"));
     cmd.arg("-c").arg(command).current_dir(dir).env_clear().stdin(Stdio::null());
     for name in PASSED_ON {
         if let Some(value) = std::env::var_os(name) {

@@ -154,8 +154,7 @@ impl Tmux {
     /// the server) keeps the user's `~/.tmux.conf` out of our server: its options
     /// (`remain-on-exit`, `default-command`, `base-index`, …) are ours to set.
     pub(crate) fn command(&self) -> Command {
-        static TMUX: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-        let mut cmd = Command::new(TMUX.get_or_init(|| crate::providers::on_own_path("tmux")));
+        let mut cmd = Command::new(crate::providers::on_own_path("tmux"));
         cmd.args(["-f", "/dev/null", "-L"])
             .arg(&self.socket)
             .env_clear()

@@ -8,11 +8,12 @@
 //!                          ─fail─▶ executing/fix ─fix done─▶ agent_review …  (cap → failed, human)
 //! ```
 //!
-//! Each step is one [`tick`] function that claims its rows with `FOR NO KEY UPDATE … SKIP LOCKED`, so
-//! every `serve`/`worker` process runs the conductor and each step still happens once. Every
-//! step is recorded before it is acted on and is safe to repeat after a crash: a group's branch
-//! is made inside the transaction that assigns its agent; a merge into the wish's branch is a
-//! compare-and-swap, re-checked against git before it is made again ([`integrate`]).
+//! Each step is a function of [`tick_groups`] or [`tick_rest`] that claims its rows with
+//! `FOR NO KEY UPDATE … SKIP LOCKED`, so every `serve`/`worker` process runs the conductor and
+//! each step still happens once. Every step is recorded before it is acted on and is safe to
+//! repeat after a crash: a group's branch is made inside the transaction that assigns its agent;
+//! a merge into the wish's branch is a compare-and-swap, re-checked against git before it is made
+//! again ([`integrate`]).
 //! An agent that ends before its step concluded hands the step to a person ([`handoff`]);
 //! concluded agents are stopped, and their clones removed once their wish merged or was cancelled.
 
