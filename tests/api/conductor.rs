@@ -119,6 +119,8 @@ async fn a_draft_is_planned_run_reviewed_twice_and_completed_with_every_groups_c
         assert!(g["merge_commit"].is_string(), "{key} was merged: {g}");
     }
     assert_eq!(done["branch"], "wish/login");
+    // Their branches went once merged (the project keeps no merged branches); the wish's stays.
+    assert_eq!(git(&repo, &["branch", "--list", "group/login/*"]).trim(), "", "spent group branches");
     let on_wish = files(&repo, "wish/login");
     for file in ["a.txt", "b.txt", "c.txt", "README.md"] {
         assert!(on_wish.contains(&file.to_owned()), "{file} on wish/login: {on_wish:?}");
@@ -180,6 +182,9 @@ async fn parallel_groups_editing_the_same_lines_get_a_fix_turn_and_both_land() {
     fakes.say("shared", "");
     let app = conducted(&fakes).await;
     let (_, repo) = project(&app, "gamma", json!({"review": "none"})).await;
+    let keep = json!({"keep_branches": true});
+    let kept = app.send(reqwest::Method::PUT, "/api/v1/projects/gamma/merge-settings", Some(keep)).await;
+    assert!(kept.status().is_success(), "{}", kept.status());
     app.create_wish(json!({"slug": "clash", "project": "gamma", "title": "t",
                            "groups": [{"key": "left", "title": "Left"}, {"key": "right", "title": "Right"}]}))
         .await;
@@ -193,6 +198,10 @@ async fn parallel_groups_editing_the_same_lines_get_a_fix_turn_and_both_land() {
         .await
         .unwrap();
     assert_eq!(conflicts, 1, "the second group's merge conflicted once");
+    // The project keeps merged branches: both groups' are there, each merged into the wish's.
+    for key in ["left", "right"] {
+        git(&repo, &["merge-base", "--is-ancestor", &format!("group/clash/{key}"), "wish/clash"]);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

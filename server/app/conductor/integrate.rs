@@ -14,6 +14,7 @@ use crate::db::tasks::{Change, Task};
 use crate::db::{agents, events};
 use crate::domain::task::TaskEvent;
 use crate::git::branches::{self, Merge};
+use crate::git::merge;
 
 /// What integrating one reported group did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
@@ -68,6 +69,15 @@ pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
         let merge = merge_group(repo, &mut wish_head, &c.wish.slug, &group).await.map_err(git)?;
         merges.push((group, merge));
     }
+    // A merged group's branch is spent (its work is in the wish's branch, and its merge commit
+    // names it): it goes with the move, unless the project keeps merged branches. Deleted only
+    // at the commit that merged, so one pushed to since keeps its new work.
+    let keep = crate::db::merge_queue::settings::get(&mut tx, c.wish.project_id).await?.keep_branches;
+    let spent: Vec<(String, String)> = merges
+        .iter()
+        .filter(|(_, merge)| !keep && matches!(merge, Merge::Clean(_)))
+        .filter_map(|(group, _)| Some((group.branch.clone()?, group.head_commit.clone()?)))
+        .collect();
     let mut done = Vec::new();
     for (group, merge) in merges {
         let key = group.group_key.clone().unwrap_or_default();
@@ -92,11 +102,25 @@ pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
             }
         }
     }
-    if wish_head.commit != start {
+    let reason = format!("switchyard: integrate into {branch}");
+    if wish_head.commit == start {
+        kept(merge::delete_branches(repo, &spent).await);
+    } else if !merge::move_and_delete(repo, &branch, &wish_head.commit, &start, &reason, &spent).await.unwrap_or(false)
+    {
+        // The wish's branch moved (the swap alone fails, undoing the batch), or a spent branch
+        // moved or is gone (a person deleted it): the swap alone, then what can go.
         branches::compare_and_swap(repo, &branch, &wish_head.commit, &start).await.map_err(git)?;
+        kept(merge::delete_branches(repo, &spent).await);
     }
     ctx.feed.commit(tx).await?;
     Ok(done)
+}
+
+/// Merged group branches that stay: one moved since its report (it keeps its new work).
+fn kept(branches: Vec<(String, crate::git::GitError)>) {
+    for (branch, e) in branches {
+        tracing::debug!(%branch, error = %e, "keeping a merged group branch");
+    }
 }
 
 /// Where the wish's branch is as the batch merges into it: a commit and its tree.
