@@ -107,7 +107,16 @@ struct Socket(String);
 
 impl Drop for Socket {
     fn drop(&mut self) {
+        // With 500 panes `kill-server` may give up ("server exited unexpectedly") and leave the
+        // server and its agents running, to load the next run: the server is killed by its pid.
+        let pid = tmux(&self.0, &["display-message", "-p", "#{pid}"]);
         let _ = tmux(&self.0, &["kill-server"]);
+        if let Ok(pid) = pid {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", pid.trim()])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
     }
 }
 

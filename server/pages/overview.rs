@@ -92,10 +92,15 @@ async fn overview(
     // Both the needs and the agents read the most pressing agents: once, by whichever asks first.
     let pressing = tokio::sync::OnceCell::new();
     let needs = async {
-        let Some(mut conn) = part("needs").await? else { return PageResult::Ok((Vec::new(), Handoffs::default())) };
+        let Some(mut conn) = part("needs").await? else { return PageResult::Ok(Vec::new()) };
         let pressing = pressing.get_or_try_init(|| agents::most_pressing(&mut conn, SHOWN)).await?;
-        let needs = needs(&mut conn, pressing, now).await?;
-        Ok((needs, Handoffs::load(&state, &mut conn, now, SHOWN).await?))
+        Ok(needs(&mut conn, pressing, now).await?)
+    };
+    // The conductor's hand-offs, in the needs too, on a connection of their own: each half is
+    // five reads one after the other.
+    let handoffs = async {
+        let Some(mut conn) = part("needs").await? else { return PageResult::Ok(Handoffs::default()) };
+        Handoffs::load(&state, &mut conn, now, SHOWN).await
     };
     let agent_rows = async {
         let Some(mut conn) = part("agents").await? else { return PageResult::Ok((Vec::new(), Vec::new())) };
@@ -137,8 +142,8 @@ async fn overview(
         let newest = events::newest(&mut conn, None, None, None, 15).await?;
         Ok(EventRow::load(&mut conn, &newest, now).await?)
     };
-    let ((needs, handoffs), (agents, counts), in_flight, merge_queue, (usage, project_costs), events) =
-        tokio::try_join!(needs, agent_rows, in_flight, merge_queue, costs, recent)?;
+    let (needs, handoffs, (agents, counts), in_flight, merge_queue, (usage, project_costs), events) =
+        tokio::try_join!(needs, handoffs, agent_rows, in_flight, merge_queue, costs, recent)?;
     let page =
         OverviewPage { chrome, needs, handoffs, counts, agents, in_flight, merge_queue, usage, project_costs, events };
     let response: Response = match block {

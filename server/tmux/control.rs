@@ -40,8 +40,12 @@ use super::mirror::{Mirror, PaneView, SEED_FORMAT};
 use super::protocol::{self, classify, parse_notification, Line, Notification, PANE_DEAD_SUBSCRIPTION};
 use super::{capture_args, Result, Tmux, TmuxError, COMMAND_TIMEOUT};
 
-/// How many notifications a slow subscriber may fall behind before it misses some.
-const EVENT_CAPACITY: usize = 4096;
+/// How many notifications a slow subscriber may fall behind before it misses some (and must
+/// re-read every screen). 500 agents redrawing their screens send a few thousand a second, and
+/// the worker's loop may be busy recording states for a second or two: with 4,096 it fell
+/// behind again and again under load, each time re-reading every pane. Without their bytes
+/// (of a mirrored pane, as the worker's are: see the reader) a slot is about a hundred bytes.
+const EVENT_CAPACITY: usize = 65_536;
 
 /// Whether the control client is attached, for the status endpoint and for reconnecting.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -357,8 +361,8 @@ async fn read_loop(
             Line::Begin { guard, ours } => block = Some((guard.to_vec(), ours, Vec::new())),
             Line::End { .. } => {} // a stray end: nothing to close
             Line::Other(text) => {
-                let notification = parse_notification(text);
-                match &notification {
+                let mut notification = parse_notification(text);
+                match &mut notification {
                     Notification::Exit { reason } => {
                         exit_reason = Some(reason.clone());
                         let _ = link.send(Link::Down { reason: down_reason(reason.as_deref(), &last_error) });
@@ -366,6 +370,10 @@ async fn read_loop(
                     Notification::Output { pane, data } => {
                         if let Some(mirror) = mirrors.lock().expect("mirrors lock").get_mut(pane) {
                             mirror.feed(data);
+                            // Of a mirrored pane subscribers learn that it printed, not what: the
+                            // bytes went to its mirror, where its screen is read. A slot of the
+                            // channel then holds a pane id, not a screenful, so it can hold many.
+                            std::mem::take(data);
                         }
                     }
                     Notification::LayoutChange { panes, .. } => {

@@ -10,6 +10,8 @@ pub(crate) const PANE_DEAD_SUBSCRIPTION: &str = "switchyard-pane-dead";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notification {
     /// A pane printed these raw bytes (`%output`, or `%extended-output` when `pause-after` is set).
+    /// A [`super::control::Control`]'s subscribers get a mirrored pane's without the bytes (its
+    /// mirror took them).
     Output {
         pane: String,
         data: Vec<u8>,

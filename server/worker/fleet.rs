@@ -291,7 +291,8 @@ impl Running {
                     self.next_reconcile = Instant::now();
                 }
                 Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(_)) => {
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::debug!(missed = n, "fell behind the panes' output; reading every screen again");
                     self.fleet.refresh_watches(&mut self.watches).await;
                     self.watches.read_all_now();
                 }

@@ -110,3 +110,22 @@ async fn mirroring_a_pane_that_does_not_exist_fails() {
     control.mirror(&pane.pane_id, HISTORY).await.expect("mirror");
     mirror_matches_tmux(&control, &pane, "still here").await;
 }
+
+#[tokio::test]
+async fn a_mirrored_panes_output_is_announced_without_its_bytes_which_its_mirror_has() {
+    let server = TmuxServer::start().await;
+    let control = Control::attach(&server.tmux, SESSION).await.expect("attach");
+    let mut events = control.subscribe();
+    let pane = server
+        .window("quiet", &["sh", "-c", "while [ ! -e go ]; do sleep 0.02; done; echo mirrored-bytes; exec sleep 60"])
+        .await;
+    control.mirror(&pane.pane_id, HISTORY).await.expect("mirror");
+    std::fs::write(server.path("go"), b"").unwrap();
+    let data = super::next_matching(&mut events, WAIT, |n| match n {
+        switchyard::tmux::Notification::Output { pane: p, data } if *p == pane.pane_id => Some(data.clone()),
+        _ => None,
+    })
+    .await;
+    assert!(data.is_empty(), "the bytes stay with the mirror: {data:?}");
+    mirror_matches_tmux(&control, &pane, "mirrored-bytes").await;
+}
