@@ -328,6 +328,10 @@ impl Tail {
         if !*started {
             *cursor = events::head_position(&mut conn).await?;
             *started = true;
+            // Where it starts, told at once: a follower that already read the database up to
+            // an older horizon (an event of another transaction held back then, visible by
+            // now) sees the gap and reads it, rather than waiting for a later event to show it.
+            let _ = self.batches.send(Batch { after: *cursor, events: Arc::new([]) });
         }
         loop {
             let page = events::after_position(&mut conn, *cursor, PAGE).await?;

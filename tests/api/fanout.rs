@@ -190,3 +190,26 @@ async fn a_stream_filter_wants_what_the_webhook_outbox_wants() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_follower_that_read_before_an_event_was_visible_gets_it_from_a_tail_that_starts_past_it() {
+    let pool = migrated_pool().await;
+    let feed = EventFeed::default();
+    let start = log(&pool).await.last().map(|e| e.id);
+    // The tail starts with a pool whose one connection the test holds: it cannot read yet.
+    let busy = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with((*pool.connect_options()).clone());
+    let busy = busy.await.expect("connect");
+    let held = busy.acquire().await.expect("acquire");
+    let _starter = Follower::new(busy.clone(), &feed, start, None, None);
+    // An open transaction holds the horizon: the event committed now is not readable yet.
+    let mut open = pool.begin().await.expect("begin");
+    events::record(&mut open, "test.open", "test:open", serde_json::json!({})).await.expect("record");
+    let id = commit_one(&feed, &pool, "test.one", 1).await;
+    let mut follower = Follower::new(pool.clone(), &feed, start, None, None);
+    let early = tokio::time::timeout(Duration::from_millis(300), follower.next()).await;
+    assert!(early.is_err(), "held back while the older transaction runs: {early:?}");
+    // The horizon passes the event, then the tail reads: its start is past this follower's read.
+    open.rollback().await.expect("rollback");
+    drop(held);
+    assert_eq!(ids(&take(&mut follower, 1).await), [id], "no later event is needed to show it");
+}
