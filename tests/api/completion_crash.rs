@@ -88,25 +88,26 @@ async fn completions_acknowledged_before_a_sigkill_are_done_and_each_dependent_b
         .collect()
         .await;
 
-    // Every completion at once; the server dies once a third of them were acknowledged.
-    let acknowledged = Arc::new(AtomicUsize::new(0));
+    // Every completion at once; the server dies once a third of them were answered (a refusal,
+    // such as a 503 when no connection frees up in time, counts: it is never acknowledged). The
+    // deadline only bounds a hang: in the full suite on 2 cores a third took over 120 s once.
+    let answered = Arc::new(AtomicUsize::new(0));
     let completions: Vec<_> = pairs
         .iter()
         .map(|(a, _)| {
-            let (api, acknowledged, a) = (api.clone(), acknowledged.clone(), a.clone());
+            let (api, answered, a) = (api.clone(), answered.clone(), a.clone());
             tokio::spawn(async move {
                 let outcome = api.send(reqwest::Method::POST, &format!("/tasks/{a}/complete"), Some(json!({}))).await;
-                let ok = matches!(outcome, Ok((200, _)));
-                if ok {
-                    acknowledged.fetch_add(1, Ordering::SeqCst);
+                if outcome.is_ok() {
+                    answered.fetch_add(1, Ordering::SeqCst);
                 }
-                (a, ok)
+                (a, matches!(outcome, Ok((200, _))))
             })
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while acknowledged.load(Ordering::SeqCst) < TASKS / 3 {
-        assert!(Instant::now() < deadline, "completions were not acknowledged in time");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while answered.load(Ordering::SeqCst) < TASKS / 3 {
+        assert!(Instant::now() < deadline, "completions were not answered in time");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     first.crash();
@@ -118,6 +119,7 @@ async fn completions_acknowledged_before_a_sigkill_are_done_and_each_dependent_b
         }
     }
     assert!(acked.len() < TASKS, "the kill came after every completion; nothing was in flight");
+    assert!(!acked.is_empty(), "no completion was acknowledged before the kill");
 
     let second = started(dir.path());
     wait_ready(&client, &second.api).await;
