@@ -108,8 +108,8 @@ pub async fn move_branch(repo: &Path, branch: &str, new: &str, old: &str, reason
 
 /// [`move_branch`] and [`delete_branches`] in one `git update-ref --stdin` transaction: the
 /// branch moves from `old` to `new` and each of `doomed` still at its commit is deleted, or
-/// nothing changes (`false`: the branch or one of `doomed` moved meanwhile; the caller then
-/// moves and deletes step by step to learn which).
+/// nothing changes (`false`: the branch or one of `doomed` moved meanwhile, or one of `doomed` is
+/// gone already; the caller then moves and deletes step by step to learn which).
 pub async fn move_and_delete(
     repo: &Path,
     branch: &str,
@@ -122,7 +122,11 @@ pub async fn move_and_delete(
     script.extend(doomed.iter().map(|(b, at)| format!("delete refs/heads/{b} {at}\n")));
     match super::run_with_input(repo, &["update-ref", "-m", reason, "--stdin"], script.into_bytes()).await {
         Ok(_) => Ok(true),
-        Err(GitError::Failed { stderr, .. }) if stderr.contains("is at") || stderr.contains("but expected") => {
+        Err(GitError::Failed { stderr, .. })
+            if stderr.contains("is at")
+                || stderr.contains("but expected")
+                || stderr.contains("unable to resolve reference") =>
+        {
             Ok(false)
         }
         Err(e) => Err(e),
@@ -131,7 +135,7 @@ pub async fn move_and_delete(
 
 /// Deletes each `refs/heads/<branch>` still at its `at` (a branch that moved keeps its new work):
 /// one `git update-ref --stdin` transaction; if it fails (one moved), one by one. The branches
-/// that could not be deleted, with git's reason.
+/// that could not be deleted, with git's reason (logged here, at debug: keeping one is no error).
 pub async fn delete_branches(repo: &Path, branches: &[(String, String)]) -> Vec<(String, GitError)> {
     if branches.is_empty() {
         return Vec::new();
@@ -144,6 +148,7 @@ pub async fn delete_branches(repo: &Path, branches: &[(String, String)]) -> Vec<
     for (branch, at) in branches {
         let reference = format!("refs/heads/{branch}");
         if let Err(e) = git(repo, &["update-ref", "-d", &reference, at]).await {
+            tracing::debug!(%branch, error = %e, "keeping a merged branch");
             kept.push((branch.clone(), e));
         }
     }
@@ -384,6 +389,12 @@ mod tests {
         assert!(!move_and_delete(&repo, "main", &with_b, &main_now, "test", &moved).await.unwrap(), "wish/b moved");
         assert_eq!(head(&repo, "main").await.unwrap().as_deref(), Some(main_now.as_str()));
         assert!(head(&repo, "group/b/x").await.unwrap().is_some(), "nothing deleted");
+        let gone = vec![("group/b/none".to_owned(), heads["wish/b"].clone())];
+        assert!(
+            !move_and_delete(&repo, "main", &with_b, &main_now, "test", &gone).await.unwrap(),
+            "a doomed one is gone"
+        );
+        assert_eq!(head(&repo, "main").await.unwrap().as_deref(), Some(main_now.as_str()));
         let stale = vec![("wish/b".to_owned(), heads["wish/b"].clone()), group.clone()];
         assert!(!move_and_delete(&repo, "main", &with_b, &base, "test", &stale).await.unwrap(), "main moved");
         assert!(move_and_delete(&repo, "main", &with_b, &main_now, "test", &stale).await.unwrap());

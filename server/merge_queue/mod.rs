@@ -404,9 +404,7 @@ impl MergeQueue {
         }
         let done = use_cases::merged(&self.ctx, entry).await?;
         // One of them moved meanwhile: those still where they merged go.
-        for (branch, e) in git::delete_branches(repo, &doomed).await {
-            tracing::debug!(%branch, error = %e, "keeping a merged branch");
-        }
+        git::delete_branches(repo, &doomed).await;
         Ok(done.state)
     }
 

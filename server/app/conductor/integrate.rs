@@ -104,23 +104,15 @@ pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
     }
     let reason = format!("switchyard: integrate into {branch}");
     if wish_head.commit == start {
-        kept(merge::delete_branches(repo, &spent).await);
-    } else if !merge::move_and_delete(repo, &branch, &wish_head.commit, &start, &reason, &spent).await.unwrap_or(false)
-    {
+        merge::delete_branches(repo, &spent).await;
+    } else if !merge::move_and_delete(repo, &branch, &wish_head.commit, &start, &reason, &spent).await.map_err(git)? {
         // The wish's branch moved (the swap alone fails, undoing the batch), or a spent branch
         // moved or is gone (a person deleted it): the swap alone, then what can go.
         branches::compare_and_swap(repo, &branch, &wish_head.commit, &start).await.map_err(git)?;
-        kept(merge::delete_branches(repo, &spent).await);
+        merge::delete_branches(repo, &spent).await;
     }
     ctx.feed.commit(tx).await?;
     Ok(done)
-}
-
-/// Merged group branches that stay: one moved since its report (it keeps its new work).
-fn kept(branches: Vec<(String, crate::git::GitError)>) {
-    for (branch, e) in branches {
-        tracing::debug!(%branch, error = %e, "keeping a merged group branch");
-    }
 }
 
 /// Where the wish's branch is as the batch merges into it: a commit and its tree.
