@@ -10,7 +10,6 @@ use axum::routing::post;
 use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use sqlx::PgConnection;
 
 use crate::app::conductor::handoff;
 use crate::app::{agent_panes, groups, messages, Ctx};
@@ -75,68 +74,30 @@ impl Handoffs {
         self.steps.is_empty() && self.approvals.is_empty() && self.reviews.is_empty()
     }
 
-    pub async fn load(ctx: &Ctx, conn: &mut PgConnection, now: DateTime<Utc>, limit: i64) -> PageResult<Handoffs> {
-        let mut steps = Vec::new();
-        for (task, slug) in handoffs::groups(&mut *conn, limit).await? {
-            // The latest hand-off says why, and which agent had the group.
-            let assigned = events::about(&mut *conn, &format!("task:{}", task.id), "task.assigned", 1000).await?;
-            let last = assigned.iter().rev().find(|e| e.payload["assignee"] == handoff::HUMAN);
-            let text = |field: &str| last.and_then(|e| e.payload[field].as_str()).map(str::to_owned);
-            let agent = match text("previous") {
-                Some(name) => crate::db::agents::by_name(&mut *conn, &name).await?,
-                None => None,
-            };
-            let wish_title = wishes::get(&mut *conn, &slug).await?.map(|w| w.title).unwrap_or_default();
-            steps.push(
-                step(
-                    ctx,
-                    agent.as_ref(),
-                    Handoff {
-                        title: format!("{} — group {}", wish_title, task.title),
-                        key: task.group_key.clone(),
-                        reason: text("reason").unwrap_or_else(|| "handed to a person".to_owned()),
-                        since: ago(task.updated_at, now),
-                        slug,
-                        agent: None,
-                        summary: None,
-                        screen: None,
-                    },
-                )
-                .await,
-            );
-        }
-        for wish in handoffs::wishes(&mut *conn, limit).await? {
-            // The step's agent: the newest of the wish's agents that had no group.
-            let agent = handoffs::agents_of(&mut *conn, wish.id).await?.into_iter().find(|a| a.task_id.is_none());
-            steps.push(
-                step(
-                    ctx,
-                    agent.as_ref(),
-                    Handoff {
-                        reason: wish.failure_reason.clone().unwrap_or_else(|| "handed to a person".to_owned()),
-                        since: ago(wish.updated_at, now),
-                        slug: wish.slug,
-                        title: wish.title,
-                        key: None,
-                        agent: None,
-                        summary: None,
-                        screen: None,
-                    },
-                )
-                .await,
-            );
-        }
+    /// Its parts are read on connections of their own, all at once (see the overview's needs).
+    pub async fn load(ctx: &Ctx, now: DateTime<Utc>, limit: i64) -> PageResult<Handoffs> {
         let link = |w: wishes::Wish| WishLink { since: ago(w.updated_at, now), slug: w.slug, title: w.title };
-        let approvals = wishes::in_states(&mut *conn, &[WishStatus::Planned.as_str()], limit).await?;
-        let approvals = approvals.into_iter().filter(|w| !w.held).map(link).collect();
-        let executing = wishes::in_states(&mut *conn, &[WishStatus::Executing.as_str()], 1000).await?;
-        let reviews = executing
-            .into_iter()
-            .filter(|w| w.phase == WishPhase::HumanReview && w.assignee.is_none())
-            .take(limit as usize)
-            .map(link)
-            .collect();
-        let limited = conductor::providers_at_limit(&mut *conn).await?;
+        let approvals = async {
+            let planned =
+                wishes::in_states(&mut *ctx.db.acquire().await?, &[WishStatus::Planned.as_str()], limit).await?;
+            PageResult::Ok(planned.into_iter().filter(|w| !w.held).map(link).collect())
+        };
+        let reviews = async {
+            let executing =
+                wishes::in_states(&mut *ctx.db.acquire().await?, &[WishStatus::Executing.as_str()], 1000).await?;
+            PageResult::Ok(
+                executing
+                    .into_iter()
+                    .filter(|w| w.phase == WishPhase::HumanReview && w.assignee.is_none())
+                    .take(limit as usize)
+                    .map(link)
+                    .collect(),
+            )
+        };
+        let limited = async { Ok(conductor::providers_at_limit(&mut *ctx.db.acquire().await?).await?) };
+        let (group_steps, wish_steps, approvals, reviews, limited) =
+            tokio::try_join!(group_steps(ctx, now, limit), wish_steps(ctx, now, limit), approvals, reviews, limited)?;
+        let steps = group_steps.into_iter().chain(wish_steps).collect();
         let providers = ctx
             .providers
             .names()
@@ -157,6 +118,71 @@ impl Handoffs {
             .collect();
         Ok(Handoffs { steps, approvals, reviews, providers })
     }
+}
+
+/// The groups handed to a person, each with why and the agent that had it.
+async fn group_steps(ctx: &Ctx, now: DateTime<Utc>, limit: i64) -> PageResult<Vec<Handoff>> {
+    let mut conn = ctx.db.acquire().await?;
+    let conn = &mut *conn;
+    let mut steps = Vec::new();
+    for (task, slug) in handoffs::groups(&mut *conn, limit).await? {
+        // The latest hand-off says why, and which agent had the group.
+        let assigned = events::about(&mut *conn, &format!("task:{}", task.id), "task.assigned", 1000).await?;
+        let last = assigned.iter().rev().find(|e| e.payload["assignee"] == handoff::HUMAN);
+        let text = |field: &str| last.and_then(|e| e.payload[field].as_str()).map(str::to_owned);
+        let agent = match text("previous") {
+            Some(name) => crate::db::agents::by_name(&mut *conn, &name).await?,
+            None => None,
+        };
+        let wish_title = wishes::get(&mut *conn, &slug).await?.map(|w| w.title).unwrap_or_default();
+        steps.push(
+            step(
+                ctx,
+                agent.as_ref(),
+                Handoff {
+                    title: format!("{} — group {}", wish_title, task.title),
+                    key: task.group_key.clone(),
+                    reason: text("reason").unwrap_or_else(|| "handed to a person".to_owned()),
+                    since: ago(task.updated_at, now),
+                    slug,
+                    agent: None,
+                    summary: None,
+                    screen: None,
+                },
+            )
+            .await,
+        );
+    }
+    Ok(steps)
+}
+
+/// The wishes whose step (plan, review, merge) is handed to a person, each with its agent.
+async fn wish_steps(ctx: &Ctx, now: DateTime<Utc>, limit: i64) -> PageResult<Vec<Handoff>> {
+    let mut conn = ctx.db.acquire().await?;
+    let conn = &mut *conn;
+    let mut steps = Vec::new();
+    for wish in handoffs::wishes(&mut *conn, limit).await? {
+        // The step's agent: the newest of the wish's agents that had no group.
+        let agent = handoffs::agents_of(&mut *conn, wish.id).await?.into_iter().find(|a| a.task_id.is_none());
+        steps.push(
+            step(
+                ctx,
+                agent.as_ref(),
+                Handoff {
+                    reason: wish.failure_reason.clone().unwrap_or_else(|| "handed to a person".to_owned()),
+                    since: ago(wish.updated_at, now),
+                    slug: wish.slug,
+                    title: wish.title,
+                    key: None,
+                    agent: None,
+                    summary: None,
+                    screen: None,
+                },
+            )
+            .await,
+        );
+    }
+    Ok(steps)
 }
 
 /// Lines of the agent's pane shown with a hand-off.

@@ -92,22 +92,31 @@ async fn overview(
     // Both the needs and the agents read the most pressing agents: once, by whichever asks first.
     let pressing = tokio::sync::OnceCell::new();
     let needs = async {
-        let Some(mut conn) = part("needs").await? else { return PageResult::Ok(Vec::new()) };
-        let pressing = pressing.get_or_try_init(|| agents::most_pressing(&mut conn, SHOWN)).await?;
-        Ok(needs(&mut conn, pressing, now).await?)
+        if !shows("needs") {
+            return PageResult::Ok(Vec::new());
+        }
+        let asking = async {
+            let mut conn = state.db.acquire().await?;
+            PageResult::Ok(pressing.get_or_try_init(|| agents::most_pressing(&mut conn, SHOWN)).await?)
+        };
+        let (asking, others) = tokio::try_join!(asking, needs(&state, now))?;
+        Ok(asking_agents(asking, now).chain(others).collect())
     };
-    // The conductor's hand-offs, in the needs too, on a connection of their own: each half is
-    // five reads one after the other.
+    // The conductor's hand-offs, in the needs too.
     let handoffs = async {
-        let Some(mut conn) = part("needs").await? else { return PageResult::Ok(Handoffs::default()) };
-        Handoffs::load(&state, &mut conn, now, SHOWN).await
+        if !shows("needs") {
+            return PageResult::Ok(Handoffs::default());
+        }
+        Handoffs::load(&state, now, SHOWN).await
     };
     let agent_rows = async {
         let Some(mut conn) = part("agents").await? else { return PageResult::Ok((Vec::new(), Vec::new())) };
         // Those blocked on a person first, then the most recently active.
-        let pressing = pressing.get_or_try_init(|| agents::most_pressing(&mut conn, SHOWN)).await?;
+        let pressing =
+            async { PageResult::Ok(pressing.get_or_try_init(|| agents::most_pressing(&mut conn, SHOWN)).await?) };
+        let counts = async { PageResult::Ok(agents::count_all_by_state(&mut *state.db.acquire().await?).await?) };
+        let (pressing, counts) = tokio::try_join!(pressing, counts)?;
         let rows = pressing.iter().map(|a| AgentRow::new(a, now)).collect();
-        let counts = agents::count_all_by_state(&mut conn).await?;
         let counts = AgentState::ALL
             .iter()
             .map(|s| {
@@ -131,10 +140,18 @@ async fn overview(
         Ok(rows)
     };
     let costs = async {
-        let Some(mut conn) = part("costs").await? else { return PageResult::Ok((Default::default(), Vec::new())) };
-        let usage = crate::app::usage::report(&state.app, &mut conn, &Default::default()).await?;
+        if !shows("costs") {
+            return PageResult::Ok((Default::default(), Vec::new()));
+        }
+        let usage = async {
+            PageResult::Ok(
+                crate::app::usage::report(&state.app, &mut *state.db.acquire().await?, &Default::default()).await?,
+            )
+        };
+        let by_project =
+            async { PageResult::Ok(crate::db::agent_usage::by_project(&mut *state.db.acquire().await?).await?) };
+        let (usage, by_project) = tokio::try_join!(usage, by_project)?;
         let prices = state.providers.prices();
-        let by_project = crate::db::agent_usage::by_project(&mut conn).await?;
         Ok((usage, by_project.into_iter().map(|(slug, by_model)| (slug, prices.cost(&by_model).summary())).collect()))
     };
     let recent = async {
@@ -158,34 +175,35 @@ async fn overview(
     Ok(response)
 }
 
-/// What waits for a person besides the conductor's hand-offs: agents asking (from `pressing`,
-/// where they come first), providers that need something, tasks handed to a human, cards in a
-/// person's column, merge queue entries no fix agent can take.
-async fn needs(
-    conn: &mut sqlx::PgConnection,
-    pressing: &[agents::Agent],
-    now: chrono::DateTime<Utc>,
-) -> sqlx::Result<Vec<Need>> {
-    let mut needs: Vec<Need> = pressing
-        .iter()
-        .filter(|a| a.state.needs_person())
-        .map(|a| Need {
-            what: "agent",
-            name: a.name.clone(),
-            link: format!("/agents/{}", a.name),
-            detail: if a.state == AgentState::Permission { "asks permission" } else { "asks a question" }.to_owned(),
-            state: a.state.as_str(),
-            since: ago(a.last_activity.unwrap_or(a.updated_at), now),
-            note: String::new(),
-        })
-        .collect();
-    needs.extend(provider_needs(conn, now).await?);
-    let human = tasks::list(
-        conn,
-        &tasks::ListFilter { assignee: Some("human".to_owned()), ..tasks::ListFilter::default() },
-        500,
-    )
-    .await?;
+/// The agents asking a person (from `pressing`, where they come first).
+fn asking_agents(pressing: &[agents::Agent], now: chrono::DateTime<Utc>) -> impl Iterator<Item = Need> + '_ {
+    pressing.iter().filter(|a| a.state.needs_person()).map(move |a| Need {
+        what: "agent",
+        name: a.name.clone(),
+        link: format!("/agents/{}", a.name),
+        detail: if a.state == AgentState::Permission { "asks permission" } else { "asks a question" }.to_owned(),
+        state: a.state.as_str(),
+        since: ago(a.last_activity.unwrap_or(a.updated_at), now),
+        note: String::new(),
+    })
+}
+
+/// What else waits for a person besides the conductor's hand-offs: providers that need
+/// something, tasks handed to a human, cards in a person's column, merge queue entries no fix
+/// agent can take. Each is read on a connection of its own, all at once: under load every
+/// round trip waits its turn for a core, so the page waits for the slowest, not for the sum.
+async fn needs(state: &AppState, now: chrono::DateTime<Utc>) -> PageResult<Vec<Need>> {
+    let providers = async { Ok(provider_needs(&mut *state.db.acquire().await?, now).await?) };
+    let human = async {
+        let filter = tasks::ListFilter { assignee: Some("human".to_owned()), ..tasks::ListFilter::default() };
+        PageResult::Ok(tasks::list(&mut *state.db.acquire().await?, &filter, 500).await?)
+    };
+    let cards = async { Ok(crate::db::boards::waiting_on_a_person(&mut *state.db.acquire().await?, SHOWN).await?) };
+    let handed = async {
+        let handed = crate::db::merge_queue::Filter { needs_person: true, ..Default::default() };
+        PageResult::Ok(crate::db::merge_queue::list(&mut *state.db.acquire().await?, &handed, SHOWN).await?)
+    };
+    let (mut needs, human, cards, handed) = tokio::try_join!(providers, human, cards, handed)?;
     // A wish's groups handed to a person are the conductor's hand-offs, listed with their actions.
     let human = human.iter().filter(|t| !t.status.is_terminal() && t.wish_id.is_none());
     needs.extend(human.take(SHOWN as usize).map(|t| Need {
@@ -198,7 +216,7 @@ async fn needs(
         note: String::new(),
     }));
     // Cards in a `human` column (not the last): only a person moves them on.
-    needs.extend(crate::db::boards::waiting_on_a_person(conn, SHOWN).await?.into_iter().map(|c| Need {
+    needs.extend(cards.into_iter().map(|c| Need {
         what: "card",
         name: c.title,
         link: format!("/boards/{}", c.board_id),
@@ -208,8 +226,6 @@ async fn needs(
         note: String::new(),
     }));
     // Merge queue entries no fix agent can take (the cap is reached, or only a person can help).
-    let handed = crate::db::merge_queue::Filter { needs_person: true, ..Default::default() };
-    let handed = crate::db::merge_queue::list(conn, &handed, SHOWN).await?;
     needs.extend(handed.iter().map(|e| Need {
         what: "wish",
         name: e.wish.clone(),

@@ -63,6 +63,9 @@ enum State {
     Frozen {
         view: PaneView,
         lines: Vec<String>,
+        /// What [`Mirror::text`] reads with the mirror's own history, taken as it froze: a
+        /// quiet pane is read again and again (settling, confirming), each read a thaw without it.
+        text: String,
     },
 }
 
@@ -92,7 +95,7 @@ impl Mirror {
     /// What the pane printed since.
     pub fn feed(&mut self, bytes: &[u8]) {
         self.fed_at = Instant::now();
-        if let State::Frozen { view, lines } = &self.state {
+        if let State::Frozen { view, lines, .. } = &self.state {
             self.state = State::Live(Box::new(emulator(*view, self.history, lines)));
         }
         if let State::Live(parser) = &mut self.state {
@@ -105,12 +108,20 @@ impl Mirror {
         matches!(self.state, State::Frozen { .. })
     }
 
-    /// Drops the emulator of a mirror fed nothing for `quiet`, keeping the seed of the next
-    /// one; whether it did.
+    /// When output last came (or the mirror was seeded).
+    pub fn fed_at(&self) -> Instant {
+        self.fed_at
+    }
+
+    /// [`Mirror::freeze`] if fed nothing for `quiet`; whether it froze.
     pub fn freeze_if_quiet(&mut self, now: Instant, quiet: Duration) -> bool {
-        if now.saturating_duration_since(self.fed_at) < quiet {
-            return false;
-        }
+        now.saturating_duration_since(self.fed_at) >= quiet && self.freeze()
+    }
+
+    /// Drops the emulator, keeping the seed of the next one; whether it did (not if frozen
+    /// already, nor while a full-screen program shows).
+    pub fn freeze(&mut self) -> bool {
+        let history = self.history;
         let State::Live(parser) = &mut self.state else { return false };
         let screen = parser.screen_mut();
         if screen.alternate_screen() {
@@ -122,7 +133,8 @@ impl Mirror {
         let (cursor_y, cursor_x) = screen.cursor_position();
         let view =
             PaneView { cols: cols.get(), rows: rows.get(), cursor_x, cursor_y, alternate: screen.alternate_screen() };
-        let mut lines: Vec<String> = history_lines(screen, self.history);
+        let mut lines: Vec<String> = history_lines(screen, history);
+        let text = screen_text(&lines, screen);
         // A history line wrapped into the screen goes on in its first row.
         let go_on = lines.pop_if(|l| !l.ends_with('\n')).unwrap_or_default();
         lines.iter_mut().for_each(|l| _ = l.pop());
@@ -131,7 +143,7 @@ impl Mirror {
         lines.extend(
             rows.split('\n').enumerate().map(|(i, row)| if i == 0 { format!("{go_on}{row}") } else { row.to_owned() }),
         );
-        self.state = State::Frozen { view, lines };
+        self.state = State::Frozen { view, lines, text };
         true
     }
 
@@ -142,18 +154,25 @@ impl Mirror {
         let mut thawed;
         let screen = match &mut self.state {
             State::Live(parser) => parser.screen_mut(),
-            State::Frozen { view, lines } => {
+            State::Frozen { text, .. } if history == self.history => return text.clone(),
+            State::Frozen { view, lines, .. } => {
                 thawed = emulator(*view, self.history, lines);
                 thawed.screen_mut()
             }
         };
-        let mut text = history_lines(screen, history).join("");
-        for line in screen.contents().split('\n') {
-            text.push_str(line.trim_end_matches(' '));
-            text.push('\n');
-        }
-        text
+        let history = history_lines(screen, history);
+        screen_text(&history, screen)
     }
+}
+
+/// See [`Mirror::text`]: `history` (from [`history_lines`]), then the screen's rows.
+fn screen_text(history: &[String], screen: &vt100::Screen) -> String {
+    let mut text = history.join("");
+    for line in screen.contents().split('\n') {
+        text.push_str(line.trim_end_matches(' '));
+        text.push('\n');
+    }
+    text
 }
 
 /// An emulator showing `lines` with the cursor where `view` has it (see [`Mirror::seed`]).
@@ -285,6 +304,7 @@ mod tests {
             assert_eq!(frozen.freeze_if_quiet(later, Duration::from_secs(30)), !full_screen);
             assert_eq!(frozen.frozen(), !full_screen);
             assert_eq!(frozen.text(5), kept.text(5), "after {:?}", String::from_utf8_lossy(bytes));
+            assert_eq!(frozen.text(1), kept.text(1), "less history than kept");
             assert_eq!(frozen.frozen(), !full_screen, "reading does not thaw");
             assert_eq!(frozen.size(), kept.size());
         }

@@ -54,16 +54,6 @@ const CLAIM_GAP: Duration = Duration::from_millis(50);
 /// within it is read in one round, for a few ms of latency at most.
 const READ_GAP: Duration = Duration::from_millis(10);
 
-/// How long a pane prints nothing before its mirror is frozen (see [`crate::tmux::mirror`]): an
-/// agent at work redraws (a spinner, streamed text) more often than this, so its mirror stays
-/// live; one waiting for input prints nothing, and its screen is read (a settling reading, a
-/// confirming one) from its frozen seed at the cost of a thaw — about what parsing a redraw costs.
-/// In the load bench (500 panes, a new screen every 0.5–3 s) freezing after this took the
-/// server from 198 to 137 MB at the same CPU (0.59 ms per agent per second against 0.60).
-const MIRROR_QUIET: Duration = Duration::from_millis(300);
-/// How often quiet mirrors are looked for.
-const FREEZE_EVERY: Duration = Duration::from_millis(100);
-
 /// The text a quiet agent is nudged with.
 const NUDGE: &str = "Are you still working? If you are done, say so and stop; if you are stuck, say what you need.";
 
@@ -104,7 +94,6 @@ pub struct Running {
     next_reconcile: Instant,
     next_poll: Instant,
     next_read: Instant,
-    next_freeze: Instant,
     /// Commits anywhere: one may have registered an agent waiting for a pane.
     events: tokio::sync::watch::Receiver<u64>,
     /// A commit came since the last claim; the claim runs once [`CLAIM_GAP`] has passed.
@@ -175,7 +164,6 @@ impl Fleet {
             next_reconcile: now,
             next_poll: now,
             next_read: now,
-            next_freeze: now,
             events: self.feed.subscribe(),
             claim_due: false,
             last_claim: now,
@@ -258,10 +246,6 @@ impl Running {
             }
         }
         if let Some((c, _)) = &self.control {
-            if Instant::now() >= self.next_freeze {
-                self.next_freeze = Instant::now() + FREEZE_EVERY;
-                c.freeze_quiet(MIRROR_QUIET);
-            }
             let due = if Instant::now() >= self.next_read { self.watches.due(Instant::now()) } else { Vec::new() };
             if !due.is_empty() {
                 self.next_read = Instant::now() + READ_GAP;

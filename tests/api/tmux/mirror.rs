@@ -129,3 +129,23 @@ async fn a_mirrored_panes_output_is_announced_without_its_bytes_which_its_mirror
     assert!(data.is_empty(), "the bytes stay with the mirror: {data:?}");
     mirror_matches_tmux(&control, &pane, "mirrored-bytes").await;
 }
+
+#[tokio::test]
+async fn a_quiet_panes_mirror_is_frozen_by_the_client_itself_and_thaws_on_output() {
+    let server = TmuxServer::start().await;
+    let control = Control::attach(&server.tmux, SESSION).await.expect("attach");
+    let pane = server
+        .window(
+            "quiet",
+            &["sh", "-c", "echo first; while [ ! -e go ]; do sleep 0.02; done; echo second; exec sleep 60"],
+        )
+        .await;
+    control.mirror(&pane.pane_id, HISTORY).await.expect("mirror");
+    mirror_matches_tmux(&control, &pane, "first").await;
+    // Nobody asks: the client freezes a mirror whose pane went quiet on its own.
+    eventually("the quiet pane's mirror is frozen", WAIT, || async { control.live_mirrors() == 0 }).await;
+    mirror_matches_tmux(&control, &pane, "first").await;
+    assert_eq!(control.live_mirrors(), 0, "reading a frozen mirror does not thaw it");
+    std::fs::write(server.path("go"), b"").unwrap();
+    mirror_matches_tmux(&control, &pane, "second").await;
+}
