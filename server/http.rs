@@ -18,7 +18,7 @@ use tower_http::trace::TraceLayer;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::api::error::{ApiError, InternalCause};
-use crate::api::token_cache::TokenCache;
+use crate::api::token_cache::{SessionCache, TokenCache};
 use crate::config::WebhookSettings;
 
 /// What every handler and page can reach. Cloned for every extractor and layer of every request,
@@ -47,6 +47,8 @@ pub struct Shared {
     pub webhooks: Arc<WebhookSettings>,
     /// Bearer tokens verified in the last second.
     pub tokens: Arc<TokenCache>,
+    /// Dashboard sessions verified in the last second.
+    pub sessions: Arc<SessionCache>,
     /// `GET /tasks/{id}`'s reads, batched into one statement under load.
     pub task_reads: crate::db::tasks::Reads,
     /// Where requests are counted and timed (served on the status listener).

@@ -238,6 +238,7 @@ impl Application {
                         app: ctx,
                         webhooks: webhooks.clone(),
                         tokens: Default::default(),
+                        sessions: Default::default(),
                         task_reads: db::tasks::reads(&db.pool),
                         metrics,
                         rate_limits: api::rate_limit::RateLimits::new(&rate_limits),

@@ -78,6 +78,7 @@ pub async fn revoke_token(
     let revoked = tokens_app::revoke_now(&state, &token).await?;
     // Not one more request with it here; other replicas drop it within a second.
     state.tokens.clear();
+    state.sessions.clear();
     Ok(Json(revoked))
 }
 

@@ -117,7 +117,7 @@ pub async fn token_used(ctx: &Ctx, caller: &tokens::Caller) -> Result<bool> {
     Ok(tokens::touch(&ctx.db, caller).await?)
 }
 
-/// A dashboard session was used: it lasts longer (at most one write a minute).
-pub async fn session_used(ctx: &Ctx, session: &sessions::Session) -> Result<()> {
+/// A dashboard session was used: it lasts longer (at most one write a minute); true when it did.
+pub async fn session_used(ctx: &Ctx, session: &sessions::Session) -> Result<bool> {
     Ok(sessions::touch(&ctx.db, session).await?)
 }

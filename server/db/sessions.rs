@@ -69,20 +69,21 @@ pub async fn find(pool: &PgPool, secret: &str) -> Result<Option<Session>, sqlx::
     .await
 }
 
-/// Records use and slides the expiry, at most once a minute per session.
-pub async fn touch(pool: &PgPool, session: &Session) -> Result<(), sqlx::Error> {
-    if Utc::now() - session.last_seen_at > chrono::Duration::seconds(60) {
-        sqlx::query!(
-            "UPDATE dashboard_sessions SET last_seen_at = now(), updated_at = now(),
+/// Records use and slides the expiry, at most once a minute per session; whether it did.
+pub async fn touch(pool: &PgPool, session: &Session) -> Result<bool, sqlx::Error> {
+    if Utc::now() - session.last_seen_at <= chrono::Duration::seconds(60) {
+        return Ok(false);
+    }
+    sqlx::query!(
+        "UPDATE dashboard_sessions SET last_seen_at = now(), updated_at = now(),
                  expires_at = now() + make_interval(days => $2::int)
              WHERE id = $1",
-            session.id,
-            SESSION_DAYS as i32
-        )
-        .execute(pool)
-        .await?;
-    }
-    Ok(())
+        session.id,
+        SESSION_DAYS as i32
+    )
+    .execute(pool)
+    .await?;
+    Ok(true)
 }
 
 /// Ends a session (logout); its cookie stops working at once.

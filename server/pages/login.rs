@@ -160,6 +160,8 @@ fn same_origin(headers: &HeaderMap) -> bool {
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn log_out(State(state): State<AppState>, headers: HeaderMap, session: Session) -> PageResult {
     tokens::log_out(&state, session.id).await?;
+    // Not one more request with its cookie here; other replicas drop it within a second.
+    state.sessions.clear();
     let mut response = axum::response::Redirect::to("/login").into_response();
     response.headers_mut().insert(header::SET_COOKIE, session_cookie(&headers, None));
     Ok(response)

@@ -9,7 +9,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use crate::api::error::ApiError;
-use crate::db::sessions::{self, SESSION_DAYS};
+use crate::db::sessions::{self, Session, SESSION_DAYS};
 use crate::http::AppState;
 use crate::pages::view::{is_htmx, PageError};
 
@@ -23,10 +23,20 @@ pub async fn require_session(State(state): State<AppState>, request: Request, ne
     let Some(secret) = cookie(request.headers(), SESSION_COOKIE).map(str::to_owned) else {
         return to_login(&request);
     };
-    let session = match sessions::find(&state.db, &secret).await {
-        Ok(Some(session)) => session,
-        Ok(None) => return to_login(&request),
-        Err(e) => return PageError::from(e).into_response(),
+    let hash = crate::auth::hash_token(&secret);
+    let session = match state.sessions.get(&hash) {
+        Some(session) => session,
+        None => {
+            let verified_at = std::time::Instant::now();
+            match sessions::find(&state.db, &secret).await {
+                Ok(Some(session)) => {
+                    state.sessions.put(hash.clone(), session.clone(), verified_at);
+                    session
+                }
+                Ok(None) => return to_login(&request),
+                Err(e) => return PageError::from(e).into_response(),
+            }
+        }
     };
     let mut request = if changes_state(request.method()) {
         match check_csrf(request, &session.csrf).await {
@@ -36,8 +46,13 @@ pub async fn require_session(State(state): State<AppState>, request: Request, ne
     } else {
         request
     };
-    if let Err(e) = crate::app::tokens::session_used(&state, &session).await {
-        tracing::warn!(error = %e, "recording session use");
+    match crate::app::tokens::session_used(&state, &session).await {
+        Ok(true) => {
+            let used = Session { last_seen_at: chrono::Utc::now(), ..session.clone() };
+            state.sessions.put(hash, used, std::time::Instant::now());
+        }
+        Ok(false) => {}
+        Err(e) => tracing::warn!(error = %e, "recording session use"),
     }
     request.extensions_mut().insert(session);
     next.run(request).await

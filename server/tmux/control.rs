@@ -58,11 +58,6 @@ const MIRROR_QUIET: Duration = Duration::from_millis(300);
 /// agents, recording their states on a loaded database) left nearly every mirror live — 158 MB
 /// of emulators at the load bench's peak, where 500 frozen ones hold a few MB.
 const FREEZE_EVERY: Duration = Duration::from_millis(100);
-/// The most mirrors live at once (about 0.4 MB each at 200 × 50 with its history): when a
-/// burst of output reaches more panes than this within [`MIRROR_QUIET`] (the load bench's 500
-/// agents redraw every 0.5–3 s, and a reader behind takes in seconds of output at once), the
-/// one fed longest ago freezes first, so memory stays bounded whatever the fleet prints.
-const MOST_LIVE: usize = 64;
 
 /// Whether the control client is attached, for the status endpoint and for reconnecting.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,21 +296,6 @@ async fn write_loop(
     // Closing stdin tells tmux to detach the client.
 }
 
-/// Before a frozen mirror thaws: when [`MOST_LIVE`] mirrors are live, freezes the one fed
-/// longest ago (one a full-screen program shows cannot freeze: the next).
-fn make_room(mirrors: &mut HashMap<String, Mirror>) {
-    let mut live: Vec<&mut Mirror> = mirrors.values_mut().filter(|m| !m.frozen()).collect();
-    if live.len() < MOST_LIVE {
-        return;
-    }
-    live.sort_by_key(|m| m.fed_at());
-    for mirror in live {
-        if mirror.freeze() {
-            return;
-        }
-    }
-}
-
 /// Freezes the mirrors fed nothing for [`MIRROR_QUIET`], every [`FREEZE_EVERY`], until the
 /// client's last handle and its reader are gone. One mirror at a time: the reader, feeding the
 /// others, waits for one freeze at most, not for all of them.
@@ -418,11 +398,7 @@ async fn read_loop(
                         let _ = link.send(Link::Down { reason: down_reason(reason.as_deref(), &last_error) });
                     }
                     Notification::Output { pane, data } => {
-                        let mut mirrors = mirrors.lock().expect("mirrors lock");
-                        if mirrors.get(pane.as_str()).is_some_and(Mirror::frozen) {
-                            make_room(&mut mirrors);
-                        }
-                        if let Some(mirror) = mirrors.get_mut(pane.as_str()) {
+                        if let Some(mirror) = mirrors.lock().expect("mirrors lock").get_mut(pane.as_str()) {
                             mirror.feed(data);
                             // Of a mirrored pane subscribers learn that it printed, not what: the
                             // bytes went to its mirror, where its screen is read. A slot of the
@@ -477,37 +453,4 @@ async fn read_stderr(child: &mut Child) -> Option<String> {
     let read = tokio::time::timeout(std::time::Duration::from_secs(1), stderr.read_to_string(&mut text)).await;
     let text = text.trim().to_owned();
     (read.is_ok() && !text.is_empty()).then_some(text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn mirror(alternate: bool) -> Mirror {
-        let view = PaneView { cols: 10, rows: 2, cursor_x: 0, cursor_y: 0, alternate };
-        Mirror::seed(view, 0, &[])
-    }
-
-    #[test]
-    fn a_thaw_past_the_most_live_freezes_one_fed_earlier_never_a_full_screen_one() {
-        // The earliest fed shows a full-screen program; the latest was just fed.
-        let mut mirrors: HashMap<String, Mirror> = HashMap::new();
-        mirrors.insert("%0".into(), mirror(true));
-        for i in 1..MOST_LIVE {
-            mirrors.insert(format!("%{i}"), mirror(false));
-        }
-        mirrors.get_mut(&format!("%{}", MOST_LIVE - 1)).unwrap().feed(b"now");
-        let mut frozen = mirror(false);
-        assert!(frozen.freeze());
-        mirrors.insert("%frozen".into(), frozen);
-        let live = |m: &HashMap<String, Mirror>| m.values().filter(|m| !m.frozen()).count();
-        assert_eq!(live(&mirrors), MOST_LIVE);
-
-        make_room(&mut mirrors);
-        assert_eq!(live(&mirrors), MOST_LIVE - 1);
-        assert!(!mirrors["%0"].frozen(), "a full-screen program's mirror cannot freeze");
-        assert!(!mirrors[&format!("%{}", MOST_LIVE - 1)].frozen(), "the one fed last stays live");
-        make_room(&mut mirrors);
-        assert_eq!(live(&mirrors), MOST_LIVE - 1, "below the most, nothing more freezes");
-    }
 }

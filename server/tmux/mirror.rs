@@ -10,13 +10,20 @@
 //! does not), only the history above the screen differs.
 //!
 //! An emulator holds every cell of its screen (32 bytes each: 320 KB for 200 × 50), printed on
-//! or not, and most agents wait quietly most of the time. A mirror that has printed nothing for
-//! a while is frozen ([`Mirror::freeze`]): what a seed needs (its size, cursor and lines, a few
-//! KB) is kept and the emulator dropped; the next output seeds a new one from it. So memory
-//! follows the panes that are printing, not the panes there are.
+//! or not. A mirror that has printed nothing for a while is frozen ([`Mirror::freeze`]): what a
+//! seed needs (its size, cursor and lines, a few KB) and its text are kept and the emulator
+//! dropped. Output to a frozen mirror waits beside it, unparsed; the next reading (or enough
+//! waiting bytes) seeds an emulator, applies them and freezes again. So a pane costs an
+//! emulator only while it is read, whatever the fleet prints: when output thawed mirrors, 500
+//! agents redrawing at once (a reader behind takes in seconds of output together) kept up to
+//! 150 MB of emulators live, and a cap on live ones thrashed (each thaw froze another).
 
 use std::num::NonZeroU16;
 use std::time::{Duration, Instant};
+
+/// The most output a frozen mirror keeps unparsed: past it, the output is applied without
+/// waiting for a reading (a pane that streams and is not read costs this much, at most).
+const MOST_PENDING: usize = 32 * 1024;
 
 /// The facts about a pane a mirror starts from (`display-message` with [`SEED_FORMAT`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +73,8 @@ enum State {
         /// What [`Mirror::text`] reads with the mirror's own history, taken as it froze: a
         /// quiet pane is read again and again (settling, confirming), each read a thaw without it.
         text: String,
+        /// Output since it froze, not yet applied.
+        pending: Vec<u8>,
     },
 }
 
@@ -92,15 +101,32 @@ impl Mirror {
         }
     }
 
-    /// What the pane printed since.
+    /// What the pane printed since: parsed at once by a live mirror, kept for the next reading
+    /// by a frozen one.
     pub fn feed(&mut self, bytes: &[u8]) {
         self.fed_at = Instant::now();
-        if let State::Frozen { view, lines, .. } = &self.state {
-            self.state = State::Live(Box::new(emulator(*view, self.history, lines)));
+        match &mut self.state {
+            State::Live(parser) => parser.process(bytes),
+            State::Frozen { pending, .. } => {
+                pending.extend_from_slice(bytes);
+                if pending.len() >= MOST_PENDING {
+                    self.catch_up();
+                }
+            }
         }
-        if let State::Live(parser) = &mut self.state {
-            parser.process(bytes);
+    }
+
+    /// Applies the output a frozen mirror was fed, then freezes it again (it stays live if a
+    /// full-screen program now shows).
+    fn catch_up(&mut self) {
+        let State::Frozen { view, lines, pending, .. } = &mut self.state else { return };
+        if pending.is_empty() {
+            return;
         }
+        let mut parser = emulator(*view, self.history, lines);
+        parser.process(pending);
+        self.state = State::Live(Box::new(parser));
+        self.freeze();
     }
 
     /// Whether the mirror keeps no emulator now.
@@ -143,7 +169,7 @@ impl Mirror {
         lines.extend(
             rows.split('\n').enumerate().map(|(i, row)| if i == 0 { format!("{go_on}{row}") } else { row.to_owned() }),
         );
-        self.state = State::Frozen { view, lines, text };
+        self.state = State::Frozen { view, lines, text, pending: Vec::new() };
         true
     }
 
@@ -151,6 +177,7 @@ impl Mirror {
     /// joined and trailing blanks cut — what `capture-pane -p -J -S -history` prints, without
     /// its blank rows at the bottom. A frozen mirror stays frozen: reading is not output.
     pub fn text(&mut self, history: usize) -> String {
+        self.catch_up();
         let mut thawed;
         let screen = match &mut self.state {
             State::Live(parser) => parser.screen_mut(),
@@ -301,16 +328,23 @@ mod tests {
         for (bytes, full_screen) in steps {
             kept.feed(bytes);
             frozen.feed(bytes);
-            assert_eq!(frozen.freeze_if_quiet(later, Duration::from_secs(30)), !full_screen);
-            assert_eq!(frozen.frozen(), !full_screen);
+            frozen.freeze_if_quiet(later, Duration::from_secs(30));
             assert_eq!(frozen.text(5), kept.text(5), "after {:?}", String::from_utf8_lossy(bytes));
+            assert_eq!(frozen.frozen(), !full_screen, "a reading applies the output and freezes again");
             assert_eq!(frozen.text(1), kept.text(1), "less history than kept");
             assert_eq!(frozen.frozen(), !full_screen, "reading does not thaw");
             assert_eq!(frozen.size(), kept.size());
         }
         frozen.feed(b"!");
         kept.feed(b"!");
-        assert!(!frozen.frozen());
+        assert!(frozen.frozen(), "output waits beside a frozen mirror");
+        assert_eq!(frozen.text(5), kept.text(5));
+        // Output past what may wait is applied without a reading.
+        let flood = b"0123456789\r\n".repeat(MOST_PENDING / 12 + 1);
+        frozen.feed(&flood);
+        kept.feed(&flood);
+        assert!(frozen.frozen());
+        assert!(matches!(&frozen.state, State::Frozen { pending, .. } if pending.is_empty()), "applied at once");
         assert_eq!(frozen.text(5), kept.text(5));
     }
 

@@ -131,7 +131,7 @@ async fn a_mirrored_panes_output_is_announced_without_its_bytes_which_its_mirror
 }
 
 #[tokio::test]
-async fn a_quiet_panes_mirror_is_frozen_by_the_client_itself_and_thaws_on_output() {
+async fn a_quiet_panes_mirror_is_frozen_by_the_client_itself_and_takes_output_frozen() {
     let server = TmuxServer::start().await;
     let control = Control::attach(&server.tmux, SESSION).await.expect("attach");
     let pane = server
@@ -148,4 +148,5 @@ async fn a_quiet_panes_mirror_is_frozen_by_the_client_itself_and_thaws_on_output
     assert_eq!(control.live_mirrors(), 0, "reading a frozen mirror does not thaw it");
     std::fs::write(server.path("go"), b"").unwrap();
     mirror_matches_tmux(&control, &pane, "second").await;
+    assert_eq!(control.live_mirrors(), 0, "the output was applied by the reading, which froze it again");
 }
