@@ -51,7 +51,7 @@ const EVENT_CAPACITY: usize = 65_536;
 /// How long a pane prints nothing before its mirror is frozen (see [`crate::tmux::mirror`]): an
 /// agent at work redraws (a spinner, streamed text) more often than this, so its mirror stays
 /// live; one waiting for input prints nothing, and its screen is read (a settling reading, a
-/// confirming one) from its frozen seed at the cost of a thaw — about what parsing a redraw costs.
+/// confirming one) from the text its mirror kept as it froze.
 const MIRROR_QUIET: Duration = Duration::from_millis(300);
 /// How often quiet mirrors are looked for. A task of the client's own does it, whatever its
 /// subscribers are busy with: when the worker's loop froze them, its long turns (spawning 500
@@ -398,7 +398,7 @@ async fn read_loop(
                         let _ = link.send(Link::Down { reason: down_reason(reason.as_deref(), &last_error) });
                     }
                     Notification::Output { pane, data } => {
-                        if let Some(mirror) = mirrors.lock().expect("mirrors lock").get_mut(pane.as_str()) {
+                        if let Some(mirror) = mirrors.lock().expect("mirrors lock").get_mut(pane) {
                             mirror.feed(data);
                             // Of a mirrored pane subscribers learn that it printed, not what: the
                             // bytes went to its mirror, where its screen is read. A slot of the

@@ -134,11 +134,6 @@ impl Mirror {
         matches!(self.state, State::Frozen { .. })
     }
 
-    /// When output last came (or the mirror was seeded).
-    pub fn fed_at(&self) -> Instant {
-        self.fed_at
-    }
-
     /// [`Mirror::freeze`] if fed nothing for `quiet`; whether it froze.
     pub fn freeze_if_quiet(&mut self, now: Instant, quiet: Duration) -> bool {
         now.saturating_duration_since(self.fed_at) >= quiet && self.freeze()
@@ -146,7 +141,7 @@ impl Mirror {
 
     /// Drops the emulator, keeping the seed of the next one; whether it did (not if frozen
     /// already, nor while a full-screen program shows).
-    pub fn freeze(&mut self) -> bool {
+    fn freeze(&mut self) -> bool {
         let history = self.history;
         let State::Live(parser) = &mut self.state else { return false };
         let screen = parser.screen_mut();
