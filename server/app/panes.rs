@@ -135,6 +135,25 @@ impl Typist {
         tokio::time::sleep(settle_for(self.settle, bytes)).await;
     }
 
+    /// Waits, up to the confirm time, for a paste to show in the input line (`before` is the
+    /// line before it). A TUI busy under load draws a paste late; an Enter pressed before that
+    /// can be lost, and the line, unchanged, would then read as "Enter took the text". `false`:
+    /// it never showed, so the line is no evidence of a submission.
+    pub async fn await_drawn(&self, pane: &str, before: &str) -> bool {
+        let deadline = Instant::now() + self.confirm;
+        loop {
+            match self.input_line(pane).await {
+                Ok(now) if now != before => return true,
+                Err(_) => return false,
+                Ok(_) => {}
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
     pub async fn press_enter(&self, pane: &str) -> Result<(), TmuxError> {
         self.tmux.send_key(pane, Key::Enter).await
     }

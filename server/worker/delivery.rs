@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::app::delivery;
 use crate::app::panes::Typist;
-use crate::db::agents;
+use crate::db::agents::{self, Agent};
 use crate::db::messages::delivery::{self as record, Due, Pending};
 use crate::domain::agent::AgentState;
 use crate::domain::message::{next_step, Attempt, Confirmation, PaneNow, Step, MAX_ENTER_PRESSES};
@@ -63,7 +63,7 @@ impl Delivery {
                 return self.settled(due.message_id).await;
             };
             let agent = match self.agent_at(due, pane).await? {
-                Ok(state) => state,
+                Ok(agent) => agent.state,
                 Err(why) => return Ok(Outcome::NotNow(why)),
             };
             let input = match self.input(pane).await {
@@ -95,14 +95,20 @@ impl Delivery {
                 if let Err(why) = self.paste(&message, pane, &input).await? {
                     return Ok(Outcome::NotNow(why));
                 }
-                input_before = Some(input.clone());
-                // Just pasted: the text is in the line, even if the TUI has not drawn it yet.
-                step = Step::PressEnter;
                 // The pane may have died, or the agent started something, while it settled.
-                agent = match self.agent_at(due, pane).await? {
-                    Ok(state) => state,
+                let now = match self.agent_at(due, pane).await? {
+                    Ok(agent) => agent,
                     Err(why) => return Ok(Outcome::NotNow(why)),
                 };
+                agent = now.state;
+                // Just pasted: the text is in the line, even if the TUI has not drawn it yet. Where
+                // no hook confirms, the line is the evidence: Enter waits until it shows the
+                // paste (a TUI busy under load draws late, and an Enter pressed before can be
+                // lost while the unchanged line reads as "Enter took it"); a line that never
+                // showed it says nothing by emptying.
+                let drawn = now.last_hook_at.is_some() || self.typist.await_drawn(pane, &input).await;
+                input_before = drawn.then(|| input.clone());
+                step = Step::PressEnter;
             }
             match step {
                 Step::Paste | Step::PressEnter => {
@@ -145,7 +151,7 @@ impl Delivery {
     }
 
     /// The agent's state, while it is still live at `pane`; else why delivery stops here.
-    async fn agent_at(&self, due: &Due, pane: &str) -> anyhow::Result<Result<AgentState, String>> {
+    async fn agent_at(&self, due: &Due, pane: &str) -> anyhow::Result<Result<Agent, String>> {
         let mut conn = self.db.acquire().await?;
         let Some(agent) = agents::get(&mut conn, due.agent_id).await? else {
             return Ok(Err("the agent is gone".into()));
@@ -153,7 +159,7 @@ impl Delivery {
         if !agent.state.is_live() || agent.tmux_pane.as_deref() != Some(pane) {
             return Ok(Err(format!("the agent is {} in another pane", agent.state)));
         }
-        Ok(Ok(agent.state))
+        Ok(Ok(agent))
     }
 
     /// What is typed in the pane's input line now.

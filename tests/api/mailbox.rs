@@ -193,3 +193,24 @@ async fn a_pane_that_dies_mid_delivery_loses_nothing_and_types_nothing_twice() {
     assert_eq!(delivered["attempts"], 2, "typed once in each pane: {delivered}");
     assert_eq!(prompts(logs.path(), "fox"), ["survive the pane"]);
 }
+
+#[tokio::test]
+async fn an_agent_without_hooks_busy_under_load_gets_enter_only_once_it_shows_the_paste() {
+    // A TUI that takes 800 ms to take in a paste and loses keys meanwhile, and sends no hooks:
+    // only its screen can say whether Enter took the text. An Enter pressed after the settle
+    // (50 ms) would be lost while the line, not yet redrawn, looks as it did before the paste.
+    let logs = tempfile::tempdir().expect("logs");
+    let providers = providers_toml(logs.path(), &[("FAKE_HOOKS", "0"), ("FAKE_DRAW_MS", "800")]);
+    let app = spawn_app_with_worker_settings(&providers, |worker| {
+        worker.message_settle = Duration::from_millis(50);
+        worker.message_confirm = Duration::from_secs(3);
+    })
+    .await;
+    app.create_project("alpha").await;
+    app.idle_inbox_agent("alpha", "fox").await;
+    let id = app.send_message("fox", "taken in slowly").await;
+    let delivered = app.delivered(id, Duration::from_secs(20)).await;
+    assert_eq!(delivered["confirmed_by"], "screen", "no hook: the emptied line confirmed it: {delivered}");
+    assert_eq!(prompts(logs.path(), "fox"), ["taken in slowly"], "submitted, not only recorded: {delivered}");
+    assert_eq!(delivered["attempts"], 1, "{delivered}");
+}

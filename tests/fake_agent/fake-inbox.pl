@@ -8,7 +8,10 @@
 # Environment: SWITCHYARD_BIN (the switchyard binary), FAKE_LOG (a directory: prompts go to
 # FAKE_LOG/<agent>.log, one hex-encoded prompt a line), FAKE_TURN_MS (a turn's length, default
 # 20; a prompt `work <N>ms` works N ms), FAKE_SUBMIT_HOLD (when set, Enter touches
-# FAKE_LOG/<agent>.log.enter, then the prompt is held until FAKE_LOG/<agent>.log.go exists), plus SWITCHYARD_URL/AGENT/TOKEN_FILE, which the worker gives every pane.
+# FAKE_LOG/<agent>.log.enter, then the prompt is held until FAKE_LOG/<agent>.log.go exists),
+# FAKE_HOOKS (0: send no hooks, as an agent without them), FAKE_DRAW_MS (a TUI busy under load:
+# it takes that long to take in a paste, and keys that arrive meanwhile are lost), plus
+# SWITCHYARD_URL/AGENT/TOKEN_FILE, which the worker gives every pane.
 use strict;
 use warnings;
 
@@ -17,6 +20,8 @@ my $agent = $ENV{SWITCHYARD_AGENT} || 'fake';
 my $log = ($ENV{FAKE_LOG} or die "FAKE_LOG is not set\n") . "/$agent.log";
 my $turn_ms = $ENV{FAKE_TURN_MS} // 20;
 my $submit_hold = $ENV{FAKE_SUBMIT_HOLD} // '';
+my $hooks = ($ENV{FAKE_HOOKS} // '1') ne '0';
+my $draw_ms = $ENV{FAKE_DRAW_MS} // 0;
 
 system('stty', 'raw', '-echo');
 $| = 1;
@@ -48,6 +53,7 @@ sub json_string {
 
 sub hook {
     my ($name, $extra) = @_;
+    return unless $hooks;
     my $json = sprintf('{"session_id":"fake","transcript_path":"/tmp/fake.jsonl","cwd":%s,"hook_event_name":"%s"%s}',
         json_string($ENV{PWD} // '/'), $name, $extra // '');
     open(my $h, '|-', $bin, 'hook') or return;
@@ -110,6 +116,16 @@ while (1) {
             $input .= substr($raw, 0, $end);
             $raw = substr($raw, $end + length $close);
             $pasting = 0;
+            if ($draw_ms) {
+                # Busy taking the paste in: whatever else arrives meanwhile is lost.
+                select(undef, undef, undef, $draw_ms / 1000);
+                my $pending = '';
+                vec($pending, fileno(STDIN), 1) = 1;
+                while (select(my $ready = $pending, undef, undef, 0)) {
+                    sysread(STDIN, my $lost, 65536) or last;
+                }
+                $raw = '';
+            }
             next;
         }
         if (substr($raw, 0, 1) eq "\e") {
