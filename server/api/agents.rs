@@ -187,7 +187,7 @@ pub async fn get_agent(State(state): State<AppState>, Path(name): Path<String>) 
     let mut conn = state.db.acquire().await?;
     let agent = agents::by_name(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?;
     let scope = crate::db::agent_usage::Scope { agent: Some(agent.id), ..Default::default() };
-    let usage = crate::app::usage::report(&state.app, &mut conn, &scope).await?;
+    let usage = crate::app::usage::report(&state.app, &scope).await?;
     Ok((etag(agent.version), Json(AgentDetail { agent, usage })).into_response())
 }
 

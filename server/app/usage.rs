@@ -96,17 +96,17 @@ impl UsageReport {
     }
 }
 
-/// The report of the agents in `scope`, priced with the configured prices.
-pub async fn report(ctx: &Ctx, conn: &mut PgConnection, scope: &Scope) -> Result<UsageReport> {
-    let by_model = agent_usage::by_model(conn, scope).await?;
-    let cost = ctx.providers.prices().cost(&by_model);
+/// The report of the agents in `scope`, priced with the configured prices. Its two reads go on
+/// connections of their own, at once: pages show it beside other parts, and under load every
+/// round trip waits its turn for a core.
+pub async fn report(ctx: &Ctx, scope: &Scope) -> Result<UsageReport> {
+    let by_model = async { Ok::<_, Error>(agent_usage::by_model(&mut *ctx.db.acquire().await?, scope).await?) };
     // What was recorded, not what the provider's config promises: a custom provider may post
     // hooks with transcripts too, and a Claude Code agent may not have finished a turn yet.
-    let unreported = agent_usage::unreported(conn, scope)
-        .await?
-        .into_iter()
-        .map(|(provider, agents)| Unreported { provider, agents })
-        .collect();
+    let unreported = async { Ok::<_, Error>(agent_usage::unreported(&mut *ctx.db.acquire().await?, scope).await?) };
+    let (by_model, unreported) = tokio::try_join!(by_model, unreported)?;
+    let cost = ctx.providers.prices().cost(&by_model);
+    let unreported = unreported.into_iter().map(|(provider, agents)| Unreported { provider, agents }).collect();
     Ok(UsageReport { cost, unreported })
 }
 

@@ -143,11 +143,7 @@ async fn overview(
         if !shows("costs") {
             return PageResult::Ok((Default::default(), Vec::new()));
         }
-        let usage = async {
-            PageResult::Ok(
-                crate::app::usage::report(&state.app, &mut *state.db.acquire().await?, &Default::default()).await?,
-            )
-        };
+        let usage = async { PageResult::Ok(crate::app::usage::report(&state.app, &Default::default()).await?) };
         let by_project =
             async { PageResult::Ok(crate::db::agent_usage::by_project(&mut *state.db.acquire().await?).await?) };
         let (usage, by_project) = tokio::try_join!(usage, by_project)?;

@@ -243,7 +243,7 @@ async fn detail(
     // The live agent of a group first, then the latest one.
     workers.sort_by_key(|a| (!a.state.is_live(), std::cmp::Reverse(a.created_at)));
     let scope = crate::db::agent_usage::Scope { wish: Some(full.wish.id), ..Default::default() };
-    let usage = crate::app::usage::report(&state.app, &mut conn, &scope).await?;
+    let usage = crate::app::usage::report(&state.app, &scope).await?;
     let group_usage = crate::db::agent_usage::by_group(&mut conn, full.wish.id).await?;
     let prices = state.providers.prices();
     let dag = dag::layout(&full.groups);

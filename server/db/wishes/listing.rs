@@ -32,6 +32,9 @@ pub async fn on_board(conn: &mut PgConnection, board_id: Uuid) -> Result<Vec<Wis
 
 /// How far each wish has got: `(groups done, groups)`, for wishes that have groups.
 pub async fn progress(conn: &mut PgConnection, wish_ids: &[Uuid]) -> Result<HashMap<Uuid, (i64, i64)>, sqlx::Error> {
+    if wish_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
     let rows = sqlx::query!(
         r#"SELECT wish_id AS "wish_id!", count(*) FILTER (WHERE status = 'done') AS "done!", count(*) AS "total!"
            FROM tasks WHERE wish_id = ANY($1) GROUP BY wish_id"#,
