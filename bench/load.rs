@@ -1,10 +1,10 @@
 //! `cargo bench --bench load`: "load held" (issue 19), printed, never asserted.
 //!
-//! Runs the real application in-process against the PostgreSQL server in `BENCH_DATABASE_URL`
+//! Runs the real application against the PostgreSQL server in `BENCH_DATABASE_URL`
 //! (default `postgres://postgres@127.0.0.1:5432/postgres`; it creates and drops its own database
 //! there) with `BENCH_AGENTS` (default 500) fake agents — a shell script showing Claude Code's
 //! working and idle screens in turn, 0.5–3 s each (`BENCH_SHOW_MS=min-max`) — on one node, then on
-//! two nodes sharing the database (`BENCH_NODES=1` or `2` runs only that one), at the agents'
+//! two nodes, each a process of its own, sharing the database (`BENCH_NODES=1` or `2` runs only that one), at the agents'
 //! default CPU niceness (`BENCH_NICE`, default Switchyard's, 19, sets their provider's `nice`). With two, both
 //! workers claim from the same queue (`SKIP LOCKED`; an agent cannot be pinned to a node, only a
 //! team with a clone of its own), and the split each claimed is printed.
@@ -13,11 +13,12 @@
 //! - `BENCH_SSE` (default 50) clients follow `GET /api/v1/events/stream`: lag is the time a client
 //!   parsed an event minus the event's `created_at` (the start of the transaction that wrote it);
 //! - one client fetches the dashboard overview in a loop, logged in: p50 and p99;
-//! - the process's CPU (`/proc/self/stat` utime + stime) over the window, per agent, and the tmux
-//!   servers' apart; RSS (`VmRSS`, and the peak `VmHWM`) at its end. The server runs in-process
-//!   (with two nodes, both nodes do); the clients above run in a child process of their own (this
-//!   bench run again with `BENCH_LOAD_CLIENTS` set), so the figures are the server's, and the
-//!   clients' own are printed apart.
+//! - each node's CPU (`/proc/<pid>/stat` utime + stime) over the window, per agent, and the tmux
+//!   servers' apart; each node's RSS (`VmRSS`, and the peak `VmHWM`) at its end. The first node
+//!   runs in this process, a second one in a child process (this bench run again with
+//!   `BENCH_LOAD_NODE` set); the clients above run in a child process of their own (with
+//!   `BENCH_LOAD_CLIENTS` set), so the figures are the servers', and the clients' own are
+//!   printed apart.
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,9 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if let Some(node) = NodeSpec::from_env()? {
+        return runtime.block_on(node.serve());
+    }
     match Clients::from_env()? {
         Some(clients) => runtime.block_on(clients.run()),
         None => runtime.block_on(run()),
@@ -101,6 +105,47 @@ struct Node {
     _data_dir: tempfile::TempDir,
 }
 
+/// What a node needs to start, in this process or (as `BENCH_LOAD_NODE`, JSON) in a child.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct NodeSpec {
+    database_url: String,
+    socket: String,
+    show_min: u64,
+    show_max: u64,
+}
+
+impl NodeSpec {
+    fn from_env() -> anyhow::Result<Option<NodeSpec>> {
+        match std::env::var("BENCH_LOAD_NODE") {
+            Ok(json) => Ok(Some(serde_json::from_str(&json)?)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// As the child: starts the node, says `ready`, and serves until its input closes.
+    async fn serve(self) -> anyhow::Result<()> {
+        let node = start_node(&self).await?;
+        println!("ready");
+        tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink())).await??;
+        node.app.stop().await
+    }
+
+    /// This bench again, as the node's process, once it is ready.
+    fn spawn(&self) -> anyhow::Result<std::process::Child> {
+        let mut child = std::process::Command::new(std::env::current_exe()?)
+            .arg("--bench")
+            .env("BENCH_LOAD_NODE", serde_json::to_string(self)?)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()?;
+        let mut line = String::new();
+        let stdout = child.stdout.as_mut().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)?;
+        anyhow::ensure!(line.trim() == "ready", "the second node did not start: {line:?}");
+        Ok(child)
+    }
+}
+
 /// A tmux socket whose server (the agents' panes) is killed when this is dropped, also when a
 /// run fails half-way.
 struct Socket(String);
@@ -120,7 +165,7 @@ impl Drop for Socket {
     }
 }
 
-async fn start_node(database_url: &str, options: &Options, index: u64) -> anyhow::Result<Node> {
+async fn start_node(spec: &NodeSpec) -> anyhow::Result<Node> {
     let data_dir = tempfile::tempdir()?;
     let script = common::fake_agent(data_dir.path(), FAKE_AGENT)?;
     std::fs::write(
@@ -130,24 +175,32 @@ async fn start_node(database_url: &str, options: &Options, index: u64) -> anyhow
              env = {{ BENCH_SCREENS = {:?}, BENCH_SHOW_MIN_MS = \"{}\", BENCH_SHOW_MAX_MS = \"{}\" }}\nnice = {}\n",
             script.display().to_string(),
             common::SCREENS,
-            options.show_min,
-            options.show_max,
+            spec.show_min,
+            spec.show_max,
             common::env_num("BENCH_NICE", u64::from(switchyard::providers::AGENT_NICE)),
         ),
     )?;
-    let socket = format!("sy-bench-load-{}-{index}", std::process::id());
-    let worker = WorkerConfig { tmux_socket: socket.clone(), ..WorkerConfig::default() };
-    let app = common::start(database_url, data_dir.path(), worker).await?;
-    Ok(Node { app, socket: Socket(socket), _data_dir: data_dir })
+    let worker = WorkerConfig { tmux_socket: spec.socket.clone(), ..WorkerConfig::default() };
+    let app = common::start(&spec.database_url, data_dir.path(), worker).await?;
+    Ok(Node { app, socket: Socket(spec.socket.clone()), _data_dir: data_dir })
 }
 
 async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
     let database_url = common::fresh_database(&common::server_url(), DATABASE).await?;
-    let mut nodes = Vec::new();
-    for i in 0..node_count {
-        nodes.push(start_node(&database_url, options, i).await?);
+    let spec = |index: u64| NodeSpec {
+        database_url: database_url.clone(),
+        socket: format!("sy-bench-load-{}-{index}", std::process::id()),
+        show_min: options.show_min,
+        show_max: options.show_max,
+    };
+    let node = start_node(&spec(0)).await?;
+    // The second node in a process of its own; its tmux server is killed with this socket.
+    let mut others = Vec::new();
+    for index in 1..node_count {
+        let spec = spec(index);
+        others.push((spec.spawn()?, Socket(spec.socket)));
     }
-    let app = &nodes[0].app;
+    let app = &node.app;
     let pool = app.pool.clone();
     let client = reqwest::Client::new();
     let repo = common::git_repo()?;
@@ -187,19 +240,27 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
         since: window_start,
     }
     .spawn()?;
-    let tmux_pids: Vec<String> = nodes
-        .iter()
-        .map(|n| tmux(&n.socket.0, &["display-message", "-p", "#{pid}"]).map(|p| p.trim().to_owned()))
+    let sockets = std::iter::once(&node.socket).chain(others.iter().map(|(_, socket)| socket));
+    let tmux_pids: Vec<String> = sockets
+        .map(|socket| tmux(&socket.0, &["display-message", "-p", "#{pid}"]).map(|p| p.trim().to_owned()))
         .collect::<anyhow::Result<_>>()?;
-    let tmux_ticks = || tmux_pids.iter().map(|pid| cpu_ticks(pid, false)).sum::<anyhow::Result<u64>>();
-    let (self_before, tmux_before) = (cpu_ticks("self", false)?, tmux_ticks()?);
+    let node_pids: Vec<String> =
+        std::iter::once("self".to_owned()).chain(others.iter().map(|(child, _)| child.id().to_string())).collect();
+    let ticks = |pids: &[String]| pids.iter().map(|pid| cpu_ticks(pid, false)).sum::<anyhow::Result<u64>>();
+    let (nodes_before, tmux_before) = (ticks(&node_pids)?, ticks(&tmux_pids)?);
     let measuring = Instant::now();
     let clients = tokio::task::spawn_blocking(move || clients.wait_with_output()).await??;
     anyhow::ensure!(clients.status.success(), "the clients' process failed: {}", clients.status);
     let report: ClientReport = serde_json::from_slice(&clients.stdout)?;
-    let (self_after, tmux_after) = (cpu_ticks("self", false)?, tmux_ticks()?);
+    let (nodes_after, tmux_after) = (ticks(&node_pids)?, ticks(&tmux_pids)?);
     let measured = measuring.elapsed().as_secs_f64();
-    let (rss, peak) = (status_kb("VmRSS")?, status_kb("VmHWM")?);
+    let rss: Vec<String> = node_pids
+        .iter()
+        .map(|pid| {
+            let (rss, peak) = (status_kb(pid, "VmRSS")?, status_kb(pid, "VmHWM")?);
+            Ok(format!("{:.1} MB (peak {:.1} MB)", rss as f64 / 1024.0, peak as f64 / 1024.0))
+        })
+        .collect::<anyhow::Result<_>>()?;
     // The machine may be shared: its load says how far the figures are the server's own.
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load: Vec<&str> = load.split_whitespace().take(3).collect();
@@ -211,7 +272,7 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
 
     // CPU over the time it was measured, which may overrun the window on a loaded machine.
     let seconds = measured;
-    let cpu = (self_after - self_before) as f64 / 100.0;
+    let cpu = (nodes_after - nodes_before) as f64 / 100.0;
     let tmux_cpu = (tmux_after - tmux_before) as f64 / 100.0;
     println!(
         "machine: {} cores, load average {} (1, 5, 15 min) at the window's end",
@@ -219,17 +280,14 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
         load.join(" ")
     );
     println!(
-        "server RSS at the end: {:.1} MB (peak {:.1} MB) — one process: the server{} and its worker{}; \
-         the clients' process apart: {:.1} MB",
-        rss as f64 / 1024.0,
-        peak as f64 / 1024.0,
-        if node_count > 1 { "s of both nodes" } else { "" },
-        if node_count > 1 { "s" } else { "" },
+        "server RSS at the end, each node a process (its server and worker): {}; the clients' process apart: {:.1} MB",
+        rss.join(", "),
         report.rss_kb as f64 / 1024.0,
     );
     println!(
-        "CPU over the {seconds:.1} s measured: server {:.2} CPU s/s = {:.2} ms CPU per agent per second; tmux server(s) {:.2} CPU s/s; \
+        "CPU over the {seconds:.1} s measured: server{} {:.2} CPU s/s = {:.2} ms CPU per agent per second; tmux server(s) {:.2} CPU s/s; \
          clients {:.2} CPU s/s",
+        if node_count > 1 { "s" } else { "" },
         cpu / seconds,
         cpu / seconds / options.agents.max(1) as f64 * 1000.0,
         tmux_cpu / seconds,
@@ -254,10 +312,13 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
         percentile(&lags, 0.99),
         percentile(&lags, 1.0)
     );
-    for node in nodes {
-        node.app.stop().await?;
+    // A child node stops when its input closes; its tmux server is killed with its socket.
+    for (mut child, socket) in others {
+        drop(child.stdin.take());
+        tokio::task::spawn_blocking(move || child.wait()).await??;
+        drop(socket);
     }
-    Ok(())
+    node.app.stop().await
 }
 
 /// The clients of a run, in a process of their own so that the server's RSS and CPU are measured
@@ -323,8 +384,13 @@ impl Clients {
                 }
             }
         }
-        let report =
-            ClientReport { overview, lags, dropped, rss_kb: status_kb("VmRSS")?, cpu_ticks: cpu_ticks("self", false)? };
+        let report = ClientReport {
+            overview,
+            lags,
+            dropped,
+            rss_kb: status_kb("self", "VmRSS")?,
+            cpu_ticks: cpu_ticks("self", false)?,
+        };
         println!("{}", serde_json::to_string(&report)?);
         Ok(())
     }
@@ -387,12 +453,12 @@ async fn overview_loop(site: &str, token: &str, deadline: Instant) -> anyhow::Re
     Ok(times)
 }
 
-/// A `kB` line of `/proc/self/status`.
-fn status_kb(field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
+/// A `kB` line of `/proc/<pid>/status`.
+fn status_kb(pid: &str, field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/self/status"))
+        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))
 }
