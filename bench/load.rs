@@ -5,7 +5,7 @@
 //! there) with `BENCH_AGENTS` (default 500) fake agents — a shell script showing Claude Code's
 //! working and idle screens in turn, 0.5–3 s each (`BENCH_SHOW_MS=min-max`) — on one node, then on
 //! two nodes, each a process of its own, sharing the database (`BENCH_NODES=1` or `2` runs only that one), at the agents'
-//! default CPU niceness (`BENCH_NICE`, default Switchyard's, 19, sets their provider's `nice`). With two, both
+//! default CPU niceness (`BENCH_NICE`, default Switchyard's own default, sets their provider's `nice`). With two, both
 //! workers claim from the same queue (`SKIP LOCKED`; an agent cannot be pinned to a node, only a
 //! team with a clone of its own), and the split each claimed is printed.
 //!

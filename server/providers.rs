@@ -13,7 +13,7 @@
 //! sandbox = "bwrap"     # or "none" (the default): see [`sandbox`]
 //! network = "none"      # under bwrap: no network at all ("host", the default: the machine's)
 //! sandbox_paths = ["/opt/models"]   # more to show read-only under bwrap
-//! nice = 19             # the agents' CPU niceness, 0 (as Switchyard) to 19 (the default)
+//! nice = 10             # the agents' CPU niceness, 0 (as Switchyard) to 19 (the default: 10)
 //! ```
 //!
 //! The same file sets what models cost, in USD per million tokens, by model id prefix (the
@@ -77,11 +77,8 @@ pub struct Provider {
 }
 
 /// The niceness of agents' programs unless their provider says otherwise: they are the machine's
-/// background work; Switchyard, its database and tmux are what a person waits on. The lowest:
-/// where the kernel shares the CPU between sessions first, each agent is a session of its own,
-/// and a fleet of them must still weigh less than the few sessions a person waits on (at 10, 25
-/// busy agents weighed as much as PostgreSQL, tmux and Switchyard together; at 19, a seventh).
-pub const AGENT_NICE: u8 = 19;
+/// background work; Switchyard, its database and tmux are what a person waits on.
+pub const AGENT_NICE: u8 = 10;
 
 /// Which provider's own configuration an agent gets (`setup = "claude"` in the config file).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -506,11 +503,11 @@ mod tests {
     const VALUES: Placeholders = Placeholders { session_id: "5e1d", name: "fox", clone: "/clones/fox" };
 
     #[test]
-    fn agents_are_niced_to_19_by_default_and_a_provider_may_say_0_to_19() {
+    fn agents_are_niced_to_10_by_default_and_a_provider_may_say_0_to_19() {
         let providers = Providers::parse("[providers.eager]\ncommand = [\"x\"]\nnice = 0\n").expect("parse");
         assert_eq!(providers.get("claude").expect("claude").nice, AGENT_NICE);
         let argv = providers.get("shell").expect("shell").niced(vec!["bash".to_owned()]);
-        assert!(argv[0].ends_with("nice") && argv[1..] == ["-n", "19", "--", "bash"], "{argv:?}");
+        assert!(argv[0].ends_with("nice") && argv[1..] == ["-n", "10", "--", "bash"], "{argv:?}");
         let eager = providers.get("eager").expect("eager");
         assert_eq!(eager.niced(vec!["x".to_owned()]), ["x"], "nice 0: the program itself");
         let refused = Providers::parse("[providers.odd]\ncommand = [\"x\"]\nnice = 20\n").expect_err("20");

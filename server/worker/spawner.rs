@@ -19,7 +19,6 @@ use crate::providers::{Placeholders, Provider, Providers, Sandbox};
 use crate::tmux::{Pane, Tmux, WindowSpec};
 use crate::worker::claude_hooks;
 use crate::worker::provider_setup::{self, UserConfig};
-use crate::worker::session_niceness;
 
 /// What spawning needs from the worker.
 pub struct Spawner<'a> {
@@ -125,8 +124,6 @@ impl Spawner<'_> {
         };
         self.tmux.ensure_session(self.session).await?;
         let pane = self.tmux.new_window(&spec).await?;
-        // `nice` alone orders the agent only within its pane's session; the session gets it too.
-        session_niceness::set(pane.pid, provider.nice);
         let mut tx = self.db.begin().await?;
         let pid = i32::try_from(pane.pid).ok();
         let clone_path = (agent.clone_mode != "none").then(|| cwd.to_string_lossy().into_owned());
