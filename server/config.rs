@@ -61,6 +61,11 @@ pub struct GlobalArgs {
     /// screen instead.
     #[arg(long, env = "SWITCHYARD_MESSAGE_CONFIRM_MS", default_value_t = 10_000, global = true)]
     pub message_confirm_ms: u64,
+    /// Give each agent's tmux session its provider's niceness too, where the kernel shares the CPU
+    /// between sessions first (autogroups): there `nice` alone only orders an agent's processes
+    /// among themselves.
+    #[arg(long, env = "SWITCHYARD_NICE_SESSIONS", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub nice_sessions: bool,
     /// Run the merge queue in this process (`serve` and `worker`); any number of nodes may.
     #[arg(long, env = "SWITCHYARD_MERGE_QUEUE", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub merge_queue: bool,
@@ -253,6 +258,8 @@ pub struct WorkerConfig {
     pub message_confirm: std::time::Duration,
     /// Run the merge queue's loop in this process (any number of nodes may).
     pub merge_queue: bool,
+    /// Give each agent's session (its autogroup) the provider's niceness too.
+    pub nice_sessions: bool,
     /// The `switchyard` binary agents' hooks run; `None`: the running executable (tests run the
     /// application inside the test binary, so they name the real one).
     pub switchyard_exe: Option<std::path::PathBuf>,
@@ -275,6 +282,7 @@ impl Default for WorkerConfig {
             message_settle: std::time::Duration::from_millis(300),
             message_confirm: std::time::Duration::from_secs(10),
             merge_queue: true,
+            nice_sessions: true,
             switchyard_exe: None,
             provider_home: None,
         }
@@ -378,6 +386,7 @@ impl GlobalArgs {
             message_settle: std::time::Duration::from_millis(self.message_settle_ms),
             message_confirm: std::time::Duration::from_millis(self.message_confirm_ms),
             merge_queue: self.merge_queue,
+            nice_sessions: self.nice_sessions,
             switchyard_exe: None,
             provider_home: None,
         })

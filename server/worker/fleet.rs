@@ -464,6 +464,7 @@ impl Fleet {
             api_socket: self.api_socket.as_deref(),
             exe: self.settings.switchyard_exe.as_deref(),
             provider_home: self.settings.provider_home.as_deref(),
+            nice_sessions: self.settings.nice_sessions,
         }
     }
 

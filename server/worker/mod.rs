@@ -14,5 +14,6 @@ pub mod fleet;
 pub mod mailbox;
 pub mod provider_setup;
 pub mod reconciler;
+pub mod session_niceness;
 pub mod spawner;
 pub mod watcher;

@@ -19,6 +19,7 @@ use crate::providers::{Placeholders, Provider, Providers, Sandbox};
 use crate::tmux::{Pane, Tmux, WindowSpec};
 use crate::worker::claude_hooks;
 use crate::worker::provider_setup::{self, UserConfig};
+use crate::worker::session_niceness;
 
 /// What spawning needs from the worker.
 pub struct Spawner<'a> {
@@ -36,6 +37,8 @@ pub struct Spawner<'a> {
     pub exe: Option<&'a Path>,
     /// Whose provider logins agents get: `None`, the worker's user's.
     pub provider_home: Option<&'a Path>,
+    /// Give each agent's session the provider's niceness too ([`session_niceness`]).
+    pub nice_sessions: bool,
 }
 
 impl Spawner<'_> {
@@ -124,6 +127,10 @@ impl Spawner<'_> {
         };
         self.tmux.ensure_session(self.session).await?;
         let pane = self.tmux.new_window(&spec).await?;
+        // `nice` alone orders the agent only within its pane's session; the session gets it too.
+        if self.nice_sessions {
+            session_niceness::set(pane.pid, provider.nice);
+        }
         let mut tx = self.db.begin().await?;
         let pid = i32::try_from(pane.pid).ok();
         let clone_path = (agent.clone_mode != "none").then(|| cwd.to_string_lossy().into_owned());

@@ -18,6 +18,8 @@ pub fn switchyard(data_dir: &Path) -> Command {
         .env("SWITCHYARD_LOG_FORMAT", "json")
         .env("SWITCHYARD_LISTEN", "127.0.0.1:0")
         .env("SWITCHYARD_STATUS_LISTEN", "127.0.0.1:0")
+        // As the in-process apps' (helpers' `worker_config`).
+        .env("SWITCHYARD_NICE_SESSIONS", "false")
         .env("RUST_LOG", "info");
     cmd
 }

@@ -272,6 +272,10 @@ fn worker_config(with_worker: bool, tmux_socket: String) -> WorkerConfig {
         merge_queue: false,
         // The application runs inside the test binary: hooks run the real `switchyard`.
         switchyard_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_switchyard"))),
+        // The suite's agents get the CPU like its servers: under a loaded CI machine, niced
+        // sessions starved them (8 tests timed out beside two busy loops). Tested where it is
+        // (`isolation`).
+        nice_sessions: false,
         ..WorkerConfig::default()
     }
 }

@@ -235,7 +235,7 @@ fn niceness(pid: &str) -> i64 {
 #[tokio::test]
 async fn agents_run_niced_below_switchyard_unless_their_provider_says_otherwise() {
     let providers = "[providers.eager]\ncommand = [\"bash\"]\nnice = 0\n";
-    let app = crate::helpers::spawn_app_with_worker_settings(providers, |_| {}).await;
+    let app = crate::helpers::spawn_app_with_worker_settings(providers, |w| w.nice_sessions = true).await;
     app.create_project("alpha").await;
     for (name, provider) in [("fox", "shell"), ("owl", "eager")] {
         app.create_agent(merged(engineer("alpha", name), json!({"provider": provider, "clone": "none"}))).await;
@@ -244,9 +244,23 @@ async fn agents_run_niced_below_switchyard_unless_their_provider_says_otherwise(
     let (fox, owl) = (pid(with_pane(&app, "fox").await), pid(with_pane(&app, "owl").await));
     // The tmux server, and so every pane, starts from this process's niceness.
     let ours = niceness("self");
-    assert_eq!(niceness(&fox), (ours + 10).min(19), "the default: 10 below Switchyard");
+    let default = i64::from(switchyard::providers::AGENT_NICE);
+    assert_eq!(niceness(&fox), (ours + default).min(19), "the default: 10 below Switchyard");
     assert_eq!(niceness(&owl), ours, "`nice = 0`: as Switchyard");
     // `nice` replaced itself with the agent's program: the pane's process is the agent's.
     let comm = std::fs::read_to_string(format!("/proc/{fox}/comm")).expect("comm");
     assert_ne!(comm.trim(), "nice");
+    // Where the kernel shares the CPU between sessions first (autogroups), a pane's nice value
+    // orders it only within its own session: the session is niced as well.
+    if std::path::Path::new("/proc/self/autogroup").exists() {
+        eventually("fox's session is niced", Duration::from_secs(10), || async { session_niceness(&fox) == default })
+            .await;
+        assert_eq!(session_niceness(&owl), 0, "`nice = 0`: its session as any other");
+    }
+}
+
+/// The niceness of the autogroup (the session's CPU share) of `pid`: `/autogroup-7 nice 10`.
+fn session_niceness(pid: &str) -> i64 {
+    let line = std::fs::read_to_string(format!("/proc/{pid}/autogroup")).expect("autogroup");
+    line.split_whitespace().last().expect("the nice value").parse().expect("a number")
 }

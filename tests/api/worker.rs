@@ -269,6 +269,7 @@ fn worker_of(app: &TestApp, data_dir: &std::path::Path) -> switchyard::worker::f
         settings: switchyard::config::WorkerConfig {
             message_settle: Duration::from_millis(50),
             message_confirm: Duration::from_secs(3),
+            nice_sessions: false,
             ..Default::default()
         },
         api_url: app.address.clone(),
