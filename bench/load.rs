@@ -54,10 +54,10 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    if let Some(node) = NodeSpec::from_env()? {
+    if let Some(node) = from_env::<NodeSpec>(NodeSpec::VAR)? {
         return runtime.block_on(node.serve());
     }
-    match Clients::from_env()? {
+    match from_env::<Clients>(Clients::VAR)? {
         Some(clients) => runtime.block_on(clients.run()),
         None => runtime.block_on(run()),
     }
@@ -115,12 +115,7 @@ struct NodeSpec {
 }
 
 impl NodeSpec {
-    fn from_env() -> anyhow::Result<Option<NodeSpec>> {
-        match std::env::var("BENCH_LOAD_NODE") {
-            Ok(json) => Ok(Some(serde_json::from_str(&json)?)),
-            Err(_) => Ok(None),
-        }
-    }
+    const VAR: &str = "BENCH_LOAD_NODE";
 
     /// As the child: starts the node, says `ready`, and serves until its input closes.
     async fn serve(self) -> anyhow::Result<()> {
@@ -132,9 +127,7 @@ impl NodeSpec {
 
     /// This bench again, as the node's process, once it is ready.
     fn spawn(&self) -> anyhow::Result<std::process::Child> {
-        let mut child = std::process::Command::new(std::env::current_exe()?)
-            .arg("--bench")
-            .env("BENCH_LOAD_NODE", serde_json::to_string(self)?)
+        let mut child = this_bench_again(Self::VAR, self)?
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()?;
@@ -349,20 +342,11 @@ struct ClientReport {
 }
 
 impl Clients {
-    fn from_env() -> anyhow::Result<Option<Clients>> {
-        match std::env::var("BENCH_LOAD_CLIENTS") {
-            Ok(json) => Ok(Some(serde_json::from_str(&json)?)),
-            Err(_) => Ok(None),
-        }
-    }
+    const VAR: &str = "BENCH_LOAD_CLIENTS";
 
     /// This bench again, as the clients' process; its output is the report.
     fn spawn(&self) -> anyhow::Result<std::process::Child> {
-        Ok(std::process::Command::new(std::env::current_exe()?)
-            .arg("--bench")
-            .env("BENCH_LOAD_CLIENTS", serde_json::to_string(self)?)
-            .stdout(std::process::Stdio::piped())
-            .spawn()?)
+        Ok(this_bench_again(Self::VAR, self)?.stdout(std::process::Stdio::piped()).spawn()?)
     }
 
     async fn run(self) -> anyhow::Result<()> {
@@ -451,6 +435,21 @@ async fn overview_loop(site: &str, token: &str, deadline: Instant) -> anyhow::Re
         times.push(started.elapsed().as_micros() as u64);
     }
     Ok(times)
+}
+
+/// What the parent passed a child of this bench in `var` (JSON); `None` in the parent.
+fn from_env<T: serde::de::DeserializeOwned>(var: &str) -> anyhow::Result<Option<T>> {
+    match std::env::var(var) {
+        Ok(json) => Ok(Some(serde_json::from_str(&json)?)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// This bench again, as a child given `what` in `var`.
+fn this_bench_again(var: &str, what: &impl serde::Serialize) -> anyhow::Result<std::process::Command> {
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command.arg("--bench").env(var, serde_json::to_string(what)?);
+    Ok(command)
 }
 
 /// A `kB` line of `/proc/<pid>/status`.

@@ -62,8 +62,8 @@ impl Delivery {
             let Some(message) = self.pending(due.message_id).await? else {
                 return self.settled(due.message_id).await;
             };
-            let agent = match self.agent_at(due, pane).await? {
-                Ok(agent) => agent.state,
+            let mut agent = match self.agent_at(due, pane).await? {
+                Ok(agent) => agent,
                 Err(why) => return Ok(Outcome::NotNow(why)),
             };
             let input = match self.input(pane).await {
@@ -85,37 +85,35 @@ impl Delivery {
             };
             let mut step = next_step(&attempt, &PaneNow { pane, input: &input, worked_since_enter: worked });
             let mut input_before = message.input_before.clone();
-            let mut agent = agent;
             // An answer is typed into the question it answers; anything else waits for the prompt.
             let ready = |state: AgentState| state == AgentState::Idle || (due.answer && state == AgentState::Question);
             if step == Step::Paste {
-                if !ready(agent) {
-                    return Ok(Outcome::NotNow(format!("the agent is {agent}")));
+                if !ready(agent.state) {
+                    return Ok(Outcome::NotNow(format!("the agent is {}", agent.state)));
                 }
                 if let Err(why) = self.paste(&message, pane, &input).await? {
                     return Ok(Outcome::NotNow(why));
                 }
                 // The pane may have died, or the agent started something, while it settled.
-                let now = match self.agent_at(due, pane).await? {
+                agent = match self.agent_at(due, pane).await? {
                     Ok(agent) => agent,
                     Err(why) => return Ok(Outcome::NotNow(why)),
                 };
-                agent = now.state;
                 // Just pasted: the text is in the line, even if the TUI has not drawn it yet. Where
                 // no hook confirms, the line is the evidence: Enter waits until it shows the
                 // paste (a TUI busy under load draws late, and an Enter pressed before can be
                 // lost while the unchanged line reads as "Enter took it"); a line that never
                 // showed it says nothing by emptying.
-                let drawn = now.last_hook_at.is_some() || self.typist.await_drawn(pane, &input).await;
+                let drawn = hooks(&agent) || self.typist.await_drawn(pane, &input).await;
                 input_before = drawn.then(|| input.clone());
                 step = Step::PressEnter;
             }
             match step {
                 Step::Paste | Step::PressEnter => {
-                    if agent.needs_person() && !ready(agent) {
-                        return Ok(Outcome::NotNow(format!("the agent is {agent}")));
+                    if agent.state.needs_person() && !ready(agent.state) {
+                        return Ok(Outcome::NotNow(format!("the agent is {}", agent.state)));
                     }
-                    if let Some(outcome) = self.press_enter(due, input_before.as_deref()).await? {
+                    if let Some(outcome) = self.press_enter(due, hooks(&agent), input_before.as_deref()).await? {
                         return Ok(outcome);
                     }
                 }
@@ -189,17 +187,16 @@ impl Delivery {
         Ok(Ok(()))
     }
 
-    /// Records the Enter, presses it and waits for a confirmation; `None`: not confirmed in time
-    /// (the next round reads the pane).
-    async fn press_enter(&self, due: &Due, input_before: Option<&str>) -> anyhow::Result<Option<Outcome>> {
+    /// Records the Enter, presses it and waits for a confirmation (by the agent's hook where it
+    /// has `hooks`); `None`: not confirmed in time (the next round reads the pane).
+    async fn press_enter(&self, due: &Due, hooks: bool, input_before: Option<&str>) -> anyhow::Result<Option<Outcome>> {
         let pane = due.pane.as_str();
-        let (submitted_at, hooks) = {
+        let submitted_at = {
             let mut conn = self.db.acquire().await?;
             let Some(at) = delivery::enter(&mut conn, due.message_id, pane).await? else {
                 return Ok(Some(self.settled(due.message_id).await?));
             };
-            let hooks = agents::get(&mut conn, due.agent_id).await?.is_some_and(|a| a.last_hook_at.is_some());
-            (at, hooks)
+            at
         };
         if let Err(e) = self.typist.press_enter(pane).await {
             let why = format!("pressing Enter failed: {e}");
@@ -252,4 +249,9 @@ impl Delivery {
         self.feed.commit(tx).await?;
         Ok(())
     }
+}
+
+/// Whether the agent's hooks confirm what it is sent: it has sent one.
+fn hooks(agent: &Agent) -> bool {
+    agent.last_hook_at.is_some()
 }
