@@ -55,6 +55,8 @@ pub struct Shared {
     pub metrics: crate::metrics::Metrics,
     /// Requests left to each token and to each client address on the routes without one.
     pub rate_limits: crate::api::rate_limit::RateLimits,
+    /// The dashboard overview's parts as last read, while the event log says they hold.
+    pub overview: Arc<crate::pages::overview_cache::OverviewCache>,
 }
 
 impl std::ops::Deref for Shared {

@@ -242,6 +242,7 @@ impl Application {
                         task_reads: db::tasks::reads(&db.pool),
                         metrics,
                         rate_limits: api::rate_limit::RateLimits::new(&rate_limits),
+                        overview: Default::default(),
                     }));
                     // Responses go out at once: with Nagle's algorithm a small response waits for
                     // the ACK of the previous one, which a client delays by up to 40 ms.

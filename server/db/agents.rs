@@ -208,24 +208,55 @@ pub async fn list(conn: &mut PgConnection, filter: &ListFilter, limit: i64) -> R
     rows.into_iter().map(Agent::try_from).collect()
 }
 
-/// Up to `limit` live agents, those waiting on a person (a permission or a question) first, then
-/// the most recently active: what the overview shows, sorted and cut here rather than after
-/// reading every live agent.
-pub async fn most_pressing(conn: &mut PgConnection, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
-    let rows = sqlx::query_scalar!(
+/// What the overview shows of agents, in one statement (under load each round trip waits its
+/// turn for a core): how many are in each state; up to `limit` live ones, those waiting on a
+/// person (a permission or a question) first, then the most recently active, sorted and cut
+/// here rather than after reading every live agent; those failed with a reason (up to 500); and
+/// the providers at a usage limit, until when.
+pub async fn at_a_glance(conn: &mut PgConnection, limit: i64) -> Result<AtAGlance, sqlx::Error> {
+    // (A column's name, with its type, is cut at 63 bytes: hence the short names.)
+    use sqlx::types::Json;
+    type Counts = std::collections::HashMap<String, i64>;
+    type Limits = Vec<(String, DateTime<Utc>)>;
+    let row = sqlx::query!(
         // The rows are chosen first and only those made JSON: `to_jsonb` in the outer list would
         // run for every live agent before the sort (21 ms with 500 of them, against 1).
-        r#"SELECT to_jsonb(a) AS "agent!: sqlx::types::Json<AgentRow>"
-           FROM (SELECT * FROM agents
-                 WHERE state IN ('spawning', 'working', 'idle', 'permission', 'question')
-                 ORDER BY state IN ('permission', 'question') DESC, last_activity DESC NULLS LAST, created_at, id
-                 LIMIT $1) a
-           ORDER BY state IN ('permission', 'question') DESC, last_activity DESC NULLS LAST, created_at, id"#,
+        r#"SELECT
+             (SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM (SELECT state, count(*) AS n FROM agents GROUP BY state) c)
+               AS "counts!: Json<Counts>",
+             (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.state IN ('permission', 'question') DESC,
+                                        a.last_activity DESC NULLS LAST, a.created_at, a.id), '[]')
+              FROM (SELECT * FROM agents
+                    WHERE state IN ('spawning', 'working', 'idle', 'permission', 'question')
+                    ORDER BY state IN ('permission', 'question') DESC, last_activity DESC NULLS LAST, created_at, id
+                    LIMIT $1) a) AS "pressing!: Json<Vec<AgentRow>>",
+             (SELECT coalesce(jsonb_agg(to_jsonb(f) ORDER BY f.created_at, f.id), '[]')
+              FROM (SELECT * FROM agents WHERE state = 'error' AND failure_reason IS NOT NULL
+                    ORDER BY created_at, id LIMIT 500) f) AS "failed!: Json<Vec<AgentRow>>",
+             (SELECT coalesce(jsonb_agg(jsonb_build_array(provider, until) ORDER BY provider), '[]')
+              FROM (SELECT provider, max(suspended_until) AS until FROM agents
+                    WHERE state = 'suspended' AND suspended_until > now() GROUP BY provider) l)
+               AS "at_limit!: Json<Limits>""#,
         limit
     )
-    .fetch_all(conn)
+    .fetch_one(conn)
     .await?;
-    rows.into_iter().map(|r| Agent::try_from(r.0)).collect()
+    let agents = |rows: Vec<AgentRow>| rows.into_iter().map(Agent::try_from).collect::<Result<Vec<_>, _>>();
+    Ok(AtAGlance {
+        counts: row.counts.0.into_iter().filter_map(|(state, n)| Some((state.parse().ok()?, n))).collect(),
+        pressing: agents(row.pressing.0)?,
+        failed: agents(row.failed.0)?,
+        at_limit: row.at_limit.0,
+    })
+}
+
+/// The overview's agents ([`at_a_glance`]).
+#[derive(Debug, Clone, Default)]
+pub struct AtAGlance {
+    pub counts: Vec<(AgentState, i64)>,
+    pub pressing: Vec<Agent>,
+    pub failed: Vec<Agent>,
+    pub at_limit: Vec<(String, DateTime<Utc>)>,
 }
 
 /// One agent by its key. Not through [`list`]: a statement written for every filter at once gets
@@ -350,10 +381,4 @@ pub async fn delete(conn: &mut PgConnection, agent: &Agent, clone_removed: bool)
     events::record(&mut *conn, "agent.deleted", &subject(&agent.name), payload).await?;
     sqlx::query!("DELETE FROM agents WHERE id = $1", agent.id).execute(&mut *conn).await?;
     Ok(())
-}
-
-/// How many agents there are in each state, over every node.
-pub async fn count_all_by_state(conn: &mut PgConnection) -> Result<Vec<(AgentState, i64)>, sqlx::Error> {
-    let rows = sqlx::query!(r#"SELECT state, count(*) AS "count!" FROM agents GROUP BY state"#).fetch_all(conn).await?;
-    Ok(rows.into_iter().filter_map(|r| Some((r.state.parse().ok()?, r.count))).collect())
 }

@@ -231,6 +231,34 @@ pub async fn head(conn: &mut PgConnection) -> Result<Option<i64>, sqlx::Error> {
     .await
 }
 
+/// Where the log stands for a page that may reuse parts read earlier, in one statement (one
+/// snapshot): its head (as [`head`]); its horizon (every transaction before it had ended, so a
+/// read started now reflects them all); and, by kind (an event type's first word), the newest
+/// transaction from `from_tx` on that recorded one, as far as it is visible now.
+pub async fn changes_since(conn: &mut PgConnection, from_tx: i64) -> Result<Changes, sqlx::Error> {
+    type Kinds = std::collections::HashMap<String, i64>;
+    let row = sqlx::query!(
+        r#"SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS "horizon!",
+                  (SELECT id FROM events WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+                   ORDER BY tx DESC, id DESC LIMIT 1) AS head,
+                  (SELECT coalesce(jsonb_object_agg(kind, tx), '{}')
+                   FROM (SELECT split_part(type, '.', 1) AS kind, max(tx)::text::bigint AS tx FROM events
+                         WHERE tx >= $1::bigint::text::xid8 GROUP BY 1) k) AS "kinds!: sqlx::types::Json<Kinds>""#,
+        from_tx
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Changes { horizon: row.horizon, head: row.head, kinds: row.kinds.0 })
+}
+
+/// What [`changes_since`] found.
+#[derive(Debug, Clone)]
+pub struct Changes {
+    pub horizon: i64,
+    pub head: Option<i64>,
+    pub kinds: std::collections::HashMap<String, i64>,
+}
+
 /// The newest events first, before event `before` when given, optionally only those whose type
 /// starts with `type_prefix` or of one project: the dashboard's feed.
 pub async fn newest(

@@ -15,7 +15,7 @@ use crate::app::conductor::handoff;
 use crate::app::{agent_panes, groups, messages, Ctx};
 use crate::db::agents::Agent;
 use crate::db::tasks::Change;
-use crate::db::{conductor, events, handoffs, wishes};
+use crate::db::{events, handoffs, wishes};
 use crate::domain::message::OPERATOR;
 use crate::domain::task::TaskEvent;
 use crate::domain::wish::{WishPhase, WishStatus};
@@ -31,6 +31,7 @@ pub fn router() -> Router<AppState> {
 }
 
 /// A step the conductor handed to a person: a group (`key` set) or a wish's own step.
+#[derive(Clone)]
 pub struct Handoff {
     pub slug: String,
     pub title: String,
@@ -74,30 +75,24 @@ impl Handoffs {
         self.steps.is_empty() && self.approvals.is_empty() && self.reviews.is_empty()
     }
 
-    /// Its parts are read on connections of their own, all at once (see the overview's needs).
-    pub async fn load(ctx: &Ctx, now: DateTime<Utc>, limit: i64) -> PageResult<Handoffs> {
+    /// The hand-offs from their parts, as the overview read them: the steps ([`steps`]), the
+    /// planned and executing wishes ([`waiting_wishes`]) and the providers at a usage limit.
+    pub fn new(
+        ctx: &Ctx,
+        steps: Vec<Handoff>,
+        (planned, executing): (Vec<wishes::Wish>, Vec<wishes::Wish>),
+        limited: &[(String, DateTime<Utc>)],
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Handoffs {
         let link = |w: wishes::Wish| WishLink { since: ago(w.updated_at, now), slug: w.slug, title: w.title };
-        let approvals = async {
-            let planned =
-                wishes::in_states(&mut *ctx.db.acquire().await?, &[WishStatus::Planned.as_str()], limit).await?;
-            PageResult::Ok(planned.into_iter().filter(|w| !w.held).map(link).collect())
-        };
-        let reviews = async {
-            let executing =
-                wishes::in_states(&mut *ctx.db.acquire().await?, &[WishStatus::Executing.as_str()], 1000).await?;
-            PageResult::Ok(
-                executing
-                    .into_iter()
-                    .filter(|w| w.phase == WishPhase::HumanReview && w.assignee.is_none())
-                    .take(limit as usize)
-                    .map(link)
-                    .collect(),
-            )
-        };
-        let limited = async { Ok(conductor::providers_at_limit(&mut *ctx.db.acquire().await?).await?) };
-        let (group_steps, wish_steps, approvals, reviews, limited) =
-            tokio::try_join!(group_steps(ctx, now, limit), wish_steps(ctx, now, limit), approvals, reviews, limited)?;
-        let steps = group_steps.into_iter().chain(wish_steps).collect();
+        let approvals = planned.into_iter().filter(|w| !w.held).map(link).collect();
+        let reviews = executing
+            .into_iter()
+            .filter(|w| w.phase == WishPhase::HumanReview && w.assignee.is_none())
+            .take(limit)
+            .map(link)
+            .collect();
         let providers = ctx
             .providers
             .names()
@@ -116,8 +111,24 @@ impl Handoffs {
                 }
             })
             .collect();
-        Ok(Handoffs { steps, approvals, reviews, providers })
+        Handoffs { steps, approvals, reviews, providers }
     }
+}
+
+/// The steps handed to a person: groups, then wishes' own steps, each read on a connection of its
+/// own, at once.
+pub async fn steps(ctx: &Ctx, now: DateTime<Utc>, limit: i64) -> PageResult<Vec<Handoff>> {
+    let (groups, wishes) = tokio::try_join!(group_steps(ctx, now, limit), wish_steps(ctx, now, limit))?;
+    Ok(groups.into_iter().chain(wishes).collect())
+}
+
+/// The planned wishes (up to `limit`) and the executing ones (which may wait for a review), read
+/// at once.
+pub async fn waiting_wishes(ctx: &Ctx, limit: i64) -> PageResult<(Vec<wishes::Wish>, Vec<wishes::Wish>)> {
+    let read = |status: WishStatus, limit: i64| async move {
+        PageResult::Ok(wishes::in_states(&mut *ctx.db.acquire().await?, &[status.as_str()], limit).await?)
+    };
+    tokio::try_join!(read(WishStatus::Planned, limit), read(WishStatus::Executing, 1000))
 }
 
 /// The groups handed to a person, each with why and the agent that had it.

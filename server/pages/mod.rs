@@ -19,6 +19,7 @@ mod merge_queue;
 mod messages;
 mod notifications;
 mod overview;
+pub mod overview_cache;
 mod paging;
 mod project_conductor;
 mod projects;

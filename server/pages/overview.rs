@@ -9,16 +9,15 @@ use axum::routing::get;
 use axum::Router;
 use chrono::Utc;
 
-use crate::db::agents::{self, ListFilter};
+use crate::db::agents;
 use crate::db::sessions::Session;
-use crate::db::tasks;
-use crate::db::{events, wishes};
+use crate::db::{boards, events, merge_queue, tasks, wishes};
 use crate::domain::agent::{provider_need, AgentState};
-use crate::domain::wish::WishStatus;
 use crate::http::AppState;
 use crate::pages::agents::AgentRow;
 use crate::pages::events::EventRow;
-use crate::pages::handoffs::Handoffs;
+use crate::pages::handoffs::{self, Handoffs};
+use crate::pages::overview_cache::Progressing;
 use crate::pages::view::{ago, no_block, render, BlockQuery, Chrome, PageQuery, PageResult};
 use crate::pages::wishes::WishRow;
 
@@ -55,7 +54,10 @@ struct OverviewPage {
 }
 
 const IN_FLIGHT: [&str; 4] = ["planned", "queued", "executing", "completed"];
+const PENDING_MERGE: [&str; 1] = ["pending_merge"];
 const SHOWN: i64 = 50;
+/// How many of the latest events are listed.
+const RECENT: i64 = 15;
 /// The parts the live stream refreshes one at a time (`?block=`): each reads only its own.
 const BLOCKS: [&str; 6] = ["needs", "agents", "wishes", "merge_queue", "costs", "recent"];
 
@@ -71,92 +73,103 @@ async fn overview(
     }
     let shows = |name: &str| block.is_none_or(|b| b == name);
     // First: the live stream starts where the log stood before any part was read, so a change
-    // while they are read is not missed.
-    let chrome = {
-        let mut conn = state.db.acquire().await?;
-        Chrome::new(&mut conn, &session, "overview", "Overview").await?
-    };
+    // while they are read is not missed. The same statement says which parts kept from earlier
+    // requests still hold.
+    let cache = &state.overview;
+    let changes = events::changes_since(&mut *state.db.acquire().await?, cache.oldest()).await?;
+    let chrome = Chrome::after(changes.head, &session, "overview", "Overview");
     let now = Utc::now();
+    let ctx = &state.app;
     // The parts are independent: each reads on a connection of its own, all at once, so the
     // page waits for the slowest part rather than for the sum of their round trips.
-    let part = |name: &'static str| {
-        let state = &state;
-        async move {
-            if shows(name) {
-                Ok(Some(state.db.acquire().await?))
-            } else {
-                PageResult::Ok(None)
-            }
+    let read = |name: &'static str| shows(name);
+    let agents = async {
+        if !read("needs") && !read("agents") {
+            return PageResult::Ok(Default::default());
         }
+        let glance = || async { PageResult::Ok(agents::at_a_glance(&mut *state.db.acquire().await?, SHOWN).await?) };
+        cache.read(&changes, &cache.agents, glance).await
     };
-    // Both the needs and the agents read the most pressing agents: once, by whichever asks first.
-    let pressing = tokio::sync::OnceCell::new();
     let needs = async {
-        if !shows("needs") {
-            return PageResult::Ok(Vec::new());
+        if !read("needs") {
+            return PageResult::Ok(Default::default());
         }
-        let asking = async {
-            let mut conn = state.db.acquire().await?;
-            PageResult::Ok(pressing.get_or_try_init(|| agents::most_pressing(&mut conn, SHOWN)).await?)
-        };
-        let (asking, others) = tokio::try_join!(asking, needs(&state, now))?;
-        Ok(asking_agents(asking, now).chain(others).collect())
-    };
-    // The conductor's hand-offs, in the needs too.
-    let handoffs = async {
-        if !shows("needs") {
-            return PageResult::Ok(Handoffs::default());
-        }
-        Handoffs::load(&state, now, SHOWN).await
-    };
-    let agent_rows = async {
-        let Some(mut conn) = part("agents").await? else { return PageResult::Ok((Vec::new(), Vec::new())) };
-        // Those blocked on a person first, then the most recently active.
-        let pressing =
-            async { PageResult::Ok(pressing.get_or_try_init(|| agents::most_pressing(&mut conn, SHOWN)).await?) };
-        let counts = async { PageResult::Ok(agents::count_all_by_state(&mut *state.db.acquire().await?).await?) };
-        let (pressing, counts) = tokio::try_join!(pressing, counts)?;
-        let rows = pressing.iter().map(|a| AgentRow::new(a, now)).collect();
-        let counts = AgentState::ALL
-            .iter()
-            .map(|s| {
-                let n = counts.iter().find(|(state, _)| state == s).map_or(0, |(_, n)| *n);
-                (s.as_str(), crate::pages::view::words(s.as_str()), n)
-            })
-            .collect();
-        Ok((rows, counts))
+        let human = cache.read(&changes, &cache.human_tasks, || async {
+            let filter = tasks::ListFilter { assignee: Some("human".to_owned()), ..tasks::ListFilter::default() };
+            PageResult::Ok(tasks::list(&mut *state.db.acquire().await?, &filter, 500).await?)
+        });
+        let cards = cache.read(&changes, &cache.cards, || async {
+            PageResult::Ok(boards::waiting_on_a_person(&mut *state.db.acquire().await?, SHOWN).await?)
+        });
+        let handed = cache.read(&changes, &cache.handed, || async {
+            let handed = merge_queue::Filter { needs_person: true, ..Default::default() };
+            PageResult::Ok(merge_queue::list(&mut *state.db.acquire().await?, &handed, SHOWN).await?)
+        });
+        // The conductor's hand-offs, in the needs too.
+        let steps = cache.read(&changes, &cache.steps, || handoffs::steps(ctx, now, SHOWN));
+        let waiting = cache.read(&changes, &cache.waiting_wishes, || handoffs::waiting_wishes(ctx, SHOWN));
+        PageResult::Ok(Some(tokio::try_join!(human, cards, handed, steps, waiting)?))
     };
     let in_flight = async {
-        let Some(mut conn) = part("wishes").await? else { return PageResult::Ok(Vec::new()) };
-        let flying = wishes::in_states(&mut conn, &IN_FLIGHT, SHOWN).await?;
-        Ok(WishRow::load(&mut conn, flying, now).await?)
+        if !read("wishes") {
+            return PageResult::Ok(Default::default());
+        }
+        cache.read(&changes, &cache.in_flight, || progressing(&state, &IN_FLIGHT)).await
     };
     let merge_queue = async {
-        let Some(mut conn) = part("merge_queue").await? else { return PageResult::Ok(Vec::new()) };
-        let pending = wishes::in_states(&mut conn, &[WishStatus::PendingMerge.as_str()], SHOWN).await?;
-        let mut rows = WishRow::load(&mut conn, pending, now).await?;
-        // First in, first merged: the queue reads oldest first.
-        rows.reverse();
-        Ok(rows)
+        if !read("merge_queue") {
+            return PageResult::Ok(Default::default());
+        }
+        cache.read(&changes, &cache.merge_queue, || progressing(&state, &PENDING_MERGE)).await
     };
     let costs = async {
-        if !shows("costs") {
-            return PageResult::Ok((Default::default(), Vec::new()));
+        if !read("costs") {
+            return PageResult::Ok(Default::default());
         }
-        let usage = async { PageResult::Ok(crate::app::usage::report(&state.app, &Default::default()).await?) };
-        let by_project =
-            async { PageResult::Ok(crate::db::agent_usage::by_project(&mut *state.db.acquire().await?).await?) };
-        let (usage, by_project) = tokio::try_join!(usage, by_project)?;
-        let prices = state.providers.prices();
-        Ok((usage, by_project.into_iter().map(|(slug, by_model)| (slug, prices.cost(&by_model).summary())).collect()))
+        let costs = || async {
+            let usage = async { PageResult::Ok(crate::app::usage::report(ctx, &Default::default()).await?) };
+            let by_project =
+                async { PageResult::Ok(crate::db::agent_usage::by_project(&mut *state.db.acquire().await?).await?) };
+            let (usage, by_project) = tokio::try_join!(usage, by_project)?;
+            let prices = state.providers.prices();
+            let by_project = by_project.into_iter().map(|(slug, by_model)| (slug, prices.cost(&by_model).summary()));
+            PageResult::Ok((usage, by_project.collect()))
+        };
+        cache.read(&changes, &cache.costs, costs).await
     };
     let recent = async {
-        let Some(mut conn) = part("recent").await? else { return PageResult::Ok(Vec::new()) };
-        let newest = events::newest(&mut conn, None, None, None, 15).await?;
+        if !read("recent") {
+            return PageResult::Ok(Vec::new());
+        }
+        let mut conn = state.db.acquire().await?;
+        let newest = events::newest(&mut conn, None, None, None, RECENT).await?;
         Ok(EventRow::load(&mut conn, &newest, now).await?)
     };
-    let (needs, handoffs, (agents, counts), in_flight, merge_queue, (usage, project_costs), events) =
-        tokio::try_join!(needs, handoffs, agent_rows, in_flight, merge_queue, costs, recent)?;
+    let (glance, needs, in_flight, merge_queue, (usage, project_costs), events) =
+        tokio::try_join!(agents, needs, in_flight, merge_queue, costs, recent)?;
+    let (needs, handoffs) = match needs {
+        Some((human, cards, handed, steps, waiting)) => {
+            let handoffs = Handoffs::new(ctx, steps, waiting, &glance.at_limit, now, SHOWN as usize);
+            let needs = asking_agents(&glance.pressing, now)
+                .chain(provider_needs(&glance.failed, now))
+                .chain(others_needs(human, cards, handed, now))
+                .collect();
+            (needs, handoffs)
+        }
+        None => (Vec::new(), Handoffs::default()),
+    };
+    let agents = glance.pressing.iter().map(|a| AgentRow::new(a, now)).collect();
+    let counts = AgentState::ALL
+        .iter()
+        .map(|s| {
+            let n = glance.counts.iter().find(|(state, _)| state == s).map_or(0, |(_, n)| *n);
+            (s.as_str(), crate::pages::view::words(s.as_str()), n)
+        })
+        .collect();
+    let wish_rows = |(list, progress): Progressing| WishRow::with_progress(list, &progress, now);
+    let in_flight = wish_rows(in_flight);
+    // First in, first merged: the queue reads oldest first.
+    let merge_queue = wish_rows(merge_queue).into_iter().rev().collect();
     let page =
         OverviewPage { chrome, needs, handoffs, counts, agents, in_flight, merge_queue, usage, project_costs, events };
     let response: Response = match block {
@@ -169,6 +182,15 @@ async fn overview(
         _ => render(&page),
     };
     Ok(response)
+}
+
+/// Up to [`SHOWN`] wishes in `states`, newest first, with their groups' progress.
+async fn progressing(state: &AppState, states: &[&str]) -> PageResult<Progressing> {
+    let mut conn = state.db.acquire().await?;
+    let list = wishes::in_states(&mut conn, states, SHOWN).await?;
+    let ids: Vec<uuid::Uuid> = list.iter().map(|w| w.id).collect();
+    let progress = wishes::progress(&mut conn, &ids).await?;
+    Ok((list, progress))
 }
 
 /// The agents asking a person (from `pressing`, where they come first).
@@ -184,35 +206,27 @@ fn asking_agents(pressing: &[agents::Agent], now: chrono::DateTime<Utc>) -> impl
     })
 }
 
-/// What else waits for a person besides the conductor's hand-offs: providers that need
-/// something, tasks handed to a human, cards in a person's column, merge queue entries no fix
-/// agent can take. Each is read on a connection of its own, all at once: under load every
-/// round trip waits its turn for a core, so the page waits for the slowest, not for the sum.
-async fn needs(state: &AppState, now: chrono::DateTime<Utc>) -> PageResult<Vec<Need>> {
-    let providers = async { Ok(provider_needs(&mut *state.db.acquire().await?, now).await?) };
-    let human = async {
-        let filter = tasks::ListFilter { assignee: Some("human".to_owned()), ..tasks::ListFilter::default() };
-        PageResult::Ok(tasks::list(&mut *state.db.acquire().await?, &filter, 500).await?)
-    };
-    let cards = async { Ok(crate::db::boards::waiting_on_a_person(&mut *state.db.acquire().await?, SHOWN).await?) };
-    let handed = async {
-        let handed = crate::db::merge_queue::Filter { needs_person: true, ..Default::default() };
-        PageResult::Ok(crate::db::merge_queue::list(&mut *state.db.acquire().await?, &handed, SHOWN).await?)
-    };
-    let (mut needs, human, cards, handed) = tokio::try_join!(providers, human, cards, handed)?;
+/// What else waits for a person besides agents and the conductor's hand-offs: tasks handed to a
+/// human, cards in a person's column, merge queue entries no fix agent can take.
+fn others_needs(
+    human: Vec<tasks::Task>,
+    cards: Vec<boards::WaitingCard>,
+    handed: Vec<merge_queue::Entry>,
+    now: chrono::DateTime<Utc>,
+) -> impl Iterator<Item = Need> {
     // A wish's groups handed to a person are the conductor's hand-offs, listed with their actions.
-    let human = human.iter().filter(|t| !t.status.is_terminal() && t.wish_id.is_none());
-    needs.extend(human.take(SHOWN as usize).map(|t| Need {
+    let human = human.into_iter().filter(|t| !t.status.is_terminal() && t.wish_id.is_none());
+    let human = human.take(SHOWN as usize).map(move |t| Need {
         what: "task",
-        name: t.title.clone(),
+        name: t.title,
         link: t.board_id.map(|b| format!("/boards/{b}")).unwrap_or_else(|| "/boards".to_owned()),
         detail: "handed to a human".to_owned(),
         state: "human",
         since: ago(t.updated_at, now),
         note: String::new(),
-    }));
+    });
     // Cards in a `human` column (not the last): only a person moves them on.
-    needs.extend(cards.into_iter().map(|c| Need {
+    let cards = cards.into_iter().map(move |c| Need {
         what: "card",
         name: c.title,
         link: format!("/boards/{}", c.board_id),
@@ -220,11 +234,10 @@ async fn needs(state: &AppState, now: chrono::DateTime<Utc>) -> PageResult<Vec<N
         state: "human",
         since: ago(c.updated_at, now),
         note: String::new(),
-    }));
+    });
     // Merge queue entries no fix agent can take (the cap is reached, or only a person can help).
-    needs.extend(handed.iter().map(|e| Need {
+    let handed = handed.into_iter().map(move |e| Need {
         what: "wish",
-        name: e.wish.clone(),
         link: "/merge-queue".to_owned(),
         detail: match e.state {
             crate::domain::merge_queue::EntryState::Conflict => {
@@ -235,17 +248,16 @@ async fn needs(state: &AppState, now: chrono::DateTime<Utc>) -> PageResult<Vec<N
         state: e.state.as_str(),
         since: ago(e.updated_at, now),
         note: String::new(),
-    }));
-    Ok(needs)
+        name: e.wish,
+    });
+    human.chain(cards).chain(handed)
 }
 
 /// Providers that stopped agents for want of something from the user (a login, an API key,
 /// network access), one line per provider and need: the provider's own words and its agents.
-async fn provider_needs(conn: &mut sqlx::PgConnection, now: chrono::DateTime<Utc>) -> sqlx::Result<Vec<Need>> {
-    let failed =
-        agents::list(conn, &ListFilter { state: Some(AgentState::Error), ..ListFilter::default() }, 500).await?;
+fn provider_needs(failed: &[agents::Agent], now: chrono::DateTime<Utc>) -> Vec<Need> {
     let mut needs: Vec<(Need, Vec<String>)> = Vec::new();
-    for agent in &failed {
+    for agent in failed {
         let Some(words) = agent.failure_reason.as_deref() else { continue };
         let Some(need) = provider_need(words) else { continue };
         let detail = format!("needs {need}");
@@ -265,11 +277,11 @@ async fn provider_needs(conn: &mut sqlx::PgConnection, now: chrono::DateTime<Utc
             }
         }
     }
-    Ok(needs
+    needs
         .into_iter()
         .map(|(mut need, names)| {
             need.note = format!("{} (agents: {})", need.note, names.join(", "));
             need
         })
-        .collect())
+        .collect()
 }

@@ -55,11 +55,17 @@ impl Chrome {
         nav: &'static str,
         title: impl Into<String>,
     ) -> Result<Chrome, ApiError> {
-        let live = match events::head(conn).await? {
+        Ok(Chrome::after(events::head(conn).await?, session, nav, title))
+    }
+
+    /// A page whose live stream follows the log from after event `head` (from its beginning when
+    /// `None`): what the page shows must reflect every event up to it.
+    pub fn after(head: Option<i64>, session: &Session, nav: &'static str, title: impl Into<String>) -> Chrome {
+        let live = match head {
             Some(id) => format!("/live?after={id}"),
             None => "/live".to_owned(),
         };
-        Ok(Chrome {
+        Chrome {
             title: title.into(),
             nav,
             csrf: session.csrf.clone(),
@@ -69,7 +75,7 @@ impl Chrome {
             app_js: assets::app_js_url(),
             htmx_js: assets::HTMX_URL,
             sse_js: assets::SSE_URL,
-        })
+        }
     }
 
     /// The breadcrumb's links above the page's own name: the overview, then the page's section

@@ -55,8 +55,16 @@ impl WishRow {
     pub async fn load(conn: &mut PgConnection, list: Vec<Wish>, now: DateTime<Utc>) -> Result<Vec<WishRow>, ApiError> {
         let ids: Vec<uuid::Uuid> = list.iter().map(|w| w.id).collect();
         let progress = wishes::progress(conn, &ids).await?;
-        Ok(list
-            .into_iter()
+        Ok(WishRow::with_progress(list, &progress, now))
+    }
+
+    /// The rows of `list`, given each wish's `(groups done, groups)` by id.
+    pub fn with_progress(
+        list: Vec<Wish>,
+        progress: &std::collections::HashMap<uuid::Uuid, (i64, i64)>,
+        now: DateTime<Utc>,
+    ) -> Vec<WishRow> {
+        list.into_iter()
             .map(|w| {
                 let (done, total) = progress.get(&w.id).copied().unwrap_or((0, 0));
                 WishRow {
@@ -71,7 +79,7 @@ impl WishRow {
                     title: w.title,
                 }
             })
-            .collect())
+            .collect()
     }
 }
 

@@ -113,6 +113,44 @@ async fn the_overview_puts_what_needs_a_person_first() {
 }
 
 /// The element with this id and what follows it, up to the next section.
+/// The overview keeps parts it read while no event touched them (issue 19: fewer reads under
+/// load); a change made through the API shows on the next load all the same, in the part it
+/// touches, and a change of another kind leaves the others as they were.
+#[tokio::test]
+async fn the_overview_shows_each_change_on_the_next_load_though_it_keeps_parts_it_read() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    let dashboard = Dashboard::login(&app).await;
+    let needs = || async { section(&dashboard.get("/").await.1, "needs").to_owned() };
+    let agents = || async { section(&dashboard.get("/").await.1, "agents").to_owned() };
+    assert!(!needs().await.contains("Sign the release"));
+    assert!(!agents().await.contains("/agents/fox"));
+
+    let task = app.create_task(json!({"project": "alpha", "title": "Sign the release", "assignee": "human"})).await;
+    assert!(needs().await.contains("Sign the release"), "the task handed to a human, at once");
+    agent(&app, "fox", "Help").await;
+    assert!(agents().await.contains("/agents/fox"), "the new agent, at once");
+    // Loaded again and again, parts kept or not: the same.
+    for _ in 0..3 {
+        let (_, html) = dashboard.get("/").await;
+        assert!(
+            section(&html, "needs").contains("Sign the release") && section(&html, "agents").contains("/agents/fox")
+        );
+    }
+    let id = task["id"].as_str().expect("id");
+    let cancelled = app.post(&format!("/api/v1/tasks/{id}/cancel"), json!({})).await;
+    assert_eq!(cancelled.status(), 200, "{:?}", cancelled.text().await);
+    let (_, html) = dashboard.get("/").await;
+    assert!(!section(&html, "needs").contains("Sign the release"), "cancelled: no longer waiting");
+    assert!(section(&html, "agents").contains("/agents/fox"));
+    // A part alone, as the live stream asks for it, also shows the change.
+    app.create_task(json!({"project": "alpha", "title": "Sign it again", "assignee": "human"})).await;
+    let (_, part) = dashboard.get("/?block=needs").await;
+    assert!(part.contains("Sign it again"), "{part}");
+    let (_, html) = dashboard.get("/").await;
+    assert!(section(&html, "needs").contains("Sign it again"));
+}
+
 fn section<'a>(html: &'a str, id: &str) -> &'a str {
     let start = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id} in:\n{html}"));
     let rest = &html[start..];

@@ -1,0 +1,232 @@
+//! What the overview read last, part by part, kept for as long as the event log says it holds.
+//!
+//! Under load every round trip to PostgreSQL waits its turn for a core, and the overview is a
+//! dozen reads, most of which (wishes, the merge queue, hand-offs, tasks and cards waiting for a
+//! person) change far less often than agents do. Each request asks the log one question first,
+//! in the statement that reads its head anyway ([`events::changes_since`]): which kinds of events
+//! (an event type's first word: `agent`, `task`, `wish`, …) did transactions record since the
+//! oldest part kept was read? A part read when every transaction before `h` had ended reflects all
+//! their changes; it still holds if no transaction from `h` on recorded an event of a kind it
+//! depends on. An event of a kind no part names (and that is not known to change nothing kept)
+//! touches every part. So a page reflects everything committed before it was asked for, whether
+//! its parts were read now or kept.
+//!
+//! Kept parts also age out after [`MAX_AGE`], for what changes without an event (tokens an
+//! agent's transcript adds, a usage limit running out, the order of recent activity): no later
+//! than the live stream, which refreshes a part only on events, would show it.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::db::events::Changes;
+
+/// The longest a part is kept, whatever the events say.
+const MAX_AGE: Duration = Duration::from_secs(5);
+
+/// Kinds of events that change nothing a part keeps.
+const CHANGE_NOTHING_KEPT: [&str; 5] = ["message", "chat", "webhook", "token", "dashboard"];
+
+/// What each of the overview's parts depends on.
+const AGENTS: &[&str] = &["agent", "team", "project", "node"];
+const WORK: &[&str] = &["wish", "task", "group", "merge", "project"];
+const HUMAN_TASKS: &[&str] = &["task", "board", "wish", "group", "project"];
+const CARDS: &[&str] = &["task", "board", "board_template", "project"];
+const NAMED: [&[&str]; 4] = [AGENTS, WORK, HUMAN_TASKS, CARDS];
+
+pub struct OverviewCache {
+    /// Agents by state, the most pressing, the failed and the providers at a limit.
+    pub agents: Slot<crate::db::agents::AtAGlance>,
+    /// Tokens and their cost, in all and per project.
+    pub costs: Slot<(crate::app::usage::UsageReport, Vec<(String, String)>)>,
+    /// Tasks handed to a human.
+    pub human_tasks: Slot<Vec<crate::db::tasks::Task>>,
+    /// Cards in a person's column.
+    pub cards: Slot<Vec<crate::db::boards::WaitingCard>>,
+    /// Merge queue entries only a person can help.
+    pub handed: Slot<Vec<crate::db::merge_queue::Entry>>,
+    /// Planned wishes, then executing ones (for approvals and reviews).
+    pub waiting_wishes: Slot<(Vec<crate::db::wishes::Wish>, Vec<crate::db::wishes::Wish>)>,
+    /// Steps handed to a person; kept only while there are none (each shows its agent's screen).
+    pub steps: Slot<Vec<crate::pages::handoffs::Handoff>>,
+    /// Wishes in flight and pending merge, each with its groups' progress.
+    pub in_flight: Slot<Progressing>,
+    pub merge_queue: Slot<Progressing>,
+}
+
+/// Wishes and, by id, their `(groups done, groups)`.
+pub type Progressing = (Vec<crate::db::wishes::Wish>, HashMap<uuid::Uuid, (i64, i64)>);
+
+impl Default for OverviewCache {
+    fn default() -> OverviewCache {
+        OverviewCache {
+            agents: Slot::new(AGENTS),
+            costs: Slot::new(AGENTS),
+            human_tasks: Slot::new(HUMAN_TASKS),
+            cards: Slot::new(CARDS),
+            handed: Slot::new(WORK),
+            waiting_wishes: Slot::new(WORK),
+            steps: Slot::new(WORK).kept_only_if(Vec::is_empty),
+            in_flight: Slot::new(WORK),
+            merge_queue: Slot::new(WORK),
+        }
+    }
+}
+
+impl OverviewCache {
+    /// The oldest horizon a kept part was read at: where [`events::changes_since`] must look from
+    /// (`i64::MAX`, which matches nothing, when nothing is kept).
+    ///
+    /// [`events::changes_since`]: crate::db::events::changes_since
+    pub fn oldest(&self) -> i64 {
+        let slots = [
+            self.agents.horizon(),
+            self.costs.horizon(),
+            self.human_tasks.horizon(),
+            self.cards.horizon(),
+            self.handed.horizon(),
+            self.waiting_wishes.horizon(),
+            self.steps.horizon(),
+            self.in_flight.horizon(),
+            self.merge_queue.horizon(),
+        ];
+        slots.into_iter().flatten().min().unwrap_or(i64::MAX)
+    }
+
+    /// `slot`'s value: kept, if no event since it was read touched it, else read by `read` (and
+    /// kept). `changes` is what the log said when this request began.
+    pub async fn read<T: Clone, E, F: Future<Output = Result<T, E>>>(
+        &self,
+        changes: &Changes,
+        slot: &Slot<T>,
+        read: impl FnOnce() -> F,
+    ) -> Result<T, E> {
+        {
+            let mut kept = lock(&slot.kept);
+            if let Some(k) =
+                kept.as_mut().filter(|k| k.at.elapsed() < MAX_AGE && !touched(changes, slot.kinds, k.horizon))
+            {
+                // Nothing up to this request's horizon touched it: a later check starts there.
+                k.horizon = k.horizon.max(changes.horizon);
+                return Ok(k.value.clone());
+            }
+        }
+        let value = read().await?;
+        if (slot.keep_if)(&value) {
+            let mut kept = lock(&slot.kept);
+            // A part another request read after a later horizon stays.
+            if kept.as_ref().is_none_or(|k| k.horizon <= changes.horizon) {
+                *kept = Some(Kept { horizon: changes.horizon, at: Instant::now(), value: value.clone() });
+            }
+        }
+        Ok(value)
+    }
+}
+
+/// Whether a transaction from `horizon` on recorded an event of one of `kinds`, or of a kind no
+/// part names.
+fn touched(changes: &Changes, kinds: &[&str], horizon: i64) -> bool {
+    changes.kinds.iter().any(|(kind, &tx)| {
+        tx >= horizon
+            && (kinds.contains(&kind.as_str())
+                || !(CHANGE_NOTHING_KEPT.contains(&kind.as_str()) || NAMED.iter().any(|k| k.contains(&kind.as_str()))))
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One part as last read.
+pub struct Slot<T> {
+    kinds: &'static [&'static str],
+    keep_if: fn(&T) -> bool,
+    kept: Mutex<Option<Kept<T>>>,
+}
+
+struct Kept<T> {
+    /// Every transaction before this one had ended when the value was read (or last found
+    /// untouched): it reflects them all.
+    horizon: i64,
+    /// When it was read.
+    at: Instant,
+    value: T,
+}
+
+impl<T> Slot<T> {
+    fn new(kinds: &'static [&'static str]) -> Slot<T> {
+        Slot { kinds, keep_if: |_| true, kept: Mutex::new(None) }
+    }
+
+    fn kept_only_if(self, keep_if: fn(&T) -> bool) -> Slot<T> {
+        Slot { keep_if, ..self }
+    }
+
+    fn horizon(&self) -> Option<i64> {
+        lock(&self.kept).as_ref().filter(|k| k.at.elapsed() < MAX_AGE).map(|k| k.horizon)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changes(horizon: i64, kinds: &[(&str, i64)]) -> Changes {
+        Changes { horizon, head: None, kinds: kinds.iter().map(|(k, tx)| ((*k).to_owned(), *tx)).collect() }
+    }
+
+    async fn read(cache: &OverviewCache, changes: &Changes, value: u32) -> u32 {
+        let slot = &cache.in_flight;
+        let progressing = cache
+            .read(changes, slot, || async {
+                Ok::<_, ()>((Vec::new(), HashMap::from([(uuid::Uuid::nil(), (i64::from(value), 0))])))
+            })
+            .await
+            .unwrap();
+        progressing.1[&uuid::Uuid::nil()].0 as u32
+    }
+
+    #[tokio::test]
+    async fn a_part_is_read_again_once_an_event_it_depends_on_was_recorded_after_it() {
+        let cache = OverviewCache::default();
+        assert_eq!(cache.oldest(), i64::MAX, "nothing kept: nothing to look for");
+        assert_eq!(read(&cache, &changes(100, &[]), 1).await, 1);
+        assert_eq!(cache.oldest(), 100);
+        // Agents, messages and chat change nothing about wishes.
+        let unrelated = changes(105, &[("agent", 104), ("message", 103), ("chat", 101)]);
+        assert_eq!(read(&cache, &unrelated, 2).await, 1, "kept");
+        assert_eq!(cache.oldest(), 105, "found untouched up to the later horizon");
+        // A task event from before the part's horizon was reflected when it was read.
+        assert_eq!(read(&cache, &changes(106, &[("task", 104)]), 3).await, 1);
+        assert_eq!(read(&cache, &changes(110, &[("task", 107)]), 4).await, 4, "a group changed");
+        // A kind nobody named may change anything.
+        assert_eq!(read(&cache, &changes(120, &[("frobnicate", 115)]), 5).await, 5);
+    }
+
+    #[tokio::test]
+    async fn a_part_kept_only_while_empty_is_read_again_once_it_shows_something() {
+        let cache = OverviewCache::default();
+        let steps = |n: usize| {
+            let step = crate::pages::handoffs::Handoff {
+                slug: "w".into(),
+                title: "t".into(),
+                key: None,
+                reason: "r".into(),
+                since: "now".into(),
+                agent: None,
+                summary: None,
+                screen: None,
+            };
+            vec![step; n]
+        };
+        let quiet = changes(100, &[]);
+        let read = |n| cache.read(&quiet, &cache.steps, move || async move { Ok::<_, ()>(steps(n)) });
+        assert_eq!(read(0).await.unwrap().len(), 0);
+        assert_eq!(read(1).await.unwrap().len(), 0, "none were kept");
+        let cache = OverviewCache::default();
+        let read = |n| cache.read(&quiet, &cache.steps, move || async move { Ok::<_, ()>(steps(n)) });
+        assert_eq!(read(2).await.unwrap().len(), 2);
+        assert_eq!(read(1).await.unwrap().len(), 1, "steps show live screens: never kept");
+    }
+}
