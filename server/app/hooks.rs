@@ -105,7 +105,7 @@ pub async fn record_agent_hook(ctx: &Ctx, name: &str, payload: &Value) -> Result
     // record (a transcript that cannot be read costs only the count).
     let turn_ended = matches!(event_name.as_str(), "Stop" | "SubagentStop" | "SessionEnd");
     if let Some(path) = payload.get("transcript_path").and_then(Value::as_str).filter(|_| turn_ended) {
-        if let Err(e) = super::usage::read_transcript(ctx, agent.id, path).await {
+        if let Err(e) = super::usage::read_transcript(ctx, agent.id, &agent.name, path).await {
             tracing::warn!(agent = name, error = %e, "reading the agent's transcript");
         }
     }

@@ -26,9 +26,15 @@ use crate::domain::usage::{read_chunk, Usage};
 /// The most read at one hook; a longer transcript is caught up at the next ones.
 const MAX_READ: u64 = 4 << 20;
 
-/// Reads what was added to the transcript at `path` since the last reading and adds its usage.
-#[tracing::instrument(skip_all, fields(agent = %agent_id), err(level = "debug"))]
-pub async fn read_transcript(ctx: &Ctx, agent_id: Uuid, path: &str) -> Result<BTreeMap<String, Usage>> {
+/// Reads what was added to the transcript at `path` since the last reading and adds its usage,
+/// with an `agent.usage_counted` event naming what was added (costs shown elsewhere change).
+#[tracing::instrument(skip_all, fields(agent = %agent_name), err(level = "debug"))]
+pub async fn read_transcript(
+    ctx: &Ctx,
+    agent_id: Uuid,
+    agent_name: &str,
+    path: &str,
+) -> Result<BTreeMap<String, Usage>> {
     let file = Path::new(path);
     if !file.is_absolute() || file.extension().is_none_or(|e| e != "jsonl") {
         return Ok(BTreeMap::new());
@@ -45,7 +51,13 @@ pub async fn read_transcript(ctx: &Ctx, agent_id: Uuid, path: &str) -> Result<BT
     progress.read_offset += i64::try_from(chunk.consumed).unwrap_or(0);
     progress.last_message = chunk.last_message;
     agent_usage::add(&mut tx, agent_id, &progress, &chunk.usage).await?;
-    tx.commit().await?;
+    if chunk.usage.is_empty() {
+        tx.commit().await?;
+    } else {
+        let payload = serde_json::json!({ "added": chunk.usage });
+        crate::db::events::record(&mut tx, "agent.usage_counted", &agents::subject(agent_name), payload).await?;
+        ctx.feed.commit(tx).await?;
+    }
     Ok(chunk.usage)
 }
 

@@ -6,10 +6,10 @@
 //! (see `crate::feed`).
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Event {
     /// Cursor position: pass it back as `after` to continue.
     #[schema(example = 42)]
@@ -233,30 +233,40 @@ pub async fn head(conn: &mut PgConnection) -> Result<Option<i64>, sqlx::Error> {
 
 /// Where the log stands for a page that may reuse parts read earlier, in one statement (one
 /// snapshot): its head (as [`head`]); its horizon (every transaction before it had ended, so a
-/// read started now reflects them all); and, by kind (an event type's first word), the newest
-/// transaction from `from_tx` on that recorded one, as far as it is visible now.
-pub async fn changes_since(conn: &mut PgConnection, from_tx: i64) -> Result<Changes, sqlx::Error> {
-    type Kinds = std::collections::HashMap<String, i64>;
+/// read started now reflects them all); by event type, the newest transaction from `from_tx` on
+/// that recorded one, as far as it is visible now; and the `newest` latest events (as
+/// [`newest`]).
+pub async fn changes_since(conn: &mut PgConnection, from_tx: i64, newest: i64) -> Result<Changes, sqlx::Error> {
+    // (A column's name, with its type, is cut at 63 bytes: hence the short names.)
+    use sqlx::types::Json;
+    type Types = std::collections::HashMap<String, i64>;
     let row = sqlx::query!(
         r#"SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS "horizon!",
                   (SELECT id FROM events WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
                    ORDER BY tx DESC, id DESC LIMIT 1) AS head,
-                  (SELECT coalesce(jsonb_object_agg(kind, tx), '{}')
-                   FROM (SELECT split_part(type, '.', 1) AS kind, max(tx)::text::bigint AS tx FROM events
-                         WHERE tx >= $1::bigint::text::xid8 GROUP BY 1) k) AS "kinds!: sqlx::types::Json<Kinds>""#,
-        from_tx
+                  (SELECT coalesce(jsonb_object_agg(type, tx), '{}')
+                   FROM (SELECT type, max(tx)::text::bigint AS tx FROM events
+                         WHERE tx >= $1::bigint::text::xid8 GROUP BY type) t) AS "types!: Json<Types>",
+                  (SELECT coalesce(jsonb_agg(to_jsonb(e) ORDER BY e.id DESC), '[]')
+                   FROM (SELECT id, type, subject, project, payload, created_at FROM events
+                         ORDER BY id DESC LIMIT $2) e) AS "newest!: Json<Vec<Event>>""#,
+        from_tx,
+        newest
     )
     .fetch_one(conn)
     .await?;
-    Ok(Changes { horizon: row.horizon, head: row.head, kinds: row.kinds.0 })
+    Ok(Changes { horizon: row.horizon, head: row.head, types: row.types.0, newest: row.newest.0 })
 }
 
 /// What [`changes_since`] found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Changes {
     pub horizon: i64,
     pub head: Option<i64>,
-    pub kinds: std::collections::HashMap<String, i64>,
+    /// By event type, the newest transaction that recorded one.
+    pub types: std::collections::HashMap<String, i64>,
+    /// The latest events, newest first.
+    pub newest: Vec<Event>,
 }
 
 /// The newest events first, before event `before` when given, optionally only those whose type

@@ -74,9 +74,10 @@ async fn overview(
     let shows = |name: &str| block.is_none_or(|b| b == name);
     // First: the live stream starts where the log stood before any part was read, so a change
     // while they are read is not missed. The same statement says which parts kept from earlier
-    // requests still hold.
+    // requests still hold, and reads the latest events.
     let cache = &state.overview;
-    let changes = events::changes_since(&mut *state.db.acquire().await?, cache.oldest()).await?;
+    let newest = if shows("recent") { RECENT } else { 0 };
+    let changes = events::changes_since(&mut *state.db.acquire().await?, cache.oldest(), newest).await?;
     let chrome = Chrome::after(changes.head, &session, "overview", "Overview");
     let now = Utc::now();
     let ctx = &state.app;
@@ -141,9 +142,7 @@ async fn overview(
         if !read("recent") {
             return PageResult::Ok(Vec::new());
         }
-        let mut conn = state.db.acquire().await?;
-        let newest = events::newest(&mut conn, None, None, None, RECENT).await?;
-        Ok(EventRow::load(&mut conn, &newest, now).await?)
+        Ok(EventRow::load(&mut *state.db.acquire().await?, &changes.newest, now).await?)
     };
     let (glance, needs, in_flight, merge_queue, (usage, project_costs), events) =
         tokio::try_join!(agents, needs, in_flight, merge_queue, costs, recent)?;

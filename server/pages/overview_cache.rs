@@ -3,13 +3,15 @@
 //! Under load every round trip to PostgreSQL waits its turn for a core, and the overview is a
 //! dozen reads, most of which (wishes, the merge queue, hand-offs, tasks and cards waiting for a
 //! person) change far less often than agents do. Each request asks the log one question first,
-//! in the statement that reads its head anyway ([`events::changes_since`]): which kinds of events
-//! (an event type's first word: `agent`, `task`, `wish`, …) did transactions record since the
-//! oldest part kept was read? A part read when every transaction before `h` had ended reflects all
-//! their changes; it still holds if no transaction from `h` on recorded an event of a kind it
-//! depends on. An event of a kind no part names (and that is not known to change nothing kept)
-//! touches every part. So a page reflects everything committed before it was asked for, whether
-//! its parts were read now or kept.
+//! in the statement that reads its head anyway ([`changes_since`]): which types of events did
+//! transactions record since the oldest part kept was read? A part read when every transaction
+//! before `h` had ended reflects all their changes; it still holds if no transaction from `h` on
+//! recorded an event it depends on: of a type it names, or of a kind it names (a type's first
+//! word: `agent`, `task`, `wish`, …). An event whose type and kind no part names (and that is not
+//! known to change nothing kept) touches every part. So a page reflects everything committed
+//! before it was asked for, whether its parts were read now or kept.
+//!
+//! [`changes_since`]: crate::db::events::changes_since
 //!
 //! Kept parts also age out after [`MAX_AGE`], for what changes without an event (tokens an
 //! agent's transcript adds, a usage limit running out, the order of recent activity): no later
@@ -28,12 +30,15 @@ const MAX_AGE: Duration = Duration::from_secs(5);
 /// Kinds of events that change nothing a part keeps.
 const CHANGE_NOTHING_KEPT: [&str; 5] = ["message", "chat", "webhook", "token", "dashboard"];
 
-/// What each of the overview's parts depends on.
+/// What each of the overview's parts depends on: kinds of events, or single types.
 const AGENTS: &[&str] = &["agent", "team", "project", "node"];
+/// Token use changes when a transcript is counted, the agents it is summed over when one is
+/// spawned or deleted (not with every change of state, which is most of what happens).
+const COSTS: &[&str] = &["project", "agent.spawned", "agent.deleted", "agent.usage_counted"];
 const WORK: &[&str] = &["wish", "task", "group", "merge", "project"];
 const HUMAN_TASKS: &[&str] = &["task", "board", "wish", "group", "project"];
 const CARDS: &[&str] = &["task", "board", "board_template", "project"];
-const NAMED: [&[&str]; 4] = [AGENTS, WORK, HUMAN_TASKS, CARDS];
+const NAMED: [&[&str]; 5] = [AGENTS, COSTS, WORK, HUMAN_TASKS, CARDS];
 
 pub struct OverviewCache {
     /// Agents by state, the most pressing, the failed and the providers at a limit.
@@ -62,7 +67,7 @@ impl Default for OverviewCache {
     fn default() -> OverviewCache {
         OverviewCache {
             agents: Slot::new(AGENTS),
-            costs: Slot::new(AGENTS),
+            costs: Slot::new(COSTS),
             human_tasks: Slot::new(HUMAN_TASKS),
             cards: Slot::new(CARDS),
             handed: Slot::new(WORK),
@@ -75,10 +80,10 @@ impl Default for OverviewCache {
 }
 
 impl OverviewCache {
-    /// The oldest horizon a kept part was read at: where [`events::changes_since`] must look from
+    /// The oldest horizon a kept part was read at: where [`changes_since`] must look from
     /// (`i64::MAX`, which matches nothing, when nothing is kept).
     ///
-    /// [`events::changes_since`]: crate::db::events::changes_since
+    /// [`changes_since`]: crate::db::events::changes_since
     pub fn oldest(&self) -> i64 {
         let slots = [
             self.agents.horizon(),
@@ -105,7 +110,7 @@ impl OverviewCache {
         {
             let mut kept = lock(&slot.kept);
             if let Some(k) =
-                kept.as_mut().filter(|k| k.at.elapsed() < MAX_AGE && !touched(changes, slot.kinds, k.horizon))
+                kept.as_mut().filter(|k| k.at.elapsed() < MAX_AGE && !touched(changes, slot.depends_on, k.horizon))
             {
                 // Nothing up to this request's horizon touched it: a later check starts there.
                 k.horizon = k.horizon.max(changes.horizon);
@@ -124,13 +129,17 @@ impl OverviewCache {
     }
 }
 
-/// Whether a transaction from `horizon` on recorded an event of one of `kinds`, or of a kind no
-/// part names.
-fn touched(changes: &Changes, kinds: &[&str], horizon: i64) -> bool {
-    changes.kinds.iter().any(|(kind, &tx)| {
+/// Whether a transaction from `horizon` on recorded an event that `depends_on` names (by type or
+/// kind), or one that no part names.
+fn touched(changes: &Changes, depends_on: &[&str], horizon: i64) -> bool {
+    let names = |names: &[&str], event_type: &str| {
+        let kind = event_type.split('.').next().unwrap_or(event_type);
+        names.iter().any(|n| *n == event_type || *n == kind)
+    };
+    changes.types.iter().any(|(event_type, &tx)| {
         tx >= horizon
-            && (kinds.contains(&kind.as_str())
-                || !(CHANGE_NOTHING_KEPT.contains(&kind.as_str()) || NAMED.iter().any(|k| k.contains(&kind.as_str()))))
+            && (names(depends_on, event_type)
+                || !(names(&CHANGE_NOTHING_KEPT, event_type) || NAMED.iter().any(|n| names(n, event_type))))
     })
 }
 
@@ -140,7 +149,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// One part as last read.
 pub struct Slot<T> {
-    kinds: &'static [&'static str],
+    depends_on: &'static [&'static str],
     keep_if: fn(&T) -> bool,
     kept: Mutex<Option<Kept<T>>>,
 }
@@ -155,8 +164,8 @@ struct Kept<T> {
 }
 
 impl<T> Slot<T> {
-    fn new(kinds: &'static [&'static str]) -> Slot<T> {
-        Slot { kinds, keep_if: |_| true, kept: Mutex::new(None) }
+    fn new(depends_on: &'static [&'static str]) -> Slot<T> {
+        Slot { depends_on, keep_if: |_| true, kept: Mutex::new(None) }
     }
 
     fn kept_only_if(self, keep_if: fn(&T) -> bool) -> Slot<T> {
@@ -172,8 +181,8 @@ impl<T> Slot<T> {
 mod tests {
     use super::*;
 
-    fn changes(horizon: i64, kinds: &[(&str, i64)]) -> Changes {
-        Changes { horizon, head: None, kinds: kinds.iter().map(|(k, tx)| ((*k).to_owned(), *tx)).collect() }
+    fn changes(horizon: i64, types: &[(&str, i64)]) -> Changes {
+        Changes { horizon, types: types.iter().map(|(t, tx)| ((*t).to_owned(), *tx)).collect(), ..Changes::default() }
     }
 
     async fn read(cache: &OverviewCache, changes: &Changes, value: u32) -> u32 {
@@ -194,14 +203,32 @@ mod tests {
         assert_eq!(read(&cache, &changes(100, &[]), 1).await, 1);
         assert_eq!(cache.oldest(), 100);
         // Agents, messages and chat change nothing about wishes.
-        let unrelated = changes(105, &[("agent", 104), ("message", 103), ("chat", 101)]);
+        let unrelated = changes(105, &[("agent.state_changed", 104), ("message.created", 103), ("chat.posted", 101)]);
         assert_eq!(read(&cache, &unrelated, 2).await, 1, "kept");
         assert_eq!(cache.oldest(), 105, "found untouched up to the later horizon");
         // A task event from before the part's horizon was reflected when it was read.
-        assert_eq!(read(&cache, &changes(106, &[("task", 104)]), 3).await, 1);
-        assert_eq!(read(&cache, &changes(110, &[("task", 107)]), 4).await, 4, "a group changed");
+        assert_eq!(read(&cache, &changes(106, &[("task.completed", 104)]), 3).await, 1);
+        assert_eq!(read(&cache, &changes(110, &[("task.completed", 107)]), 4).await, 4, "a group changed");
         // A kind nobody named may change anything.
-        assert_eq!(read(&cache, &changes(120, &[("frobnicate", 115)]), 5).await, 5);
+        assert_eq!(read(&cache, &changes(120, &[("frobnicate.now", 115)]), 5).await, 5);
+    }
+
+    #[tokio::test]
+    async fn costs_are_read_again_when_tokens_are_counted_not_when_an_agent_changes_state() {
+        let cache = &OverviewCache::default();
+        let read = |changes: Changes, n: usize| async move {
+            let report = crate::app::usage::UsageReport {
+                unreported: vec![crate::app::usage::Unreported { provider: "codex".into(), agents: n as i64 }],
+                ..Default::default()
+            };
+            let (kept, _) =
+                cache.read(&changes, &cache.costs, || async { Ok::<_, ()>((report, Vec::new())) }).await.unwrap();
+            kept.unreported[0].agents
+        };
+        assert_eq!(read(changes(100, &[]), 1).await, 1);
+        assert_eq!(read(changes(102, &[("agent.state_changed", 101), ("agent.stuck", 101)]), 2).await, 1);
+        assert_eq!(read(changes(104, &[("agent.usage_counted", 103)]), 3).await, 3);
+        assert_eq!(read(changes(106, &[("agent.spawned", 105)]), 4).await, 4);
     }
 
     #[tokio::test]

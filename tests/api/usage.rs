@@ -49,7 +49,7 @@ pub fn tokens(usage: &Value) -> BTreeMap<String, [i64; 4]> {
 pub use switchyard::domain::cost::group_digits as digits;
 
 /// Posts a turn's end for `agent` whose transcript (in `dir`) holds `text`.
-async fn turn_ended(app: &TestApp, dir: &std::path::Path, agent: &str, text: &str) {
+pub async fn turn_ended(app: &TestApp, dir: &std::path::Path, agent: &str, text: &str) {
     let path = dir.join(format!("{agent}.jsonl"));
     std::fs::write(&path, text).expect("write the transcript");
     let hook = json!({"hook_event_name": "Stop", "session_id": "s", "transcript_path": path});
