@@ -255,12 +255,14 @@ pub async fn changes_since(conn: &mut PgConnection, from_tx: i64, newest: i64) -
     )
     .fetch_one(conn)
     .await?;
-    Ok(Changes { horizon: row.horizon, head: row.head, types: row.types.0, newest: row.newest.0 })
+    Ok(Changes { from_tx, horizon: row.horizon, head: row.head, types: row.types.0, newest: row.newest.0 })
 }
 
 /// What [`changes_since`] found.
 #[derive(Debug, Clone, Default)]
 pub struct Changes {
+    /// Where the types were looked for from: nothing is known of transactions before it.
+    pub from_tx: i64,
     pub horizon: i64,
     pub head: Option<i64>,
     /// By event type, the newest transaction that recorded one.

@@ -83,16 +83,15 @@ async fn overview(
     let ctx = &state.app;
     // The parts are independent: each reads on a connection of its own, all at once, so the
     // page waits for the slowest part rather than for the sum of their round trips.
-    let read = |name: &'static str| shows(name);
     let agents = async {
-        if !read("needs") && !read("agents") {
+        if !shows("needs") && !shows("agents") {
             return PageResult::Ok(Default::default());
         }
         let glance = || async { PageResult::Ok(agents::at_a_glance(&mut *state.db.acquire().await?, SHOWN).await?) };
         cache.read(&changes, &cache.agents, glance).await
     };
     let needs = async {
-        if !read("needs") {
+        if !shows("needs") {
             return PageResult::Ok(Default::default());
         }
         let human = cache.read(&changes, &cache.human_tasks, || async {
@@ -112,19 +111,19 @@ async fn overview(
         PageResult::Ok(Some(tokio::try_join!(human, cards, handed, steps, waiting)?))
     };
     let in_flight = async {
-        if !read("wishes") {
+        if !shows("wishes") {
             return PageResult::Ok(Default::default());
         }
         cache.read(&changes, &cache.in_flight, || progressing(&state, &IN_FLIGHT)).await
     };
     let merge_queue = async {
-        if !read("merge_queue") {
+        if !shows("merge_queue") {
             return PageResult::Ok(Default::default());
         }
         cache.read(&changes, &cache.merge_queue, || progressing(&state, &PENDING_MERGE)).await
     };
     let costs = async {
-        if !read("costs") {
+        if !shows("costs") {
             return PageResult::Ok(Default::default());
         }
         let costs = || async {
@@ -139,7 +138,7 @@ async fn overview(
         cache.read(&changes, &cache.costs, costs).await
     };
     let recent = async {
-        if !read("recent") {
+        if !shows("recent") {
             return PageResult::Ok(Vec::new());
         }
         Ok(EventRow::load(&mut *state.db.acquire().await?, &changes.newest, now).await?)

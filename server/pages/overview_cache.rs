@@ -132,6 +132,11 @@ impl OverviewCache {
 /// Whether a transaction from `horizon` on recorded an event that `depends_on` names (by type or
 /// kind), or one that no part names.
 fn touched(changes: &Changes, depends_on: &[&str], horizon: i64) -> bool {
+    // Read before where the check looked from (a slot [`OverviewCache::oldest`] left out): it
+    // cannot be vouched for.
+    if horizon < changes.from_tx {
+        return true;
+    }
     let names = |names: &[&str], event_type: &str| {
         let kind = event_type.split('.').next().unwrap_or(event_type);
         names.iter().any(|n| *n == event_type || *n == kind)
@@ -182,7 +187,8 @@ mod tests {
     use super::*;
 
     fn changes(horizon: i64, types: &[(&str, i64)]) -> Changes {
-        Changes { horizon, types: types.iter().map(|(t, tx)| ((*t).to_owned(), *tx)).collect(), ..Changes::default() }
+        let types = types.iter().map(|(t, tx)| ((*t).to_owned(), *tx)).collect();
+        Changes { horizon, types, from_tx: 0, ..Changes::default() }
     }
 
     async fn read(cache: &OverviewCache, changes: &Changes, value: u32) -> u32 {
@@ -211,6 +217,9 @@ mod tests {
         assert_eq!(read(&cache, &changes(110, &[("task.completed", 107)]), 4).await, 4, "a group changed");
         // A kind nobody named may change anything.
         assert_eq!(read(&cache, &changes(120, &[("frobnicate.now", 115)]), 5).await, 5);
+        // Nothing was looked for before the part's horizon: it cannot be vouched for.
+        let unchecked = Changes { from_tx: 121, ..changes(130, &[]) };
+        assert_eq!(read(&cache, &unchecked, 6).await, 6);
     }
 
     #[tokio::test]
