@@ -3,7 +3,7 @@
 /// `println!` for the commands that print for a person or a pipe: a reader that closed stdout
 /// (`switchyard agents --json | head -1`) ends the command quietly with exit 0, where `println!`
 /// would panic ("failed printing to stdout: Broken pipe"). Only for commands with nothing to
-/// clean up (the API's clients); `token list`, which has a database to close, prints with
+/// clean up (the API's clients); the `token` commands, which have a database to close, print with
 /// [`print_lines`] and goes on.
 macro_rules! say {
     ($($arg:tt)*) => {
@@ -124,7 +124,9 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
                 token.id,
                 scope_name(scope)
             );
-            println!("{}", created.secret);
+            // Committed already: a reader that closed stdout ends the output, not the command
+            // (which still tells running servers and closes the database).
+            print_lines([created.secret]).map_err(anyhow::Error::msg)?;
         }
         TokenCommand::List => {
             let header = format!("{:<36}  {:<24}  {:<6}  {:<20}  state", "id", "name", "scope", "created");
@@ -139,7 +141,7 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
         TokenCommand::Revoke { token } => {
             let revoked = app::tokens::revoke(&mut tx, &token).await?;
             feed.commit(tx).await?;
-            println!("revoked token `{}` ({})", revoked.name, revoked.id);
+            print_lines([format!("revoked token `{}` ({})", revoked.name, revoked.id)]).map_err(anyhow::Error::msg)?;
         }
     }
     feed.flush(pool).await;

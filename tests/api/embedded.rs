@@ -194,6 +194,18 @@ fn token_commands_and_migrate_work_without_a_running_server() {
     assert!(revoked.status.success());
     let again = switchyard(dir.path()).args(["token", "revoke", "ops"]).output().expect("run");
     assert_eq!(again.status.code(), Some(1));
+    // A reader that closed stdout (as `| head` leaves it) ends the output, not the command: the
+    // token is made and revoked, and the cluster is still stopped below.
+    for args in [&["token", "create", "--name", "piped"][..], &["token", "revoke", "piped"]] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let out = switchyard(dir.path()).args(args).stdout(writer).output().expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !err.contains("panicked"), "{:?} {err}", out.status);
+    }
+    let listed = switchyard(dir.path()).args(["token", "list"]).output().expect("run");
+    let piped = String::from_utf8_lossy(&listed.stdout).lines().find(|l| l.contains("piped")).map(str::to_owned);
+    assert!(piped.as_deref().is_some_and(|l| l.ends_with("revoked")), "{piped:?}");
     assert!(no_postgres_on(dir.path()), "one-shot commands stop the cluster they started");
 }
 
