@@ -241,11 +241,13 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
         std::iter::once("self".to_owned()).chain(others.iter().map(|(child, _)| child.id().to_string())).collect();
     let ticks = |pids: &[String]| pids.iter().map(|pid| cpu_ticks(pid, false)).sum::<anyhow::Result<u64>>();
     let (nodes_before, tmux_before) = (ticks(&node_pids)?, ticks(&tmux_pids)?);
+    let served_before = overview_served(&client, app).await?;
     let measuring = Instant::now();
     let clients = tokio::task::spawn_blocking(move || clients.wait_with_output()).await??;
     anyhow::ensure!(clients.status.success(), "the clients' process failed: {}", clients.status);
     let report: ClientReport = serde_json::from_slice(&clients.stdout)?;
     let (nodes_after, tmux_after) = (ticks(&node_pids)?, ticks(&tmux_pids)?);
+    let served = overview_served(&client, app).await?.since(&served_before);
     let measured = measuring.elapsed().as_secs_f64();
     let rss: Vec<String> = node_pids
         .iter()
@@ -294,6 +296,12 @@ async fn one_run(options: &Options, node_count: u64) -> anyhow::Result<()> {
         percentile(&overview, 0.50),
         percentile(&overview, 0.99),
         percentile(&overview, 1.0)
+    );
+    println!(
+        "overview as the server timed it (its /metrics, from a request's arrival to its answer): n = {}  p50 ≤ {} ms  p99 ≤ {} ms",
+        served.count(),
+        served.quantile_ms(0.50),
+        served.quantile_ms(0.99),
     );
     lags.sort_unstable();
     println!(
@@ -435,6 +443,52 @@ async fn overview_loop(site: &str, token: &str, deadline: Instant) -> anyhow::Re
         times.push(started.elapsed().as_micros() as u64);
     }
     Ok(times)
+}
+
+/// The server's latency histogram of the overview (`GET /`): per bucket bound in seconds, the
+/// requests answered within it (cumulative, as Prometheus counts them).
+struct Histogram(Vec<(f64, u64)>);
+
+impl Histogram {
+    fn since(&self, before: &Histogram) -> Histogram {
+        Histogram(self.0.iter().zip(&before.0).map(|(&(le, after), &(_, before))| (le, after - before)).collect())
+    }
+
+    fn count(&self) -> u64 {
+        self.0.last().map_or(0, |&(_, n)| n)
+    }
+
+    /// The smallest bucket bound, in ms, that holds quantile `q` of the requests.
+    fn quantile_ms(&self, q: f64) -> String {
+        let wanted = (self.count() as f64 * q).ceil() as u64;
+        match self.0.iter().find(|&&(_, n)| n >= wanted) {
+            Some((le, _)) if le.is_finite() => format!("{}", le * 1000.0),
+            _ => "∞".into(),
+        }
+    }
+}
+
+/// The overview's latency histogram from the node's `/metrics`.
+async fn overview_served(client: &reqwest::Client, app: &common::Running) -> anyhow::Result<Histogram> {
+    let text =
+        client.get(format!("http://{}/metrics", app.status_addr)).send().await?.error_for_status()?.text().await?;
+    let buckets = text
+        .lines()
+        .filter(|l| l.starts_with("switchyard_http_request_duration_seconds_bucket{"))
+        .filter(|l| l.contains(r#"route="/""#) && l.contains(r#"method="GET""#))
+        .map(|l| {
+            let le = l.split(r#"le=""#).nth(1).and_then(|r| r.split('"').next()).unwrap_or_default();
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse()? };
+            let n = l.rsplit(' ').next().unwrap_or_default().parse()?;
+            Ok((le, n))
+        })
+        .collect::<anyhow::Result<Vec<(f64, u64)>>>()?;
+    // Before the first view the route has no histogram yet: all zero.
+    Ok(Histogram(if buckets.is_empty() {
+        (0..15).map(|i| (0.001 * f64::from(1u32 << i), 0)).chain([(f64::INFINITY, 0)]).collect()
+    } else {
+        buckets
+    }))
 }
 
 /// What the parent passed a child of this bench in `var` (JSON); `None` in the parent.

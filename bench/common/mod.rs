@@ -65,6 +65,8 @@ fn with_database(server_url: &str, name: &str) -> String {
 /// The application serving on a random port, with an admin token.
 pub struct Running {
     pub addr: SocketAddr,
+    /// The status listener's (`/metrics`).
+    pub status_addr: SocketAddr,
     pub token: String,
     pub pool: sqlx::PgPool,
     shutdown: CancellationToken,
@@ -98,6 +100,7 @@ pub async fn start_with(
     };
     let app = Application::build(&settings, Role::Serve).await?;
     let addr = app.api_addr().expect("serve has an API");
+    let status_addr = app.status_addr();
     let pool = app.pool().clone();
     let mut tx = pool.begin().await?;
     // A live token's name is unique: named after the port, two nodes on one database each get one.
@@ -106,7 +109,7 @@ pub async fn start_with(
     tx.commit().await?;
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(app.run_until(shutdown.clone()));
-    Ok(Running { addr, token, pool, shutdown, server })
+    Ok(Running { addr, status_addr, token, pool, shutdown, server })
 }
 
 impl Running {
