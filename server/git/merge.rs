@@ -257,13 +257,6 @@ fn scratch_head(dir: &Path) -> Option<String> {
     (head.len() >= 40 && head.bytes().all(|b| b.is_ascii_hexdigit())).then(|| head.to_owned())
 }
 
-/// Files changed between the target and the wish branch (`git diff --stat target...wish`), for the
-/// wish page.
-pub async fn diff_stat(repo: &Path, target: &str, wish: &str) -> Result<String, GitError> {
-    let range = format!("refs/heads/{target}...refs/heads/{wish}");
-    git(repo, &["diff", "--stat=200", "--no-color", &range]).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

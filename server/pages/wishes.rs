@@ -344,8 +344,6 @@ struct Prediction {
 struct ConflictsPart {
     branch: Option<String>,
     predictions: Vec<Prediction>,
-    /// `git diff --stat` of the wish's branch against the target branch (since they forked).
-    diff: Option<String>,
 }
 
 /// Wishes whose branches are compared with this one's.
@@ -367,7 +365,7 @@ async fn conflicts_part(State(state): State<AppState>, PagePath(slug): PagePath<
         .collect();
     drop(conn);
     let (Some(branch), Some(project)) = (wish.branch.clone(), project) else {
-        return Ok(render(&ConflictsPart { branch: None, predictions: vec![], diff: None }));
+        return Ok(render(&ConflictsPart { branch: None, predictions: vec![] }));
     };
     let repo = std::path::PathBuf::from(&project.repo_path);
     let mut predictions = vec![predict(&repo, &branch, &project.target_branch, project.target_branch.clone()).await];
@@ -375,8 +373,8 @@ async fn conflicts_part(State(state): State<AppState>, PagePath(slug): PagePath<
         let theirs = other.branch.clone().unwrap_or_default();
         predictions.push(predict(&repo, &branch, &theirs, format!("wish {} ({theirs})", other.slug)).await);
     }
-    let diff = crate::git::merge::diff_stat(&repo, &project.target_branch, &branch).await.ok();
-    Ok(render(&ConflictsPart { branch: Some(branch), predictions, diff }))
+    // What the branch changes is the page's changes part (files, counts, diffs), not shown here.
+    Ok(render(&ConflictsPart { branch: Some(branch), predictions }))
 }
 
 async fn predict(repo: &std::path::Path, ours: &str, theirs: &str, against: String) -> Prediction {

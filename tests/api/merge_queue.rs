@@ -700,7 +700,12 @@ async fn the_dashboard_shows_each_queue_with_its_log_acts_on_entries_and_lists_h
     let dashboard = Dashboard::login(&app).await;
     let (status, html) = dashboard.get("/wishes/page/conflicts").await;
     assert_eq!(status, 200);
-    assert!(html.contains("Changes against the target branch") && html.contains("page.txt"), "{html}");
+    assert!(html.contains("with main"), "{html}");
+    // What the branch changes is the changes part's, not repeated in the prediction.
+    assert!(!html.contains("page.txt"), "{html}");
+    let (status, html) = dashboard.get("/wishes/page/changes").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("page.txt"), "{html}");
 
     assert_eq!(processed(&app.merge_queue().tick().await.unwrap()), [("page", EntryState::Failed)]);
     let (status, html) = dashboard.get("/merge-queue?project=dash").await;
