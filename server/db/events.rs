@@ -247,7 +247,7 @@ pub async fn changes_since(conn: &mut PgConnection, from_tx: i64, newest: i64) -
                   (SELECT coalesce(jsonb_object_agg(type, tx), '{}')
                    FROM (SELECT type, max(tx)::text::bigint AS tx FROM events
                          WHERE tx >= $1::bigint::text::xid8 GROUP BY type) t) AS "types!: Json<Types>",
-                  (SELECT coalesce(jsonb_agg(to_jsonb(e) ORDER BY e.id DESC), '[]')
+                  (SELECT coalesce(json_agg(e ORDER BY e.id DESC), '[]')
                    FROM (SELECT id, type, subject, project, payload, created_at FROM events
                          ORDER BY id DESC LIMIT $2) e) AS "newest!: Json<Vec<Event>>""#,
         from_tx,

@@ -87,7 +87,7 @@ async fn overview(
         if !shows("needs") && !shows("agents") {
             return PageResult::Ok(Default::default());
         }
-        let glance = || async { PageResult::Ok(agents::at_a_glance(&mut *state.db.acquire().await?, SHOWN).await?) };
+        let glance = || async { PageResult::Ok(agents::at_a_glance(&mut *state.db.acquire().await?).await?) };
         cache.read(&changes, &cache.agents, glance).await
     };
     let needs = async {

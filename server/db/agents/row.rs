@@ -5,7 +5,8 @@ use uuid::Uuid;
 
 use super::Agent;
 
-/// A row as read (by columns, or whole as `to_jsonb(agents)`); the enums are text until checked.
+/// A row as read (`SELECT *`, or whole as JSON inside another row); the enums are text until
+/// checked.
 #[derive(Debug, serde::Deserialize)]
 pub(super) struct AgentRow {
     pub(super) id: Uuid,
