@@ -450,8 +450,11 @@ async fn overview_loop(site: &str, token: &str, deadline: Instant) -> anyhow::Re
 struct Histogram(Vec<(f64, u64)>);
 
 impl Histogram {
+    /// The requests answered between `before` and this; a bucket `before` lacks (the route had
+    /// no request yet) counted from zero.
     fn since(&self, before: &Histogram) -> Histogram {
-        Histogram(self.0.iter().zip(&before.0).map(|(&(le, after), &(_, before))| (le, after - before)).collect())
+        let earlier = |le: f64| before.0.iter().find(|(b, _)| *b == le).map_or(0, |(_, n)| *n);
+        Histogram(self.0.iter().map(|&(le, n)| (le, n - earlier(le))).collect())
     }
 
     fn count(&self) -> u64 {
@@ -462,7 +465,7 @@ impl Histogram {
     fn quantile_ms(&self, q: f64) -> String {
         let wanted = (self.count() as f64 * q).ceil() as u64;
         match self.0.iter().find(|&&(_, n)| n >= wanted) {
-            Some((le, _)) if le.is_finite() => format!("{}", le * 1000.0),
+            Some((le, _)) if le.is_finite() => format!("{:.0}", le * 1000.0),
             _ => "∞".into(),
         }
     }
@@ -483,12 +486,7 @@ async fn overview_served(client: &reqwest::Client, app: &common::Running) -> any
             Ok((le, n))
         })
         .collect::<anyhow::Result<Vec<(f64, u64)>>>()?;
-    // Before the first view the route has no histogram yet: all zero.
-    Ok(Histogram(if buckets.is_empty() {
-        (0..15).map(|i| (0.001 * f64::from(1u32 << i), 0)).chain([(f64::INFINITY, 0)]).collect()
-    } else {
-        buckets
-    }))
+    Ok(Histogram(buckets))
 }
 
 /// What the parent passed a child of this bench in `var` (JSON); `None` in the parent.

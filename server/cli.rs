@@ -4,7 +4,7 @@
 /// (`switchyard agents --json | head -1`) ends the command quietly with exit 0, where `println!`
 /// would panic ("failed printing to stdout: Broken pipe"). Only for commands with nothing to
 /// clean up (the API's clients); the `token` commands, which have a database to close, print with
-/// [`print_lines`] and goes on.
+/// [`print_lines`] and go on.
 macro_rules! say {
     ($($arg:tt)*) => {
         $crate::cli::say_or_exit(format_args!($($arg)*))
@@ -106,7 +106,8 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
     // Running servers hear of the token's event from this command's own notification.
     let feed = EventFeed::default();
     let mut tx = pool.begin().await?;
-    match command {
+    // What was committed is announced (flushed below) even when writing the output failed.
+    let printed = match command {
         TokenCommand::Create { name, scope } => {
             let created = app::tokens::create(&mut tx, &name, scope).await.map_err(|e| match e {
                 app::Error::Invalid(errors) => {
@@ -124,9 +125,8 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
                 token.id,
                 scope_name(scope)
             );
-            // Committed already: a reader that closed stdout ends the output, not the command
-            // (which still tells running servers and closes the database).
-            print_lines([created.secret]).map_err(anyhow::Error::msg)?;
+            // A reader that closed stdout ends the output, not the command.
+            print_lines([created.secret])
         }
         TokenCommand::List => {
             let header = format!("{:<36}  {:<24}  {:<6}  {:<20}  state", "id", "name", "scope", "created");
@@ -136,15 +136,16 @@ async fn token(pool: sqlx::PgPool, command: TokenCommand) -> anyhow::Result<()> 
                 format!("{:<36}  {:<24}  {:<6}  {:<20}  {state}", t.id, t.name, t.scope.as_str(), created.to_string())
             });
             // A reader that stops early (`| head`) is no error: the database is closed as usual.
-            print_lines(std::iter::once(header).chain(rows)).map_err(anyhow::Error::msg)?;
+            print_lines(std::iter::once(header).chain(rows))
         }
         TokenCommand::Revoke { token } => {
             let revoked = app::tokens::revoke(&mut tx, &token).await?;
             feed.commit(tx).await?;
-            print_lines([format!("revoked token `{}` ({})", revoked.name, revoked.id)]).map_err(anyhow::Error::msg)?;
+            print_lines([format!("revoked token `{}` ({})", revoked.name, revoked.id)])
         }
-    }
+    };
     feed.flush(pool).await;
+    printed.map_err(anyhow::Error::msg)?;
     Ok(())
 }
 

@@ -55,6 +55,7 @@ struct OverviewPage {
 
 const IN_FLIGHT: [&str; 4] = ["planned", "queued", "executing", "completed"];
 const PENDING_MERGE: [&str; 1] = ["pending_merge"];
+/// How many of each list are shown (the agents' list: as many as [`agents::at_a_glance`] reads, 50).
 const SHOWN: i64 = 50;
 /// How many of the latest events are listed.
 const RECENT: i64 = 15;
