@@ -245,7 +245,7 @@ async fn agents_run_niced_below_switchyard_unless_their_provider_says_otherwise(
     // The tmux server, and so every pane, starts from this process's niceness.
     let ours = niceness("self");
     let default = i64::from(switchyard::providers::AGENT_NICE);
-    assert_eq!(niceness(&fox), (ours + default).min(19), "the default: 10 below Switchyard");
+    assert_eq!(niceness(&fox), (ours + default).min(19), "the default: the lowest priority");
     assert_eq!(niceness(&owl), ours, "`nice = 0`: as Switchyard");
     // `nice` replaced itself with the agent's program: the pane's process is the agent's.
     let comm = std::fs::read_to_string(format!("/proc/{fox}/comm")).expect("comm");
