@@ -79,10 +79,9 @@ pub struct Provider {
 /// The niceness of agents' programs unless their provider says otherwise: they are the machine's
 /// background work; Switchyard, its database and tmux are what a person waits on. The lowest:
 /// where each agent's session has a CPU share of its own (autogroups), a session at 10 weighs a
-/// ninth of Switchyard's, so ten busy agents outweighed it; at 19 it weighs a sixty-eighth. With
-/// 500 agents on a 2-core machine (the load bench) the overview's p99 was 19–74 ms at 10, over
-/// 50 ms in 2 of 6 runs; 13–58 ms at 19, over 50 ms in 1 of 10. An agent still gets every cycle
-/// nothing else wants.
+/// ninth of Switchyard's, so ten busy agents outweighed it; at 19 it weighs a sixty-eighth (the
+/// README's "Agents are the machine's background work" has the load bench's figures). An agent
+/// still gets every cycle nothing else wants.
 pub const AGENT_NICE: u8 = 19;
 
 /// Which provider's own configuration an agent gets (`setup = "claude"` in the config file).
