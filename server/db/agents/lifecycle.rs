@@ -172,7 +172,7 @@ async fn conditional_update(
     // another agent's once tmux reuses them. (Its window is kept: closing it reads that.)
     let suspending = to == AgentState::Suspended;
     let updated = sqlx::query_as!(
-        super::row::AgentRow,
+        AgentRow,
         r#"UPDATE agents SET state = $3, version = version + 1, updated_at = now(),
              failure_reason = CASE WHEN $4 THEN COALESCE($5, failure_reason) ELSE failure_reason END,
              suspended_until = CASE WHEN $6 THEN $7::timestamptz ELSE NULL END,
