@@ -101,13 +101,17 @@ async fn play_to_idle(app: &TestApp, name: &str, task: &str) {
 
 /// The states the agent changed to, in order.
 pub(crate) async fn state_changes(app: &TestApp, name: &str) -> Vec<String> {
-    sqlx::query_scalar(
-        "SELECT payload->>'to' FROM events WHERE type = 'agent.state_changed' AND subject = $1 ORDER BY id",
-    )
-    .bind(format!("agent:{name}"))
-    .fetch_all(&app.pool)
-    .await
-    .expect("events")
+    let changes = state_change_events(app, name).await;
+    changes.iter().map(|c| c["to"].as_str().unwrap_or_default().to_owned()).collect()
+}
+
+/// The agent's `agent.state_changed` payloads (from, to, source, detail, …), in order.
+pub(crate) async fn state_change_events(app: &TestApp, name: &str) -> Vec<serde_json::Value> {
+    sqlx::query_scalar("SELECT payload FROM events WHERE type = 'agent.state_changed' AND subject = $1 ORDER BY id")
+        .bind(format!("agent:{name}"))
+        .fetch_all(&app.pool)
+        .await
+        .expect("events")
 }
 
 /// Waits until the worker's status has shown `n` different reconcile times.

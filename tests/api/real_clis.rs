@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use switchyard::providers::Providers;
 
 use crate::dashboard::Dashboard;
-use crate::fake_agent::state_changes;
+use crate::fake_agent::{state_change_events, state_changes};
 use crate::helpers::{
     assert_json, eventually, git, spawn_app_with_worker_and_providers, spawn_app_with_worker_settings, TestApp,
 };
@@ -113,10 +113,17 @@ async fn wait_watching(app: &TestApp, name: &str, state: &str, words: &str, with
             return (agent, last);
         }
         let settled = ["error", "done", "suspended"].contains(&agent["state"].as_str().unwrap_or_default());
-        assert!(!settled || state == "spawning", "{name} is {} waiting for {state}: {agent}", agent["state"]);
-        assert!(started.elapsed() < within, "{name} is not {state} after {within:?}: {agent}\n{}", screen(app, name));
+        if (settled && state != "spawning") || started.elapsed() >= within {
+            let (now, story) = (screen(app, name), story(app, name).await);
+            panic!("{name} is {} waiting for {state} ({within:?}): {agent}\n{story}\n{now}", agent["state"]);
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Every state change of the agent with its source and reason, one a line: what a failure says.
+async fn story(app: &TestApp, name: &str) -> String {
+    state_change_events(app, name).await.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")
 }
 
 /// How long after `since` the agent became `state` (polled every 20 ms).
@@ -253,7 +260,8 @@ async fn claude_code_starts_at_its_prompt_its_real_hook_confirms_a_message_and_n
     );
     record("claude", "fatal-resumed-not-logged-in", &v, &transcript);
     let again = wait_for(&app, "fox", "error", START).await;
-    assert!(again["failure_reason"].as_str().unwrap_or_default().contains("Not logged in"), "{again}");
+    let reason = again["failure_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("Not logged in"), "{reason:?}\n{}", story(&app, "fox").await);
 }
 
 #[tokio::test]
