@@ -41,6 +41,12 @@ pub fn prompts(log_dir: &Path, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// The names of the hooks the agent `name` has run (each reached the server or gave up), in order.
+pub fn hooks_run(log_dir: &Path, name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(log_dir.join(format!("{name}.log.hooks"))).unwrap_or_default();
+    text.lines().map(str::to_owned).collect()
+}
+
 /// The body of an API request to `url` (the in-process app's, or a binary's).
 pub async fn agent_json(client: &reqwest::Client, api: &str, token: &str, name: &str) -> Value {
     client

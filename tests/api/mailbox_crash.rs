@@ -11,7 +11,7 @@ use switchyard::auth::Scope;
 use uuid::Uuid;
 
 use crate::binary::{switchyard, Served};
-use crate::fake_inbox::{idle_agent, prompts, providers_toml, send, wait_delivered};
+use crate::fake_inbox::{hooks_run, idle_agent, prompts, providers_toml, send, wait_delivered};
 use crate::helpers::{eventually, fresh_database, git_repo};
 
 /// One switchyard installation that is started, killed and started again.
@@ -202,6 +202,11 @@ async fn a_server_killed_after_enter_before_the_confirmation_neither_loses_nor_r
     std::fs::write(installation.logs().join("fox.log.go"), "").expect("let the agent take it");
     eventually("the agent took the first message", Duration::from_secs(10), || async {
         prompts(installation.logs(), "fox").len() == 1
+    })
+    .await;
+    // Its hook gave up on the dead server before the next one starts (it tries once, for 2 s).
+    eventually("the agent's hook for the first message has run", Duration::from_secs(10), || async {
+        hooks_run(installation.logs(), "fox").iter().any(|hook| hook == "UserPromptSubmit")
     })
     .await;
 

@@ -6,7 +6,8 @@
 # through the real `switchyard hook`, and draws Claude Code's screens around its input line.
 #
 # Environment: SWITCHYARD_BIN (the switchyard binary), FAKE_LOG (a directory: prompts go to
-# FAKE_LOG/<agent>.log, one hex-encoded prompt a line), FAKE_TURN_MS (a turn's length, default
+# FAKE_LOG/<agent>.log, one hex-encoded prompt a line; each hook's name goes to
+# FAKE_LOG/<agent>.log.hooks once it has run), FAKE_TURN_MS (a turn's length, default
 # 20; a prompt `work <N>ms` works N ms), FAKE_SUBMIT_HOLD (when set, Enter touches
 # FAKE_LOG/<agent>.log.enter, then the prompt is held until FAKE_LOG/<agent>.log.go exists),
 # FAKE_HOOKS (0: send no hooks, as an agent without them), FAKE_DRAW_MS (a TUI busy under load:
@@ -60,6 +61,11 @@ sub hook {
     binmode $h;
     print $h $json;
     close $h;
+    # The hook has run (reached the server or given up): a test can wait for that.
+    if (open(my $ran, '>>', "$log.hooks")) {
+        print $ran "$name\n";
+        close $ran;
+    }
 }
 
 sub submit {
