@@ -29,11 +29,16 @@ pub fn own_dir(data_dir: &std::path::Path, name: &str) -> PathBuf {
     data_dir.join("agents").join(name)
 }
 
-/// Where an agent's token file lives, `<data_dir>/agents/<name>/token` (0600; written by the
-/// worker that spawns it, removed with the agent).
-pub fn token_file(data_dir: &std::path::Path, name: &str) -> PathBuf {
-    own_dir(data_dir, name).join("token")
+/// The token file of one of the agent's panes, `<data_dir>/agents/<name>/token-<pane_key>` (0600;
+/// written by the worker that spawns the pane, replaced by the next pane's, removed with the
+/// agent). Each pane has its own: a pane that was replaced (its window closing, its late hooks
+/// still running) finds no token to act on the agent's new pane with.
+pub fn token_file(data_dir: &std::path::Path, name: &str, pane_key: &str) -> PathBuf {
+    own_dir(data_dir, name).join(format!("{TOKEN_FILE_PREFIX}{pane_key}"))
 }
+
+/// What the names of an agent's token files start with.
+pub const TOKEN_FILE_PREFIX: &str = "token-";
 
 /// Free text that may be absent; present means 1 to `max` characters once trimmed.
 pub fn text(field: &str, value: Option<String>, max: usize) -> Result<Option<String>> {

@@ -222,13 +222,15 @@ impl Spawner<'_> {
     }
 }
 
-/// Writes the agent's token to `<data_dir>/agents/<name>/token`, readable by this user only
-/// (the directories 0700, the file 0600, replaced atomically), and returns its path. Each agent
-/// has a directory of its own: the one an agent is shown holds no other agent's token.
+/// Writes the token of the agent's new pane to a file of its own in `<data_dir>/agents/<name>`,
+/// readable by this user only (the directories 0700, the file 0600, written whole before it
+/// appears), removes the files of its earlier panes, and returns its path. Each agent has a
+/// directory of its own: the one an agent is shown holds no other agent's token.
 fn write_token(data_dir: &Path, name: &str, token: &str) -> std::io::Result<PathBuf> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let path = crate::app::agents::token_file(data_dir, name);
+    let pane_key = uuid::Uuid::new_v4().simple().to_string();
+    let path = crate::app::agents::token_file(data_dir, name, &pane_key[..12]);
     let dir = path.parent().unwrap_or(data_dir).to_path_buf();
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     let tmp = dir.join(".token.tmp");
@@ -236,6 +238,15 @@ fn write_token(data_dir: &Path, name: &str, token: &str) -> std::io::Result<Path
     file.write_all(token.as_bytes())?;
     file.sync_all()?;
     std::fs::rename(&tmp, &path)?;
+    // An earlier pane's token is revoked already; its file goes so that pane's hooks, which
+    // may run late as its window closes, read nothing (`token` is what older versions wrote).
+    for entry in std::fs::read_dir(&dir)?.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let earlier = file_name.starts_with(crate::app::agents::TOKEN_FILE_PREFIX) || file_name == "token";
+        if earlier && entry.path() != path {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
     Ok(path)
 }
 
@@ -255,5 +266,25 @@ mod tests {
         let owl = super::write_token(dir.path(), "owl", "sy_other").expect("write");
         let listed: Vec<_> = std::fs::read_dir(path.parent().expect("dir")).expect("list").flatten().collect();
         assert_eq!(listed.len(), 1, "fox's directory holds fox's token only, not {owl:?}");
+    }
+
+    #[test]
+    fn a_new_panes_token_is_a_file_of_its_own_and_the_earlier_panes_file_is_gone() {
+        let dir = tempfile::tempdir().expect("dir");
+        let first = super::write_token(dir.path(), "fox", "sy_first").expect("write");
+        // The provider's configuration beside it stays.
+        std::fs::create_dir(first.parent().expect("own dir").join("claude")).expect("config dir");
+        let second = super::write_token(dir.path(), "fox", "sy_second").expect("write");
+        assert_ne!(first, second);
+        assert!(!first.exists(), "the earlier pane's token file is still there");
+        assert_eq!(std::fs::read_to_string(&second).expect("read"), "sy_second");
+        let mut listed: Vec<String> = std::fs::read_dir(second.parent().expect("dir"))
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        listed.sort();
+        let own = second.file_name().expect("name").to_string_lossy().into_owned();
+        assert_eq!(listed, ["claude".to_owned(), own]);
     }
 }

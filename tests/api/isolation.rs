@@ -3,7 +3,7 @@
 //! reaches only its own team; an agent cannot take the name of a person or of Switchyard.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use reqwest::Method;
@@ -64,16 +64,21 @@ async fn a_pane_gets_its_own_variables_and_a_token_of_its_own_but_not_the_server
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(listed, ["token"], "{token_file:?}");
+    let own = token_file.file_name().expect("a file name").to_string_lossy().into_owned();
+    assert_eq!(listed, [own], "{token_file:?}");
     let token = std::fs::read_to_string(token_file).expect("the token");
     assert_eq!(read_self(&app, "fox", &token).await, 200);
 
-    // Killed, its token stops working; resumed, it gets a new one.
+    // Killed, its token stops working; resumed, its new pane gets a new one in a file of its
+    // own, and the old pane's file is gone: a closing pane's late hooks find no token.
     app.post_ok("/api/v1/agents/fox/kill", json!({})).await;
     assert_eq!(read_self(&app, "fox", &token).await, 401, "a killed agent's token is revoked");
     app.post_ok("/api/v1/agents/fox/resume", json!({})).await;
-    with_pane(&app, "fox").await;
-    let renewed = std::fs::read_to_string(token_file).expect("the new token");
+    let resumed = with_pane(&app, "fox").await;
+    let renewed_file = environ(resumed["pid"].as_u64().expect("pid"))["SWITCHYARD_TOKEN_FILE"].clone();
+    assert_ne!(Path::new(&renewed_file), token_file);
+    assert!(!token_file.exists(), "the old pane's token file is still there: {token_file:?}");
+    let renewed = std::fs::read_to_string(&renewed_file).expect("the new token");
     assert_ne!(renewed, token);
     assert_eq!(read_self(&app, "fox", &renewed).await, 200);
     std::env::remove_var(&canary);
@@ -145,7 +150,7 @@ async fn a_bwrap_agent_reads_its_own_clone_and_token_but_not_another_agents() {
     let owl = with_pane(&app, "owl").await;
     let fox = with_pane(&app, "fox").await;
     let data_dir = app._data_dir.path();
-    let owl_token = switchyard::app::agents::token_file(data_dir, "owl");
+    let owl_token = PathBuf::from(&environ(owl["pid"].as_u64().expect("pid"))["SWITCHYARD_TOKEN_FILE"]);
     let owl_clone = Path::new(owl["clone_path"].as_str().expect("owl's clone"));
     let fox_clone = Path::new(fox["clone_path"].as_str().expect("fox's clone"));
     // Outside the sandbox both are there, readable by the user the agents run as.
