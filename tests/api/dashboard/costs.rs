@@ -1,10 +1,8 @@
 //! What agents' tokens cost, on the wish page (the wish and each group) and the overview (in all
 //! and per project), with unpriced models and providers that report nothing said plainly.
 
-use std::time::Duration;
-
 use crate::dashboard::Dashboard;
-use crate::helpers::{eventually, spawn_app};
+use crate::helpers::spawn_app;
 use crate::usage::{digits, expected, fleet_with_usage, recorded_cost, RECORDED};
 
 #[tokio::test]
@@ -65,15 +63,8 @@ async fn tokens_counted_after_the_overview_was_loaded_show_on_its_next_load() {
     crate::usage::turn_ended(&app, dir.path(), "fox", RECORDED).await;
     let after = costs().await;
     assert!(after.contains(&format!("${:.2} {tokens}", recorded_cost())), "{after}");
-    // The log lists an event once every transaction older than it has ended (other databases'
-    // on the same server too): it is waited for, not read at once.
-    let list = || async { app.get_ok("/api/v1/events?types=agent.usage_counted").await["items"].clone() };
-    eventually("the counting is in the log", Duration::from_secs(10), || async {
-        list().await.as_array().is_some_and(|items| !items.is_empty())
-    })
-    .await;
-    let counted = list().await;
-    let counted = counted.as_array().expect("items");
+    let counted =
+        app.events_until("types=agent.usage_counted", "the counting is in the log", |items| !items.is_empty()).await;
     assert_eq!(counted.len(), 1, "{counted:?}");
     assert_eq!(counted[0]["subject"], "agent:fox");
     let added = &counted[0]["payload"]["added"]["claude-opus-4-5-20251101"];
