@@ -111,18 +111,34 @@ pub async fn live(conn: &mut PgConnection, task_id: Uuid) -> Result<Option<TaskR
         .await
 }
 
-/// The running run of agent `agent_id`, locked.
+/// The running run of agent `agent_id`, locked with its task: the task first, then the run, the
+/// order every change to a task takes (it changes the task, then ends its run); the other order
+/// deadlocked against a person failing the task while its agent reported.
 pub async fn of_agent(conn: &mut PgConnection, agent_id: Uuid) -> Result<Option<TaskRun>, sqlx::Error> {
+    let task = sqlx::query_scalar!(
+        "SELECT t.id FROM tasks t WHERE t.id = (SELECT task_id FROM task_runs WHERE agent_id = $1 AND status = 'running')
+         FOR UPDATE",
+        agent_id
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if task.is_none() {
+        return Ok(None);
+    }
     sqlx::query_as!(TaskRun, "SELECT * FROM task_runs WHERE agent_id = $1 AND status = 'running' FOR UPDATE", agent_id)
         .fetch_optional(conn)
         .await
 }
 
-/// Up to `limit` pending runs, locked (skipping those another node holds), oldest first.
+/// Up to `limit` pending runs, locked with their tasks (skipping those another transaction
+/// holds, so the conductor never waits on a task while it holds runs), oldest first. The task
+/// is locked first (tasks come first in `FROM`): a run whose task is held is passed by before
+/// its own row is locked, since a row locked and then skipped stays locked.
 pub async fn claim_pending(conn: &mut PgConnection, limit: i64) -> Result<Vec<TaskRun>, sqlx::Error> {
     sqlx::query_as!(
         TaskRun,
-        "SELECT * FROM task_runs WHERE status = 'pending' ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED",
+        "SELECT r.* FROM tasks t JOIN task_runs r ON r.task_id = t.id WHERE r.status = 'pending'
+         ORDER BY r.created_at, r.id LIMIT $1 FOR UPDATE OF t, r SKIP LOCKED",
         limit
     )
     .fetch_all(conn)
@@ -171,12 +187,13 @@ pub struct Stopped {
     pub ended: bool,
 }
 
-/// Up to `limit` running runs whose agent stopped, locked (skipping those another node holds).
+/// Up to `limit` running runs whose agent stopped, locked with their tasks (skipping those
+/// another transaction holds).
 /// A task waiting for an answer is not stopped: it waits for the person.
 pub async fn stopped(conn: &mut PgConnection, limit: i64) -> Result<Vec<Stopped>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT r.id, (a.state IN ('done', 'error', 'suspended')) AS "ended!"
-           FROM task_runs r JOIN agents a ON a.id = r.agent_id JOIN tasks t ON t.id = r.task_id
+           FROM tasks t JOIN task_runs r ON r.task_id = t.id JOIN agents a ON a.id = r.agent_id
            WHERE r.status = 'running' AND t.status <> 'waiting_input' AND NOT a.ready_for_cleanup
              AND (a.state IN ('done', 'error') OR (a.state = 'suspended' AND a.suspended_until IS NULL)
                   OR (a.state = 'idle' AND a.updated_at < now() - interval '3 seconds'
@@ -185,7 +202,7 @@ pub async fn stopped(conn: &mut PgConnection, limit: i64) -> Result<Vec<Stopped>
                       AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.recipient_id = a.id
                                       AND m.delivered_at IS NULL)))
            ORDER BY r.updated_at LIMIT $1
-           FOR UPDATE OF r SKIP LOCKED"#,
+           FOR UPDATE OF t, r SKIP LOCKED"#,
         limit
     )
     .fetch_all(&mut *conn)
@@ -199,14 +216,15 @@ pub async fn stopped(conn: &mut PgConnection, limit: i64) -> Result<Vec<Stopped>
     Ok(out)
 }
 
-/// Running task runs whose agent shows a question on its screen while its task is in progress.
+/// Running task runs whose agent shows a question on its screen while its task is in progress,
+/// locked with their tasks (skipping those another transaction holds).
 pub async fn asking(conn: &mut PgConnection, limit: i64) -> Result<Vec<TaskRun>, sqlx::Error> {
     sqlx::query_as!(
         TaskRun,
-        r#"SELECT r.* FROM task_runs r JOIN agents a ON a.id = r.agent_id JOIN tasks t ON t.id = r.task_id
+        r#"SELECT r.* FROM tasks t JOIN task_runs r ON r.task_id = t.id JOIN agents a ON a.id = r.agent_id
            WHERE r.status = 'running' AND r.kind = 'task' AND a.state = 'question' AND t.status = 'in_progress'
            ORDER BY r.updated_at LIMIT $1
-           FOR UPDATE OF r SKIP LOCKED"#,
+           FOR UPDATE OF t, r SKIP LOCKED"#,
         limit
     )
     .fetch_all(conn)

@@ -279,3 +279,36 @@ async fn the_task_page_dispatches_and_shows_the_run_and_the_overview_lists_cards
 fn id_of(value: &Value) -> String {
     value["id"].as_str().expect("id").to_owned()
 }
+
+/// A person's change to a task (`fail`, `cancel`, a move) holds the task, then ends its run; the
+/// conductor, which holds the runs it claims, passes by a run whose task is held instead of
+/// waiting for it: the two never wait on each other in opposite orders (the fuzzer found that
+/// deadlock as a 503).
+#[tokio::test]
+async fn the_conductor_passes_by_a_run_whose_task_a_person_is_changing() {
+    let app = spawn_app().await;
+    app.create_project("alpha").await;
+    let id = new_task(&app, "held by a person").await;
+    assert_json(app.post(&format!("/api/v1/tasks/{id}/dispatch"), json!({})).await, 202).await;
+    let run: uuid::Uuid = runs(&app, &id).await[0]["id"].as_str().expect("run id").parse().expect("a uuid");
+    let task: uuid::Uuid = id.parse().expect("a uuid");
+
+    let mut person = app.pool.begin().await.expect("begin");
+    sqlx::query("UPDATE tasks SET updated_at = now() WHERE id = $1").bind(task).execute(&mut *person).await.unwrap();
+    let mut conductor = app.pool.begin().await.expect("begin");
+    let claimed = switchyard::db::task_runs::claim_pending(&mut conductor, 10).await.expect("claim");
+    assert!(claimed.is_empty(), "the conductor took a run whose task a person holds: {claimed:?}");
+    // So the person's change ends the run without waiting on the conductor (a deadlock would
+    // hold it until PostgreSQL broke it, one side failing).
+    let ended = tokio::time::timeout(
+        Duration::from_secs(30),
+        switchyard::db::task_runs::finish(&mut person, run, "cancelled", Some("a person failed the task")),
+    )
+    .await
+    .expect("the person's change waited on the conductor")
+    .expect("finish");
+    assert!(ended.is_some());
+    person.commit().await.expect("commit");
+    conductor.commit().await.expect("commit");
+    assert_eq!(runs(&app, &id).await[0]["status"], "cancelled");
+}

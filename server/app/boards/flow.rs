@@ -135,8 +135,9 @@ pub async fn ended(conn: &mut PgConnection, task: &Task, why: &str) -> Result<()
     }
     if let Some(run) = task_runs::live(&mut *conn, task.id).await? {
         let status = if task.status == TaskStatus::Done { "done" } else { "cancelled" };
-        task_runs::finish(&mut *conn, run.id, status, Some(why)).await?;
-        if let Some(agent_id) = run.agent_id {
+        // The run as it ended: a pending one read above may have got its agent meanwhile.
+        let ended = task_runs::finish(&mut *conn, run.id, status, Some(why)).await?;
+        if let Some(agent_id) = ended.and_then(|run| run.agent_id) {
             conductor::conclude(conn, agent_id).await?;
         }
     }
