@@ -116,7 +116,7 @@ pub async fn live(conn: &mut PgConnection, task_id: Uuid) -> Result<Option<TaskR
 /// deadlocked against a person failing the task while its agent reported.
 pub async fn of_agent(conn: &mut PgConnection, agent_id: Uuid) -> Result<Option<TaskRun>, sqlx::Error> {
     let task = sqlx::query_scalar!(
-        "SELECT t.id FROM tasks t WHERE t.id = (SELECT task_id FROM task_runs WHERE agent_id = $1 AND status = 'running')
+        "SELECT t.id FROM tasks t WHERE t.id IN (SELECT task_id FROM task_runs WHERE agent_id = $1 AND status = 'running')
          FOR UPDATE",
         agent_id
     )
