@@ -238,13 +238,16 @@ fn write_token(data_dir: &Path, name: &str, token: &str) -> std::io::Result<Path
     file.write_all(token.as_bytes())?;
     file.sync_all()?;
     std::fs::rename(&tmp, &path)?;
-    // An earlier pane's token is revoked already; its file goes so that pane's hooks, which
-    // may run late as its window closes, read nothing (`token` is what older versions wrote).
+    // An earlier pane's token is revoked already, and that pane reads its own file: removing
+    // the file is tidying, so a failure to is logged, not a failed spawn (`token` is what older
+    // versions wrote).
     for entry in std::fs::read_dir(&dir)?.flatten() {
         let file_name = entry.file_name().to_string_lossy().into_owned();
         let earlier = file_name.starts_with(crate::app::agents::TOKEN_FILE_PREFIX) || file_name == "token";
         if earlier && entry.path() != path {
-            std::fs::remove_file(entry.path())?;
+            if let Err(e) = std::fs::remove_file(entry.path()) {
+                tracing::warn!(agent = name, file = %entry.path().display(), error = %e, "removing an earlier pane's token file");
+            }
         }
     }
     Ok(path)
