@@ -261,17 +261,18 @@ pub struct DeletedAgent {
 /// agent that changed meanwhile is refused (try again).
 #[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn delete(ctx: &Ctx, name: &str, force: bool) -> Result<DeletedAgent> {
-    let (seen, target) = {
+    let (seen, repo, target) = {
         let mut conn = ctx.db.acquire().await?;
         let agent = agents::by_name(&mut conn, name).await?.ok_or_else(|| not_found(name))?;
         refuse_live(&agent, force)?;
+        let repo = projects::repo_path(&mut conn, agent.project_id).await?;
         let target = agents::project_target_branch(&mut conn, agent.project_id).await?;
-        (agent, target)
+        (agent, PathBuf::from(repo), target)
     };
     let own_clone = own_clone(ctx, &seen);
     let owner = format!("agent `{name}`");
     let discarded = match &own_clone {
-        Some(path) => clones::check_before_removing(path, &target, &owner, seen.state.as_str(), force).await?,
+        Some(path) => clones::check_before_removing(path, (&repo, &target), &owner, seen.state.as_str(), force).await?,
         None => None,
     };
     let mut tx = ctx.db.begin().await?;

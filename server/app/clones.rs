@@ -7,16 +7,17 @@ use std::path::Path;
 use super::{Error, Result};
 use crate::git::clones::{self, UnmergedWork};
 
-/// What removing `clone` would lose (compared with `target`), refused unless `force`. `owner`
-/// names whose clone it is in the refusal ("agent `fox`"); `state` is the owner's state.
+/// What removing `clone` would lose (compared with `target` in the project's repository `repo`),
+/// refused unless `force`. `owner` names whose clone it is in the refusal ("agent `fox`");
+/// `state` is the owner's state.
 pub async fn check_before_removing(
     clone: &Path,
-    target: &str,
+    (repo, target): (&Path, &str),
     owner: &str,
     state: &str,
     force: bool,
 ) -> Result<Option<UnmergedWork>> {
-    let work = match clones::unmerged_work(clone, target).await {
+    let work = match clones::unmerged_work(clone, repo, target).await {
         Ok(work) => work,
         Err(e) if !force => {
             return Err(Error::conflict(

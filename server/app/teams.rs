@@ -240,7 +240,9 @@ pub async fn disband(ctx: &Ctx, name: &str, force: bool) -> Result<DisbandedTeam
     let owner = format!("team `{name}`");
     let work = match &clone {
         Some(clone) => {
-            clones::check_before_removing(clone, &seen.base_branch, &owner, seen.status.as_str(), force).await?
+            let repo = PathBuf::from(projects::repo_path(&mut *ctx.db.acquire().await?, seen.project_id).await?);
+            let against = (repo.as_path(), seen.base_branch.as_str());
+            clones::check_before_removing(clone, against, &owner, seen.status.as_str(), force).await?
         }
         None => None,
     };

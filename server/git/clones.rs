@@ -157,13 +157,20 @@ impl UnmergedWork {
 }
 
 /// What removing the clone would lose, or `None` when nothing would (or there is no clone). The
-/// clone first fetches from the project's repository, so work merged there since counts as merged.
+/// clone first fetches from the project's repository `repo`, so work merged there since counts as
+/// merged: from `repo` itself, not from the URL the clone's configuration names (its agent
+/// wrote it), and only into a `.git` directory the clone has (not through a link or a file
+/// naming another repository, whose branches the fetch would prune).
 #[tracing::instrument(skip_all, fields(clone = %clone.display()), err(level = "debug"))]
-pub async fn unmerged_work(clone: &Path, target_branch: &str) -> Result<Option<UnmergedWork>, GitError> {
-    if !clone.exists() {
-        return Ok(None);
+pub async fn unmerged_work(clone: &Path, repo: &Path, target_branch: &str) -> Result<Option<UnmergedWork>, GitError> {
+    let Ok(clone_git) = std::fs::symlink_metadata(clone.join(".git")) else {
+        return if clone.exists() { Err(not_a_clone(clone)) } else { Ok(None) };
+    };
+    if !clone_git.is_dir() {
+        return Err(not_a_clone(clone));
     }
-    git(clone, &["fetch", "--quiet", "--prune", "origin"]).await?;
+    let repo = repo.to_string_lossy();
+    git(clone, &["fetch", "--quiet", "--prune", "--", &repo, "+refs/heads/*:refs/remotes/origin/*"]).await?;
     let target = format!("refs/remotes/origin/{target_branch}");
     let count = |text: String| text.trim().parse::<u32>().unwrap_or(0);
     let ahead = count(git(clone, &["rev-list", "--count", "HEAD", "--branches", "--not", &target]).await?);
@@ -183,6 +190,10 @@ pub async fn unmerged_work(clone: &Path, target_branch: &str) -> Result<Option<U
         unpushed,
         dirty_files,
     }))
+}
+
+fn not_a_clone(clone: &Path) -> GitError {
+    std::io::Error::other(format!("{} has no `.git` directory of its own", clone.display())).into()
 }
 
 /// Removes the clone directory (gone already is fine).
@@ -260,7 +271,7 @@ pub(crate) mod tests {
         assert!(!dest.join(".git").is_file(), "a real clone, not a worktree");
         let branch = git(&dest, &["symbolic-ref", "--short", "HEAD"]).await.unwrap();
         assert_eq!(branch.trim(), "switchyard/fox");
-        assert_eq!(unmerged_work(&dest, "main").await.unwrap(), None);
+        assert_eq!(unmerged_work(&dest, &repo, "main").await.unwrap(), None);
         // Making it again (a resume) keeps what is there.
         std::fs::write(dest.join("notes.txt"), "x").unwrap();
         make(&repo, &dest, "switchyard/fox", "main").await.unwrap();
@@ -306,7 +317,7 @@ pub(crate) mod tests {
         std::fs::write(dest.join("feature.rs"), "fn f() {}\n").unwrap();
         commit(&dest, "feature").await;
         std::fs::write(dest.join("wip.rs"), "todo\n").unwrap();
-        let work = unmerged_work(&dest, "main").await.unwrap().expect("unmerged");
+        let work = unmerged_work(&dest, &repo, "main").await.unwrap().expect("unmerged");
         assert_eq!(work.commits_ahead, 1);
         assert_eq!(work.unpushed, 1);
         assert_eq!(work.dirty_files, ["wip.rs"]);
@@ -318,11 +329,11 @@ pub(crate) mod tests {
         // Pushed but not merged: still unmerged, no longer unpushed.
         std::fs::remove_file(dest.join("wip.rs")).unwrap();
         git(&dest, &["push", "--quiet", "origin", "switchyard/owl"]).await.unwrap();
-        let work = unmerged_work(&dest, "main").await.unwrap().expect("unmerged");
+        let work = unmerged_work(&dest, &repo, "main").await.unwrap().expect("unmerged");
         assert_eq!((work.commits_ahead, work.unpushed), (1, 0));
         // Merged into the project's main: nothing would be lost.
         git(&repo, &["merge", "--quiet", "--ff-only", "switchyard/owl"]).await.unwrap();
-        assert_eq!(unmerged_work(&dest, "main").await.unwrap(), None);
+        assert_eq!(unmerged_work(&dest, &repo, "main").await.unwrap(), None);
         remove(&dest).await.unwrap();
         assert!(!dest.exists());
         remove(&dest).await.unwrap();

@@ -2,11 +2,13 @@
 //! ([`conflicts`]), the merge queue's merges ([`merge`]) and the check that a project's
 //! `repo_path` is a repository. git always runs as an argument list (never through a shell),
 //! never prompts, and answers about the directory it is given, whatever repository called us.
+//! Nothing a repository's own configuration names is run ([`safe`]): agents write their clones'.
 
 pub mod branches;
 pub mod clones;
 pub mod conflicts;
 pub mod merge;
+mod safe;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -26,19 +28,42 @@ pub enum GitError {
 }
 
 /// git in `dir`, as an argument list. The variables git hooks set are removed so git answers
-/// about `dir`, not about whatever repository called us; it never prompts.
+/// about `dir`, not about whatever repository called us; it never prompts, and runs no program
+/// the repository's configuration names (hooks, fsmonitor, drivers, pagers, editors, pack
+/// programs: [`safe`]), nor the system's configuration. A repository with a `.git` directory has
+/// it as its working tree, whatever its `core.worktree` says.
 pub(crate) fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut args = args.to_vec();
+    if let Some((at, fixed)) = safe::fixed_transport(&args) {
+        args.insert(at, fixed);
+    }
     let mut command = tokio::process::Command::new("git");
     command
         .arg("-C")
         .arg(dir)
-        .args(args)
+        .args(&args)
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
-        .env("GIT_TERMINAL_PROMPT", "0")
+        .env_remove("GIT_EXTERNAL_DIFF")
+        .envs([
+            ("GIT_TERMINAL_PROMPT", "0"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_PROTOCOL_FROM_USER", "0"),
+            ("GIT_PAGER", "cat"),
+            ("GIT_EDITOR", "true"),
+            ("GIT_SEQUENCE_EDITOR", "true"),
+        ])
         .stdin(Stdio::null())
         .kill_on_drop(true);
+    let overrides = safe::overrides(dir);
+    command.env("GIT_CONFIG_COUNT", overrides.len().to_string());
+    for (n, (key, value)) in overrides.iter().enumerate() {
+        command.env(format!("GIT_CONFIG_KEY_{n}"), key).env(format!("GIT_CONFIG_VALUE_{n}"), value);
+    }
+    if std::fs::symlink_metadata(dir.join(".git")).is_ok_and(|m| m.is_dir()) {
+        command.env("GIT_WORK_TREE", dir);
+    }
     command
 }
 
