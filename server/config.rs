@@ -69,6 +69,15 @@ pub struct GlobalArgs {
     /// Run the merge queue in this process (`serve` and `worker`); any number of nodes may.
     #[arg(long, env = "SWITCHYARD_MERGE_QUEUE", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub merge_queue: bool,
+    /// The network of merge gates, which run code from agents' branches under bubblewrap: `host`
+    /// (the default) keeps builds that fetch their dependencies working, and a gate holds nothing
+    /// to send (no token, nothing of the data directory); `none` takes it away.
+    #[arg(long, env = "SWITCHYARD_GATE_NETWORK", value_enum, default_value_t = crate::providers::Network::Host, global = true)]
+    pub gate_network: crate::providers::Network,
+    /// More paths merge gates see read-only (comma-separated, absolute): a toolchain outside
+    /// the system and `PATH`, a dependency cache.
+    #[arg(long, env = "SWITCHYARD_GATE_PATHS", value_delimiter = ',', global = true)]
+    pub gate_paths: Vec<std::path::PathBuf>,
     #[command(flatten)]
     pub webhooks: WebhookArgs,
     #[command(flatten)]
@@ -258,6 +267,8 @@ pub struct WorkerConfig {
     pub message_confirm: std::time::Duration,
     /// Run the merge queue's loop in this process (any number of nodes may).
     pub merge_queue: bool,
+    /// How its gates run.
+    pub gate: crate::merge_queue::gate::GateSettings,
     /// Give each agent's session (its autogroup) the provider's niceness too.
     pub nice_sessions: bool,
     /// The `switchyard` binary agents' hooks run; `None`: the running executable (tests run the
@@ -282,6 +293,7 @@ impl Default for WorkerConfig {
             message_settle: std::time::Duration::from_millis(300),
             message_confirm: std::time::Duration::from_secs(10),
             merge_queue: true,
+            gate: Default::default(),
             nice_sessions: true,
             switchyard_exe: None,
             provider_home: None,
@@ -374,6 +386,10 @@ impl GlobalArgs {
         if self.message_confirm_ms < 50 {
             return Err(ConfigError { setting: "SWITCHYARD_MESSAGE_CONFIRM_MS", reason: "must be at least 50".into() });
         }
+        if let Some(relative) = self.gate_paths.iter().find(|p| !p.is_absolute()) {
+            let reason = format!("must be absolute paths, not {}", relative.display());
+            return Err(ConfigError { setting: "SWITCHYARD_GATE_PATHS", reason });
+        }
         Ok(WorkerConfig {
             enabled: self.run_worker,
             conductor: self.run_conductor,
@@ -386,6 +402,10 @@ impl GlobalArgs {
             message_settle: std::time::Duration::from_millis(self.message_settle_ms),
             message_confirm: std::time::Duration::from_millis(self.message_confirm_ms),
             merge_queue: self.merge_queue,
+            gate: crate::merge_queue::gate::GateSettings {
+                network: self.gate_network,
+                read_only: self.gate_paths.clone(),
+            },
             nice_sessions: self.nice_sessions,
             switchyard_exe: None,
             provider_home: None,

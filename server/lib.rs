@@ -227,8 +227,10 @@ impl Application {
             }
         });
         // The merge queue and the state file run beside the conductor, on every node that asks.
-        let merge_queue =
-            worker.merge_queue.then(|| tokio::spawn(merge_queue::MergeQueue::new(ctx.clone()).run(shutdown.clone())));
+        let merge_queue = worker.merge_queue.then(|| {
+            let queue = merge_queue::MergeQueue::new(ctx.clone()).with_gate(worker.gate.clone());
+            tokio::spawn(queue.run(shutdown.clone()))
+        });
         let state_writer =
             tokio::spawn(state_file::run(db.pool.clone(), feed.clone(), data_dir_path.clone(), shutdown.clone()));
         let api_server = async {

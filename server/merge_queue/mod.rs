@@ -86,6 +86,9 @@ pub struct MergeQueue {
     /// Scratch clones being tidied after a gate passed there, left at its merge; each says
     /// whether it was.
     tidying: Mutex<HashMap<PathBuf, tokio::task::JoinHandle<bool>>>,
+    /// How gates run: under bubblewrap with these settings, or (`None`: it is not installed) as
+    /// the server's user.
+    gate: Option<gate::GateSettings>,
 }
 
 /// Every branch of a repository, as git listed it at `at` (and as our own moves changed it since).
@@ -109,7 +112,34 @@ impl MergeQueue {
             cache: predict::Cache::default(),
             moved: Mutex::default(),
             tidying: Mutex::default(),
+            gate: Self::bwrap_installed().then(gate::GateSettings::default),
         }
+    }
+
+    /// Gates run under bubblewrap with `settings` (where it is installed).
+    pub fn with_gate(mut self, settings: gate::GateSettings) -> MergeQueue {
+        self.gate = Self::bwrap_installed().then_some(settings);
+        self
+    }
+
+    /// Whether bubblewrap is there to confine gates; where it is not, they run unconfined, and
+    /// the queue says so: they run code from agents' branches as the server's user.
+    fn bwrap_installed() -> bool {
+        let installed = crate::providers::on_own_path("bwrap").is_absolute();
+        if !installed {
+            tracing::warn!("bubblewrap (bwrap) is not installed: merge gates run unconfined, as the server's user");
+        }
+        installed
+    }
+
+    /// The sandbox of a gate over `repo`'s scratch clone: the repository (whose objects the
+    /// scratch clone borrows), the tools on the server's `PATH` and the configured paths shown.
+    fn confinement(&self, repo: &Path) -> Option<gate::Confinement> {
+        let settings = self.gate.as_ref()?;
+        let mut read_only = vec![repo.to_path_buf()];
+        read_only.extend(crate::providers::sandbox::Visible::tools(&std::env::var("PATH").unwrap_or_default()));
+        read_only.extend(settings.read_only.iter().cloned());
+        Some(gate::Confinement { network: settings.network, read_only })
     }
 
     /// Passes until `shutdown`: after each, waits for a commit anywhere (the feed) or [`POLL`].
@@ -329,7 +359,8 @@ impl MergeQueue {
             }
             let timeout = Duration::from_secs(settings.gate_timeout_secs as u64);
             let ctx = &self.ctx;
-            let run = gate::run(scratch, check, timeout, RENEW, || async move {
+            let confined = self.confinement(repo);
+            let run = gate::run(scratch, confined.as_ref(), check, (timeout, RENEW), || async move {
                 if let Err(e) = use_cases::renew_lease(ctx, entry, LEASE).await {
                     tracing::warn!(error = %e, "renewing the merge claim");
                 }

@@ -6,7 +6,8 @@
 //! an empty `/tmp` and home. Other agents' clones and tokens, the data directory and the tmux
 //! socket are not there. `network = "none"` also takes the network away (a separate network
 //! namespace has a loopback of its own); the Switchyard API stays reachable on its Unix socket,
-//! bound in alone ([`Visible::api_socket`]), where the node serves one.
+//! bound in alone ([`Visible::api_socket`]), where the node serves one. The merge queue's gate
+//! runs in a sandbox of the same making ([`gate`]).
 
 use std::path::{Path, PathBuf};
 
@@ -20,7 +21,7 @@ pub enum Sandbox {
     Bwrap,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
     /// The machine's network, as any process of the server's user has it.
@@ -72,18 +73,7 @@ pub fn wrap(sandbox: Sandbox, network: Network, visible: &Visible, argv: Vec<Str
 }
 
 fn bwrap(network: Network, visible: &Visible, argv: Vec<String>) -> Vec<String> {
-    let mut args: Vec<String> =
-        ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-            .map(String::from)
-            .to_vec();
-    if network == Network::None {
-        args.push("--unshare-net".into());
-    }
-    for dir in SYSTEM {
-        bind(&mut args, "--ro-bind-try", Path::new(dir));
-    }
-    // Later mounts go on top of earlier ones: the empty places first, then what is shown in them.
-    args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(String::from));
+    let mut args = confined(network);
     if let Some(home) = visible.home {
         args.extend(["--tmpfs".to_owned(), home.to_string_lossy().into_owned()]);
     }
@@ -96,6 +86,51 @@ fn bwrap(network: Network, visible: &Visible, argv: Vec<String>) -> Vec<String> 
         bind(&mut args, "--bind", socket);
     }
     args.extend(["--chdir".to_owned(), visible.workdir.to_string_lossy().into_owned(), "--".to_owned()]);
+    args.extend(argv);
+    args
+}
+
+/// What every sandbox starts with: namespaces of its own, the network or not, the system
+/// read-only and an empty `/tmp`. Later mounts go on top of earlier ones: the empty places first,
+/// then what is shown in them.
+fn confined(network: Network) -> Vec<String> {
+    let mut args: Vec<String> =
+        ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+            .map(String::from)
+            .to_vec();
+    if network == Network::None {
+        args.push("--unshare-net".into());
+    }
+    for dir in SYSTEM {
+        bind(&mut args, "--ro-bind-try", Path::new(dir));
+    }
+    args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(String::from));
+    args
+}
+
+/// `argv`, a merge gate (code from an agent's branch), under bubblewrap: the scratch clone at
+/// `scratch` writable but its `.git` read-only (what the server's git reads there next), `read_only`
+/// shown (the project's repository, whose objects the clone borrows, and the tools), an empty
+/// `/tmp` and `home`, no capability at all and a session of its own (no terminal to type into).
+/// Nothing of the data directory but the scratch clone, so no agent's token.
+pub fn gate(
+    network: Network,
+    scratch: &Path,
+    read_only: &[PathBuf],
+    home: Option<&Path>,
+    argv: Vec<String>,
+) -> Vec<String> {
+    let mut args = confined(network);
+    args.extend(["--cap-drop", "ALL", "--new-session"].map(String::from));
+    if let Some(home) = home {
+        args.extend(["--tmpfs".to_owned(), home.to_string_lossy().into_owned()]);
+    }
+    for path in read_only {
+        bind(&mut args, "--ro-bind-try", path);
+    }
+    bind(&mut args, "--bind", scratch);
+    bind(&mut args, "--ro-bind-try", &scratch.join(".git"));
+    args.extend(["--chdir".to_owned(), scratch.to_string_lossy().into_owned(), "--".to_owned()]);
     args.extend(argv);
     args
 }
@@ -145,6 +180,22 @@ mod tests {
         let home = args.iter().position(|a| a == "/home/sy").expect("home");
         let clone = args.iter().position(|a| a == "/data/clones/fox").expect("clone");
         assert!(home < clone);
+    }
+
+    #[test]
+    fn a_gate_writes_its_scratch_clone_but_not_its_git_directory_and_keeps_no_capability() {
+        let read_only = [PathBuf::from("/srv/repo.git")];
+        let scratch = Path::new("/data/merge-queue/shop/main");
+        let args = gate(Network::None, scratch, &read_only, Some(Path::new("/home/sy")), vec!["sh".into()]);
+        assert_eq!(after(&args, "--bind"), ["/data/merge-queue/shop/main"]);
+        let shown = after(&args, "--ro-bind-try");
+        assert!(shown.contains(&"/srv/repo.git") && shown.contains(&"/usr"), "{shown:?}");
+        assert_eq!(shown.last(), Some(&"/data/merge-queue/shop/main/.git"), "read-only over the writable clone");
+        assert_eq!(after(&args, "--cap-drop"), ["ALL"]);
+        assert_eq!(after(&args, "--tmpfs"), ["/tmp", "/home/sy"]);
+        assert!(args.contains(&"--unshare-net".to_owned()) && args.contains(&"--die-with-parent".to_owned()));
+        assert!(args.contains(&"--unshare-pid".to_owned()) && args.contains(&"--new-session".to_owned()));
+        assert_eq!(&args[args.len() - 2..], ["--", "sh"]);
     }
 
     #[test]
