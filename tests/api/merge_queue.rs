@@ -380,6 +380,11 @@ async fn a_checked_out_target_branch_is_never_moved_under_the_users_working_tree
     p.assert_never_mid_merge();
 }
 
+/// Where the gates of `project`'s `main` run: its scratch clone, which a gate writes (and only it).
+fn scratch(app: &TestApp, project: &str) -> PathBuf {
+    app._data_dir.path().join("merge-queue").join(project).join("main")
+}
+
 /// The pass saw the target free; the user checks it out (here: in a linked working tree) while
 /// the gate runs: the move is refused all the same, looked at again just before it.
 #[tokio::test]
@@ -387,13 +392,23 @@ async fn a_target_checked_out_while_the_gate_runs_is_not_moved() {
     let app = spawn_app().await;
     let p = project(&app, "late", Shape::OtherBranchOut, &[]).await;
     let tree = p.repo.parent().unwrap().join("user-tree");
-    let check = format!("git -C '{}' worktree add --quiet '{}' main", p.repo.display(), tree.display());
-    set_gate(&app, "late", &check).await;
+    // The gate says it started, then waits for the user (it cannot touch the repository itself).
+    set_gate(&app, "late", "touch started; while [ ! -e go ]; do sleep 0.05; done").await;
     p.push("wish/w", &[("w.txt", "w\n")]);
     completed_wish(&app, "late", "w").await;
     let main_before = git(&p.repo, &["rev-parse", "main"]);
     let queue = app.merge_queue();
-    assert_eq!(processed(&queue.tick().await.unwrap()), [("w", EntryState::Failed)]);
+    let scratch = scratch(&app, "late");
+    let user = async {
+        crate::helpers::eventually("the gate started", std::time::Duration::from_secs(30), || async {
+            scratch.join("started").exists()
+        })
+        .await;
+        git(&p.repo, &["worktree", "add", "--quiet", &tree.to_string_lossy(), "main"]);
+        std::fs::write(scratch.join("go"), "").unwrap();
+    };
+    let (tick, ()) = tokio::join!(queue.tick(), user);
+    assert_eq!(processed(&tick.unwrap()), [("w", EntryState::Failed)]);
     let e = entry(&app, "w").await;
     let reason = e["failure_reason"].as_str().unwrap();
     assert!(reason.contains("is checked out in") && reason.contains("user-tree"), "{e}");
@@ -599,6 +614,21 @@ async fn finished_workers_are_history_and_merged_with_their_wish() {
     assert_state_file(&app).await;
 }
 
+/// Kills every process at work in `dir`, and the sandboxes that run them.
+fn kill_working_in(dir: &Path) {
+    let dir = dir.to_string_lossy().into_owned();
+    for process in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = process.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let cwd = std::fs::read_link(process.path().join("cwd")).unwrap_or_default();
+        let cmdline = std::fs::read(process.path().join("cmdline")).unwrap_or_default();
+        let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        let sandbox = program.ends_with(b"bwrap") && String::from_utf8_lossy(&cmdline).contains(&dir);
+        if cwd == Path::new(&dir) || sandbox {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_sigkill_while_the_gate_runs_ends_in_exactly_one_merge_commit() {
     use crate::binary::{switchyard, Served};
@@ -626,15 +656,12 @@ async fn a_sigkill_while_the_gate_runs_ends_in_exactly_one_merge_commit() {
         }
     };
 
-    // The gate: the first run records its process group and hangs; later runs pass.
+    // The gate, a script beside the repository (which it sees): the first run says it started
+    // and hangs; after the crash it passes.
     let p = repos(Shape::Bare, &[]);
-    let marker = data_dir.path().join("gate-started");
-    let gate = data_dir.path().join("gate.sh");
-    let script = format!(
-        "#!/bin/sh\nif [ ! -e {m} ]; then echo $$ > {m}.tmp; mv {m}.tmp {m}; exec sleep 60; fi\n",
-        m = marker.display()
-    );
-    std::fs::write(&gate, script).unwrap();
+    let scratch = data_dir.path().join("merge-queue").join("crash").join("main");
+    let gate = p.repo.join("gate.sh");
+    std::fs::write(&gate, "#!/bin/sh\ntouch started\nexec sleep 60\n").unwrap();
     p.push("wish/slow", &[("slow.txt", "x\n")]);
     let project =
         json!({"slug": "crash", "name": "crash", "repo_path": p.repo, "conductor_config": {"review": "none"}});
@@ -655,16 +682,16 @@ async fn a_sigkill_while_the_gate_runs_ends_in_exactly_one_merge_commit() {
     }
     // The queue (running in the server) takes it, merges in memory and starts the gate.
     crate::helpers::eventually("the gate started", std::time::Duration::from_secs(30), || {
-        let started = marker.exists();
+        let started = scratch.join("started").exists();
         async move { started }
     })
     .await;
     let state: String = sqlx::query_scalar("SELECT state FROM merge_queue").fetch_one(&pool).await.unwrap();
     assert_eq!(state, "processing");
     first.crash();
-    // The gate's process group outlives the server (as it would): end it.
-    let group: i32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), nix::sys::signal::Signal::SIGKILL);
+    // The gate outlives the server (as it would): end it.
+    kill_working_in(&scratch);
+    std::fs::write(&gate, "#!/bin/sh\nexit 0\n").unwrap();
     let main_before = git(&p.repo, &["rev-parse", "main"]);
 
     let second = start();
