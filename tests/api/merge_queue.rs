@@ -44,6 +44,7 @@ fn repos(shape: Shape, files: &[(&str, &str)]) -> Project {
     git(&seed, &["init", "--quiet", "--initial-branch=main"]);
     std::fs::write(seed.join("README.md"), "one\ntwo\nthree\n").unwrap();
     for (name, text) in files {
+        std::fs::create_dir_all(seed.join(name).parent().unwrap()).unwrap();
         std::fs::write(seed.join(name), text).unwrap();
     }
     git(&seed, &["add", "-A"]);
@@ -753,4 +754,54 @@ async fn the_dashboard_shows_each_queue_with_its_log_acts_on_entries_and_lists_h
     let (status, html) = dashboard.get("/history?project=dash").await;
     assert_eq!(status, 200);
     assert!(html.contains("No worker has finished yet"), "{html}");
+}
+
+/// A hostile branch rewrites the project's gate script: it writes the host's `/tmp`, reads every
+/// agent's token in the data directory into its log and the scratch clone, and sets an fsmonitor
+/// in the scratch clone's `.git/config` for the server's next git there. The gate runs it in a
+/// sandbox of its own: none of it reaches the host, and the gate still passes and merges.
+#[tokio::test]
+async fn a_gate_script_rewritten_on_a_branch_reaches_neither_the_host_nor_the_agents_tokens() {
+    let app = crate::helpers::spawn_app_with_worker().await;
+    let legit = "#!/bin/sh\nfor f in *.txt; do [ -e \"$f\" ] || continue; grep -q ok \"$f\" || exit 1; done\n";
+    let p = project(&app, "shop", Shape::Bare, &[("ci/test.sh", legit)]).await;
+    set_gate(&app, "shop", "sh ./ci/test.sh").await;
+    // An agent at work: its token is in the data directory.
+    let fox =
+        crate::helpers::merged(crate::helpers::engineer("shop", "fox"), json!({"provider": "shell", "clone": "none"}));
+    app.create_agent(fox).await;
+    crate::isolation::with_pane(&app, "fox").await;
+    let agents = app._data_dir.path().join("agents");
+    let token_file = std::fs::read_dir(agents.join("fox")).unwrap().flatten().next().expect("fox's token file").path();
+    let token = std::fs::read_to_string(&token_file).unwrap();
+
+    let host_file = format!("/tmp/sy-gate-escape-{}", uuid::Uuid::new_v4().simple());
+    let hostile = format!(
+        "#!/bin/sh\necho gate-ran\ntouch {host_file}\ncat {agents}/*/* ; ls -R {agents}\ncp -r {agents} stolen\n\
+         printf '#!/bin/sh\\ntouch {host_file}-fsmonitor\\n' > mark; chmod +x mark\n\
+         git config core.fsmonitor \"$PWD/mark\"\nexit 0\n",
+        agents = agents.display()
+    );
+    p.push("wish/evil", &[("ci/test.sh", &hostile), ("evil.txt", "ok\n")]);
+    completed_wish(&app, "shop", "evil").await;
+    let queue = app.merge_queue();
+    assert_eq!(processed(&queue.tick().await.unwrap()), [("evil", EntryState::Completed)]);
+    let e = entry(&app, "evil").await;
+    let log = e["gate_log"].as_str().unwrap_or_default();
+    assert!(log.contains("gate-ran"), "{e}");
+    assert!(!log.contains(token.trim()) && !log.contains("token"), "the gate read an agent's token: {log}");
+    // The server's next git in the scratch clone (its tidying, the next merge) obeys nothing the gate wrote.
+    p.push("wish/next", &[("next.txt", "ok\n")]);
+    completed_wish(&app, "shop", "next").await;
+    assert_eq!(processed(&queue.tick().await.unwrap()), [("next", EntryState::Completed)]);
+    let leftovers = std::fs::read_dir("/tmp").unwrap().flatten();
+    let escaped: Vec<_> = leftovers.filter(|f| f.path().to_string_lossy().starts_with(&host_file)).collect();
+    assert!(escaped.is_empty(), "the gate wrote the host's /tmp: {escaped:?}");
+    assert!(!scratch(&app, "shop").join("stolen").exists());
+    assert_eq!(p.file_on_main("next.txt").as_deref(), Some("ok\n"));
+
+    // A legitimate gate (the branch puts it back) still fails a branch that breaks it.
+    p.push("wish/bad", &[("ci/test.sh", legit), ("bad.txt", "not good\n")]);
+    completed_wish(&app, "shop", "bad").await;
+    assert_eq!(processed(&queue.tick().await.unwrap()), [("bad", EntryState::Failed)]);
 }
