@@ -18,9 +18,9 @@
 //! credential helpers, `core.sshCommand` and askpass programs.
 //!
 //! The local configuration is read when the command is built and again when it runs; an agent
-//! that changed it in between could slip a driver by. The server runs git in a clone only when
-//! its agent is not live (the checks before removing it) or, for the scratch clone, after the
-//! gate ended.
+//! that changed it in between could slip a driver by. The server runs git in an agent's clone
+//! when the agent is not live (the check before removing it, unless forced), and in the scratch
+//! clone after the gate ended (whose `.git` a confined gate cannot write at all).
 
 use std::path::Path;
 
