@@ -9,6 +9,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 use super::{run as git, GitError};
+use crate::agent_writable::AgentWritable;
 
 /// Where an agent's clone lives.
 pub fn clone_dir(data_dir: &Path, agent_name: &str) -> PathBuf {
@@ -45,7 +46,8 @@ pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -
         (Some(parent), Some(name)) => (parent, name.to_string_lossy()),
         _ => return Err(std::io::Error::other(format!("no clone can be made at {}", dest.display())).into()),
     };
-    tokio::fs::create_dir_all(parent).await?;
+    // Owner-only: clones hold the project's code and what the agents wrote.
+    tokio::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent).await?;
     let prefix = partial_prefix(&name);
     remove_partials(parent, &prefix).await;
     let partial = parent.join(format!("{prefix}{}", uuid::Uuid::new_v4().simple()));
@@ -196,31 +198,42 @@ pub async fn remove(clone: &Path) -> Result<(), GitError> {
 
 /// Writes `text` to each of `files` in the clone's root that is not there already, and lists
 /// them in `.git/info/exclude` so they never end up in the agent's commits (a file the
-/// repository itself has is left as it is).
+/// repository itself has, or a link, is left as it is: nothing is written through it).
 pub fn write_excluded(clone: &Path, files: &[&str], text: &str) -> std::io::Result<()> {
-    let exclude = clone.join(".git").join("info").join("exclude");
-    let listed = std::fs::read_to_string(&exclude).unwrap_or_default();
-    let mut add = String::new();
+    let clone = AgentWritable::open(clone)?;
+    let mut written = Vec::new();
     for file in files {
-        let path = clone.join(file);
-        if path.exists() {
-            continue;
+        if clone.create_new(file, text.as_bytes(), 0o644)? {
+            written.push(format!("/{file}"));
         }
-        std::fs::write(&path, text)?;
-        let line = format!("/{file}");
-        if !listed.lines().any(|l| l.trim() == line) {
-            add.push_str(&line);
+    }
+    let lines: Vec<&str> = written.iter().map(String::as_str).collect();
+    exclude(&clone, &lines)
+}
+
+/// Adds each of `lines` that is not there yet to the clone's `.git/info/exclude`. A clone with
+/// no `.git` directory (none, or a linked worktree's `.git` file) has nothing to add to; a link
+/// there, or anything but a file at `exclude`, is refused, never followed.
+pub fn exclude(clone: &AgentWritable, lines: &[&str]) -> std::io::Result<()> {
+    use rustix::fs::FileType;
+    match clone.kind(".git")? {
+        None | Some(FileType::RegularFile) => return Ok(()),
+        Some(_) => {}
+    }
+    let info = clone.create_dir(".git/info", 0o755)?;
+    let listed = info.read_string("exclude")?.unwrap_or_default();
+    let mut add = String::new();
+    for line in lines {
+        if !listed.lines().any(|l| l.trim() == *line) && !add.lines().any(|l| l == *line) {
+            add.push_str(line);
             add.push('\n');
         }
     }
-    if !add.is_empty() {
-        if let Some(dir) = exclude.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let sep = if listed.is_empty() || listed.ends_with('\n') { "" } else { "\n" };
-        std::fs::write(&exclude, format!("{listed}{sep}{add}"))?;
+    if add.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let sep = if listed.is_empty() || listed.ends_with('\n') { "" } else { "\n" };
+    info.replace("exclude", format!("{listed}{sep}{add}").as_bytes(), 0o644)
 }
 
 #[cfg(test)]
