@@ -118,3 +118,38 @@ fn tighten(path: &Path, mode: impl Fn(u32) -> u32) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &std::path::Path) -> u32 {
+        std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn what_an_older_version_left_open_in_the_data_directory_is_made_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("theirs");
+        std::fs::write(&target, "").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+        for file in ["outbox.jsonl", "providers.toml"] {
+            std::fs::write(data.join(file), "").unwrap();
+            std::fs::set_permissions(data.join(file), std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        for sub in ["clones", "pg"] {
+            std::fs::create_dir(data.join(sub)).unwrap();
+            std::fs::set_permissions(data.join(sub), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::os::unix::fs::symlink(&target, data.join("link")).unwrap();
+        super::ensure(data).unwrap();
+        assert_eq!(mode(data), if nix::unistd::geteuid().is_root() { 0o711 } else { 0o700 });
+        assert_eq!(mode(&data.join("outbox.jsonl")), 0o600);
+        assert_eq!(mode(&data.join("providers.toml")), 0o600);
+        assert_eq!(mode(&data.join("clones")), 0o700);
+        assert_eq!(mode(&data.join("pg")), 0o755, "the embedded cluster's directory is its own to set");
+        assert_eq!(mode(&target), 0o644, "a link is not followed");
+    }
+}

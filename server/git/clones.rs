@@ -39,8 +39,14 @@ pub fn default_branch(agent_name: &str) -> String {
 /// own partial directory and removes the ones left before.
 #[tracing::instrument(skip_all, fields(dest = %dest.display(), branch = %branch), err(level = "debug"))]
 pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -> Result<(), GitError> {
-    if dest.join(".git").is_dir() {
-        return Ok(());
+    // The agent can write its clone: a `.git` it replaced with a link is not its clone's.
+    match tokio::fs::symlink_metadata(dest.join(".git")).await {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(_) => {
+            let message = format!("{}/.git is not a directory (a link?); not using this clone", dest.display());
+            return Err(std::io::Error::other(message).into());
+        }
+        Err(_) => {}
     }
     let (parent, name) = match (dest.parent(), dest.file_name()) {
         (Some(parent), Some(name)) => (parent, name.to_string_lossy()),
@@ -339,6 +345,54 @@ pub(crate) mod tests {
         remove(&dest).await.unwrap();
         assert!(!dest.exists());
         remove(&dest).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn removing_a_clone_removes_links_in_it_not_what_they_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = project_repo(dir.path()).await;
+        let dest = clone_dir(dir.path(), "fox");
+        make(&repo, &dest, "switchyard/fox", "main").await.unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dest.join("planted")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("keep"), dest.join(".git/planted")).unwrap();
+        remove(&dest).await.unwrap();
+        assert!(!dest.exists());
+        assert!(outside.path().join("keep").exists(), "removing the clone followed a link");
+    }
+
+    #[tokio::test]
+    async fn a_clone_whose_git_directory_was_replaced_with_a_link_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = project_repo(dir.path()).await;
+        let dest = clone_dir(dir.path(), "fox");
+        make(&repo, &dest, "switchyard/fox", "main").await.unwrap();
+        std::fs::rename(dest.join(".git"), dir.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(repo.join(".git"), dest.join(".git")).unwrap();
+        let refused = make(&repo, &dest, "switchyard/fox", "main").await.unwrap_err().to_string();
+        assert!(refused.contains(".git is not a directory"), "{refused}");
+    }
+
+    #[test]
+    fn instruction_files_and_the_exclude_list_are_never_written_through_links() {
+        let (clone, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::create_dir_all(clone.path().join(".git/info")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("planted"), clone.path().join("CLAUDE.md")).unwrap();
+        write_excluded(clone.path(), &["CLAUDE.md", "AGENTS.md"], "report with switchyard").unwrap();
+        assert!(!outside.path().join("planted").exists(), "created outside the clone");
+        assert_eq!(std::fs::read_to_string(clone.path().join("AGENTS.md")).unwrap(), "report with switchyard");
+        let exclude = clone.path().join(".git/info/exclude");
+        assert_eq!(std::fs::read_to_string(&exclude).unwrap(), "/AGENTS.md\n");
+
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        std::fs::remove_file(&exclude).unwrap();
+        std::os::unix::fs::symlink(&victim, &exclude).unwrap();
+        std::fs::remove_file(clone.path().join("AGENTS.md")).unwrap();
+        let refused = write_excluded(clone.path(), &["AGENTS.md"], "text").unwrap_err().to_string();
+        assert!(refused.contains("exclude is a symbolic link"), "{refused}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "appended to through a link");
     }
 
     #[tokio::test]

@@ -140,4 +140,23 @@ mod tests {
         assert!(matches!(install(clone.path(), Path::new("/s")), Err(HooksError::NotAnObject { .. })));
         assert_eq!(std::fs::read_to_string(clone.path().join(".claude/settings.local.json")).unwrap(), "[1]");
     }
+
+    #[test]
+    fn a_settings_file_that_is_a_link_is_refused_and_what_it_names_is_not_copied() {
+        let (clone, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let secret = outside.path().join("secret.json");
+        std::fs::write(&secret, r#"{"root_only": true}"#).unwrap();
+        std::fs::create_dir_all(clone.path().join(".claude")).unwrap();
+        let settings = clone.path().join(".claude/settings.local.json");
+        std::os::unix::fs::symlink(&secret, &settings).unwrap();
+        let refused = install(clone.path(), Path::new("/s")).unwrap_err().to_string();
+        assert!(refused.contains("settings.local.json is a symbolic link"), "{refused}");
+        assert!(std::fs::symlink_metadata(&settings).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), r#"{"root_only": true}"#);
+        // Nor is `.claude` followed to a directory elsewhere.
+        std::fs::remove_dir_all(clone.path().join(".claude")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), clone.path().join(".claude")).unwrap();
+        assert!(install(clone.path(), Path::new("/s")).unwrap_err().to_string().contains(".claude is a symbolic link"));
+        assert!(!outside.path().join("settings.local.json").exists());
+    }
 }

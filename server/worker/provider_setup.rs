@@ -345,4 +345,22 @@ mod tests {
         assert!(vars.is_empty());
         assert_eq!(std::fs::read_dir(agent.path()).unwrap().count(), 0);
     }
+
+    #[test]
+    fn a_configuration_file_the_agent_replaced_with_a_link_is_refused_not_read_or_written_through() {
+        let (agent, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (secret, victim) = (outside.path().join("secret.json"), outside.path().join("victim"));
+        std::fs::write(&secret, r#"{"root_only": true}"#).unwrap();
+        std::fs::write(&victim, "precious").unwrap();
+        let dir = agent.path().join("claude");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(&secret, dir.join(".claude.json")).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(".claude.switchyard-tmp")).unwrap();
+        let refused = prepare(Setup::Claude, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains(".claude.json is a symbolic link"), "{refused}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(std::fs::symlink_metadata(dir.join(".claude.json")).unwrap().file_type().is_symlink());
+    }
 }

@@ -286,4 +286,20 @@ mod tests {
         let own = second.file_name().expect("name").to_string_lossy().into_owned();
         assert_eq!(listed, ["claude".to_owned(), own]);
     }
+
+    #[test]
+    fn links_planted_in_the_agents_directory_are_neither_written_through_nor_followed() {
+        let (dir, outside) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("outside"));
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "precious").expect("victim");
+        let own = dir.path().join("agents/fox");
+        std::fs::create_dir_all(&own).expect("own dir");
+        // What the agent can do from its pane: its own directory is writable in its sandbox.
+        std::os::unix::fs::symlink(&victim, own.join(".token.tmp")).expect("link");
+        std::os::unix::fs::symlink(&victim, own.join("token-planted")).expect("link");
+        let path = super::write_token(dir.path(), "fox", "sy_new").expect("write");
+        assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "precious");
+        assert_eq!(std::fs::read_to_string(&path).expect("token"), "sy_new");
+        assert!(std::fs::symlink_metadata(own.join("token-planted")).is_err(), "the link itself is tidied away");
+    }
 }
