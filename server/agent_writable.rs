@@ -68,19 +68,6 @@ impl AgentWritable {
         Ok(AgentWritable { path, fd: dir })
     }
 
-    /// The directory at `rel` beneath this one, `None` when it is not there.
-    pub fn dir(&self, rel: &str) -> std::io::Result<Option<AgentWritable>> {
-        let (parent, name, path) = match self.parent_of(rel) {
-            Ok(found) => found,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        match kind_at(&parent, name, &path)? {
-            None => Ok(None),
-            Some(_) => Ok(Some(AgentWritable { fd: open_dir_at(&parent, name, &path)?, path })),
-        }
-    }
-
     /// What is at `rel` (not following a link there), `None` when nothing is.
     pub fn kind(&self, rel: &str) -> std::io::Result<Option<FileType>> {
         match self.parent_of(rel) {
@@ -356,7 +343,9 @@ mod tests {
         let made = dir.create_dir("a/b", 0o700).unwrap();
         assert_eq!(made.path(), agent.path().join("a/b"));
         assert!(agent.path().join("a/b").is_dir());
-        assert!(dir.dir("nowhere").unwrap().is_none());
+        assert_eq!(dir.kind("a").unwrap(), Some(FileType::Directory));
+        assert_eq!(dir.kind(".claude").unwrap(), Some(FileType::Symlink));
+        assert_eq!(dir.kind("nowhere/else").unwrap(), None);
     }
 
     #[test]
