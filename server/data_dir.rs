@@ -2,7 +2,7 @@
 //! the process, so two servers never run one embedded cluster.
 
 use std::fs::{self, File};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use anyhow::Context;
@@ -18,7 +18,13 @@ impl DataDir {
     pub fn claim(path: &Path) -> anyhow::Result<DataDir> {
         ensure(path)?;
         let lock_path = path.join("switchyard.lock");
-        let file = File::create(&lock_path).with_context(|| format!("opening {}", lock_path.display()))?;
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .with_context(|| format!("opening {}", lock_path.display()))?;
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| {
             anyhow::anyhow!(
                 "another switchyard is using the data directory {} (SWITCHYARD_DATA_DIR); stop it or choose another directory",
@@ -70,15 +76,80 @@ pub fn bind_api_socket(data_dir: &Path) -> Option<tokio::net::UnixListener> {
     }
 }
 
-/// Creates the directory (owner-only) if it does not exist.
+/// Creates the directory if it does not exist, and makes it and everything directly in it
+/// owner-only: files 0600, directories 0700, whatever an older version (or the umask of the
+/// shell that started it) left. The directory itself is 0711 as root: the embedded PostgreSQL
+/// runs as the `postgres` user and passes through to its own directory (`pg`, which it keeps
+/// 0700 itself) but lists nothing. What is inside a directory that is 0700 is out of everyone
+/// else's reach whatever its own mode, so the first level is enough.
 pub fn ensure(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mode = if nix::unistd::geteuid().is_root() { 0o711 } else { 0o700 };
     if !path.exists() {
-        fs::create_dir_all(path)
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(mode)
+            .create(path)
             .with_context(|| format!("creating the data directory {} (SWITCHYARD_DATA_DIR)", path.display()))?;
-        // Private to its owner; as root, others may pass through (not list) so the `postgres`
-        // user reaches the embedded cluster inside.
-        let mode = if nix::unistd::geteuid().is_root() { 0o711 } else { 0o700 };
-        fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
+    }
+    // One this user may not change (someone else's, given with --data-dir) is logged, and used.
+    tighten(path, |_| mode);
+    let entries = fs::read_dir(path).with_context(|| format!("reading the data directory {}", path.display()))?;
+    for entry in entries.flatten() {
+        if entry.file_name() == crate::db::embedded::ROOT {
+            continue;
+        }
+        // A link is not followed: whatever it names is not the data directory's.
+        if entry.file_type().is_ok_and(|t| !t.is_symlink()) {
+            tighten(&entry.path(), |was| was & 0o700);
+        }
     }
     Ok(())
+}
+
+/// Sets the mode of `path` to `mode(its mode)` where that changes it; a failure is logged.
+fn tighten(path: &Path, mode: impl Fn(u32) -> u32) {
+    let Ok(meta) = fs::symlink_metadata(path) else { return };
+    let was = meta.permissions().mode() & 0o7777;
+    let wanted = mode(was);
+    if wanted != was {
+        if let Err(e) = fs::set_permissions(path, fs::Permissions::from_mode(wanted)) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot make it owner-only");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &std::path::Path) -> u32 {
+        std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn what_an_older_version_left_open_in_the_data_directory_is_made_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("theirs");
+        std::fs::write(&target, "").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+        for file in ["outbox.jsonl", "providers.toml"] {
+            std::fs::write(data.join(file), "").unwrap();
+            std::fs::set_permissions(data.join(file), std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        for sub in ["clones", "pg"] {
+            std::fs::create_dir(data.join(sub)).unwrap();
+            std::fs::set_permissions(data.join(sub), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::os::unix::fs::symlink(&target, data.join("link")).unwrap();
+        super::ensure(data).unwrap();
+        assert_eq!(mode(data), if nix::unistd::geteuid().is_root() { 0o711 } else { 0o700 });
+        assert_eq!(mode(&data.join("outbox.jsonl")), 0o600);
+        assert_eq!(mode(&data.join("providers.toml")), 0o600);
+        assert_eq!(mode(&data.join("clones")), 0o700);
+        assert_eq!(mode(&data.join("pg")), 0o755, "the embedded cluster's directory is its own to set");
+        assert_eq!(mode(&target), 0o644, "a link is not followed");
+    }
 }

@@ -2,6 +2,7 @@
 //! `Application::build` binds its listeners and opens the database; `run_until` serves until
 //! the cancellation token fires, then drains and stops the embedded PostgreSQL last.
 
+pub mod agent_writable;
 pub mod api;
 pub mod app;
 pub mod auth;

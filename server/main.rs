@@ -30,6 +30,11 @@ fn main() -> ExitCode {
 }
 
 fn serve(cli: Cli) -> ExitCode {
+    // Everything this process and what it starts (git making clones, tmux, agents' tools)
+    // creates is its user's only: the data directory holds message bodies, clones, tokens and
+    // API keys, and as root its parent is passable by every user (see `data_dir::ensure`). Set
+    // here, before any thread exists: the umask is the whole process's.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let settings = match cli.global.validate() {
         Ok(settings) => settings,
         Err(e) => {

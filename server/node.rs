@@ -19,13 +19,21 @@ impl NodeInfo {
     /// Reads the node id from `<data_dir>/node_id`, creating it on first start, so a restarted
     /// worker is the same node.
     pub fn load(data_dir: &Path) -> std::io::Result<NodeInfo> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
         let path = data_dir.join("node_id");
         let node_id = match std::fs::read_to_string(&path) {
             Ok(text) if !text.trim().is_empty() => text.trim().to_owned(),
             _ => {
                 let id = format!("node-{}", &Uuid::new_v4().simple().to_string()[..12]);
                 let tmp = data_dir.join("node_id.tmp");
-                std::fs::write(&tmp, &id)?;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&tmp)?
+                    .write_all(id.as_bytes())?;
                 std::fs::rename(&tmp, &path)?;
                 id
             }

@@ -3,6 +3,7 @@
 //! a log a person can `tail -f` or `grep`, which survives the database.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -25,7 +26,8 @@ pub async fn append(data_dir: &Path, message: &Message) {
         let mut bytes = serde_json::to_vec(&line)?;
         bytes.push(b'\n');
         let _one_at_a_time = APPEND.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut out = std::fs::OpenOptions::new().create(true).append(true).open(&file)?;
+        // Message bodies: readable by this user only.
+        let mut out = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&file)?;
         out.write_all(&bytes)
     })
     .await;

@@ -70,8 +70,9 @@ async fn write_if_changed(pool: &PgPool, data_dir: &Path, written: Option<&[u8]>
 }
 
 fn replace(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = dir.join("state.json.tmp");
-    let mut file = std::fs::File::create(&tmp)?;
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);

@@ -62,9 +62,11 @@ pub async fn read_transcript(
 }
 
 /// Up to [`MAX_READ`] bytes of the regular file at `path` from `offset`; `None` when it is not
-/// one (missing, a directory, a device).
+/// one (missing, a directory, a device). Opened without blocking: a fifo the agent named would
+/// otherwise hang the open until something wrote to it.
 fn read_from(path: &Path, offset: u64) -> Option<Vec<u8>> {
-    let mut file = std::fs::File::open(path).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()?;
     if !file.metadata().ok()?.is_file() {
         return None;
     }
@@ -157,4 +159,18 @@ pub async fn scope(conn: &mut PgConnection, names: &ScopeNames<'_>) -> Result<Sc
         scope.agent = Some(agent.id);
     }
     Ok(scope)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_fifo_named_as_a_transcript_is_not_read_and_does_not_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("session.jsonl");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(super::read_from(&fifo, 0), None);
+        let file = dir.path().join("real.jsonl");
+        std::fs::write(&file, "{}\n").unwrap();
+        assert_eq!(super::read_from(&file, 0).as_deref(), Some(&b"{}\n"[..]));
+    }
 }

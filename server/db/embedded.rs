@@ -76,6 +76,9 @@ pub struct EmbeddedPostgres {
     child: std::sync::Mutex<Option<Child>>,
 }
 
+/// The cluster's directory in the data directory, owned by `postgres` when we are root.
+pub const ROOT: &str = "pg";
+
 impl EmbeddedPostgres {
     /// Finds the binaries and checks the cluster's directory can be used; touches nothing yet.
     pub fn new(root: &Path, bindir: Option<&Path>, durability: Durability) -> Result<Self, EmbeddedError> {

@@ -81,7 +81,7 @@ impl Database {
             Some(url) => (url.expose_secret().parse::<PgConnectOptions>()?, None),
             None => {
                 let pg = EmbeddedPostgres::new(
-                    &settings.data_dir.join("pg"),
+                    &settings.data_dir.join(embedded::ROOT),
                     settings.pg_bindir.as_deref(),
                     Durability::Durable,
                 )?;
@@ -102,7 +102,7 @@ impl Database {
     pub async fn open_for_command(settings: &Settings) -> anyhow::Result<(Database, Option<DataDir>)> {
         if settings.database_url.is_none() && DataDir::is_claimed(&settings.data_dir) {
             let pg = EmbeddedPostgres::new(
-                &settings.data_dir.join("pg"),
+                &settings.data_dir.join(embedded::ROOT),
                 settings.pg_bindir.as_deref(),
                 Durability::Durable,
             )?;

@@ -9,6 +9,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 use super::{run as git, GitError};
+use crate::agent_writable::AgentWritable;
 
 /// Where an agent's clone lives.
 pub fn clone_dir(data_dir: &Path, agent_name: &str) -> PathBuf {
@@ -38,14 +39,21 @@ pub fn default_branch(agent_name: &str) -> String {
 /// own partial directory and removes the ones left before.
 #[tracing::instrument(skip_all, fields(dest = %dest.display(), branch = %branch), err(level = "debug"))]
 pub async fn make(repo: &Path, dest: &Path, branch: &str, target_branch: &str) -> Result<(), GitError> {
-    if dest.join(".git").is_dir() {
-        return Ok(());
+    // The agent can write its clone: a `.git` it replaced with a link is not its clone's.
+    match tokio::fs::symlink_metadata(dest.join(".git")).await {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(_) => {
+            let message = format!("{}/.git is not a directory (a link?); not using this clone", dest.display());
+            return Err(std::io::Error::other(message).into());
+        }
+        Err(_) => {}
     }
     let (parent, name) = match (dest.parent(), dest.file_name()) {
         (Some(parent), Some(name)) => (parent, name.to_string_lossy()),
         _ => return Err(std::io::Error::other(format!("no clone can be made at {}", dest.display())).into()),
     };
-    tokio::fs::create_dir_all(parent).await?;
+    // Owner-only: clones hold the project's code and what the agents wrote.
+    tokio::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent).await?;
     let prefix = partial_prefix(&name);
     remove_partials(parent, &prefix).await;
     let partial = parent.join(format!("{prefix}{}", uuid::Uuid::new_v4().simple()));
@@ -207,31 +215,42 @@ pub async fn remove(clone: &Path) -> Result<(), GitError> {
 
 /// Writes `text` to each of `files` in the clone's root that is not there already, and lists
 /// them in `.git/info/exclude` so they never end up in the agent's commits (a file the
-/// repository itself has is left as it is).
+/// repository itself has, or a link, is left as it is: nothing is written through it).
 pub fn write_excluded(clone: &Path, files: &[&str], text: &str) -> std::io::Result<()> {
-    let exclude = clone.join(".git").join("info").join("exclude");
-    let listed = std::fs::read_to_string(&exclude).unwrap_or_default();
-    let mut add = String::new();
+    let clone = AgentWritable::open(clone)?;
+    let mut written = Vec::new();
     for file in files {
-        let path = clone.join(file);
-        if path.exists() {
-            continue;
+        if clone.create_new(file, text.as_bytes(), 0o644)? {
+            written.push(format!("/{file}"));
         }
-        std::fs::write(&path, text)?;
-        let line = format!("/{file}");
-        if !listed.lines().any(|l| l.trim() == line) {
-            add.push_str(&line);
+    }
+    let lines: Vec<&str> = written.iter().map(String::as_str).collect();
+    exclude(&clone, &lines)
+}
+
+/// Adds each of `lines` that is not there yet to the clone's `.git/info/exclude`. A clone with
+/// no `.git` directory (none, or a linked worktree's `.git` file) has nothing to add to; a link
+/// there, or anything but a file at `exclude`, is refused, never followed.
+pub fn exclude(clone: &AgentWritable, lines: &[&str]) -> std::io::Result<()> {
+    use rustix::fs::FileType;
+    match clone.kind(".git")? {
+        None | Some(FileType::RegularFile) => return Ok(()),
+        Some(_) => {}
+    }
+    let info = clone.create_dir(".git/info", 0o755)?;
+    let listed = info.read_string("exclude")?.unwrap_or_default();
+    let mut add = String::new();
+    for line in lines {
+        if !listed.lines().any(|l| l.trim() == *line) && !add.lines().any(|l| l == *line) {
+            add.push_str(line);
             add.push('\n');
         }
     }
-    if !add.is_empty() {
-        if let Some(dir) = exclude.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let sep = if listed.is_empty() || listed.ends_with('\n') { "" } else { "\n" };
-        std::fs::write(&exclude, format!("{listed}{sep}{add}"))?;
+    if add.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let sep = if listed.is_empty() || listed.ends_with('\n') { "" } else { "\n" };
+    info.replace("exclude", format!("{listed}{sep}{add}").as_bytes(), 0o644)
 }
 
 #[cfg(test)]
@@ -337,6 +356,54 @@ pub(crate) mod tests {
         remove(&dest).await.unwrap();
         assert!(!dest.exists());
         remove(&dest).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn removing_a_clone_removes_links_in_it_not_what_they_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = project_repo(dir.path()).await;
+        let dest = clone_dir(dir.path(), "fox");
+        make(&repo, &dest, "switchyard/fox", "main").await.unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dest.join("planted")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("keep"), dest.join(".git/planted")).unwrap();
+        remove(&dest).await.unwrap();
+        assert!(!dest.exists());
+        assert!(outside.path().join("keep").exists(), "removing the clone followed a link");
+    }
+
+    #[tokio::test]
+    async fn a_clone_whose_git_directory_was_replaced_with_a_link_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = project_repo(dir.path()).await;
+        let dest = clone_dir(dir.path(), "fox");
+        make(&repo, &dest, "switchyard/fox", "main").await.unwrap();
+        std::fs::rename(dest.join(".git"), dir.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(repo.join(".git"), dest.join(".git")).unwrap();
+        let refused = make(&repo, &dest, "switchyard/fox", "main").await.unwrap_err().to_string();
+        assert!(refused.contains(".git is not a directory"), "{refused}");
+    }
+
+    #[test]
+    fn instruction_files_and_the_exclude_list_are_never_written_through_links() {
+        let (clone, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::create_dir_all(clone.path().join(".git/info")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("planted"), clone.path().join("CLAUDE.md")).unwrap();
+        write_excluded(clone.path(), &["CLAUDE.md", "AGENTS.md"], "report with switchyard").unwrap();
+        assert!(!outside.path().join("planted").exists(), "created outside the clone");
+        assert_eq!(std::fs::read_to_string(clone.path().join("AGENTS.md")).unwrap(), "report with switchyard");
+        let exclude = clone.path().join(".git/info/exclude");
+        assert_eq!(std::fs::read_to_string(&exclude).unwrap(), "/AGENTS.md\n");
+
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        std::fs::remove_file(&exclude).unwrap();
+        std::os::unix::fs::symlink(&victim, &exclude).unwrap();
+        std::fs::remove_file(clone.path().join("AGENTS.md")).unwrap();
+        let refused = write_excluded(clone.path(), &["AGENTS.md"], "text").unwrap_err().to_string();
+        assert!(refused.contains("exclude is a symbolic link"), "{refused}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "appended to through a link");
     }
 
     #[tokio::test]

@@ -6,9 +6,14 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
+use crate::agent_writable::AgentWritable;
+
 /// The hook events Switchyard listens to.
 pub const HOOK_EVENTS: [&str; 7] =
     ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "PermissionRequest", "Notification", "SessionEnd"];
+
+/// The settings file, in the clone's `.claude`.
+const SETTINGS: &str = "settings.local.json";
 
 /// What goes in `.git/info/exclude` so the agent never commits the settings file.
 const EXCLUDED: &str = ".claude/settings.local.json";
@@ -40,20 +45,19 @@ fn is_ours(entry: &Value) -> bool {
 }
 
 /// Registers `exe hook` for every event in [`HOOK_EVENTS`], keeping the file's other settings and
-/// other hooks, replacing any earlier registration of ours; then excludes the file from git.
+/// other hooks, replacing any earlier registration of ours; then excludes the file from git. The
+/// agent can write its clone, so a link or anything but a file where the settings are is refused
+/// ([`AgentWritable`]): never followed, never read.
 #[tracing::instrument(skip_all, fields(clone = %clone.display()), err)]
 pub fn install(clone: &Path, exe: &Path) -> Result<(), HooksError> {
-    let dir = clone.join(".claude");
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("settings.local.json");
-    let shown = path.display().to_string();
-    let mut settings = match std::fs::read_to_string(&path) {
-        Ok(text) if !text.trim().is_empty() => {
+    let clone = AgentWritable::open(clone)?;
+    let dir = clone.create_dir(".claude", 0o755)?;
+    let shown = dir.path().join(SETTINGS).display().to_string();
+    let mut settings = match dir.read_string(SETTINGS)? {
+        Some(text) if !text.trim().is_empty() => {
             serde_json::from_str::<Value>(&text).map_err(|source| HooksError::Json { path: shown.clone(), source })?
         }
-        Ok(_) => json!({}),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({}),
-        Err(e) => return Err(e.into()),
+        _ => json!({}),
     };
     let root = settings.as_object_mut().ok_or(HooksError::NotAnObject { path: shown.clone() })?;
     let hooks = root.entry("hooks").or_insert_with(|| Value::Object(Map::new()));
@@ -71,27 +75,8 @@ pub fn install(clone: &Path, exe: &Path) -> Result<(), HooksError> {
         entries.push(json!({"hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_S}]}));
     }
     let text = serde_json::to_string_pretty(&settings).map_err(|source| HooksError::Json { path: shown, source })?;
-    let tmp = dir.join("settings.local.json.tmp");
-    std::fs::write(&tmp, text + "\n")?;
-    std::fs::rename(&tmp, &path)?;
-    exclude_from_git(clone)
-}
-
-/// Adds the settings file to the clone's `.git/info/exclude` (once).
-fn exclude_from_git(clone: &Path) -> Result<(), HooksError> {
-    let git = clone.join(".git");
-    if !git.is_dir() {
-        return Ok(());
-    }
-    let info = git.join("info");
-    std::fs::create_dir_all(&info)?;
-    let path = info.join("exclude");
-    let current = std::fs::read_to_string(&path).unwrap_or_default();
-    if current.lines().any(|line| line.trim() == EXCLUDED) {
-        return Ok(());
-    }
-    let separator = if current.is_empty() || current.ends_with('\n') { "" } else { "\n" };
-    std::fs::write(&path, format!("{current}{separator}{EXCLUDED}\n"))?;
+    dir.replace(SETTINGS, (text + "\n").as_bytes(), 0o644)?;
+    crate::git::clones::exclude(&clone, &[EXCLUDED])?;
     Ok(())
 }
 
@@ -154,5 +139,24 @@ mod tests {
         std::fs::write(clone.path().join(".claude/settings.local.json"), "[1]").unwrap();
         assert!(matches!(install(clone.path(), Path::new("/s")), Err(HooksError::NotAnObject { .. })));
         assert_eq!(std::fs::read_to_string(clone.path().join(".claude/settings.local.json")).unwrap(), "[1]");
+    }
+
+    #[test]
+    fn a_settings_file_that_is_a_link_is_refused_and_what_it_names_is_not_copied() {
+        let (clone, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let secret = outside.path().join("secret.json");
+        std::fs::write(&secret, r#"{"root_only": true}"#).unwrap();
+        std::fs::create_dir_all(clone.path().join(".claude")).unwrap();
+        let settings = clone.path().join(".claude/settings.local.json");
+        std::os::unix::fs::symlink(&secret, &settings).unwrap();
+        let refused = install(clone.path(), Path::new("/s")).unwrap_err().to_string();
+        assert!(refused.contains("settings.local.json is a symbolic link"), "{refused}");
+        assert!(std::fs::symlink_metadata(&settings).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), r#"{"root_only": true}"#);
+        // Nor is `.claude` followed to a directory elsewhere.
+        std::fs::remove_dir_all(clone.path().join(".claude")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), clone.path().join(".claude")).unwrap();
+        assert!(install(clone.path(), Path::new("/s")).unwrap_err().to_string().contains(".claude is a symbolic link"));
+        assert!(!outside.path().join("settings.local.json").exists());
     }
 }

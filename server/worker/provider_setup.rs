@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use crate::agent_writable::AgentWritable;
 use crate::providers::Setup;
 
 /// Where the user's own provider configuration is: the worker's environment (`HOME`,
@@ -80,17 +81,19 @@ pub fn prepare(
     user: &UserConfig,
     pane_env: &BTreeMap<String, String>,
 ) -> std::io::Result<Vec<(String, String)>> {
-    let (dir, variable) = match setup {
+    let (name, variable) = match setup {
         Setup::None => return Ok(Vec::new()),
-        Setup::Claude => (agent_dir.join("claude"), "CLAUDE_CONFIG_DIR"),
-        Setup::Codex => (agent_dir.join("codex"), "CODEX_HOME"),
-        Setup::Gemini => (agent_dir.join("gemini"), "GEMINI_CLI_HOME"),
+        Setup::Claude => ("claude", "CLAUDE_CONFIG_DIR"),
+        Setup::Codex => ("codex", "CODEX_HOME"),
+        Setup::Gemini => ("gemini", "GEMINI_CLI_HOME"),
     };
     // A provider configured with its own directory is the user's to manage.
     if pane_env.contains_key(variable) {
         return Ok(Vec::new());
     }
-    private_dir(&dir)?;
+    // The agent writes its own directory (its provider keeps its state there): nothing in it
+    // is followed or trusted to be what it should be.
+    let dir = AgentWritable::create(agent_dir, 0o700)?.create_dir(name, 0o700)?;
     let clone = clone.to_string_lossy();
     match setup {
         Setup::None => {}
@@ -98,17 +101,16 @@ pub fn prepare(
         Setup::Codex => codex(&dir, &clone, user, pane_env)?,
         Setup::Gemini => gemini(&dir, &clone, user, pane_env)?,
     }
-    Ok(vec![(variable.to_owned(), dir.to_string_lossy().into_owned())])
+    Ok(vec![(variable.to_owned(), dir.path().to_string_lossy().into_owned())])
 }
 
 /// The fields of the user's `.claude.json` that say who they are; nothing about their projects.
 const CLAUDE_ACCOUNT_FIELDS: [&str; 4] = ["oauthAccount", "primaryApiKey", "customApiKeyResponses", "userID"];
 
-fn claude(dir: &Path, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
-    let path = dir.join(".claude.json");
+fn claude(dir: &AgentWritable, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
     // An earlier start's file is kept (Claude Code records its own state there); a first start
     // takes the user's account.
-    let mut config = read_json(&path)?.unwrap_or_else(|| {
+    let mut config = own_json(dir, ".claude.json")?.unwrap_or_else(|| {
         let users = user.claude_json.as_deref().and_then(|p| read_json(p).ok().flatten()).unwrap_or(json!({}));
         let mut fresh = json!({});
         for field in CLAUDE_ACCOUNT_FIELDS {
@@ -149,23 +151,19 @@ fn claude(dir: &Path, clone: &str, user: &UserConfig, env: &BTreeMap<String, Str
             }
         }
     }
-    write_private(&path, serde_json::to_string_pretty(&config)?.as_bytes())?;
+    dir.replace(".claude.json", serde_json::to_string_pretty(&config)?.as_bytes(), PRIVATE)?;
     if let Some(users) = &user.claude_dir {
-        copy_if_present(&users.join(".credentials.json"), &dir.join(".credentials.json"))?;
-        copy_if_present(&users.join("settings.json"), &dir.join("settings.json"))?;
+        copy_if_present(&users.join(".credentials.json"), dir, ".credentials.json")?;
+        copy_if_present(&users.join("settings.json"), dir, "settings.json")?;
     }
     Ok(())
 }
 
-fn codex(dir: &Path, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+fn codex(dir: &AgentWritable, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
     let users = user.codex_home.as_deref();
-    let path = dir.join("config.toml");
-    let mut config = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            users.and_then(|u| std::fs::read_to_string(u.join("config.toml")).ok()).unwrap_or_default()
-        }
-        Err(e) => return Err(e),
+    let mut config = match dir.read_string("config.toml")? {
+        Some(text) => text,
+        None => users.and_then(|u| std::fs::read_to_string(u.join("config.toml")).ok()).unwrap_or_default(),
     };
     // A JSON string is a TOML basic string (the same escapes), so any path stays one key.
     let table = format!("[projects.{}]", serde_json::to_string(clone)?);
@@ -175,13 +173,12 @@ fn codex(dir: &Path, clone: &str, user: &UserConfig, env: &BTreeMap<String, Stri
         }
         config.push_str(&format!("\n{table}\ntrust_level = \"trusted\"\n"));
     }
-    write_private(&path, config.as_bytes())?;
-    let auth = dir.join("auth.json");
-    let copied = users.map(|u| copy_if_present(&u.join("auth.json"), &auth)).transpose()?.unwrap_or(false);
+    dir.replace("config.toml", config.as_bytes(), PRIVATE)?;
+    let copied = users.map(|u| copy_if_present(&u.join("auth.json"), dir, "auth.json")).transpose()?.unwrap_or(false);
     if !copied {
         if let Some(key) = env.get("OPENAI_API_KEY").filter(|k| !k.is_empty()) {
             // What `codex login --with-api-key` writes.
-            write_private(&auth, json!({"OPENAI_API_KEY": key}).to_string().as_bytes())?;
+            dir.replace("auth.json", json!({"OPENAI_API_KEY": key}).to_string().as_bytes(), PRIVATE)?;
         }
     }
     Ok(())
@@ -190,20 +187,18 @@ fn codex(dir: &Path, clone: &str, user: &UserConfig, env: &BTreeMap<String, Stri
 /// The user's Gemini CLI files that hold their login.
 const GEMINI_LOGIN_FILES: [&str; 3] = ["oauth_creds.json", "google_accounts.json", "gemini-credentials.json"];
 
-fn gemini(dir: &Path, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
-    let own = dir.join(".gemini");
-    private_dir(&own)?;
+fn gemini(dir: &AgentWritable, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+    let own = dir.create_dir(".gemini", 0o700)?;
     let users = user.gemini_dir.as_deref();
     let from_user = |name: &str| users.and_then(|u| read_json(&u.join(name)).ok().flatten());
-    let trusted_path = own.join("trustedFolders.json");
-    let mut trusted = read_json(&trusted_path)?.or_else(|| from_user("trustedFolders.json")).unwrap_or(json!({}));
+    let mut trusted =
+        own_json(&own, "trustedFolders.json")?.or_else(|| from_user("trustedFolders.json")).unwrap_or(json!({}));
     if !trusted.is_object() {
         trusted = json!({});
     }
     trusted[clone] = json!("TRUST_FOLDER");
-    write_private(&trusted_path, serde_json::to_string_pretty(&trusted)?.as_bytes())?;
-    let settings_path = own.join("settings.json");
-    let mut settings = read_json(&settings_path)?.or_else(|| from_user("settings.json")).unwrap_or(json!({}));
+    own.replace("trustedFolders.json", serde_json::to_string_pretty(&trusted)?.as_bytes(), PRIVATE)?;
+    let mut settings = own_json(&own, "settings.json")?.or_else(|| from_user("settings.json")).unwrap_or(json!({}));
     if !settings.is_object() {
         settings = json!({});
     }
@@ -217,17 +212,17 @@ fn gemini(dir: &Path, clone: &str, user: &UserConfig, env: &BTreeMap<String, Str
         }
         settings["security"]["auth"]["selectedType"] = json!("gemini-api-key");
     }
-    write_private(&settings_path, serde_json::to_string_pretty(&settings)?.as_bytes())?;
+    own.replace("settings.json", serde_json::to_string_pretty(&settings)?.as_bytes(), PRIVATE)?;
     if let Some(users) = users {
         for name in GEMINI_LOGIN_FILES {
-            copy_if_present(&users.join(name), &own.join(name))?;
+            copy_if_present(&users.join(name), &own, name)?;
         }
     }
     Ok(())
 }
 
-/// The JSON in `path`, `None` when there is no such file; a file that is not JSON counts as
-/// absent (it is rewritten, never half-merged).
+/// The JSON in the user's file at `path`, `None` when there is no such file; a file that is not
+/// JSON counts as absent (it is rewritten, never half-merged).
 fn read_json(path: &Path) -> std::io::Result<Option<Value>> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(serde_json::from_str(&text).ok()),
@@ -236,27 +231,19 @@ fn read_json(path: &Path) -> std::io::Result<Option<Value>> {
     }
 }
 
-fn private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+/// [`read_json`] of the agent's own file `name` in `dir`.
+fn own_json(dir: &AgentWritable, name: &str) -> std::io::Result<Option<Value>> {
+    Ok(dir.read(name)?.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
 }
 
-/// Replaces `path` with `bytes`, readable by this user only: these files hold credentials.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("switchyard-tmp");
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
+/// These files hold credentials: readable by this user only.
+const PRIVATE: u32 = 0o600;
 
-/// Copies the user's file when there is one (refreshed on every start: the user may have logged
-/// in since). Returns whether it was there.
-fn copy_if_present(from: &Path, to: &Path) -> std::io::Result<bool> {
+/// Copies the user's file at `from` to `name` in `dir` when there is one (refreshed on every
+/// start: the user may have logged in since). Returns whether it was there.
+fn copy_if_present(from: &Path, dir: &AgentWritable, name: &str) -> std::io::Result<bool> {
     match std::fs::read(from) {
-        Ok(bytes) => write_private(to, &bytes).map(|()| true),
+        Ok(bytes) => dir.replace(name, &bytes, PRIVATE).map(|()| true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
     }
@@ -357,5 +344,23 @@ mod tests {
         let vars = prepare(Setup::None, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[])).unwrap();
         assert!(vars.is_empty());
         assert_eq!(std::fs::read_dir(agent.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_configuration_file_the_agent_replaced_with_a_link_is_refused_not_read_or_written_through() {
+        let (agent, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (secret, victim) = (outside.path().join("secret.json"), outside.path().join("victim"));
+        std::fs::write(&secret, r#"{"root_only": true}"#).unwrap();
+        std::fs::write(&victim, "precious").unwrap();
+        let dir = agent.path().join("claude");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(&secret, dir.join(".claude.json")).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(".claude.switchyard-tmp")).unwrap();
+        let refused = prepare(Setup::Claude, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains(".claude.json is a symbolic link"), "{refused}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(std::fs::symlink_metadata(dir.join(".claude.json")).unwrap().file_type().is_symlink());
     }
 }

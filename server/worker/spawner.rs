@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use sqlx::PgPool;
 
+use crate::agent_writable::AgentWritable;
 use crate::app::fleet;
 use crate::db::agents;
 use crate::db::agents::{Agent, Cause};
@@ -225,28 +226,23 @@ impl Spawner<'_> {
 /// Writes the token of the agent's new pane to a file of its own in `<data_dir>/agents/<name>`,
 /// readable by this user only (the directories 0700, the file 0600, written whole before it
 /// appears), removes the files of its earlier panes, and returns its path. Each agent has a
-/// directory of its own: the one an agent is shown holds no other agent's token.
+/// directory of its own: the one an agent is shown holds no other agent's token. The agent can
+/// write there, so nothing in it is followed ([`AgentWritable`]).
 fn write_token(data_dir: &Path, name: &str, token: &str) -> std::io::Result<PathBuf> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let pane_key = uuid::Uuid::new_v4().simple().to_string();
     let path = crate::app::agents::token_file(data_dir, name, &pane_key[..12]);
-    let dir = path.parent().unwrap_or(data_dir).to_path_buf();
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-    let tmp = dir.join(".token.tmp");
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    file.write_all(token.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    let own_dir = AgentWritable::create(path.parent().unwrap_or(data_dir), 0o700)?;
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    own_dir.replace(&file_name, token.as_bytes(), 0o600)?;
     // An earlier pane's token is revoked already, and that pane reads its own file: removing
     // the file is tidying, so a failure to is logged, not a failed spawn (`token` is what older
     // versions wrote).
-    for entry in std::fs::read_dir(&dir)?.flatten() {
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        let earlier = file_name.starts_with(crate::app::agents::TOKEN_FILE_PREFIX) || file_name == "token";
-        if earlier && entry.path() != path {
-            if let Err(e) = std::fs::remove_file(entry.path()) {
-                tracing::warn!(agent = name, file = %entry.path().display(), error = %e, "removing an earlier pane's token file");
+    for entry in own_dir.names()? {
+        let entry = entry.to_string_lossy().into_owned();
+        let earlier = entry.starts_with(crate::app::agents::TOKEN_FILE_PREFIX) || entry == "token";
+        if earlier && entry != file_name {
+            if let Err(e) = own_dir.remove_file(&entry) {
+                tracing::warn!(agent = name, error = %e, "removing an earlier pane's token file");
             }
         }
     }
@@ -289,5 +285,21 @@ mod tests {
         listed.sort();
         let own = second.file_name().expect("name").to_string_lossy().into_owned();
         assert_eq!(listed, ["claude".to_owned(), own]);
+    }
+
+    #[test]
+    fn links_planted_in_the_agents_directory_are_neither_written_through_nor_followed() {
+        let (dir, outside) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("outside"));
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "precious").expect("victim");
+        let own = dir.path().join("agents/fox");
+        std::fs::create_dir_all(&own).expect("own dir");
+        // What the agent can do from its pane: its own directory is writable in its sandbox.
+        std::os::unix::fs::symlink(&victim, own.join(".token.tmp")).expect("link");
+        std::os::unix::fs::symlink(&victim, own.join("token-planted")).expect("link");
+        let path = super::write_token(dir.path(), "fox", "sy_new").expect("write");
+        assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "precious");
+        assert_eq!(std::fs::read_to_string(&path).expect("token"), "sy_new");
+        assert!(std::fs::symlink_metadata(own.join("token-planted")).is_err(), "the link itself is tidied away");
     }
 }

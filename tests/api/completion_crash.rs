@@ -26,14 +26,19 @@ fn started(data_dir: &std::path::Path) -> Served {
     Served::start(cmd)
 }
 
-struct Api {
-    client: reqwest::Client,
-    base: String,
-    token: String,
+pub(crate) struct Api {
+    pub(crate) client: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) token: String,
 }
 
 impl Api {
-    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> reqwest::Result<(u16, Value)> {
+    pub(crate) async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> reqwest::Result<(u16, Value)> {
         let mut request = self.client.request(method, format!("{}/api/v1{path}", self.base)).bearer_auth(&self.token);
         if let Some(body) = body {
             request = request.json(&body);
@@ -43,13 +48,13 @@ impl Api {
         Ok((status, response.json().await.unwrap_or(Value::Null)))
     }
 
-    async fn post_ok(&self, path: &str, body: Value) -> Value {
+    pub(crate) async fn post_ok(&self, path: &str, body: Value) -> Value {
         let (status, answer) = self.send(reqwest::Method::POST, path, Some(body)).await.expect("request");
         assert!((200..300).contains(&status), "POST {path}: {status} {answer}");
         answer
     }
 
-    async fn get_ok(&self, path: &str) -> Value {
+    pub(crate) async fn get_ok(&self, path: &str) -> Value {
         let (status, answer) = self.send(reqwest::Method::GET, path, None).await.expect("request");
         assert_eq!(status, 200, "GET {path}: {answer}");
         answer

@@ -30,6 +30,8 @@ mod messages;
 mod metrics;
 mod openapi;
 mod operator_cli;
+mod planted_links;
+mod private_data_dir;
 mod problems;
 mod projects;
 mod rate_limit;
