@@ -4,6 +4,7 @@
 //! never prompts, and answers about the directory it is given, whatever repository called us.
 
 pub mod branches;
+pub mod bundles;
 pub mod clones;
 pub mod conflicts;
 pub mod merge;
