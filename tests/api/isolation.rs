@@ -27,7 +27,7 @@ async fn read_self(app: &TestApp, name: &str, token: &str) -> u16 {
 }
 
 /// Waits until the `shell` agent `name` has a pane, and returns it.
-async fn with_pane(app: &TestApp, name: &str) -> Value {
+pub(crate) async fn with_pane(app: &TestApp, name: &str) -> Value {
     eventually("the worker gives the agent a pane", Duration::from_secs(20), || async {
         app.agent(name).await["pid"].is_u64()
     })
@@ -209,7 +209,7 @@ async fn an_agent_without_a_network_reaches_the_api_on_its_socket_and_nothing_el
 }
 
 /// The app with a worker whose providers are `providers`, once bubblewrap is known installed.
-async fn app_with_bwrap(providers: &str) -> crate::helpers::TestApp {
+pub(crate) async fn app_with_bwrap(providers: &str) -> crate::helpers::TestApp {
     if std::process::Command::new("bwrap").arg("--version").output().is_err() {
         panic!("bubblewrap (bwrap) is not installed: ./dev deps installs it");
     }
@@ -218,7 +218,7 @@ async fn app_with_bwrap(providers: &str) -> crate::helpers::TestApp {
 
 /// Types `commands` into the agent's shell with their output going to `probe.txt` in `clone`,
 /// and answers that output once they finished.
-async fn probe(app: &crate::helpers::TestApp, agent: &str, clone: &Path, commands: &str) -> String {
+pub(crate) async fn probe(app: &crate::helpers::TestApp, agent: &str, clone: &Path, commands: &str) -> String {
     let text = format!("{{ {commands} }} > probe.txt 2>&1; echo probe-done >> probe.txt");
     app.post_ok(&format!("/api/v1/agents/{agent}/input"), json!({"text": text})).await;
     let out = clone.join("probe.txt");

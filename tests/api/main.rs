@@ -8,6 +8,7 @@ mod boards;
 mod completion_crash;
 mod conductor;
 mod conductor_crash;
+mod containment;
 mod dashboard;
 mod embedded;
 mod event_stream;
