@@ -41,11 +41,16 @@ pub async fn fetch(
     force: bool,
 ) -> Result<Result<Moved, Refused>, GitError> {
     let file = bundle.to_string_lossy();
+    // git's complaint, on one line: "Repository lacks these prerequisite commits: 4b825dc…".
     let invalid = |e: GitError| match e {
-        GitError::Failed { stderr, .. } => Ok(Err(Refused::Invalid(stderr))),
+        GitError::Failed { stderr, .. } => {
+            let lines = stderr.lines().map(|line| line.trim_start_matches("error: ").trim_start_matches("fatal: "));
+            Ok(Err(Refused::Invalid(lines.collect::<Vec<_>>().join(" "))))
+        }
         other => Err(other),
     };
-    if let Err(e) = git(repo, &["bundle", "verify", "--quiet", &file]).await {
+    // Not `--quiet`: it hides why a bundle is refused.
+    if let Err(e) = git(repo, &["bundle", "verify", &file]).await {
         return invalid(e);
     }
     let heads = git(repo, &["bundle", "list-heads", &file]).await?;
@@ -159,7 +164,9 @@ mod tests {
     async fn what_is_not_a_bundle_of_known_commits_is_refused() {
         let (repo, elsewhere) = (tempfile::tempdir().expect("repo"), tempfile::tempdir().expect("other"));
         repo_with_commit(repo.path()).await;
-        let unrelated = repo_with_commit(elsewhere.path()).await;
+        repo_with_commit(elsewhere.path()).await;
+        // Not the repository's first commit (the same content at the same second would be).
+        let unrelated = commit(elsewhere.path(), "unrelated").await;
         commit(elsewhere.path(), "two").await;
         // Its prerequisite is a commit the repository never had.
         let thin = bundle(elsewhere.path(), Some(&unrelated)).await;
