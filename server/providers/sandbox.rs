@@ -84,9 +84,11 @@ fn bwrap(network: Network, visible: &Visible, argv: Vec<String>) -> Vec<String> 
     // namespace of its own. Not `--new-session`: it takes the pane's terminal from the agent, so
     // the terminal's Ctrl-C and resizes reach bubblewrap instead (a Ctrl-C closed the pane); what
     // it guards against, TIOCSTI, can only type into the agent's own pane, which bwrap runs alone.
+    // Not `--die-with-parent`: a closing pane hangs up bwrap first, and its death killed the agent
+    // before the agent's own hang-up handler ran (Claude Code lost its session's transcript); the
+    // agent ends on the hang-up itself, and the sandbox's init with it, taking what it started.
     let mut args: Vec<String> = [
         "bwrap",
-        "--die-with-parent",
         "--unshare-user",
         "--unshare-pid",
         "--unshare-ipc",
