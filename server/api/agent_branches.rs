@@ -17,11 +17,17 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(put_branch)).layer(DefaultBodyLimit::max(MAX_BUNDLE))
 }
 
+/// What the schema says of the body: a git bundle's bytes.
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)] // documents the body, which is read as the bytes it is
+pub struct GitBundle(Vec<u8>);
+
 /// Points the agent's own branch at the HEAD of a git bundle (`git bundle create FILE HEAD
 /// [--not <what the repository has>]`): forced for a group's or task's own branch, a
 /// fast-forward only for any other; never the project's target branch. At most 100 MiB.
 #[utoipa::path(put, path = "/agents/{name}/branch", tag = "agents", params(("name" = String, Path)),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream",
+    request_body(content = GitBundle, content_type = "application/octet-stream",
         description = "A git bundle whose HEAD is the branch's new commit"),
     responses((status = 200, body = BranchUpdate),
         (status = 403, body = Problem, description = "Another agent's token"),

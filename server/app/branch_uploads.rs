@@ -43,10 +43,9 @@ pub async fn receive(ctx: &Ctx, name: &str, bundle: &[u8]) -> Result<BranchUpdat
         let target = agents::project_target_branch(&mut conn, agent.project_id).await?;
         (agent, target)
     };
-    let branch = agent
-        .branch
-        .clone()
-        .ok_or_else(|| Error::conflict(format!("agent `{name}` has no branch of its own"), Some(agent.state.as_str())))?;
+    let branch = agent.branch.clone().ok_or_else(|| {
+        Error::conflict(format!("agent `{name}` has no branch of its own"), Some(agent.state.as_str()))
+    })?;
     if branch == target {
         let why = format!("`{branch}` is the project's target branch: it moves through the merge queue only");
         return Err(Error::conflict(why, Some(agent.state.as_str())));

@@ -102,10 +102,8 @@ impl Api {
                 .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
                 .timeout(UPLOAD_TIMEOUT)
                 .body(bytes);
-            let response = request
-                .send()
-                .await
-                .map_err(|e| Refusal { status: None, message: format!("calling {url}: {e}") })?;
+            let response =
+                request.send().await.map_err(|e| Refusal { status: None, message: format!("calling {url}: {e}") })?;
             answer(&url, response).await
         })
     }

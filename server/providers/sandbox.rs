@@ -1,13 +1,13 @@
 //! A provider's `sandbox`: how much of the machine its agents see. `none` runs the agent as the
 //! server's user with everything that user can reach; `bwrap` (the built-in agent CLIs' default
-//! where bubblewrap is installed) runs it under
-//! bubblewrap with a filesystem of its own: the system read-only (`/usr`, `/etc`, …), its clone
-//! and its own directory (token, provider configuration) writable, the tools on its `PATH`, the
-//! project's repository (its clone borrows the objects) and the `switchyard` binary read-only, and
-//! an empty `/tmp` and home. Other agents' clones and tokens, the data directory and the tmux
-//! socket are not there. `network = "none"` also takes the network away (a separate network
-//! namespace has a loopback of its own); the Switchyard API stays reachable on its Unix socket,
-//! bound in alone ([`Visible::api_socket`]), where the node serves one.
+//! where bubblewrap is installed) runs it under bubblewrap with a filesystem of its own: the
+//! system read-only (`/usr`, `/etc`, …), its clone and its own directory (token, provider
+//! configuration) writable, the tools on its `PATH`, the project's repository (its clone borrows
+//! the objects) and the `switchyard` binary read-only, and an empty `/tmp` and home, in
+//! namespaces of its own and with no capabilities. Other agents' clones and tokens, the data
+//! directory and the tmux socket are not there. `network = "none"` also takes the network away
+//! (a separate network namespace has a loopback of its own); the Switchyard API stays reachable
+//! on its Unix socket, bound in alone ([`Visible::api_socket`]), where the node serves one.
 
 use std::path::{Path, PathBuf};
 

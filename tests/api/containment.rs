@@ -99,8 +99,7 @@ async fn a_sandboxed_agent_reports_its_task_done_and_its_branch_reaches_the_repo
 async fn an_agent_sends_its_own_branch_only_and_never_the_target_branch() {
     let app = crate::helpers::spawn_app().await;
     let project = app.create_project("alpha").await;
-    let fox =
-        app.create_agent(merged(engineer("alpha", "fox"), json!({"clone": "agent", "branch": "fox-work"}))).await;
+    let fox = app.create_agent(merged(engineer("alpha", "fox"), json!({"clone": "agent", "branch": "fox-work"}))).await;
     app.create_agent(merged(engineer("alpha", "owl"), json!({"clone": "agent", "branch": "owl-work"}))).await;
     let token = app.agent_token(&fox).await;
     let put = |agent: &str, body: &'static [u8]| {
