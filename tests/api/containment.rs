@@ -10,15 +10,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{assert_problem, engineer, git, merged, repo_of, TestApp};
-use crate::isolation::{app_with_bwrap, probe, with_pane};
-
-/// A provider whose agents run a plain shell under bubblewrap.
-const SANDBOXED_SHELL: &str = r#"
-[providers.boxed]
-command = ["bash", "--norc", "--noprofile"]
-screen_rules = "shell"
-sandbox = "bwrap"
-"#;
+use crate::isolation::{app_with_bwrap, probe, with_pane, SANDBOXED_SHELL};
 
 #[tokio::test]
 async fn a_sandboxed_agent_holds_no_capabilities_and_cannot_remount_the_repository_move_its_refs_or_make_a_device() {

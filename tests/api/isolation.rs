@@ -134,7 +134,7 @@ async fn an_agents_token_reads_its_own_team_only() {
 }
 
 /// A provider whose agents run a plain shell under bubblewrap.
-const SANDBOXED_SHELL: &str = r#"
+pub(crate) const SANDBOXED_SHELL: &str = r#"
 [providers.boxed]
 command = ["bash", "--norc", "--noprofile"]
 screen_rules = "shell"
