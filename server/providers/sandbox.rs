@@ -85,8 +85,9 @@ fn bwrap(network: Network, visible: &Visible, argv: Vec<String>) -> Vec<String> 
     // the terminal's Ctrl-C and resizes reach bubblewrap instead (a Ctrl-C closed the pane); what
     // it guards against, TIOCSTI, can only type into the agent's own pane, which bwrap runs alone.
     // Not `--die-with-parent`: a closing pane hangs up bwrap first, and its death killed the agent
-    // before the agent's own hang-up handler ran (Claude Code lost its session's transcript); the
-    // agent ends on the hang-up itself, and the sandbox's init with it, taking what it started.
+    // before the agent's own hang-up handler ran (Claude Code lost its session's transcript). The
+    // agent ends on the hang-up itself; a daemon it detached (Codex's app-server) outlives its
+    // pane inside the sandbox, as it does unsandboxed.
     let mut args: Vec<String> = [
         "bwrap",
         "--unshare-user",
