@@ -51,8 +51,8 @@ impl Scope {
     }
 }
 
-/// Whether an agent token of agent `own` may make this request: read itself, post its hooks and
-/// report on its own work;
+/// Whether an agent token of agent `own` may make this request: read itself, post its hooks,
+/// report on its own work and send its branch;
 /// read its inbox, send messages and mark them read; read its team and use its chat. `path` is
 /// under `/api/v1` (with or without it). Routes that take another name or an id (a message, a
 /// team) check in their handler that it is the agent's own.
@@ -65,6 +65,7 @@ pub fn agent_may(own: &str, method: &axum::http::Method, path: &str) -> bool {
         ["agents", name] => get && *name == own,
         ["agents", name, "hooks"] => post && *name == own,
         ["agents", name, "report"] => post && *name == own,
+        ["agents", name, "branch"] => *method == Method::PUT && *name == own,
         // Its own task's card only, and never out of a `human` column: the use case checks both.
         ["tasks", _, "move"] => post,
         ["agents", name, "messages"] => get && *name == own,
@@ -129,6 +130,8 @@ mod tests {
         assert!(!agent_may("fox", &Method::PATCH, "/api/v1/agents/fox"));
         assert!(!agent_may("fox", &Method::GET, "/api/v1/tasks"));
         assert!(!agent_may("fox", &Method::GET, "/api/v1/agents/fox/screen"));
+        assert!(agent_may("fox", &Method::PUT, "/api/v1/agents/fox/branch"));
+        assert!(!agent_may("fox", &Method::PUT, "/api/v1/agents/owl/branch"));
         assert!(!Scope::Agent.allows(Scope::Read));
     }
 

@@ -90,6 +90,12 @@ impl Application {
         let api_socket = api.as_ref().and_then(|_| data_dir::bind_api_socket(&settings.data_dir));
         let node = NodeInfo::load(&settings.data_dir).context("reading the node id")?;
         let providers = providers::Providers::load(&settings.data_dir)?;
+        if !providers::sandbox::bubblewrap_installed() {
+            tracing::warn!(
+                "bubblewrap (bwrap) is not installed: agents run unsandboxed, as this server's user, with everything \
+                 it can reach (install bubblewrap to confine the built-in claude, codex and gemini)"
+            );
+        }
         let db = Database::open(settings).await?;
         db::migrate(&db.pool).await.context("applying migrations")?;
         let webhooks = Arc::new(settings.webhooks.clone());

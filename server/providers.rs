@@ -10,7 +10,7 @@
 //! env = { AIDER_DARK_MODE = "true" }
 //! screen_rules = "generic"   # or "claude", "codex", "gemini" ("shell" is another name for "generic")
 //! setup = "none"        # or "claude", "codex", "gemini": prepare that CLI's own configuration
-//! sandbox = "bwrap"     # or "none" (the default): see [`sandbox`]
+//! sandbox = "bwrap"     # or "none": see [`sandbox`] (`claude`, `codex`, `gemini`: bwrap where installed)
 //! network = "none"      # under bwrap: no network at all ("host", the default: the machine's)
 //! sandbox_paths = ["/opt/models"]   # more to show read-only under bwrap
 //! nice = 10             # the agents' CPU niceness, 0 (as Switchyard) to 19 (the default)
@@ -279,8 +279,16 @@ fn args(list: &[&str]) -> Vec<String> {
 }
 
 impl Providers {
-    /// The built-in providers: `claude`, `codex`, `gemini` and `shell`.
+    /// The built-in providers: `claude`, `codex`, `gemini` and `shell`; the three agent CLIs
+    /// sandboxed wherever bubblewrap is installed ([`sandbox::bubblewrap_installed`]).
     pub fn builtin() -> Providers {
+        Providers::builtin_with(sandbox::bubblewrap_installed())
+    }
+
+    /// The built-ins on a node with bubblewrap (`bubblewrap`) or without: the agent CLIs run
+    /// under it, with the machine's network (their model is on it); `shell` runs as it is.
+    pub fn builtin_with(bubblewrap: bool) -> Providers {
+        let confined = if bubblewrap { Sandbox::Bwrap } else { Sandbox::None };
         let shell = std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "bash".to_owned());
         let list = [
             Provider {
@@ -291,7 +299,7 @@ impl Providers {
                 screen_rules: ScreenRules::ClaudeCode,
                 install_hooks: true,
                 setup: Setup::Claude,
-                sandbox: Sandbox::None,
+                sandbox: confined,
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
                 nice: AGENT_NICE,
@@ -305,7 +313,7 @@ impl Providers {
                 screen_rules: ScreenRules::Codex,
                 install_hooks: false,
                 setup: Setup::Codex,
-                sandbox: Sandbox::None,
+                sandbox: confined,
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
                 nice: AGENT_NICE,
@@ -318,7 +326,7 @@ impl Providers {
                 screen_rules: ScreenRules::Gemini,
                 install_hooks: false,
                 setup: Setup::Gemini,
-                sandbox: Sandbox::None,
+                sandbox: confined,
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
                 nice: AGENT_NICE,
@@ -520,6 +528,19 @@ mod tests {
         let refused = Providers::parse("[providers.odd]\ncommand = [\"x\"]\nnice = 20\n").expect_err("20");
         assert!(refused.to_string().contains("`nice` must be 0 to 19"), "{refused}");
         assert!(Providers::parse("[providers.odd]\ncommand = [\"x\"]\nnice = -1\n").is_err(), "negative");
+    }
+
+    #[test]
+    fn the_agent_clis_run_under_bubblewrap_where_it_is_installed_and_sandbox_none_opts_out() {
+        for cli in ["claude", "codex", "gemini"] {
+            let with = Providers::builtin_with(true);
+            let provider = with.get(cli).expect("built in");
+            assert_eq!((provider.sandbox, provider.network), (Sandbox::Bwrap, Network::Host), "{cli}");
+            assert_eq!(Providers::builtin_with(false).get(cli).expect("built in").sandbox, Sandbox::None, "{cli}");
+        }
+        assert_eq!(Providers::builtin_with(true).get("shell").expect("shell").sandbox, Sandbox::None);
+        let opted_out = Providers::parse("[providers.claude]\nsandbox = \"none\"\n").expect("valid");
+        assert_eq!(opted_out.get("claude").expect("claude").sandbox, Sandbox::None);
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub struct Status {
     pub agents: std::collections::BTreeMap<String, i64>,
     /// Messages to this node's agents not yet confirmed as delivered.
     pub pending_messages: i64,
+    /// Whether bubblewrap is installed on this node: without it, its agents run unsandboxed.
+    pub bubblewrap: bool,
 }
 
 pub fn router(state: StatusState) -> Router {
@@ -73,6 +75,7 @@ async fn status(State(state): State<StatusState>) -> (StatusCode, Json<Status>) 
         worker: state.health.lock().map(|h| h.clone()).unwrap_or_default(),
         agents: if database_ok { agents_by_state(&state).await } else { Default::default() },
         pending_messages: if database_ok { pending_messages(&state).await } else { 0 },
+        bubblewrap: crate::providers::sandbox::bubblewrap_installed(),
     };
     let code = if database_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, Json(body))

@@ -16,7 +16,7 @@ use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::{nullable, ApiJson};
 use crate::api::pagination::{page, Page, PageQuery, Position};
 use crate::api::query::{filter, ApiQuery};
-use crate::api::{agent_actions, agent_hooks, agent_reports, agent_states};
+use crate::api::{agent_actions, agent_branches, agent_hooks, agent_reports, agent_states};
 pub use crate::app::agents::DeletedAgent;
 use crate::app::agents::{self as agents_app, text, NewAgentInput, Workspace};
 use crate::app::projects::id as project_id;
@@ -32,6 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(agent_hooks::router())
         .merge(agent_actions::router())
         .merge(agent_reports::router())
+        .merge(agent_branches::router())
         .merge(agent_states::router())
 }
 

@@ -46,7 +46,7 @@ pub async fn require_token(
         let own = caller.agent.as_deref().unwrap_or("");
         if !crate::auth::agent_may(own, request.method(), request.uri().path()) {
             return Err(ApiError::Forbidden(format!(
-                "this is agent `{own}`'s token: it may only read itself, post its hooks, report on its work, use its mailbox and its team's chat"
+                "this is agent `{own}`'s token: it may only read itself, post its hooks, report on its work, send its branch, use its mailbox and its team's chat"
             )));
         }
     } else if !caller.scope.allows(needed) {

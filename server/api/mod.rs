@@ -3,6 +3,7 @@
 //! result into a response. [`routes`] joins them with authentication and their OpenAPI document.
 
 pub mod agent_actions;
+pub mod agent_branches;
 pub mod agent_hooks;
 pub mod agent_reports;
 pub mod agent_states;

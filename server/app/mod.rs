@@ -12,6 +12,7 @@ pub mod agent_panes;
 pub mod agent_states;
 pub mod agents;
 pub mod boards;
+pub mod branch_uploads;
 pub mod clones;
 pub mod conductor;
 pub mod delivery;

@@ -127,7 +127,7 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum GroupCommand {
-    /// Your group is done: pushes this clone's HEAD to your branch, then reports (it needs new commits).
+    /// Your group is done: sends this clone's HEAD to your branch (through the API), then reports (it needs new commits).
     Done {
         #[arg(long, default_value = "")]
         summary: String,
@@ -197,7 +197,7 @@ pub enum WishCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum FixCommand {
-    /// Your fix is done: pushes this clone's HEAD to your branch (the wish's), then reports.
+    /// Your fix is done: sends this clone's HEAD to your branch (the wish's), then reports.
     Done {
         #[arg(long, default_value = "")]
         summary: String,

@@ -12,6 +12,30 @@ use super::client::Credentials;
 use crate::cli::args::{ChatCommand, MsgCommand};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// A bundle of a clone's whole history may take longer to send.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The API said no (with its HTTP status), or could not be reached (none).
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) status: Option<reqwest::StatusCode>,
+    pub(crate) message: String,
+}
+
+/// The JSON answer of a success, or the problem's `detail` and status.
+async fn answer(url: &str, response: reqwest::Response) -> Result<Value, Refusal> {
+    let status = response.status();
+    let text = response
+        .text()
+        .await
+        .map_err(|e| Refusal { status: Some(status), message: format!("reading the answer of {url}: {e}") })?;
+    let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    if status.is_success() {
+        return Ok(value);
+    }
+    let detail = value.get("detail").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| value.to_string());
+    Err(Refusal { status: Some(status), message: format!("{detail} ({status})") })
+}
 
 /// A blocking-style client over one small runtime: each command makes a few calls.
 pub(crate) struct Api {
@@ -63,15 +87,24 @@ impl Api {
                 (Err(_), Some(_)) => request().send().await.map_err(|e| format!("calling {url}: {e}"))?,
                 (Err(e), None) => return Err(format!("calling {url}: {e}")),
             };
-            let status = response.status();
-            let text = response.text().await.map_err(|e| format!("reading the answer of {url}: {e}"))?;
-            let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-            if status.is_success() {
-                return Ok(value);
-            }
-            let detail =
-                value.get("detail").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| value.to_string());
-            Err(format!("{detail} ({status})"))
+            answer(&url, response).await.map_err(|refused| refused.message)
+        })
+    }
+
+    /// PUTs `bytes` as `application/octet-stream` (a git bundle); a refusal keeps its status.
+    pub(crate) fn put_bytes(&self, path: &str, bytes: Vec<u8>) -> Result<Value, Refusal> {
+        let url = format!("{}/api/v1{path}", self.base);
+        self.runtime.block_on(async {
+            let request = self
+                .client
+                .put(&url)
+                .bearer_auth(&self.credentials.token)
+                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                .timeout(UPLOAD_TIMEOUT)
+                .body(bytes);
+            let response =
+                request.send().await.map_err(|e| Refusal { status: None, message: format!("calling {url}: {e}") })?;
+            answer(&url, response).await
         })
     }
 

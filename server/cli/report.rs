@@ -1,7 +1,8 @@
 //! `switchyard group|review|wish|fix|task …`: an agent reports on its own work from its pane
-//! (`POST /agents/{me}/report`). `group done` and `fix done` first push the clone's HEAD to
-//! the agent's branch in the project's repository (`origin`), so the report and the commits it
-//! speaks of arrive together.
+//! (`POST /agents/{me}/report`). `group done`, `fix done` and a dispatched task's `task done`
+//! first send the clone's HEAD to the agent's branch in the project's repository, through the
+//! API (`PUT /agents/{me}/branch`, a git bundle), so the report and the commits it speaks of
+//! arrive together.
 
 use std::path::Path;
 use std::process::Command;
@@ -9,7 +10,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use super::args::{FixCommand, GroupCommand, ReviewCommand, TaskCommand, WishCommand};
-use super::mail::Api;
+use super::mail::{Api, Refusal};
 
 /// Any of the report commands.
 pub enum ReportCommand {
@@ -42,7 +43,7 @@ pub fn run(command: ReportCommand, listen: std::net::SocketAddr) -> Result<(), S
     let me = api.credentials.agent.clone().ok_or("run this in an agent's pane (SWITCHYARD_AGENT is not set)")?;
     let body = match command {
         ReportCommand::Group(GroupCommand::Done { summary }) => {
-            push(&api, &me, true)?;
+            send_branch(&api, &me)?;
             json!({"kind": "group_done", "summary": summary})
         }
         ReportCommand::Group(GroupCommand::Blocked { reason }) => json!({"kind": "group_blocked", "reason": reason}),
@@ -63,11 +64,11 @@ pub fn run(command: ReportCommand, listen: std::net::SocketAddr) -> Result<(), S
             json!({"kind": "plan", "groups": groups})
         }
         ReportCommand::Fix(FixCommand::Done { summary }) => {
-            push(&api, &me, false)?;
+            send_branch(&api, &me)?;
             json!({"kind": "fix_done", "summary": summary})
         }
         ReportCommand::Task(TaskCommand::Done { result }) => {
-            push_task_branch(&api, &me)?;
+            send_task_branch(&api, &me)?;
             json!({"kind": "task_done", "result": result})
         }
         ReportCommand::Task(TaskCommand::Fail { reason }) => json!({"kind": "task_fail", "reason": reason}),
@@ -79,10 +80,10 @@ pub fn run(command: ReportCommand, listen: std::net::SocketAddr) -> Result<(), S
 }
 
 /// A dispatched task's agent works on `task/<id>`: its commits go with its done report.
-fn push_task_branch(api: &Api, me: &str) -> Result<(), String> {
+fn send_task_branch(api: &Api, me: &str) -> Result<(), String> {
     let agent = api.get(&format!("/agents/{me}"))?;
     match agent["branch"].as_str() {
-        Some(branch) if branch.starts_with("task/") => push(api, me, true),
+        Some(branch) if branch.starts_with("task/") => send_branch(api, me),
         _ => Ok(()),
     }
 }
@@ -91,24 +92,39 @@ fn read(file: &Path) -> Result<String, String> {
     std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))
 }
 
-/// Pushes HEAD to the agent's branch on `origin`: forced for a group's own branch (the agent may
-/// have rewritten it), a fast-forward only for a wish's branch that others' work is on.
-fn push(api: &Api, me: &str, force: bool) -> Result<(), String> {
-    let agent = api.get(&format!("/agents/{me}"))?;
-    let branch = agent["branch"].as_str().ok_or("this agent has no branch of its own to push")?;
-    let refspec = format!("HEAD:refs/heads/{branch}");
-    let mut args = vec!["push", "--quiet"];
-    if force {
-        args.push("--force");
+/// Sends HEAD to the agent's branch in the project's repository through the API, as a git
+/// bundle: no agent writes the repository itself (inside a sandbox it is read-only), and the
+/// server decides how the branch may move (`PUT /agents/{me}/branch`). First only what `origin`
+/// lacks; the whole history when the repository no longer has what that builds on.
+fn send_branch(api: &Api, me: &str) -> Result<(), String> {
+    let path = format!("/agents/{me}/branch");
+    let failed = |refusal: Refusal| format!("sending the branch failed: {}", refusal.message);
+    // HEAD already in `origin`: the commit alone, on parents the repository has.
+    let thin = match bundle(&["HEAD", "--not", "--remotes=origin"])? {
+        Some(thin) => thin,
+        None => bundle(&["-1", "HEAD"])?.ok_or("the clone has no commit to send")?,
+    };
+    match api.put_bytes(&path, thin) {
+        Ok(_) => return Ok(()),
+        Err(refusal) if refusal.status == Some(reqwest::StatusCode::UNPROCESSABLE_ENTITY) => {}
+        Err(refusal) => return Err(failed(refusal)),
     }
-    args.extend(["origin", &refspec]);
+    let full = bundle(&["HEAD"])?.ok_or("the clone has no commit to send")?;
+    api.put_bytes(&path, full).map(drop).map_err(failed)
+}
+
+/// `git bundle create - ARGS` in the clone: the bundle, or `None` when it would be empty.
+fn bundle(args: &[&str]) -> Result<Option<Vec<u8>>, String> {
     let output = Command::new("git")
-        .args(&args)
+        .args(["bundle", "create", "--quiet", "-"])
+        .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .output()
         .map_err(|e| format!("running git: {e}"))?;
-    if !output.status.success() {
-        return Err(format!("git push to `{branch}` failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    match output.status.success() {
+        true => Ok(Some(output.stdout)),
+        false if stderr.contains("empty bundle") => Ok(None),
+        false => Err(format!("git bundle create failed: {}", stderr.trim())),
     }
-    Ok(())
 }

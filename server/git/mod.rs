@@ -5,6 +5,7 @@
 //! Nothing a repository's own configuration names is run ([`safe`]): agents write their clones'.
 
 pub mod branches;
+pub mod bundles;
 pub mod clones;
 pub mod conflicts;
 pub mod merge;

@@ -51,6 +51,8 @@ struct OverviewPage {
     usage: crate::app::usage::UsageReport,
     project_costs: Vec<(String, String)>,
     events: Vec<EventRow>,
+    /// bubblewrap is not installed on this node: its agents run unsandboxed.
+    unsandboxed: bool,
 }
 
 const IN_FLIGHT: [&str; 4] = ["planned", "queued", "executing", "completed"];
@@ -169,8 +171,20 @@ async fn overview(
     let in_flight = wish_rows(in_flight);
     // First in, first merged: the queue reads oldest first.
     let merge_queue = wish_rows(merge_queue).into_iter().rev().collect();
-    let page =
-        OverviewPage { chrome, needs, handoffs, counts, agents, in_flight, merge_queue, usage, project_costs, events };
+    let unsandboxed = !crate::providers::sandbox::bubblewrap_installed();
+    let page = OverviewPage {
+        chrome,
+        needs,
+        handoffs,
+        counts,
+        agents,
+        in_flight,
+        merge_queue,
+        usage,
+        project_costs,
+        events,
+        unsandboxed,
+    };
     let response: Response = match block {
         Some("needs") => render(&page.as_needs()),
         Some("agents") => render(&page.as_agents()),

@@ -1,13 +1,14 @@
-//! A provider's `sandbox`: how much of the machine its agents see. `none` (the default) runs the
-//! agent as the server's user with everything that user can reach; `bwrap` runs it under
-//! bubblewrap with a filesystem of its own: the system read-only (`/usr`, `/etc`, …), its clone
-//! and its own directory (token, provider configuration) writable, the tools on its `PATH`, the
-//! project's repository (its clone borrows the objects) and the `switchyard` binary read-only, and
-//! an empty `/tmp` and home. Other agents' clones and tokens, the data directory and the tmux
-//! socket are not there. `network = "none"` also takes the network away (a separate network
-//! namespace has a loopback of its own); the Switchyard API stays reachable on its Unix socket,
-//! bound in alone ([`Visible::api_socket`]), where the node serves one. The merge queue's gate
-//! runs in a sandbox of the same making ([`gate`]).
+//! A provider's `sandbox`: how much of the machine its agents see. `none` runs the agent as the
+//! server's user with everything that user can reach; `bwrap` (the built-in agent CLIs' default
+//! where bubblewrap is installed) runs it under bubblewrap with a filesystem of its own: the
+//! system read-only (`/usr`, `/etc`, …), its clone and its own directory (token, provider
+//! configuration) writable, the tools on its `PATH`, the project's repository (its clone borrows
+//! the objects) and the `switchyard` binary read-only, and an empty `/tmp` and home, in
+//! namespaces of its own and with no capabilities. Other agents' clones and tokens, the data
+//! directory and the tmux socket are not there. `network = "none"` also takes the network away
+//! (a separate network namespace has a loopback of its own); the Switchyard API stays reachable
+//! on its Unix socket, bound in alone ([`Visible::api_socket`]), where the node serves one. The merge queue's gate runs in a
+//! sandbox of the same making ([`gate`]).
 
 use std::path::{Path, PathBuf};
 
@@ -64,6 +65,12 @@ impl Visible<'_> {
     }
 }
 
+/// Whether bubblewrap is installed here: `bwrap` on Switchyard's own `PATH`. The built-in agent
+/// CLIs run under it where it is; a node without it says so (its log, `/status`, the overview).
+pub fn bubblewrap_installed() -> bool {
+    crate::providers::on_own_path("bwrap").is_absolute()
+}
+
 /// `argv` as it runs under `sandbox`.
 pub fn wrap(sandbox: Sandbox, network: Network, visible: &Visible, argv: Vec<String>) -> Vec<String> {
     match sandbox {
@@ -73,6 +80,12 @@ pub fn wrap(sandbox: Sandbox, network: Network, visible: &Visible, argv: Vec<Str
 }
 
 fn bwrap(network: Network, visible: &Visible, argv: Vec<String>) -> Vec<String> {
+    // Not `--new-session`: it takes the pane's terminal from the agent, so the terminal's Ctrl-C and
+    // resizes reach bubblewrap instead (a Ctrl-C closed the pane); what it guards against, TIOCSTI,
+    // can only type into the agent's own pane, which bwrap runs alone. Not `--die-with-parent`: a
+    // closing pane hangs up bwrap first, and its death killed the agent before the agent's own
+    // hang-up handler ran (Claude Code lost its session's transcript). The agent ends on the
+    // hang-up itself.
     let mut args = confined(network);
     if let Some(home) = visible.home {
         args.extend(["--tmpfs".to_owned(), home.to_string_lossy().into_owned()]);
@@ -94,10 +107,21 @@ fn bwrap(network: Network, visible: &Visible, argv: Vec<String>) -> Vec<String> 
 /// read-only and an empty `/tmp`. Later mounts go on top of earlier ones: the empty places first,
 /// then what is shown in them.
 fn confined(network: Network) -> Vec<String> {
-    let mut args: Vec<String> =
-        ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-            .map(String::from)
-            .to_vec();
+    // No capabilities (as root, bubblewrap keeps the caller's: the agent could remount what it is
+    // shown read-only, make device nodes, move refs in the project's repository), in a user
+    // namespace of its own.
+    let mut args: Vec<String> = [
+        "bwrap",
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+    ]
+    .map(String::from)
+    .to_vec();
     if network == Network::None {
         args.push("--unshare-net".into());
     }
@@ -121,7 +145,7 @@ pub fn gate(
     argv: Vec<String>,
 ) -> Vec<String> {
     let mut args = confined(network);
-    args.extend(["--cap-drop", "ALL", "--new-session"].map(String::from));
+    args.extend(["--die-with-parent", "--new-session"].map(String::from));
     if let Some(home) = home {
         args.extend(["--tmpfs".to_owned(), home.to_string_lossy().into_owned()]);
     }
@@ -175,6 +199,8 @@ mod tests {
         assert_eq!(after(&args, "--tmpfs"), ["/tmp", "/home/sy"]);
         assert_eq!(after(&args, "--chdir"), ["/data/clones/fox"]);
         assert!(!args.contains(&"--unshare-net".to_owned()));
+        assert_eq!(after(&args, "--cap-drop"), ["ALL"], "no capabilities, whoever runs it");
+        assert!(args.contains(&"--unshare-user".to_owned()));
         assert_eq!(&args[args.len() - 3..], ["--", "claude", "--x"]);
         // The home's tmpfs comes before what is bound inside it.
         let home = args.iter().position(|a| a == "/home/sy").expect("home");

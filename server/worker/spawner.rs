@@ -76,11 +76,7 @@ impl Spawner<'_> {
             clones::write_excluded(&cwd, &crate::app::conductor::briefs::INSTRUCTION_FILES, &text)?;
         }
         if provider.install_hooks {
-            let exe = match self.exe {
-                Some(exe) => exe.to_path_buf(),
-                None => std::env::current_exe()?,
-            };
-            claude_hooks::install(&cwd, &exe)?;
+            claude_hooks::install(&cwd, &self.exe()?)?;
         }
         let session_id = agent.provider_session_id.to_string();
         let clone = cwd.to_string_lossy();
@@ -123,6 +119,13 @@ impl Spawner<'_> {
                 if let Some(branch) = &agent.branch {
                     env.push(("SWITCHYARD_BRANCH".to_owned(), branch.clone()));
                 }
+                if provider.sandbox != Sandbox::None {
+                    // `switchyard` on its PATH: its directory shows that binary alone inside.
+                    let exe = self.exe()?;
+                    let dir = exe.parent().unwrap_or(Path::new("/")).to_string_lossy().into_owned();
+                    env.retain(|(key, _)| key != "PATH");
+                    env.push(("PATH".to_owned(), format!("{dir}:{path}")));
+                }
                 env
             },
         };
@@ -142,8 +145,9 @@ impl Spawner<'_> {
     }
 
     /// `command` under the provider's sandbox: its clone (`cwd`) and own directory writable; the
-    /// project's repository (its clone's objects), this binary (the hooks), the tools on `path`
-    /// and the provider's `sandbox_paths` read-only; an empty home.
+    /// project's repository (its clone's objects), this binary (the hooks, the reports), the
+    /// tools on `path`, the program itself and the provider's `sandbox_paths` read-only; an
+    /// empty home.
     fn sandboxed(
         &self,
         provider: &Provider,
@@ -159,17 +163,26 @@ impl Spawner<'_> {
         if crate::providers::find_program("bwrap", path, cwd).is_none() {
             anyhow::bail!("provider `{}` has sandbox = \"bwrap\": install bubblewrap (bwrap)", provider.name);
         }
-        let exe = match self.exe {
-            Some(exe) => exe.to_path_buf(),
-            None => std::env::current_exe()?,
-        };
-        let mut read_only = vec![PathBuf::from(&agent.repo), exe];
+        let mut read_only = vec![PathBuf::from(&agent.repo), self.exe()?];
         read_only.extend(Visible::tools(path));
+        // A program named by its path (not on the PATH) is shown too, outside its clone.
+        let program = command.first().and_then(|program| crate::providers::find_program(program, path, cwd));
+        if let Some(dir) = program.as_deref().and_then(Path::parent).filter(|dir| !dir.starts_with(cwd)) {
+            read_only.extend(Visible::tools(&dir.to_string_lossy()));
+        }
         read_only.extend(provider.sandbox_paths.iter().cloned());
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let api_socket = self.api_socket(provider);
         let visible = Visible { workdir: cwd, own_dir, read_only, home: home.as_deref(), api_socket };
         Ok(sandbox::wrap(provider.sandbox, provider.network, &visible, command))
+    }
+
+    /// The `switchyard` binary agents run (their hooks, their reports).
+    fn exe(&self) -> std::io::Result<PathBuf> {
+        match self.exe {
+            Some(exe) => Ok(exe.to_path_buf()),
+            None => std::env::current_exe(),
+        }
     }
 
     /// The API's Unix socket, for an agent of a provider without a network (`sandbox = "bwrap"`,

@@ -9,6 +9,7 @@ mod completion_crash;
 mod conductor;
 mod conductor_crash;
 mod contained_git;
+mod containment;
 mod dashboard;
 mod embedded;
 mod event_stream;

@@ -214,6 +214,9 @@ async fn claude_code_starts_at_its_prompt_its_real_hook_confirms_a_message_and_n
     }
     record("claude", "idle-start-not-logged-in", &v, &idle);
     eprintln!("claude {v}: spawn to idle {up:?}");
+    // Under bubblewrap, as the built-in is wherever it is installed: its config, hooks and
+    // node_modules all work inside.
+    assert!(start_command(&app, "fox").contains("bwrap --unshare-user"), "{}", start_command(&app, "fox"));
 
     // A message is typed, and Claude Code's own UserPromptSubmit hook confirms it.
     let sent = Instant::now();
