@@ -7,8 +7,8 @@
 //! namespaces of its own and with no capabilities. Other agents' clones and tokens, the data
 //! directory and the tmux socket are not there. `network = "none"` also takes the network away
 //! (a separate network namespace has a loopback of its own); the Switchyard API stays reachable
-//! on its Unix socket, bound in alone ([`Visible::api_socket`]), where the node serves one. The merge queue's gate runs in a
-//! sandbox of the same making ([`gate`]).
+//! on its Unix socket, bound in alone ([`Visible::api_socket`]), where the node serves one. The
+//! merge queue's gate runs in a sandbox of the same making ([`gate`]).
 
 use std::path::{Path, PathBuf};
 
