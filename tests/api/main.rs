@@ -1,5 +1,6 @@
 mod agent_clones;
 mod agent_hooks;
+mod agent_mail;
 mod agent_states;
 mod agents;
 mod auth;
