@@ -209,6 +209,9 @@ pub async fn edit(ctx: &Ctx, id: Uuid, expected_version: Option<i32>, edit: Edit
     errors.finish()?;
     let edit = Edit { title, assignee, max_iterations, ..edit };
     let mut tx = ctx.db.begin().await?;
+    if let Some(Some(named)) = &edit.provider {
+        confined_if_group(&mut tx, &ctx.providers, id, named).await?;
+    }
     let task = match tasks::update_fields(&mut tx, id, expected_version, &edit).await? {
         Ok(Some(task)) => task,
         Ok(None) => return Err(not_found(id)),
@@ -222,6 +225,17 @@ pub async fn edit(ctx: &Ctx, id: Uuid, expected_version: Option<i32>, edit: Edit
     };
     ctx.feed.commit(tx).await?;
     Ok(task)
+}
+
+/// A wish's group may be given only a provider its wish's own may hand work to
+/// ([`crate::app::wishes::refused_provider`]), as its plan was checked.
+async fn confined_if_group(conn: &mut PgConnection, providers: &Providers, id: Uuid, named: &str) -> Result<()> {
+    let Some(task) = tasks::get(&mut *conn, id).await? else { return Ok(()) };
+    let Some(wish_id) = task.wish_id else { return Ok(()) };
+    let Some(slug) = refs::wish_slug(&mut *conn, wish_id).await? else { return Ok(()) };
+    let wish = crate::app::wishes::find(&mut *conn, &slug).await?;
+    let key = task.group_key.unwrap_or_default();
+    crate::app::wishes::confined_group(conn, providers, &wish, &key, named).await
 }
 
 /// Moves task `id` to a column of a board of its project, under the column's WIP limit, in the

@@ -311,6 +311,22 @@ pub fn refused_provider(
     config.providers_for(Some(named)).into_iter().find_map(|p| providers.may_hand_to(own, p).err())
 }
 
+/// [`refused_provider`] for group `key` of `wish` named `provider` after its plan was checked (a
+/// task edit, a redispatch); the error names `provider`.
+pub async fn confined_group(
+    conn: &mut PgConnection,
+    providers: &Providers,
+    wish: &Wish,
+    key: &str,
+    named: &str,
+) -> Result<()> {
+    let config = projects_db::conductor_config(conn, wish.project_id).await?;
+    match refused_provider(providers, &config, wish.provider.as_deref(), named) {
+        Some(why) => Err(Error::invalid("provider", format!("group `{key}`: {why}"))),
+        None => Ok(()),
+    }
+}
+
 /// [`refused_provider`] for each group of a plan; errors name `groups[i].provider`.
 fn confined_groups(
     providers: &Providers,

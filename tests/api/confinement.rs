@@ -2,6 +2,7 @@
 //! plan, a redispatch and a task dispatch that name an unsandboxed provider, one with more
 //! network, or one that is not configured at all are refused, naming the group.
 
+use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::*;
@@ -127,21 +128,28 @@ async fn through_the_api_a_sandboxed_wishs_groups_may_name_only_providers_as_con
 }
 
 #[tokio::test]
-async fn a_group_whose_provider_was_changed_to_an_unsandboxed_one_is_not_dispatched_again() {
+async fn a_group_is_not_given_or_dispatched_again_to_a_provider_less_confined_than_its_wishs() {
     let app = sandboxed_project().await;
+    // Planned while the project ran its agents unsandboxed; sandboxed since.
+    app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "shell"}})).await;
     let created = app
-        .create_wish(json!({"slug": "w", "project": "alpha", "title": "t", "groups": [group("api", "boxed")]}))
+        .create_wish(json!({"slug": "w", "project": "alpha", "title": "t", "groups": [group("api", "shell")]}))
         .await;
     app.start_wish("w").await;
     app.post_ok("/api/v1/wishes/w/groups/api/start", json!({})).await;
+    app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "boxed"}})).await;
     let task = created["groups"][0]["task_id"].as_str().expect("the group's task").to_owned();
-    app.patch_ok(&format!("/api/v1/tasks/{task}"), json!({"provider": "shell"})).await;
 
     let problem = assert_problem(app.post("/api/v1/wishes/w/groups/api/redispatch", json!({})).await, 422).await;
     assert!(error_for(&problem, "provider").starts_with("group `api`: provider `shell` runs unsandboxed"), "{problem}");
     assert_eq!(app.task(&task).await["status"], "in_progress", "still with its agent, not queued again");
 
-    app.patch_ok(&format!("/api/v1/tasks/{task}"), json!({"provider": "boxed"})).await;
+    // Nor can the group be given such a provider by an edit.
+    let path = format!("/api/v1/tasks/{task}");
+    let edited = app.send(Method::PATCH, &path, Some(json!({"provider": "boxed-online"}))).await;
+    let problem = assert_problem(edited, 422).await;
+    assert!(error_for(&problem, "provider").contains("has the machine's network"), "{problem}");
+    app.patch_ok(&path, json!({"provider": "boxed"})).await;
     app.post_ok("/api/v1/wishes/w/groups/api/redispatch", json!({})).await;
     assert_eq!(app.task(&task).await["status"], "ready");
 }

@@ -98,12 +98,7 @@ pub async fn redispatch(ctx: &Ctx, slug: &str, key: &str) -> Result<crate::app::
     let before = tasks::get(&mut tx, task_id).await?;
     // The group's provider may have been changed since its plan was checked.
     if let Some(named) = before.as_ref().and_then(|t| t.provider.as_deref()) {
-        let config = crate::db::projects::conductor_config(&mut tx, wish.project_id).await?;
-        if let Some(why) =
-            crate::app::wishes::refused_provider(&ctx.providers, &config, wish.provider.as_deref(), named)
-        {
-            return Err(crate::app::Error::invalid("provider", format!("group `{key}`: {why}")));
-        }
+        crate::app::wishes::confined_group(&mut tx, &ctx.providers, &wish, key, named).await?;
     }
     let task = conductor::requeue_group(&mut tx, task_id).await?.ok_or_else(|| {
         let status = before.as_ref().map(|t| t.status.as_str()).unwrap_or("gone");
