@@ -40,6 +40,7 @@ use serde::Deserialize;
 use crate::detect::screen::ScreenRules;
 use crate::domain::cost::{Price, PriceList};
 
+pub mod confinement;
 pub mod sandbox;
 
 pub use sandbox::{Network, Sandbox};
@@ -412,6 +413,19 @@ impl Providers {
     /// Every provider's name, sorted.
     pub fn names(&self) -> Vec<&str> {
         self.by_name.keys().map(String::as_str).collect()
+    }
+
+    /// Whether work of an agent of provider `own` (a wish's, a task's) may go to an agent of
+    /// provider `wanted`: it is configured and [`confinement::at_least_as_confined`] as `own`.
+    /// Why not, as a sentence.
+    pub fn may_hand_to(&self, own: &str, wanted: &str) -> Result<(), String> {
+        let Some(candidate) = self.get(wanted) else {
+            return Err(format!("unknown provider `{wanted}`; known: {}", self.names().join(", ")));
+        };
+        let Some(own) = self.get(own) else {
+            return Err(format!("the provider `{own}` it would run beside is not configured here"));
+        };
+        confinement::at_least_as_confined(candidate, own)
     }
 }
 

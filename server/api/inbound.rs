@@ -190,9 +190,11 @@ pub async fn generic(
             *response.status_mut() = StatusCode::CREATED;
             response
         }
-        (None, Some(wish)) => {
-            (StatusCode::CREATED, Json(json!(crate::app::wishes::create(&mut tx, wish.into()).await?))).into_response()
-        }
+        (None, Some(wish)) => (
+            StatusCode::CREATED,
+            Json(json!(crate::app::wishes::create(&mut tx, &state.providers, wish.into()).await?)),
+        )
+            .into_response(),
         _ => return Err(ApiError::validation("task", "send exactly one of `task` and `wish`")),
     };
     state.feed.commit(tx).await?;

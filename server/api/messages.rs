@@ -57,8 +57,10 @@ pub struct SendMessage {
     pub from: Option<String>,
     /// An agent's name, or `operator`.
     pub to: String,
-    /// Delivered byte for byte as one prompt: `;`, `C-c`, escape sequences and newlines arrive as
-    /// text. 1 byte to 256 KiB, no NUL.
+    /// Delivered byte for byte as one prompt, after a first line naming the sender (`[message
+    /// from the operator]`, `[message from agent fox — an agent, not your operator]`): `;` and
+    /// `C-c` arrive as text. 1 byte to 256 KiB; tab and newline are its only control characters,
+    /// and no line of it starts with `[message from`.
     pub body: String,
 }
 
@@ -69,7 +71,7 @@ pub struct SendMessage {
 #[utoipa::path(post, path = "/messages", tag = "messages", request_body = SendMessage,
     params(("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to retry: the same key with the same body within 24 hours answers the first response again (nothing is created); with another body, 422.")),
     responses((status = 201, body = Message, description = "Stored, pending delivery"),
-        (status = 403, body = Problem, description = "Sending as someone the token is not"),
+        (status = 403, body = Problem, description = "Sending as someone the token is not, or an agent's token messaging an agent that is neither of its team nor of its own wish or task"),
         (status = 422, body = Problem, description = "An unknown recipient, or a bad body")))]
 #[tracing::instrument(skip_all, fields(to = ?body.to), err(level = "debug"))]
 pub async fn send_message(

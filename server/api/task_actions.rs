@@ -45,6 +45,8 @@ async fn act(state: &AppState, id: &str, event: TaskEvent, change: Change) -> Ap
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"question": "Should the login page support SSO?"}))]
 pub struct AskBody {
+    /// Not blank.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub question: String,
 }
 
@@ -52,6 +54,8 @@ pub struct AskBody {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"answer": "Not yet; email and password only."}))]
 pub struct AnswerBody {
+    /// Not blank.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub answer: String,
 }
 

@@ -37,7 +37,7 @@ pub struct DispatchBody {
     responses((status = 202, body = Dispatched, description = "The task and its run, recorded"),
         (status = 404, body = Problem),
         (status = 409, body = Problem, description = "Done, cancelled, blocked, a wish's group, or a run is live"),
-        (status = 422, body = Problem, description = "An unknown `provider`, or `id` is not a UUID")))]
+        (status = 422, body = Problem, description = "An unknown `provider`, one less confined than the task's own (unsandboxed, or with more network), or `id` is not a UUID")))]
 #[tracing::instrument(skip_all, fields(task = ?id), err(level = "debug"))]
 pub async fn dispatch_task(
     State(state): State<AppState>,

@@ -31,7 +31,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/redispatch", tag = "wishes",
     params(("slug" = String, Path), ("key" = String, Path)),
     responses((status = 200, body = crate::app::wishes::WishDetail), (status = 404, body = Problem),
-        (status = 409, body = Problem, description = "The wish is not executing, or the group is not started")))]
+        (status = 409, body = Problem, description = "The wish is not executing, or the group is not started"),
+        (status = 422, body = Problem, description = "The group's provider is unknown, or less confined than the wish's own")))]
 #[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
 pub async fn redispatch_group(
     State(state): State<AppState>,

@@ -46,7 +46,9 @@ pub struct GroupInput {
     #[schema(minimum = 1)]
     pub max_iterations: Option<i32>,
     /// The provider of the group's agent; `any`: the project's, or the first of its fallback
-    /// providers not at a usage limit. Default: the wish's, else the project's.
+    /// providers not at a usage limit. Default: the wish's, else the project's. It must be at
+    /// least as confined as that default (the planner's): a sandboxed wish's groups run
+    /// sandboxed, with no more network (422 naming the group otherwise).
     #[schema(example = "claude")]
     pub provider: Option<String>,
 }

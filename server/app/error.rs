@@ -75,6 +75,14 @@ impl Fields {
         self.check(field, ok, format!("must be at most {max} characters"))
     }
 
+    /// Records why a rule refused a field's value, if it did (`Err` holds the sentence).
+    pub fn rule(&mut self, field: impl Into<String>, outcome: std::result::Result<(), String>) -> &mut Fields {
+        match outcome {
+            Ok(()) => self,
+            Err(why) => self.check(field, false, why),
+        }
+    }
+
     /// [`Fields::max_len`] for a value that may be absent.
     pub fn max_len_opt(&mut self, field: impl Into<String>, value: Option<&str>, max: usize) -> &mut Fields {
         match value {

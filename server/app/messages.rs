@@ -1,17 +1,18 @@
 //! Messages between the operator and agents, and teams' group chats: send a message, mark one
 //! read, post to a team's chat. Who may speak as whom is the caller's to decide (it knows the
-//! request's token); these take the speaker as already checked.
+//! request's token); these take the speaker as already checked, and decide whom an agent may
+//! message ([`agent_may_message`]).
 
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, Result};
 use crate::db::agents;
+use crate::db::agents::Agent;
 use crate::db::messages::{self, Message, NewMessage};
 use crate::db::team_chat::{self, ChatPost, BODY_LIMIT};
 use crate::db::teams::Team;
-use crate::domain::message::{check_body, OPERATOR};
+use crate::domain::message::{agent_may_message, check_body, Party, OPERATOR, SWITCHYARD};
 
 /// Stores a message from `from` to `to` (an agent's name or `operator`), pending delivery, and
 /// appends it to `<data_dir>/outbox.jsonl` once committed. The worker of the recipient's node
@@ -22,9 +23,17 @@ pub async fn send(ctx: &Ctx, from: String, to: &str, body: String, idem: Option<
     let to = to.trim().to_owned();
     let mut tx = ctx.db.begin().await?;
     // An agent sending: the event belongs to its project (the operator's has none of its own).
-    let sender_project = match from.as_str() {
-        OPERATOR => None,
-        agent => project_of(&mut tx, agent).await?,
+    let sender = match from.as_str() {
+        OPERATOR | SWITCHYARD => None,
+        agent => Some(
+            agents::by_name(&mut tx, agent)
+                .await?
+                .ok_or_else(|| Error::invalid("from", format!("no agent `{agent}`")))?,
+        ),
+    };
+    let sender_project = match &sender {
+        Some(agent) => agents::project_slug(&mut tx, agent.id).await?,
+        None => None,
     };
     let (recipient_id, project) = if to == OPERATOR {
         (None, sender_project)
@@ -32,6 +41,14 @@ pub async fn send(ctx: &Ctx, from: String, to: &str, body: String, idem: Option<
         let agent = agents::by_name(&mut tx, &to)
             .await?
             .ok_or_else(|| Error::invalid("to", format!("no agent `{to}` (nor `operator`)")))?;
+        if let Some(sender) = &sender {
+            if !agent_may_message(&party(sender), &party(&agent)) {
+                return Err(Error::Forbidden(format!(
+                    "agent `{from}` may message the operator, its team and the agents of its own wish or task; \
+                     `{to}` is none of these"
+                )));
+            }
+        }
         (Some(agent.id), agents::project_slug(&mut tx, agent.id).await?)
     };
     let new = NewMessage { from, to, recipient_id, body, project };
@@ -42,12 +59,8 @@ pub async fn send(ctx: &Ctx, from: String, to: &str, body: String, idem: Option<
     Ok(message)
 }
 
-/// The slug of agent `name`'s project, if the agent exists and has one.
-async fn project_of(conn: &mut PgConnection, name: &str) -> Result<Option<String>> {
-    match agents::by_name(&mut *conn, name).await? {
-        Some(agent) => Ok(agents::project_slug(conn, agent.id).await?),
-        None => Ok(None),
-    }
+fn party(agent: &Agent) -> Party<'_> {
+    Party { team: agent.team.as_deref(), wish: agent.wish_id, task: agent.task_id }
 }
 
 /// Marks message `id` read (again is fine).

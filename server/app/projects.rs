@@ -219,6 +219,10 @@ fn repo_path_rule(path: &str, data_dir: &Path) -> std::result::Result<(), String
     if path.len() > MAX_PATH {
         return Err(format!("must be at most {MAX_PATH} bytes"));
     }
+    // Written into files of one path a line (a clone's alternates): a line break would add one.
+    if path.chars().any(char::is_control) {
+        return Err("must not contain control characters (a line break, a tab, an escape)".into());
+    }
     let given = Path::new(path);
     if !given.is_absolute() {
         return Err("must be an absolute path".into());

@@ -12,6 +12,7 @@ use crate::db::board_columns::{Card, LockedColumn};
 use crate::db::tasks::dependency_edits::{self, Replaced};
 use crate::db::tasks::{self, refs, Applied, Change, Edit, Task};
 use crate::domain::task::TaskEvent;
+use crate::domain::typed;
 use crate::providers::Providers;
 
 /// What a new task is made of.
@@ -77,7 +78,9 @@ pub async fn create(conn: &mut PgConnection, providers: &Providers, new: NewTask
     let title = errors.take(text("title", &new.title, 300))?.unwrap_or_default();
     let assignee = errors.take(new.assignee.as_deref().map(|a| text("assignee", a, 100)).transpose())?.flatten();
     let max_iterations = errors.take(max_iterations(new.max_iterations))?.flatten();
+    errors.rule("title", typed::check_line(new.title.trim()));
     errors.max_len_opt("goal", new.goal.as_deref(), MAX_GOAL);
+    errors.rule("goal", new.goal.as_deref().map_or(Ok(()), typed::check));
     errors.max_len("project", &new.project, 100);
     errors.take(known_provider(providers, new.provider.as_deref()))?;
     errors.check("depends_on", new.depends_on.len() <= MAX_DEPENDENCIES, "at most 1000 tasks");
@@ -199,11 +202,16 @@ pub async fn edit(ctx: &Ctx, id: Uuid, expected_version: Option<i32>, edit: Edit
         .take(edit.assignee.clone().map(|a| a.as_deref().map(|a| text("assignee", a, 100)).transpose()).transpose())?
         .flatten();
     let max_iterations = errors.take(max_iterations(edit.max_iterations))?.flatten();
+    errors.rule("title", edit.title.as_deref().map_or(Ok(()), |t| typed::check_line(t.trim())));
     errors.max_len_opt("goal", edit.goal.as_deref(), MAX_GOAL);
+    errors.rule("goal", edit.goal.as_deref().map_or(Ok(()), typed::check));
     errors.take(known_provider(&ctx.providers, edit.provider.clone().flatten().as_deref()))?;
     errors.finish()?;
     let edit = Edit { title, assignee, max_iterations, ..edit };
     let mut tx = ctx.db.begin().await?;
+    if let Some(Some(named)) = &edit.provider {
+        confined_if_group(&mut tx, &ctx.providers, id, named).await?;
+    }
     let task = match tasks::update_fields(&mut tx, id, expected_version, &edit).await? {
         Ok(Some(task)) => task,
         Ok(None) => return Err(not_found(id)),
@@ -217,6 +225,17 @@ pub async fn edit(ctx: &Ctx, id: Uuid, expected_version: Option<i32>, edit: Edit
     };
     ctx.feed.commit(tx).await?;
     Ok(task)
+}
+
+/// A wish's group may be given only a provider its wish's own may hand work to
+/// ([`crate::app::wishes::refused_provider`]), as its plan was checked.
+async fn confined_if_group(conn: &mut PgConnection, providers: &Providers, id: Uuid, named: &str) -> Result<()> {
+    let Some(task) = tasks::get(&mut *conn, id).await? else { return Ok(()) };
+    let Some(wish_id) = task.wish_id else { return Ok(()) };
+    let Some(slug) = refs::wish_slug(&mut *conn, wish_id).await? else { return Ok(()) };
+    let wish = crate::app::wishes::find(&mut *conn, &slug).await?;
+    let key = task.group_key.unwrap_or_default();
+    crate::app::wishes::confined_group(conn, providers, &wish, &key, named).await
 }
 
 /// Moves task `id` to a column of a board of its project, under the column's WIP limit, in the

@@ -12,8 +12,11 @@ use crate::db::projects as projects_db;
 use crate::db::wishes::{self, Blocker, Group, NewGroup, Outcome, Wish};
 use crate::domain::agent_kind::is_valid_branch;
 use crate::domain::plan::{self, PlanError};
+use crate::domain::project::ConductorConfig;
 use crate::domain::review::Verdict;
+use crate::domain::typed;
 use crate::domain::wish::{WishEvent, WishStatus};
+use crate::providers::Providers;
 
 /// A wish with its groups (states and dependencies) and what it waits for.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -61,7 +64,7 @@ pub async fn detail(conn: &mut PgConnection, wish: Wish) -> Result<WishDetail> {
 }
 
 /// Validates and inserts a wish with its plan, in the caller's transaction.
-pub async fn create(conn: &mut PgConnection, new: NewWish) -> Result<WishDetail> {
+pub async fn create(conn: &mut PgConnection, providers: &Providers, new: NewWish) -> Result<WishDetail> {
     let mut errors = Fields::default();
     errors.check("slug", plan::is_valid_key(&new.slug), "use lowercase letters, digits and '-' (at most 63)");
     errors.check(
@@ -69,7 +72,9 @@ pub async fn create(conn: &mut PgConnection, new: NewWish) -> Result<WishDetail>
         !new.title.trim().is_empty() && new.title.chars().count() <= 300,
         "must be 1 to 300 characters",
     );
+    errors.rule("title", typed::check_line(new.title.trim()));
     errors.max_len("description", &new.description, MAX_DESCRIPTION);
+    errors.rule("description", typed::check(&new.description));
     errors.check("review_cap", new.review_cap.is_none_or(|c| c >= 1), "must be at least 1");
     let branch = new.branch.map(|b| b.trim().to_owned());
     if let Some(branch) = &branch {
@@ -92,6 +97,7 @@ pub async fn create(conn: &mut PgConnection, new: NewWish) -> Result<WishDetail>
             format!("is the project's target branch; a wish's work merges into `{}`", project.target_branch),
         ));
     }
+    confined_groups(providers, &project.conductor_config, None, &groups)?;
     let blocked_by = blocker_ids(conn, &new.blocked_by).await?;
     let row = wishes::NewWish {
         slug: new.slug,
@@ -116,7 +122,7 @@ pub async fn create(conn: &mut PgConnection, new: NewWish) -> Result<WishDetail>
 #[tracing::instrument(skip_all, fields(slug = ?new.slug), err(level = "debug"))]
 pub async fn create_now(ctx: &Ctx, new: NewWish, idem: Option<&Idempotency>) -> Result<WishDetail> {
     let mut tx = ctx.db.begin().await?;
-    let detail = create(&mut tx, new).await?;
+    let detail = create(&mut tx, &ctx.providers, new).await?;
     idempotency::record(&mut tx, idem, &detail).await?;
     ctx.feed.commit(tx).await?;
     Ok(detail)
@@ -156,6 +162,7 @@ pub async fn plan(ctx: &Ctx, slug: &str, groups: Option<Vec<NewGroup>>) -> Resul
         }
         let groups = checked_groups(groups)?;
         let order = validate_plan(&groups)?;
+        confined_plan(&mut tx, &ctx.providers, &wish, &groups).await?;
         wishes::delete_groups(&mut tx, wish.id).await?;
         wish = wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
     }
@@ -178,6 +185,7 @@ pub async fn replace_plan(ctx: &Ctx, slug: &str, groups: Vec<NewGroup>) -> Resul
     if wish.status != WishStatus::Draft {
         return Err(Error::conflict("only a draft's plan can be edited", Some(wish.status.as_str())));
     }
+    confined_plan(&mut tx, &ctx.providers, &wish, &groups).await?;
     wishes::delete_groups(&mut tx, wish.id).await?;
     let wish = wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
     let keys: Vec<&str> = groups.iter().map(|g| g.key.as_str()).collect();
@@ -274,7 +282,9 @@ fn checked_groups(groups: Vec<NewGroup>) -> Result<Vec<NewGroup>> {
             !g.title.trim().is_empty() && g.title.chars().count() <= 300,
             "must be 1 to 300 characters",
         );
+        errors.rule(format!("groups[{i}].title"), typed::check_line(g.title.trim()));
         errors.max_len(format!("groups[{i}].goal"), &g.goal, MAX_DESCRIPTION);
+        errors.rule(format!("groups[{i}].goal"), typed::check(&g.goal));
         errors.check(format!("groups[{i}].depends_on"), g.depends_on.len() <= MAX_GROUPS, "too many entries");
         errors.check(
             format!("groups[{i}].max_iterations"),
@@ -285,6 +295,59 @@ fn checked_groups(groups: Vec<NewGroup>) -> Result<Vec<NewGroup>> {
     }
     errors.finish()?;
     Ok(groups.into_iter().map(|g| NewGroup { title: g.title.trim().to_owned(), ..g }).collect())
+}
+
+/// Why a group of a wish may not name provider `named`: the wish's own provider (its planner's:
+/// the wish's, else the project's) may not hand work to it, or to one of the providers `any`
+/// stands for ([`Providers::may_hand_to`]). A sandboxed planner cannot have its groups run
+/// unsandboxed, or with more network than it has.
+pub fn refused_provider(
+    providers: &Providers,
+    config: &ConductorConfig,
+    wish_provider: Option<&str>,
+    named: &str,
+) -> Option<String> {
+    let own = wish_provider.filter(|p| *p != "any").unwrap_or(&config.provider);
+    config.providers_for(Some(named)).into_iter().find_map(|p| providers.may_hand_to(own, p).err())
+}
+
+/// [`refused_provider`] for group `key` of `wish` named `provider` after its plan was checked (a
+/// task edit, a redispatch); the error names `provider`.
+pub async fn confined_group(
+    conn: &mut PgConnection,
+    providers: &Providers,
+    wish: &Wish,
+    key: &str,
+    named: &str,
+) -> Result<()> {
+    let config = projects_db::conductor_config(conn, wish.project_id).await?;
+    match refused_provider(providers, &config, wish.provider.as_deref(), named) {
+        Some(why) => Err(Error::invalid("provider", format!("group `{key}`: {why}"))),
+        None => Ok(()),
+    }
+}
+
+/// [`refused_provider`] for each group of a plan; errors name `groups[i].provider`.
+fn confined_groups(
+    providers: &Providers,
+    config: &ConductorConfig,
+    wish_provider: Option<&str>,
+    groups: &[NewGroup],
+) -> Result<()> {
+    let mut errors = Fields::default();
+    for (i, group) in groups.iter().enumerate() {
+        let Some(named) = group.provider.as_deref() else { continue };
+        if let Some(why) = refused_provider(providers, config, wish_provider, named) {
+            errors.check(format!("groups[{i}].provider"), false, format!("group `{}`: {why}", group.key));
+        }
+    }
+    errors.finish()
+}
+
+/// [`confined_groups`] for the plan of an existing wish, read with its project's settings.
+async fn confined_plan(conn: &mut PgConnection, providers: &Providers, wish: &Wish, groups: &[NewGroup]) -> Result<()> {
+    let config = projects_db::conductor_config(conn, wish.project_id).await?;
+    confined_groups(providers, &config, wish.provider.as_deref(), groups)
 }
 
 /// The longest description or group goal kept, in characters.

@@ -121,14 +121,17 @@ pub fn default_name(kind: AgentKind, id: uuid::Uuid) -> String {
     format!("{}-{}", kind.as_str(), &id.simple().to_string()[..8])
 }
 
-/// A branch name git accepts and that cannot be read as an option: a simplified
+/// A plain branch name git accepts and that cannot be read as an option: a simplified
 /// `git check-ref-format --branch` (no `..`, `@{`, control characters, spaces or `~^:?*[\\`;
 /// no part starting with `.` or ending with `.lock`; no leading `-` or `/`, no trailing `/` or `.`;
-/// not `HEAD`, which git reads as the checked-out commit).
+/// not `HEAD`, which git reads as the checked-out commit), and not a full ref name (`refs/…`):
+/// Switchyard puts it under `refs/heads/` itself, and `refs/heads/main` would become
+/// `refs/heads/refs/heads/main`.
 pub fn is_valid_branch(branch: &str) -> bool {
     !branch.is_empty()
         && branch.len() <= 200
         && !branch.starts_with(['-', '/'])
+        && !branch.starts_with("refs/")
         && !branch.ends_with(['/', '.'])
         && !branch.contains("..")
         && !branch.contains("@{")
@@ -167,12 +170,16 @@ mod tests {
 
     #[test]
     fn branches_git_would_refuse_or_read_as_options_are_refused() {
-        for good in ["switchyard/fox", "feature/login-page", "fix_1.2"] {
+        for good in ["switchyard/fox", "feature/login-page", "fix_1.2", "heads/main", "a/refs/x", "ünï"] {
             assert!(is_valid_branch(good), "{good}");
         }
         for bad in
             ["", "-b", "/a", "a/", "a..b", "a b", "a~1", "a:b", "a/.hidden", "x.lock", "a@{1}", "@", "a//b", "HEAD"]
         {
+            assert!(!is_valid_branch(bad), "{bad:?}");
+        }
+        // A full ref name is not a branch name: it would be put under refs/heads/ once more.
+        for bad in ["refs/heads/main", "refs/x", "a\x7fb", "a\x1b[0mb", "a\nb", "a\u{85}b"] {
             assert!(!is_valid_branch(bad), "{bad:?}");
         }
     }

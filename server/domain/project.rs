@@ -111,6 +111,20 @@ impl Default for ConductorConfig {
     }
 }
 
+impl ConductorConfig {
+    /// The providers an agent may be started with where `named` is asked for (a group's, a
+    /// wish's): `any` is the project's provider and then each fallback; no name, the project's.
+    pub fn providers_for<'a>(&'a self, named: Option<&'a str>) -> Vec<&'a str> {
+        match named {
+            Some("any") => std::iter::once(self.provider.as_str())
+                .chain(self.fallback_providers.iter().map(String::as_str))
+                .collect(),
+            Some(name) => vec![name],
+            None => vec![self.provider.as_str()],
+        }
+    }
+}
+
 /// The most iterations a project may give a task's agent.
 pub const MAX_ITERATIONS: u32 = 100;
 
@@ -151,6 +165,14 @@ pub enum ReviewMode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_means_the_projects_provider_then_its_fallbacks() {
+        let config = ConductorConfig { fallback_providers: vec!["codex".into()], ..ConductorConfig::default() };
+        assert_eq!(config.providers_for(Some("any")), ["claude", "codex"]);
+        assert_eq!(config.providers_for(Some("shell")), ["shell"]);
+        assert_eq!(config.providers_for(None), ["claude"]);
+    }
 
     #[test]
     fn slugs_follow_the_schema_rule() {

@@ -32,6 +32,15 @@ pub fn check(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// [`check`] for text of one line (a title): no line break either.
+pub fn check_line(text: &str) -> Result<(), String> {
+    check(text)?;
+    match text.find(['\n', '\r']) {
+        Some(at) => Err(format!("contains a line break at offset {at}; it is one line")),
+        None => Ok(()),
+    }
+}
+
 /// `text` with every character [`check`] refuses removed (CRLF becomes LF): for text from
 /// elsewhere (a repository's diff, a summary) that Switchyard itself types to an agent.
 pub fn plain(text: &str) -> String {
@@ -63,6 +72,14 @@ mod tests {
         assert!(check("lone\rcr").unwrap_err().starts_with("contains control byte 0x0d at offset 4"));
         assert!(check("del\x7f").unwrap_err().starts_with("contains control byte 0x7f"));
         assert!(check("é\u{9b}").unwrap_err().starts_with("contains control character U+009B at offset 2"));
+    }
+
+    #[test]
+    fn a_line_is_text_without_line_breaks() {
+        assert!(check_line("Login page\tv2 ünï").is_ok());
+        assert_eq!(check_line("a\nb").unwrap_err(), "contains a line break at offset 1; it is one line");
+        assert!(check_line("a\r\nb").is_err());
+        assert!(check_line("a\x1b[31m").unwrap_err().starts_with("contains control byte 0x1b"));
     }
 
     #[test]

@@ -173,7 +173,9 @@ impl Delivery {
                 return Ok(Err("delivered meanwhile".into()));
             }
         }
-        if let Err(e) = self.typist.paste(pane, &message.body).await {
+        // Who sent it comes first, so an agent never takes another agent's words for a person's.
+        let text = crate::domain::message::typed(&message.sender, &message.body);
+        if let Err(e) = self.typist.paste(pane, &text).await {
             let why = format!("pasting failed: {e}");
             let mut conn = self.db.acquire().await?;
             delivery::failed(&mut conn, message.id, &why).await?;
@@ -183,7 +185,7 @@ impl Delivery {
             let mut conn = self.db.acquire().await?;
             delivery::pasted(&mut conn, message.id, pane).await?;
         }
-        self.typist.settle(message.body.len()).await;
+        self.typist.settle(text.len()).await;
         Ok(Ok(()))
     }
 

@@ -33,11 +33,24 @@ env = {{ {env} }}
     )
 }
 
-/// Every prompt the agent `name` submitted, in order.
-pub fn prompts(log_dir: &Path, name: &str) -> Vec<String> {
+/// Every prompt the agent `name` submitted, in order, byte for byte: a message's starts with the
+/// line naming its sender.
+pub fn submitted(log_dir: &Path, name: &str) -> Vec<String> {
     let text = std::fs::read_to_string(log_dir.join(format!("{name}.log"))).unwrap_or_default();
     text.lines()
         .map(|line| String::from_utf8(hex::decode(line).expect("a hex line")).expect("a UTF-8 prompt"))
+        .collect()
+}
+
+/// Every prompt the agent `name` submitted, in order, each message's without its first line
+/// (the one naming its sender): what was sent, as it arrived.
+pub fn prompts(log_dir: &Path, name: &str) -> Vec<String> {
+    submitted(log_dir, name)
+        .into_iter()
+        .map(|prompt| match prompt.split_once('\n') {
+            Some((frame, body)) if frame.starts_with("[message from ") => body.to_owned(),
+            _ => prompt,
+        })
         .collect()
 }
 

@@ -601,7 +601,7 @@ pub fn git_repo() -> tempfile::TempDir {
 }
 
 /// Makes `path` a repository with one commit on `main`.
-fn init_repo(path: &Path) {
+pub fn init_repo(path: &Path) {
     std::fs::create_dir_all(path).expect("mkdir");
     git(path, &["init", "--quiet", "--initial-branch=main"]);
     std::fs::write(path.join("README.md"), "hello\n").expect("write");

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use reqwest::Method;
 use uuid::Uuid;
 
-use crate::fake_inbox::{prompts, providers_toml};
+use crate::fake_inbox::{prompts, providers_toml, submitted};
 use crate::helpers::{eventually, spawn_app_with_worker_settings, TestApp};
 
 /// The app with the fake agent and quick message settle and confirmation times.
@@ -74,6 +74,8 @@ async fn a_message_to_a_working_agent_waits_and_is_delivered_once_as_soon_as_it_
     let took = (delivered_at - idle_at).to_std().expect("after idle");
     assert!(took < Duration::from_secs(2), "delivered within one detection cycle of going idle ({took:?})");
     assert_eq!(prompts(logs.path(), "fox"), ["work 1500ms", "hello after work"]);
+    let typed = submitted(logs.path(), "fox");
+    assert_eq!(typed[1], "[message from the operator]\nhello after work", "the sender's line first");
     let sent: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'message.delivered'")
         .fetch_one(&app.pool)
         .await

@@ -52,8 +52,10 @@ async fn a_message_is_stored_pending_first_shows_in_the_inbox_and_the_outbox_and
 async fn agents_send_and_read_only_as_themselves_and_mail_to_the_operator_is_delivered_by_being_stored() {
     let app = spawn_app().await;
     app.create_project("alpha").await;
-    let fox = app.create_agent(engineer("alpha", "fox")).await;
-    app.create_agent(engineer("alpha", "owl")).await;
+    // Agents of one wish: they may message each other.
+    app.create_wish(json!({"slug": "login", "project": "alpha", "title": "Login"})).await;
+    let fox = app.create_agent(merged(engineer("alpha", "fox"), json!({"wish": "login"}))).await;
+    app.create_agent(merged(engineer("alpha", "owl"), json!({"wish": "login"}))).await;
     let fox_token = app.agent_token(&fox).await;
 
     let forged = send_as(&app, &fox_token, json!({"from": "owl", "to": "operator", "body": "hi"})).await;

@@ -92,7 +92,8 @@ sub submit {
     hook('UserPromptSubmit', ',"prompt":' . json_string($prompt));
     $working = 1;
     draw();
-    my $ms = $prompt =~ /^work (\d+)ms$/ ? $1 : $turn_ms;
+    # A message's first line names its sender; `work <N>ms` is its last.
+    my $ms = $prompt =~ /^work (\d+)ms\z/m ? $1 : $turn_ms;
     select(undef, undef, undef, $ms / 1000);
     $working = 0;
     hook('Stop');

@@ -185,12 +185,5 @@ fn provider_for(
 ) -> Option<String> {
     let limited = |name: &str| at_limit.iter().any(|(p, _)| p == name);
     let chosen = group.or(c.wish.provider.as_deref());
-    let candidates: Vec<&str> = match chosen {
-        Some("any") => std::iter::once(c.config.provider.as_str())
-            .chain(c.config.fallback_providers.iter().map(String::as_str))
-            .collect(),
-        Some(name) => vec![name],
-        None => vec![c.config.provider.as_str()],
-    };
-    candidates.into_iter().find(|p| !limited(p)).map(str::to_owned)
+    c.config.providers_for(chosen).into_iter().find(|p| !limited(p)).map(str::to_owned)
 }

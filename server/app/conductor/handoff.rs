@@ -96,6 +96,10 @@ pub async fn redispatch(ctx: &Ctx, slug: &str, key: &str) -> Result<crate::app::
         .await?
         .ok_or_else(|| crate::app::Error::NotFound(format!("wish `{slug}` has no group `{key}`")))?;
     let before = tasks::get(&mut tx, task_id).await?;
+    // The group's provider may have been changed since its plan was checked.
+    if let Some(named) = before.as_ref().and_then(|t| t.provider.as_deref()) {
+        crate::app::wishes::confined_group(&mut tx, &ctx.providers, &wish, key, named).await?;
+    }
     let task = conductor::requeue_group(&mut tx, task_id).await?.ok_or_else(|| {
         let status = before.as_ref().map(|t| t.status.as_str()).unwrap_or("gone");
         crate::app::Error::conflict(

@@ -35,8 +35,7 @@ use crate::db::conductor::Conducted;
 use crate::db::messages::{self, NewMessage};
 use crate::domain::agent_kind::{AgentKind, AgentRole};
 
-/// The name Switchyard's own messages are sent as.
-pub const SWITCHYARD: &str = "switchyard";
+pub use crate::domain::message::SWITCHYARD;
 
 /// How many rows one step claims per tick.
 const BATCH: i64 = 20;

@@ -98,7 +98,12 @@ pub async fn dispatch(ctx: &Ctx, id: Uuid, provider: Option<String>) -> Result<D
         }
     }
     let (_, _, config) = task_runs::project_of(&mut tx, task.project_id).await?;
-    let provider = provider.or_else(|| task.provider.clone()).unwrap_or_else(|| config.provider.clone());
+    let own = task.provider.clone().unwrap_or_else(|| config.provider.clone());
+    if let Some(wanted) = provider.as_deref() {
+        // The task's own provider is what its author chose; another may be no less confined.
+        ctx.providers.may_hand_to(&own, wanted).map_err(|why| Error::invalid("provider", why))?;
+    }
+    let provider = provider.unwrap_or(own);
     let max_iterations = task.max_iterations.min(i32::try_from(config.max_iterations).unwrap_or(i32::MAX));
     let new = NewRun { task_id: id, skill: None, provider, max_iterations };
     let run = task_runs::insert(&mut tx, &new)

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::{get, recipient_project, subject, Message};
 use crate::db::events;
-use crate::domain::message::{prompt_matches, Confirmation};
+use crate::domain::message::{prompt_matches, typed, Confirmation};
 
 /// The oldest undelivered message of an idle agent of this node, or the answer to the question
 /// an agent is asking on its screen.
@@ -52,6 +52,8 @@ pub async fn due_on_node(conn: &mut PgConnection, node_id: &str) -> Result<Vec<D
 #[derive(Debug, Clone)]
 pub struct Pending {
     pub id: Uuid,
+    /// Who sent it: what is typed names them first ([`crate::domain::message::typed`]).
+    pub sender: String,
     pub body: String,
     pub attempt_pane: Option<String>,
     pub input_before: Option<String>,
@@ -64,7 +66,7 @@ pub struct Pending {
 pub async fn pending(conn: &mut PgConnection, id: Uuid) -> Result<Option<Pending>, sqlx::Error> {
     sqlx::query_as!(
         Pending,
-        "SELECT id, body, attempt_pane, input_before, pasted_at, submitted_at, enter_presses
+        "SELECT id, sender, body, attempt_pane, input_before, pasted_at, submitted_at, enter_presses
          FROM messages WHERE id = $1 AND delivered_at IS NULL",
         id
     )
@@ -164,7 +166,7 @@ pub async fn confirm_by_prompt(
     prompt: &str,
 ) -> Result<Option<Message>, sqlx::Error> {
     let in_delivery = sqlx::query!(
-        "SELECT id, body FROM messages
+        "SELECT id, sender, body FROM messages
          WHERE recipient_id = $1 AND delivered_at IS NULL AND attempt_pane IS NOT NULL
          ORDER BY seq LIMIT 1 FOR UPDATE",
         agent_id
@@ -172,7 +174,9 @@ pub async fn confirm_by_prompt(
     .fetch_optional(&mut *conn)
     .await?;
     match in_delivery {
-        Some(m) if prompt_matches(&m.body, prompt) => mark_delivered(conn, m.id, Confirmation::Hook).await,
+        Some(m) if prompt_matches(&typed(&m.sender, &m.body), prompt) => {
+            mark_delivered(conn, m.id, Confirmation::Hook).await
+        }
         _ => Ok(None),
     }
 }
