@@ -9,7 +9,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_problem, engineer, git, merged, repo_of, TestApp};
+use crate::helpers::{assert_problem, engineer, eventually, git, merged, repo_of, TestApp};
 use crate::isolation::{app_with_bwrap, probe, with_pane, SANDBOXED_SHELL};
 
 #[tokio::test]
@@ -138,6 +138,13 @@ fn program(pid: &Value) -> String {
     Path::new(&path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or(path)
 }
 
+/// The program a pane runs once `nice` (its first program: agents run niced) has exec'd it.
+async fn niced_program(pid: &Value) -> String {
+    eventually("the pane's `nice` runs its program", Duration::from_secs(20), || async { program(pid) != "nice" })
+        .await;
+    program(pid)
+}
+
 #[tokio::test]
 async fn the_built_in_agent_clis_run_under_bubblewrap_by_default_and_sandbox_none_opts_out() {
     let app: TestApp = app_with_bwrap(BUILT_INS_AS_SHELLS).await;
@@ -147,8 +154,8 @@ async fn the_built_in_agent_clis_run_under_bubblewrap_by_default_and_sandbox_non
         app.create_agent(merged(engineer("alpha", name), json!({"provider": provider, "clone": "agent"}))).await;
     }
     let (fox, owl) = (with_pane(&app, "fox").await, with_pane(&app, "owl").await);
-    assert_eq!(program(&fox["pid"]), "bwrap", "the built-in claude runs sandboxed");
-    assert_eq!(program(&owl["pid"]), "bash", "`sandbox = \"none\"` runs it as it is");
+    assert_eq!(niced_program(&fox["pid"]).await, "bwrap", "the built-in claude runs sandboxed");
+    assert_eq!(niced_program(&owl["pid"]).await, "bash", "`sandbox = \"none\"` runs it as it is");
 
     // Inside, the sandbox's view: another agent's clone is not there.
     let owl_clone = owl["clone_path"].as_str().expect("owl's clone");
