@@ -69,7 +69,7 @@ pub async fn delete(repo: &Path, branch: &str) -> Result<(), GitError> {
 
 /// Whether commit `ancestor` is reachable from `descendant`.
 pub async fn is_ancestor(repo: &Path, ancestor: &str, descendant: &str) -> Result<bool, GitError> {
-    let output = command(repo, &["merge-base", "--is-ancestor", ancestor, descendant]).output().await?;
+    let output = command(repo, &["merge-base", "--is-ancestor", ancestor, descendant]).await.output().await?;
     match output.status.code() {
         Some(0) => Ok(true),
         Some(1) => Ok(false),
@@ -124,7 +124,7 @@ pub async fn merge_as(
 /// --write-tree`), or the files that conflict.
 pub async fn merge_tree(repo: &Path, ours: &str, theirs: &str) -> Result<Result<String, Vec<String>>, GitError> {
     let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs];
-    let output = command(repo, &args).output().await?;
+    let output = command(repo, &args).await.output().await?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     match output.status.code() {
         Some(0) => Ok(Ok(stdout.lines().next().unwrap_or("").trim().to_owned())),
@@ -146,7 +146,7 @@ pub async fn commit_merge(
     who: (&str, &str),
 ) -> Result<String, GitError> {
     let args = ["commit-tree", tree, "-p", ours, "-p", theirs, "-m", message];
-    let mut commit_tree = command(repo, &args);
+    let mut commit_tree = command(repo, &args).await;
     super::as_identity(&mut commit_tree, who);
     let commit = super::finished(&args, commit_tree.output().await?)?;
     Ok(commit.trim().to_owned())

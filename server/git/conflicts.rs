@@ -39,7 +39,7 @@ pub async fn trial_merge(repo: &Path, ours: &str, theirs: &str) -> Outcome {
 /// Trial-merges two commits (ids or fully qualified refs) in the repository at `repo`.
 pub async fn trial_merge_commits(repo: &Path, ours: &str, theirs: &str) -> Outcome {
     let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs];
-    let output = match tokio::time::timeout(TIMEOUT, git_command(repo, &args).output()).await {
+    let output = match tokio::time::timeout(TIMEOUT, git_command(repo, &args).await.output()).await {
         Ok(Ok(output)) => output,
         Ok(Err(e)) => return Outcome::Unknown(format!("cannot run git: {e}")),
         Err(_) => return Outcome::Unknown("git took too long".to_owned()),
@@ -59,7 +59,7 @@ pub async fn trial_merge_commits(repo: &Path, ours: &str, theirs: &str) -> Outco
 pub async fn changed_paths(repo: &Path, base: &str, head: &str) -> Option<Vec<String>> {
     let range = format!("{base}...{head}");
     let args = ["diff", "--name-only", "--no-renames", "-z", &range];
-    let output = tokio::time::timeout(TIMEOUT, git_command(repo, &args).output()).await.ok()?.ok()?;
+    let output = tokio::time::timeout(TIMEOUT, git_command(repo, &args).await.output()).await.ok()?.ok()?;
     output.status.success().then(|| {
         output
             .stdout
@@ -80,7 +80,8 @@ pub async fn trial_merge_many(repo: &Path, pairs: &[(String, String)]) -> Vec<Ou
     let input: String = pairs.iter().map(|(a, b)| format!("{a} {b}\n")).collect();
     let args = ["merge-tree", "--stdin", "--name-only", "--no-messages"];
     let timeout = TIMEOUT * u32::try_from(pairs.len()).unwrap_or(u32::MAX).clamp(1, 10);
-    let output = tokio::time::timeout(timeout, super::output_with_input(git_command(repo, &args), input.into_bytes()));
+    let output =
+        tokio::time::timeout(timeout, super::output_with_input(git_command(repo, &args).await, input.into_bytes()));
     let mut outcomes = match output.await {
         Ok(Ok(output)) => batch_outcomes(&output.stdout),
         _ => Vec::new(),
@@ -128,7 +129,7 @@ pub async fn changed_paths_many(
     let mut args = vec!["log", "--no-renames", "--name-only", "-z", "--diff-merges=first-parent", "--format=%x01%H %P"];
     args.push(&not_base);
     args.extend(heads.iter().map(String::as_str));
-    let output = tokio::time::timeout(TIMEOUT, git_command(repo, &args).output()).await.ok()?.ok()?;
+    let output = tokio::time::timeout(TIMEOUT, git_command(repo, &args).await.output()).await.ok()?.ok()?;
     if !output.status.success() {
         return None;
     }
@@ -178,7 +179,7 @@ pub fn may_conflict(a: &[String], b: &[String]) -> bool {
 async fn branch_exists(repo: &Path, branch: &str) -> Result<bool, String> {
     let reference = format!("refs/heads/{branch}");
     let args = ["rev-parse", "--verify", "--quiet", &reference];
-    match tokio::time::timeout(TIMEOUT, git_command(repo, &args).output()).await {
+    match tokio::time::timeout(TIMEOUT, git_command(repo, &args).await.output()).await {
         Ok(Ok(output)) => Ok(output.status.success()),
         Ok(Err(e)) => Err(format!("cannot run git: {e}")),
         Err(_) => Err("git took too long".to_owned()),

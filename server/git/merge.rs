@@ -221,7 +221,7 @@ pub async fn merge_in_scratch(
         message,
         wish,
     ];
-    let mut merge = super::command(dir, &args);
+    let mut merge = super::command(dir, &args).await;
     merge.env("GIT_OBJECT_DIRECTORY", &objects);
     super::as_identity(&mut merge, who);
     let output = merge.output().await?;

@@ -33,7 +33,7 @@ pub enum GitError {
 /// the repository's configuration names (hooks, fsmonitor, drivers, pagers, editors, pack
 /// programs: [`safe`]), nor the system's configuration. A repository with a `.git` directory has
 /// it as its working tree, whatever its `core.worktree` says.
-pub(crate) fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
+pub(crate) async fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
     let mut args = args.to_vec();
     if let Some((at, fixed)) = safe::fixed_transport(&args) {
         args.insert(at, fixed);
@@ -57,7 +57,7 @@ pub(crate) fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
         ])
         .stdin(Stdio::null())
         .kill_on_drop(true);
-    let overrides = safe::overrides(dir);
+    let overrides = safe::overrides(dir).await;
     command.env("GIT_CONFIG_COUNT", overrides.len().to_string());
     for (n, (key, value)) in overrides.iter().enumerate() {
         command.env(format!("GIT_CONFIG_KEY_{n}"), key).env(format!("GIT_CONFIG_VALUE_{n}"), value);
@@ -81,12 +81,12 @@ pub(crate) fn as_identity(command: &mut tokio::process::Command, (name, email): 
 
 /// Runs git in `dir` and returns its standard output.
 pub(crate) async fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
-    finished(args, command(dir, args).output().await?)
+    finished(args, command(dir, args).await.output().await?)
 }
 
 /// Runs git in `dir` with `input` on its standard input (e.g. `update-ref --stdin`).
 pub(crate) async fn run_with_input(dir: &Path, args: &[&str], input: Vec<u8>) -> Result<String, GitError> {
-    finished(args, output_with_input(command(dir, args), input).await?)
+    finished(args, output_with_input(command(dir, args).await, input).await?)
 }
 
 /// Runs `command` with `input` on its standard input and collects what it printed, whatever its
@@ -128,7 +128,7 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn check_repository(path: &Path) -> Result<(), GitError> {
     let parent = path.parent().unwrap_or(Path::new("/"));
     let args = ["rev-parse", "--git-dir"];
-    let mut run = command(path, &args);
+    let mut run = command(path, &args).await;
     run.env("GIT_CEILING_DIRECTORIES", parent);
     let output = match tokio::time::timeout(CHECK_TIMEOUT, run.output()).await {
         Err(_) => return Err(GitError::Timeout { args: args.join(" "), after: CHECK_TIMEOUT }),
