@@ -41,11 +41,13 @@ pub async fn fetch(
     force: bool,
 ) -> Result<Result<Moved, Refused>, GitError> {
     let file = bundle.to_string_lossy();
-    // git's complaint, on one line: "Repository lacks these prerequisite commits: 4b825dc…".
+    // git's complaint, on one line: "Repository lacks these prerequisite commits: 4b825dc…"; the
+    // server's temporary path it may name is not the agent's business.
     let invalid = |e: GitError| match e {
         GitError::Failed { stderr, .. } => {
             let lines = stderr.lines().map(|line| line.trim_start_matches("error: ").trim_start_matches("fatal: "));
-            Ok(Err(Refused::Invalid(lines.collect::<Vec<_>>().join(" "))))
+            let why = lines.collect::<Vec<_>>().join(" ").replace(&format!("'{file}'"), "the upload");
+            Ok(Err(Refused::Invalid(why.replace(file.as_ref(), "the upload"))))
         }
         other => Err(other),
     };
@@ -175,7 +177,8 @@ mod tests {
         let junk = elsewhere.path().join("junk.bundle");
         std::fs::write(&junk, "not a bundle").expect("write");
         let refused = fetch(repo.path(), &junk, "work", "refs/switchyard/upload-2", true).await.expect("git");
-        assert!(matches!(refused, Err(Refused::Invalid(_))), "{refused:?}");
+        let junk_path = junk.to_string_lossy().into_owned();
+        assert!(matches!(&refused, Err(Refused::Invalid(why)) if !why.contains(&junk_path)), "{refused:?}");
         assert_eq!(branches::head(repo.path(), "work").await.expect("head"), None);
     }
 }
