@@ -1,0 +1,242 @@
+//! What a diligent agent does for each of Switchyard's briefs, one action per model turn: the
+//! step is the number of tool results since the prompt, so a CLI that retries a request gets the
+//! same action again. After its last step the agent says it is done and stops (`end_turn`).
+//!
+//! | prompt begins | steps |
+//! | --- | --- |
+//! | `Plan the wish` | write `plan.yaml` (a group per file the wish names, else one), `switchyard wish plan --file plan.yaml` |
+//! | `Your assignment: group` | write each file its goal names, commit, `switchyard group done` |
+//! | `Review the wish` | `switchyard review pass`, or (a queued failing verdict) notes.md + `switchyard review fail` |
+//! | `The review of the wish` | write what the notes name, commit, `switchyard fix done` |
+//! | `Your assignment: the task` / `Continue (iteration` | write each file its goal names, commit, `switchyard task done` |
+//! | `Your assignment: do` (a board skill) | `switchyard task done` |
+//! | `Run: CMD` (a test's own) | run CMD |
+//! | anything else (a message) | say it was noted |
+
+use std::collections::VecDeque;
+
+/// One model turn's worth of work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Write `content` to `path` (relative to the working directory unless absolute).
+    Write { path: String, content: String },
+    /// Run a shell command in the working directory.
+    Run { command: String },
+    /// Say this and end the turn.
+    Say(String),
+}
+
+impl Action {
+    /// The action's size in bytes, for the usage it reports.
+    pub fn len(&self) -> usize {
+        match self {
+            Action::Write { path, content } => path.len() + content.len(),
+            Action::Run { command } => command.len(),
+            Action::Say(text) => text.len(),
+        }
+    }
+}
+
+/// The action for `turn`; `verdicts` are the reviewers' queued answers (`false`: fail).
+pub fn next(turn: &super::Turn, verdicts: &mut VecDeque<bool>) -> Action {
+    let steps = steps(&turn.prompt, turn.results.is_empty(), verdicts);
+    steps.into_iter().nth(turn.results.len()).unwrap_or_else(|| Action::Say(done_text(&turn.prompt)))
+}
+
+fn steps(prompt: &str, first: bool, verdicts: &mut VecDeque<bool>) -> Vec<Action> {
+    let p = prompt.trim_start();
+    if p.starts_with("Plan the wish") {
+        let wish = between(p, "The wish:\n", "\n\nWrite plan.yaml").unwrap_or(p);
+        vec![write("plan.yaml", &plan(wish)), run("switchyard wish plan --file plan.yaml")]
+    } else if p.starts_with("Your assignment: group") {
+        let key = between(p, "group `", "`").unwrap_or("work").to_owned();
+        let goal = between(p, "Goal:\n", "\n\nThe wish:").unwrap_or(p);
+        let mut steps = writes(goal, &key);
+        steps.push(run(&format!(
+            "git add -A && git commit -qm {} && switchyard group done --summary {}",
+            quote(&format!("{key}: {}", one_line(goal))),
+            quote(&format!("Did {}", one_line(goal)))
+        )));
+        steps
+    } else if p.starts_with("Review the wish") {
+        // The verdict is taken once, on the review's first request; a retried request (no tool
+        // result yet) takes it again only if it was never taken: see `decided`.
+        let pass = decided(prompt, first, verdicts);
+        if pass {
+            vec![run("switchyard review pass")]
+        } else {
+            vec![
+                write("notes.md", "- review-fix.txt is missing: add it with the line `reviewed`.\n"),
+                run("switchyard review fail --notes-file notes.md"),
+            ]
+        }
+    } else if p.starts_with("The review of the wish") {
+        let notes = p.split("The review's notes:\n").nth(1).unwrap_or(p);
+        let mut steps = writes(notes, "review");
+        steps.push(run(
+            "git add -A && git commit -qm 'Fix the review notes' && switchyard fix done --summary 'Fixed the review notes'",
+        ));
+        steps
+    } else if p.starts_with("Your assignment: the task") || p.starts_with("Continue (iteration") {
+        let goal = between(p, "What to do:\n", "\n\n").unwrap_or(p);
+        let mut steps = writes(goal, "task");
+        steps.push(run(&format!(
+            "git add -A && git commit -qm {} && switchyard task done --result {}",
+            quote(&one_line(goal)),
+            quote(&format!("Did {}", one_line(goal)))
+        )));
+        steps
+    } else if p.starts_with("Your assignment: do") {
+        vec![run("switchyard task done --result 'Checked: it does what the task says'")]
+    } else if let Some(command) = p.strip_prefix("Run: ") {
+        vec![run(command.lines().next().unwrap_or_default())]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Reviews decided so far, by prompt: a request retried after an overload must not take the next
+/// verdict.
+fn decided(prompt: &str, first: bool, verdicts: &mut VecDeque<bool>) -> bool {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static DECIDED: Mutex<Option<HashMap<String, bool>>> = Mutex::new(None);
+    let mut decided = DECIDED.lock().unwrap();
+    let decided = decided.get_or_insert_with(HashMap::new);
+    if let Some(pass) = decided.get(prompt) {
+        return *pass;
+    }
+    let pass = verdicts.pop_front().unwrap_or(true);
+    if first {
+        decided.insert(prompt.to_owned(), pass);
+    }
+    pass
+}
+
+/// A plan with one group per file the wish names (`Add a.txt, b.txt and c.txt`), independent of
+/// each other; one group doing the whole wish when it names none.
+fn plan(wish: &str) -> String {
+    let files = files(wish);
+    let mut yaml = String::from("groups:\n");
+    if files.is_empty() {
+        yaml.push_str(&format!(
+            "  - key: work\n    title: The wish\n    goal: {}\n    depends_on: []\n",
+            yaml_text(&one_line(wish))
+        ));
+    }
+    for file in files {
+        let key: String =
+            file.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+        yaml.push_str(&format!(
+            "  - key: {key}\n    title: {}\n    goal: {}\n    depends_on: []\n",
+            yaml_text(&format!("Add {file}")),
+            yaml_text(&format!("Add {file} saying {}", stem(&file)))
+        ));
+    }
+    yaml
+}
+
+/// A write of each file `text` names (its content: the file's stem), or of `<fallback>.txt`.
+fn writes(text: &str, fallback: &str) -> Vec<Action> {
+    let mut files = files(text);
+    if files.is_empty() {
+        files.push(format!("{fallback}.txt"));
+    }
+    files.iter().map(|f| write(f, &format!("{}\n", stem(f)))).collect()
+}
+
+/// The file names in `text`: words with a short alphanumeric extension, in order, once each.
+pub fn files(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for word in text.split(|c: char| c.is_whitespace() || ",;:()`'\"".contains(c)) {
+        let word = word.trim_end_matches('.');
+        let Some((name, ext)) = word.rsplit_once('.') else { continue };
+        let ok = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_/".contains(c))
+            && !name.starts_with('/')
+            && !name.contains("..")
+            && (1..=4).contains(&ext.len())
+            && ext.chars().all(|c| c.is_ascii_alphanumeric());
+        if ok && !found.iter().any(|f| f == word) {
+            found.push(word.to_owned());
+        }
+    }
+    found
+}
+
+fn stem(file: &str) -> &str {
+    let name = file.rsplit('/').next().unwrap_or(file);
+    name.split('.').next().unwrap_or(name)
+}
+
+fn done_text(prompt: &str) -> String {
+    if prompt.trim_start().starts_with("Your assignment") || prompt.trim_start().starts_with("Plan the wish") {
+        "Done: the work is committed and reported.".to_owned()
+    } else {
+        "Noted.".to_owned()
+    }
+}
+
+fn write(path: &str, content: &str) -> Action {
+    Action::Write { path: path.to_owned(), content: content.to_owned() }
+}
+
+fn run(command: &str) -> Action {
+    Action::Run { command: command.to_owned() }
+}
+
+/// `text` between `start` and the next `end`.
+fn between<'a>(text: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let rest = &text[text.find(start)? + start.len()..];
+    Some(&rest[..rest.find(end).unwrap_or(rest.len())])
+}
+
+fn one_line(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    line.chars().take(120).collect()
+}
+
+/// `text` as one shell word.
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// `text` as a YAML double-quoted scalar.
+fn yaml_text(text: &str) -> String {
+    serde_json::to_string(text).expect("a string")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripted_model::Turn;
+
+    fn turn(prompt: &str, results: usize) -> Turn {
+        Turn { prompt: prompt.to_owned(), results: vec![String::new(); results], cwd: None }
+    }
+
+    #[test]
+    fn an_engineer_writes_the_files_its_goal_names_commits_and_reports() {
+        let brief = switchyard::app::conductor::briefs::engineer(
+            "Letters",
+            "Add a.txt",
+            "a-txt",
+            "Add a.txt saying a",
+            "group/w/a-txt",
+            &[],
+        );
+        let mut verdicts = VecDeque::new();
+        assert_eq!(next(&turn(&brief, 0), &mut verdicts), write("a.txt", "a\n"));
+        let Action::Run { command } = next(&turn(&brief, 1), &mut verdicts) else { panic!() };
+        assert!(command.contains("git commit") && command.contains("switchyard group done"), "{command}");
+        assert!(matches!(next(&turn(&brief, 2), &mut verdicts), Action::Say(_)));
+    }
+
+    #[test]
+    fn a_planner_gives_a_group_per_named_file() {
+        let brief = switchyard::app::conductor::briefs::planner("Letters", "Add a.txt, b.txt and c.txt");
+        let Action::Write { content, .. } = next(&turn(&brief, 0), &mut VecDeque::new()) else { panic!() };
+        assert_eq!(content.matches("- key:").count(), 3, "{content}");
+        assert!(content.contains("key: b-txt"), "{content}");
+    }
+}
