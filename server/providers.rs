@@ -152,10 +152,10 @@ impl Provider {
         substitute(self.resume.as_ref().unwrap_or(&self.command), values)
     }
 
-    /// The shell a pane of this provider runs (`bash`), named as tmux's `#{pane_current_command}`
-    /// names it: the program a provider without screen rules is started with. Another program in
-    /// the pane's foreground means the agent is busy however still its screen is. `None` for
-    /// providers with screen rules (their program in the foreground is the agent itself).
+    /// The program a pane of this provider runs when it has no screen rules (`bash`, a script):
+    /// another process group holding the pane's terminal (a command it gave the foreground to)
+    /// means the agent is busy however still its screen is ([`crate::tmux::foreground`]). `None`
+    /// for providers with screen rules (their program in the foreground is the agent itself).
     pub fn shell(&self) -> Option<String> {
         if self.screen_rules != ScreenRules::Generic {
             return None;

@@ -3,13 +3,14 @@
 //! An agent's token may call it for itself only; an operator's write token for any agent.
 
 use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::error::{ApiResult, Problem};
-use crate::api::json::ApiJson;
+use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::wishes::{to_groups, GroupInput};
 use crate::app::conductor::reports::{self, Report, ReportOutcome};
 use crate::domain::review::Verdict;
@@ -91,8 +92,10 @@ impl From<ReportBody> for Report {
 }
 
 /// Reports on the agent's own step: its group done or blocked, its review's verdict, its plan,
-/// its fix, its task. The report acts on the agent's own work only, whatever it names.
-#[utoipa::path(post, path = "/agents/{name}/report", tag = "agents", params(("name" = String, Path)),
+/// its fix, its task. The report acts on the agent's own work only, whatever it names. A refusal
+/// (409) names the state it found the step in.
+#[utoipa::path(post, path = "/agents/{name}/report", tag = "agents", params(("name" = String, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes the report safe to retry: the same key with the same body within 24 hours answers the first response again (the report is not applied twice); with another body, 422.")),
     request_body = ReportBody,
     responses((status = 200, body = ReportOutcome), (status = 403, body = Problem, description = "Another agent's token"),
         (status = 404, body = Problem),
@@ -102,7 +105,10 @@ impl From<ReportBody> for Report {
 pub async fn report(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    ApiJson(body): ApiJson<ReportBody>,
-) -> ApiResult<Json<ReportOutcome>> {
-    Ok(Json(reports::report(&state.app, &name, body.into()).await?))
+    IdempotentJson(body, idem): IdempotentJson<ReportBody>,
+) -> ApiResult<Response> {
+    if let Some(first) = idempotency::replay(&state, idem.as_ref()).await? {
+        return Ok(first);
+    }
+    Ok(Json(reports::report(&state.app, &name, body.into(), idem.as_ref()).await?).into_response())
 }

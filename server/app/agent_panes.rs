@@ -246,15 +246,15 @@ pub async fn screen(ctx: &Ctx, name: &str, lines: u32) -> Result<Screen> {
     Ok(Screen { agent: agent.name.clone(), pane: pane.to_owned(), text })
 }
 
-/// The program in the foreground of a shell agent's pane when it is not the shell itself
-/// (`cargo`, `sleep`): what keeps the agent working however still its screen is. `None` for
-/// providers with screen rules, or when the pane cannot be reached from here.
+/// The program in the foreground of a shell agent's pane when another process group than the
+/// pane's own holds its terminal (`cargo`, `sleep` run by the shell): what keeps the agent
+/// working however still its screen is. `None` for providers with screen rules, or when the
+/// pane cannot be reached from here ([`crate::tmux::foreground`]).
 pub async fn foreground_command(ctx: &Ctx, agent: &Agent) -> Option<String> {
-    let shell = ctx.providers.get(&agent.provider)?.shell()?;
+    ctx.providers.get(&agent.provider)?.shell()?;
     let pane = pane(ctx, agent).ok()?;
-    let out = panes(ctx).ok()?.tmux.run(&["display-message", "-p", "-t", pane, "#{pane_current_command}"]).await;
-    let running = out.ok()?.trim().to_owned();
-    (!running.is_empty() && running != shell).then_some(running)
+    let out = panes(ctx).ok()?.tmux.run(&["display-message", "-p", "-t", pane, "#{pane_pid}"]).await;
+    crate::tmux::foreground::other_group_holding(out.ok()?.trim().parse().ok()?)
 }
 
 /// Records a nudge of a quiet agent (`agent.nudged`), and once it has had `max_nudges` that it

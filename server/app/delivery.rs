@@ -21,9 +21,15 @@ pub async fn pasted(conn: &mut PgConnection, id: Uuid, pane: &str) -> Result<boo
     Ok(record::record_pasted(conn, id, pane).await?)
 }
 
-/// About to press Enter; answers when (`None`: delivered meanwhile).
-pub async fn enter(conn: &mut PgConnection, id: Uuid, pane: &str) -> Result<Option<DateTime<Utc>>> {
-    Ok(record::record_enter(conn, id, pane).await?)
+/// About to press Enter into a line that shows the text as `input_after`; answers when (`None`:
+/// delivered meanwhile).
+pub async fn enter(
+    conn: &mut PgConnection,
+    id: Uuid,
+    pane: &str,
+    input_after: Option<&str>,
+) -> Result<Option<DateTime<Utc>>> {
+    Ok(record::record_enter(conn, id, pane, input_after).await?)
 }
 
 /// A step failed; the message stays pending with why.

@@ -59,9 +59,23 @@ fn same_request(idem: &Idempotency, stored: &Stored) -> Result<()> {
 /// just before the commit. Does nothing without a key. A concurrent request with the same key
 /// that committed first makes this one a conflict (and its transaction rolls back).
 pub async fn record<T: Serialize>(conn: &mut PgConnection, idem: Option<&Idempotency>, response: &T) -> Result<()> {
+    record_with(conn, idem, 201, response).await
+}
+
+/// [`record`] for a request that answers `200 OK` (an agent's report changes what exists).
+pub async fn record_ok<T: Serialize>(conn: &mut PgConnection, idem: Option<&Idempotency>, response: &T) -> Result<()> {
+    record_with(conn, idem, 200, response).await
+}
+
+async fn record_with<T: Serialize>(
+    conn: &mut PgConnection,
+    idem: Option<&Idempotency>,
+    status: i16,
+    response: &T,
+) -> Result<()> {
     let Some(idem) = idem else { return Ok(()) };
     let response = serde_json::to_value(response).map_err(Error::internal)?;
-    db::record(conn, &idem.caller, &idem.key, &idem.route, &idem.request_hash, 201, &response).await.map_err(|e| {
+    db::record(conn, &idem.caller, &idem.key, &idem.route, &idem.request_hash, status, &response).await.map_err(|e| {
         match &e {
             sqlx::Error::Database(db) if db.is_unique_violation() => Error::conflict(
                 "a request with this Idempotency-Key was made at the same time; retry to get its response",

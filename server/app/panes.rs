@@ -136,19 +136,20 @@ impl Typist {
     }
 
     /// Waits, up to the confirm time, for a paste to show in the input line (`before` is the
-    /// line before it). A TUI busy under load draws a paste late; an Enter pressed before that
-    /// can be lost, and the line, unchanged, would then read as "Enter took the text". `false`:
-    /// it never showed, so the line is no evidence of a submission.
-    pub async fn await_drawn(&self, pane: &str, before: &str) -> bool {
+    /// line before it), and answers the line showing it. A TUI busy under load draws a paste
+    /// late; an Enter pressed before that can be lost, and the line, unchanged, would then read
+    /// as "Enter took the text". `None`: it never showed, so the line is no evidence of a
+    /// submission. With `wait` false the line is read once.
+    pub async fn await_drawn(&self, pane: &str, before: &str, wait: bool) -> Option<String> {
         let deadline = Instant::now() + self.confirm;
         loop {
             match self.input_line(pane).await {
-                Ok(now) if now != before => return true,
-                Err(_) => return false,
+                Ok(now) if now != before => return Some(now),
+                Err(_) => return None,
                 Ok(_) => {}
             }
-            if Instant::now() >= deadline {
-                return false;
+            if !wait || Instant::now() >= deadline {
+                return None;
             }
             tokio::time::sleep(POLL).await;
         }

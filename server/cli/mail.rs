@@ -37,6 +37,40 @@ async fn answer(url: &str, response: reqwest::Response) -> Result<Value, Refusal
     Err(Refusal { status: Some(status), message: format!("{detail} ({status})") })
 }
 
+/// How long a command that must not be lost (an agent's report) keeps sending a request the
+/// server does not answer: long enough for `serve` to restart on a loaded machine.
+pub(crate) const PERSIST: Duration = Duration::from_secs(600);
+/// The longest pause between two tries: a restarted server is found within it.
+const BACKOFF_CAP: Duration = Duration::from_secs(3);
+
+/// Sends what `request` builds until the server answers it: again after a connection error or a
+/// timeout, and after a 5xx (a server that cannot reach its database, or is stopping), waiting a
+/// little longer each time (up to [`BACKOFF_CAP`]), for up to [`PERSIST`] (or
+/// `SWITCHYARD_PERSIST_SECS`). A success or a 4xx is the answer.
+async fn persist(url: &str, request: impl Fn() -> reqwest::RequestBuilder) -> Result<Value, Refusal> {
+    let budget =
+        std::env::var("SWITCHYARD_PERSIST_SECS").ok().and_then(|s| s.parse().ok()).map_or(PERSIST, Duration::from_secs);
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut pause = Duration::from_millis(200);
+    let mut told = false;
+    loop {
+        let why = match request().send().await {
+            Ok(response) if !response.status().is_server_error() => return answer(url, response).await,
+            Ok(response) => format!("{} answered {}", url, response.status()),
+            Err(e) => format!("calling {url}: {e}"),
+        };
+        if tokio::time::Instant::now() + pause > deadline {
+            return Err(Refusal { status: None, message: format!("{why} (gave up after {}s)", budget.as_secs()) });
+        }
+        if !told {
+            eprintln!("{why}; trying again for up to {}s", budget.as_secs());
+            told = true;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(BACKOFF_CAP);
+    }
+}
+
 /// A blocking-style client over one small runtime: each command makes a few calls.
 pub(crate) struct Api {
     pub(crate) credentials: Credentials,
@@ -92,20 +126,37 @@ impl Api {
     }
 
     /// PUTs `bytes` as `application/octet-stream` (a git bundle); a refusal keeps its status.
+    /// Sent again while the server cannot answer ([`persist`]): the same bundle moves the branch
+    /// to the same commit.
     pub(crate) fn put_bytes(&self, path: &str, bytes: Vec<u8>) -> Result<Value, Refusal> {
         let url = format!("{}/api/v1{path}", self.base);
-        self.runtime.block_on(async {
-            let request = self
-                .client
+        let request = || {
+            self.client
                 .put(&url)
                 .bearer_auth(&self.credentials.token)
                 .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
                 .timeout(UPLOAD_TIMEOUT)
-                .body(bytes);
-            let response =
-                request.send().await.map_err(|e| Refusal { status: None, message: format!("calling {url}: {e}") })?;
-            answer(&url, response).await
-        })
+                .body(bytes.clone())
+        };
+        self.runtime.block_on(persist(&url, request))
+    }
+
+    /// POSTs `body` with the idempotency key `key`, again and again while the server cannot
+    /// answer (down, restarting, failing: [`persist`]), until it answers or [`PERSIST`] has
+    /// passed. The key makes the request count once however often it is sent; a refusal (4xx)
+    /// is final.
+    pub(crate) fn post_persistently(&self, path: &str, body: Value, key: &str) -> Result<Value, String> {
+        let url = format!("{}/api/v1{path}", self.base);
+        let request =
+            || self.client.post(&url).bearer_auth(&self.credentials.token).header("Idempotency-Key", key).json(&body);
+        self.runtime.block_on(persist(&url, request)).map_err(|refused| refused.message)
+    }
+
+    /// [`Api::get`], again while the server cannot answer ([`persist`]).
+    pub(crate) fn get_persistently(&self, path: &str) -> Result<Value, String> {
+        let url = format!("{}/api/v1{path}", self.base);
+        let request = || self.client.get(&url).bearer_auth(&self.credentials.token);
+        self.runtime.block_on(persist(&url, request)).map_err(|refused| refused.message)
     }
 
     pub(crate) fn get(&self, path: &str) -> Result<Value, String> {

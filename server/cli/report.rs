@@ -74,14 +74,17 @@ pub fn run(command: ReportCommand, listen: std::net::SocketAddr) -> Result<(), S
         ReportCommand::Task(TaskCommand::Fail { reason }) => json!({"kind": "task_fail", "reason": reason}),
         ReportCommand::Task(TaskCommand::Ask { question }) => json!({"kind": "task_ask", "question": question}),
     };
-    let outcome = api.post(&format!("/agents/{me}/report"), body)?;
+    // One key for every try: a report that reached the server before it died is answered, not
+    // applied again, when it is sent once more after the restart.
+    let key = uuid::Uuid::new_v4().to_string();
+    let outcome = api.post_persistently(&format!("/agents/{me}/report"), body, &key)?;
     say!("{}", outcome["detail"].as_str().unwrap_or("recorded"));
     Ok(())
 }
 
 /// A dispatched task's agent works on `task/<id>`: its commits go with its done report.
 fn send_task_branch(api: &Api, me: &str) -> Result<(), String> {
-    let agent = api.get(&format!("/agents/{me}"))?;
+    let agent = api.get_persistently(&format!("/agents/{me}"))?;
     match agent["branch"].as_str() {
         Some(branch) if branch.starts_with("task/") => send_branch(api, me),
         _ => Ok(()),

@@ -49,3 +49,36 @@ pub async fn agents_of(conn: &mut PgConnection, wish_id: Uuid) -> Result<Vec<Age
     }
     Ok(found)
 }
+
+/// An idle agent whose group or task is still open and unreported: its turn ended without a
+/// report (`switchyard group done|blocked`, `task done|fail`), so only a person (or a nudge)
+/// gets it going. Agents with mail waiting are left out: their next message is on its way.
+#[derive(Debug, Clone)]
+pub struct Unreported {
+    pub agent: String,
+    /// The group's key, or the standalone task's title.
+    pub work: String,
+    /// The group's wish, `None` for a standalone task.
+    pub wish: Option<String>,
+    /// When the agent last changed (went idle, mostly).
+    pub since: chrono::DateTime<chrono::Utc>,
+}
+
+/// Up to `limit` [`Unreported`] agents, longest idle first.
+pub async fn idle_unreported(conn: &mut PgConnection, limit: i64) -> Result<Vec<Unreported>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT a.name, COALESCE(t.group_key, t.title) AS "work!", w.slug AS "wish?", a.updated_at
+           FROM agents a JOIN tasks t ON t.id = a.task_id LEFT JOIN wishes w ON w.id = t.wish_id
+           WHERE a.state = 'idle' AND NOT a.ready_for_cleanup AND t.assignee = a.name
+             AND t.status IN ('in_progress', 'waiting_input') AND t.reported_at IS NULL
+             AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.recipient_id = a.id AND m.delivered_at IS NULL)
+           ORDER BY a.updated_at, a.id LIMIT $1"#,
+        limit
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Unreported { agent: r.name, work: r.work, wish: r.wish, since: r.updated_at })
+        .collect())
+}

@@ -12,8 +12,15 @@
 //! | pasted (or about to), Enter never pressed | differs from before: the text is there | press Enter (never paste again) |
 //! | pasted (or about to), Enter never pressed | as before: the text never arrived | paste |
 //! | Enter pressed | the agent started a turn since | delivered (`state`) |
-//! | Enter pressed | as before: the text left the line | delivered (`screen`) |
-//! | Enter pressed | still holds the text | press Enter again, at most [`MAX_ENTER_PRESSES`] times |
+//! | Enter pressed | no longer as it showed the text (`input_after`): the text left it | delivered (`screen`) |
+//! | Enter pressed | still as it showed the text | press Enter again, at most [`MAX_ENTER_PRESSES`] times |
+//!
+//! Enter is pressed only into a line known to hold the text: after an outage (the database or the
+//! server down while the agent took the message and went on) the line shows whatever the agent
+//! did since, which differs from the line before the paste without holding the text; an Enter
+//! pressed there would be a bare Enter the agent acts on. So the Enter's record carries the line
+//! as it showed the paste, and only that line is taken for the text still waiting. (Where the
+//! paste never showed before Enter, nothing better than "differs from before" is known.)
 //!
 //! The strongest confirmation does not need the table: Claude Code's `UserPromptSubmit` hook
 //! carries the submitted prompt, and a prompt equal to the message ([`prompt_matches`]) confirms
@@ -138,6 +145,8 @@ pub struct Attempt<'a> {
     pub pane: Option<&'a str>,
     /// That pane's input line before the paste.
     pub input_before: Option<&'a str>,
+    /// The line as it showed the paste, recorded with the Enter.
+    pub input_after: Option<&'a str>,
     /// Enter was (about to be) pressed in that pane.
     pub submitted: bool,
     pub enter_presses: i32,
@@ -175,6 +184,11 @@ pub fn next_step(attempt: &Attempt, now: &PaneNow) -> Step {
     if !attempt.submitted {
         return if text_in_line { Step::PressEnter } else { Step::Paste };
     }
+    // After an Enter, the text is still there only where the line still shows it as it did.
+    let text_in_line = match attempt.input_after {
+        Some(after) => after == now.input,
+        None => text_in_line,
+    };
     if now.worked_since_enter {
         Step::Delivered(Confirmation::State)
     } else if !text_in_line {
@@ -222,7 +236,7 @@ mod tests {
     }
 
     fn in_pane(submitted: bool, presses: i32) -> Attempt<'static> {
-        Attempt { pane: Some("%1"), input_before: Some(BEFORE), submitted, enter_presses: presses }
+        Attempt { pane: Some("%1"), input_before: Some(BEFORE), input_after: None, submitted, enter_presses: presses }
     }
 
     #[test]
@@ -250,6 +264,16 @@ mod tests {
         assert_eq!(next_step(&in_pane(true, 1), &worked), Step::Delivered(Confirmation::State));
         assert_eq!(next_step(&in_pane(true, 1), &now("> hello")), Step::PressEnter);
         assert_eq!(next_step(&in_pane(true, MAX_ENTER_PRESSES), &now("> hello")), Step::GiveUp);
+    }
+
+    #[test]
+    fn after_enter_only_the_line_that_showed_the_text_gets_enter_again() {
+        let shown = Attempt { input_after: Some("> hello"), ..in_pane(true, 1) };
+        assert_eq!(next_step(&shown, &now("> hello")), Step::PressEnter, "Enter was lost: the text waits");
+        // After an outage the agent took it and went on: its line reads otherwise, with no text
+        // of ours in it. Enter there would be a bare Enter.
+        assert_eq!(next_step(&shown, &now("1> ")), Step::Delivered(Confirmation::Screen));
+        assert_eq!(next_step(&shown, &now(BEFORE)), Step::Delivered(Confirmation::Screen));
     }
 
     #[test]

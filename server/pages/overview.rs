@@ -1,5 +1,5 @@
-//! `/`: what needs a person first (an agent asking permission or a question, a task handed to a
-//! human, a merge queue entry handed to a person, with its files or reason), then agents by state, wishes in flight, the merge queue
+//! `/`: what needs a person first (an agent asking permission or a question, an idle agent that
+//! did not report its group, a task handed to a human, a merge queue entry handed to a person, with its files or reason), then agents by state, wishes in flight, the merge queue
 //! (wishes pending merge), what agents' tokens cost (in all and per project) and the latest events.
 
 use askama::Template;
@@ -10,6 +10,7 @@ use axum::Router;
 use chrono::Utc;
 
 use crate::db::agents;
+use crate::db::handoffs as handoffs_db;
 use crate::db::sessions::Session;
 use crate::db::{boards, events, merge_queue, tasks, wishes};
 use crate::domain::agent::{provider_need, AgentState};
@@ -108,10 +109,13 @@ async fn overview(
             let handed = merge_queue::Filter { needs_person: true, ..Default::default() };
             PageResult::Ok(merge_queue::list(&mut *state.db.acquire().await?, &handed, SHOWN).await?)
         });
+        let unreported = cache.read(&changes, &cache.unreported, || async {
+            PageResult::Ok(handoffs_db::idle_unreported(&mut *state.db.acquire().await?, SHOWN).await?)
+        });
         // The conductor's hand-offs, in the needs too.
         let steps = cache.read(&changes, &cache.steps, || handoffs::steps(ctx, now, SHOWN));
         let waiting = cache.read(&changes, &cache.waiting_wishes, || handoffs::waiting_wishes(ctx, SHOWN));
-        PageResult::Ok(Some(tokio::try_join!(human, cards, handed, steps, waiting)?))
+        PageResult::Ok(Some(tokio::try_join!(human, cards, handed, steps, waiting, unreported)?))
     };
     let in_flight = async {
         if !shows("wishes") {
@@ -149,10 +153,11 @@ async fn overview(
     let (glance, needs, in_flight, merge_queue, (usage, project_costs), events) =
         tokio::try_join!(agents, needs, in_flight, merge_queue, costs, recent)?;
     let (needs, handoffs) = match needs {
-        Some((human, cards, handed, steps, waiting)) => {
+        Some((human, cards, handed, steps, waiting, unreported)) => {
             let handoffs = Handoffs::new(ctx, steps, waiting, &glance.at_limit, now, SHOWN as usize);
             let needs = asking_agents(&glance.pressing, now)
                 .chain(provider_needs(&glance.failed, now))
+                .chain(unreported_needs(unreported, now))
                 .chain(others_needs(human, cards, handed, now))
                 .collect();
             (needs, handoffs)
@@ -216,6 +221,23 @@ fn asking_agents(pressing: &[agents::Agent], now: chrono::DateTime<Utc>) -> impl
         state: a.state.as_str(),
         since: ago(a.last_activity.unwrap_or(a.updated_at), now),
         note: String::new(),
+    })
+}
+
+/// Idle agents whose group or task is still open and unreported: their turn ended without the
+/// report the conductor waits for.
+fn unreported_needs(idle: Vec<handoffs_db::Unreported>, now: chrono::DateTime<Utc>) -> impl Iterator<Item = Need> {
+    idle.into_iter().map(move |u| Need {
+        what: "agent",
+        link: format!("/agents/{}", u.agent),
+        detail: "idle, not reported".to_owned(),
+        state: AgentState::Idle.as_str(),
+        since: ago(u.since, now),
+        note: match u.wish {
+            Some(wish) => format!("stopped without reporting group `{}` of wish `{wish}`", u.work),
+            None => format!("stopped without reporting task “{}”", u.work),
+        },
+        name: u.agent,
     })
 }
 

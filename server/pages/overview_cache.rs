@@ -38,7 +38,9 @@ const COSTS: &[&str] = &["project", "agent.spawned", "agent.deleted", "agent.usa
 const WORK: &[&str] = &["wish", "task", "group", "merge", "project"];
 const HUMAN_TASKS: &[&str] = &["task", "board", "wish", "group", "project"];
 const CARDS: &[&str] = &["task", "board", "board_template", "project"];
-const NAMED: [&[&str]; 5] = [AGENTS, COSTS, WORK, HUMAN_TASKS, CARDS];
+/// Idle agents with their work unreported: agents' states, their work's, and mail delivered.
+const UNREPORTED: &[&str] = &["agent", "task", "group", "wish", "message"];
+const NAMED: [&[&str]; 6] = [AGENTS, COSTS, WORK, HUMAN_TASKS, CARDS, UNREPORTED];
 
 pub struct OverviewCache {
     /// Agents by state, the most pressing, the failed and the providers at a limit.
@@ -49,6 +51,8 @@ pub struct OverviewCache {
     pub human_tasks: Slot<Vec<crate::db::tasks::Task>>,
     /// Cards in a person's column.
     pub cards: Slot<Vec<crate::db::boards::WaitingCard>>,
+    /// Idle agents whose group or task is unreported.
+    pub unreported: Slot<Vec<crate::db::handoffs::Unreported>>,
     /// Merge queue entries only a person can help.
     pub handed: Slot<Vec<crate::db::merge_queue::Entry>>,
     /// Planned wishes, then executing ones (for approvals and reviews).
@@ -70,6 +74,7 @@ impl Default for OverviewCache {
             costs: Slot::new(COSTS),
             human_tasks: Slot::new(HUMAN_TASKS),
             cards: Slot::new(CARDS),
+            unreported: Slot::new(UNREPORTED),
             handed: Slot::new(WORK),
             waiting_wishes: Slot::new(WORK),
             steps: Slot::new(WORK).kept_only_if(Vec::is_empty),
@@ -90,6 +95,7 @@ impl OverviewCache {
             self.costs.horizon(),
             self.human_tasks.horizon(),
             self.cards.horizon(),
+            self.unreported.horizon(),
             self.handed.horizon(),
             self.waiting_wishes.horizon(),
             self.steps.horizon(),

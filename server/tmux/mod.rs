@@ -17,6 +17,7 @@
 //!   with named keys only: `send-keys` with user text reads key names and `;` separators.
 
 pub mod control;
+pub mod foreground;
 mod keys;
 pub mod mirror;
 pub mod protocol;

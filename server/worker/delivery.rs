@@ -80,11 +80,17 @@ impl Delivery {
             let attempt = Attempt {
                 pane: message.attempt_pane.as_deref(),
                 input_before: message.input_before.as_deref(),
+                input_after: message.input_after.as_deref(),
                 submitted: message.submitted_at.is_some(),
                 enter_presses: message.enter_presses,
             };
             let mut step = next_step(&attempt, &PaneNow { pane, input: &input, worked_since_enter: worked });
             let mut input_before = message.input_before.clone();
+            let mut input_after = message.input_after.clone();
+            if step == Step::PressEnter && !attempt.submitted && input_after.is_none() {
+                // Resumed with the text waiting (the line differs from before): that line is it.
+                input_after = Some(input.clone());
+            }
             // An answer is typed into the question it answers; anything else waits for the prompt.
             let ready = |state: AgentState| state == AgentState::Idle || (due.answer && state == AgentState::Question);
             if step == Step::Paste {
@@ -103,9 +109,11 @@ impl Delivery {
                 // no hook confirms, the line is the evidence: Enter waits until it shows the
                 // paste (a TUI busy under load draws late, and an Enter pressed before can be
                 // lost while the unchanged line reads as "Enter took it"); a line that never
-                // showed it says nothing by emptying.
-                let drawn = hooks(&agent) || self.typist.await_drawn(pane, &input).await;
-                input_before = drawn.then(|| input.clone());
+                // showed it says nothing by emptying. The line showing it is recorded with the
+                // Enter: a delivery resumed later presses Enter again only into that line.
+                let shown = self.typist.await_drawn(pane, &input, !hooks(&agent)).await;
+                input_before = (hooks(&agent) || shown.is_some()).then(|| input.clone());
+                input_after = shown;
                 step = Step::PressEnter;
             }
             match step {
@@ -113,7 +121,8 @@ impl Delivery {
                     if agent.state.needs_person() && !ready(agent.state) {
                         return Ok(Outcome::NotNow(format!("the agent is {}", agent.state)));
                     }
-                    if let Some(outcome) = self.press_enter(due, hooks(&agent), input_before.as_deref()).await? {
+                    let lines = (input_before.as_deref(), input_after.as_deref());
+                    if let Some(outcome) = self.press_enter(due, hooks(&agent), lines).await? {
                         return Ok(outcome);
                     }
                 }
@@ -189,13 +198,19 @@ impl Delivery {
         Ok(Ok(()))
     }
 
-    /// Records the Enter, presses it and waits for a confirmation (by the agent's hook where it
-    /// has `hooks`); `None`: not confirmed in time (the next round reads the pane).
-    async fn press_enter(&self, due: &Due, hooks: bool, input_before: Option<&str>) -> anyhow::Result<Option<Outcome>> {
+    /// Records the Enter (with the line as it showed the text, the second of `lines`), presses it
+    /// and waits for a confirmation (by the agent's hook where it has `hooks`); `None`: not
+    /// confirmed in time (the next round reads the pane).
+    async fn press_enter(
+        &self,
+        due: &Due,
+        hooks: bool,
+        (input_before, input_after): (Option<&str>, Option<&str>),
+    ) -> anyhow::Result<Option<Outcome>> {
         let pane = due.pane.as_str();
         let submitted_at = {
             let mut conn = self.db.acquire().await?;
-            let Some(at) = delivery::enter(&mut conn, due.message_id, pane).await? else {
+            let Some(at) = delivery::enter(&mut conn, due.message_id, pane, input_after).await? else {
                 return Ok(Some(self.settled(due.message_id).await?));
             };
             at

@@ -55,8 +55,8 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// `shell`: for panes without screen rules, the program the pane runs (`bash`): another in
-    /// its foreground means the agent is busy.
+    /// `shell`: for panes without screen rules, the program the pane runs (`bash`): another
+    /// process group holding its terminal means the agent is busy.
     pub fn new(agent: &Agent, rules: ScreenRules, shell: Option<String>) -> Watch {
         Watch {
             shell,
@@ -102,7 +102,7 @@ impl Watch {
             }
         }
         let busy = match (&self.shell, foreground) {
-            (Some(shell), Some(running)) if running != shell => self.detector.on_busy(now, running),
+            (Some(_), Some(running)) => self.detector.on_busy(now, running),
             _ => None,
         };
         let decision = self.detector.on_screen(now, Utc::now(), text).or(busy).or(decided)?;
@@ -248,14 +248,16 @@ impl Watches {
     }
 }
 
-/// The program in the pane's foreground, for panes that run a shell (`None` for the others, or
-/// when tmux cannot say).
+/// The program another process group runs in the pane's foreground, for panes without screen
+/// rules (`None` for the others, when the pane's own group holds its terminal, or when it
+/// cannot be told).
 async fn foreground(control: &Control, pane: &str, shell: bool) -> Option<String> {
     if !shell {
         return None;
     }
-    let lines = control.command(&["display-message", "-p", "-t", pane, "#{pane_current_command}"]).await.ok()?;
-    lines.into_iter().next().filter(|l| !l.is_empty())
+    let lines = control.command(&["display-message", "-p", "-t", pane, "#{pane_pid}"]).await.ok()?;
+    let pid = lines.into_iter().next()?.trim().parse().ok()?;
+    crate::tmux::foreground::other_group_holding(pid)
 }
 
 /// The pane's screen from its mirror; a pane without one is mirrored first, and read with

@@ -246,3 +246,39 @@ async fn a_server_killed_during_100_rapid_messages_submits_each_once_and_in_orde
     assert_eq!(prompts(installation.logs(), "fox"), texts, "each message once, in the order sent");
     println!("{MESSAGES} messages: {before} submitted before the kill, the rest after the restart");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delivery_resumed_after_the_database_was_down_never_presses_enter_without_its_text() {
+    // The agent takes the prompt only once the database is down, so its hooks are lost; its
+    // input line counts its prompts, so after its turn it reads otherwise than before the paste.
+    let logs = tempfile::tempdir().expect("logs");
+    let providers = providers_toml(logs.path(), &[("FAKE_SUBMIT_HOLD", "1"), ("FAKE_COUNT_PROMPTS", "1")]);
+    let mut installation = Installation::with_providers(&providers, logs).await;
+    let (mut outage, proxied) = crate::db_outage::Outage::new(&installation.database_url).await;
+    installation.database_url = proxied;
+    installation.start(50, 5000);
+    let token = installation.token().await;
+    installation.fox(&token).await;
+    let (client, api) = (installation.client.clone(), installation.api());
+    let first = send(&client, &api, &token, "fox", "taken while the database was down").await;
+    let enter = installation.logs().join("fox.log.enter");
+    eventually("Enter reached the agent", Duration::from_secs(15), || async { enter.exists() }).await;
+    assert_eq!(installation.steps(first).await, (true, true), "Enter is recorded before it is pressed");
+
+    outage.cut();
+    std::fs::write(installation.logs().join("fox.log.go"), "").expect("let the agent take it");
+    eventually("the agent took the message and its turn ended", Duration::from_secs(20), || async {
+        prompts(installation.logs(), "fox").len() == 1
+            && hooks_run(installation.logs(), "fox").iter().any(|h| h == "Stop")
+    })
+    .await;
+    outage.restore().await;
+
+    let delivered = wait_delivered(&client, &api, &token, first, Duration::from_secs(60)).await;
+    assert_eq!(delivered["confirmed_by"], "screen", "the line no longer shows the text: {delivered}");
+    let second = send(&client, &api, &token, "fox", "after the outage").await;
+    wait_delivered(&client, &api, &token, second, Duration::from_secs(60)).await;
+    assert_eq!(prompts(installation.logs(), "fox"), ["taken while the database was down", "after the outage"]);
+    let bare = std::fs::read_to_string(installation.logs().join("fox.log.bare")).unwrap_or_default();
+    assert_eq!(bare, "", "Enter was pressed into a line without the message");
+}

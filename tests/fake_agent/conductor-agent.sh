@@ -8,6 +8,9 @@
 #   shared         engineers write their group into shared.txt, so parallel groups conflict
 #   quit-<key>     the engineer of group <key> exits without committing anything
 #   hold-<key>     the engineer of group <key> waits for a file go-<key> before it works
+#   idle-<key>     the engineer of group <key> does nothing and never reports (idle at its prompt)
+#   no-retry       reports are sent once, by the CLI alone (which keeps trying while the server
+#                  is down), not in the retry loop below
 #   limit-<key>    the engineer of group <key> first shows Codex's usage-limit message with a reset
 #                  in that many seconds and waits (Switchyard suspends it); resumed, it works
 set -u
@@ -26,7 +29,11 @@ echo "fake $SWITCHYARD_AGENT ($SWITCHYARD_ROLE) on $branch"
 . "$(dirname "$0")/retry.sh"
 
 report_group() {
-    retry "$sy" group done --summary "group $key: $1"
+    if [ -e "$dir/no-retry" ]; then
+        "$sy" group done --summary "group $key: $1"
+    else
+        retry "$sy" group done --summary "group $key: $1"
+    fi
 }
 
 # Resolves a conflict with the wish's branch by keeping both sides' lines.
@@ -49,6 +56,10 @@ planner)
     ;;
 engineer)
     [ -e "$dir/quit-$key" ] && exit 0
+    if [ -e "$dir/idle-$key" ]; then
+        echo "thinking it over"
+        while true; do sleep 1; done
+    fi
     if [ -e "$dir/hold-$key" ]; then
         while [ ! -e "$dir/go-$key" ]; do sleep 0.1; done
     fi

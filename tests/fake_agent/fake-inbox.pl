@@ -11,7 +11,9 @@
 # 20; a prompt `work <N>ms` works N ms), FAKE_SUBMIT_HOLD (when set, Enter touches
 # FAKE_LOG/<agent>.log.enter, then the prompt is held until FAKE_LOG/<agent>.log.go exists),
 # FAKE_HOOKS (0: send no hooks, as an agent without them), FAKE_DRAW_MS (a TUI busy under load:
-# it takes that long to take in a paste, and keys that arrive meanwhile are lost), plus
+# it takes that long to take in a paste, and keys that arrive meanwhile are lost),
+# FAKE_COUNT_PROMPTS (when set, the input line starts with the number of prompts taken, as a
+# shell's numbered prompt does: after a turn it no longer reads as before it), plus
 # SWITCHYARD_URL/AGENT/TOKEN_FILE, which the worker gives every pane.
 use strict;
 use warnings;
@@ -23,6 +25,7 @@ my $turn_ms = $ENV{FAKE_TURN_MS} // 20;
 my $submit_hold = $ENV{FAKE_SUBMIT_HOLD} // '';
 my $hooks = ($ENV{FAKE_HOOKS} // '1') ne '0';
 my $draw_ms = $ENV{FAKE_DRAW_MS} // 0;
+my $count_prompts = $ENV{FAKE_COUNT_PROMPTS} // '';
 
 system('stty', 'raw', '-echo');
 $| = 1;
@@ -42,7 +45,8 @@ sub draw {
     $shown =~ s/[\x00-\x1f\x7f-\x{9f}]/?/g;
     my $busy = $working ? "\x{273b} Thinking\x{2026} (esc to interrupt)\r\n" : "\r\n";
     # The cursor ends on the input line, as a TUI waiting for input leaves it.
-    print "\e[H\e[2J\x{23fa} fake agent $agent: $prompts prompts so far\r\n$busy\r\n$rule\r\n> $shown";
+    my $prompt = $count_prompts ? "$prompts> " : "> ";
+    print "\e[H\e[2J\x{23fa} fake agent $agent: $prompts prompts so far\r\n$busy\r\n$rule\r\n$prompt$shown";
 }
 
 sub json_string {
@@ -71,7 +75,15 @@ sub hook {
 sub submit {
     my $prompt = $input;
     $input = '';
-    return if $prompt eq '';
+    if ($prompt eq '') {
+        # An Enter with nothing typed: a bare Enter a real agent might act on. Logged for the
+        # tests that must never see one.
+        if (open(my $bare, '>>', "$log.bare")) {
+            print $bare "bare Enter\n";
+            close $bare;
+        }
+        return;
+    }
     if ($submit_hold) {
         # Tell the test Enter arrived, then take the prompt only when it says so (after it
         # killed the server, say): no timing decides what the server sees.

@@ -309,7 +309,13 @@ pub async fn answered(conn: &mut PgConnection, task: &Task, question: Option<&st
 
 /// An agent's `task done|fail|ask` when it is on a run: `None` when it is not (the report then
 /// acts on its task as before).
-pub async fn report(ctx: &Ctx, agent: &Agent, event: TaskEvent, change: Change) -> Result<Option<ReportOutcome>> {
+pub async fn report(
+    ctx: &Ctx,
+    agent: &Agent,
+    event: TaskEvent,
+    change: Change,
+    idem: Option<&crate::app::idempotency::Idempotency>,
+) -> Result<Option<ReportOutcome>> {
     let mut tx = ctx.db.begin().await?;
     let Some(run) = task_runs::of_agent(&mut tx, agent.id).await? else { return Ok(None) };
     let task = tasks::get(&mut tx, run.task_id).await?.ok_or_else(|| Error::NotFound("the task is gone".into()))?;
@@ -319,8 +325,10 @@ pub async fn report(ctx: &Ctx, agent: &Agent, event: TaskEvent, change: Change) 
     } else {
         task_report(&mut tx, &run, agent, task, event, change).await?
     };
+    let outcome = ReportOutcome { accepted: "task", detail, integration: vec![] };
+    crate::app::idempotency::record_ok(&mut tx, idem, &outcome).await?;
     ctx.feed.commit(tx).await?;
-    Ok(Some(ReportOutcome { accepted: "task", detail, integration: vec![] }))
+    Ok(Some(outcome))
 }
 
 async fn task_report(
@@ -332,6 +340,14 @@ async fn task_report(
     change: Change,
 ) -> Result<String> {
     let question = task.question.clone();
+    // Asked while a permission or a question of its screen waits: the agent went on, and this
+    // question replaces that one.
+    let task = if event == TaskEvent::Ask && task.status == TaskStatus::WaitingInput {
+        let answer = Change { answer: Some(format!("{} went on and asked", agent.name)), ..Change::default() };
+        refused(tasks::apply_to(&mut *conn, task, TaskEvent::Answer, &answer).await?)?
+    } else {
+        task
+    };
     let task = refused(tasks::apply_to(&mut *conn, task, event, &change).await?)?;
     if event == TaskEvent::Ask {
         return Ok("the task waits for a person's answer; it comes to you as a message".to_owned());

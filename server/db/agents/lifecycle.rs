@@ -199,7 +199,8 @@ async fn conditional_update(
 
 /// Moves the agent's task with the agent: asking (permission or question) puts an `in_progress`
 /// task in `waiting_input`; going back to work answers it. A task in any other status is left
-/// alone (a person may have moved it), so a refusal here is not an error.
+/// alone (a person may have moved it), so a refusal here is not an error; so is a group already
+/// reported done.
 async fn follow_task(
     conn: &mut PgConnection,
     agent: &Agent,
@@ -221,7 +222,13 @@ async fn follow_task(
         None
     };
     if let Some((event, change)) = change {
-        if let Some(tasks::Applied::Refused { current, .. }) = tasks::apply(conn, task_id, event, &change).await? {
+        let Some(task) = tasks::get(conn, task_id).await? else { return Ok(()) };
+        // A group reported done waits only for its merge: a permission asked after the report
+        // (a late hook) must not take it out of the merge's way.
+        if event == TaskEvent::Ask && task.reported_at.is_some() {
+            return Ok(());
+        }
+        if let Some(tasks::Applied::Refused { current, .. }) = tasks::apply_to(conn, task, event, &change).await? {
             tracing::debug!(task = %task_id, status = %current, "the agent's task did not follow its state");
         }
     }

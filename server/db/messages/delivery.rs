@@ -57,6 +57,8 @@ pub struct Pending {
     pub body: String,
     pub attempt_pane: Option<String>,
     pub input_before: Option<String>,
+    /// The input line as it showed the paste, recorded with the Enter.
+    pub input_after: Option<String>,
     pub pasted_at: Option<DateTime<Utc>>,
     pub submitted_at: Option<DateTime<Utc>>,
     pub enter_presses: i32,
@@ -66,7 +68,7 @@ pub struct Pending {
 pub async fn pending(conn: &mut PgConnection, id: Uuid) -> Result<Option<Pending>, sqlx::Error> {
     sqlx::query_as!(
         Pending,
-        "SELECT id, sender, body, attempt_pane, input_before, pasted_at, submitted_at, enter_presses
+        "SELECT id, sender, body, attempt_pane, input_before, input_after, pasted_at, submitted_at, enter_presses
          FROM messages WHERE id = $1 AND delivered_at IS NULL",
         id
     )
@@ -82,7 +84,8 @@ pub async fn record_attempt(
     input_before: &str,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
-        "UPDATE messages SET attempts = attempts + 1, attempt_pane = $2, input_before = $3, pasted_at = NULL,
+        "UPDATE messages SET attempts = attempts + 1, attempt_pane = $2, input_before = $3, input_after = NULL,
+             pasted_at = NULL,
              submitted_at = NULL, enter_presses = 0, last_error = NULL, updated_at = now()
          WHERE id = $1 AND delivered_at IS NULL",
         id,
@@ -107,15 +110,23 @@ pub async fn record_pasted(conn: &mut PgConnection, id: Uuid, pane: &str) -> Res
     Ok(done.rows_affected() == 1)
 }
 
-/// Enter is about to be pressed in `pane`; returns when, as recorded.
-pub async fn record_enter(conn: &mut PgConnection, id: Uuid, pane: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+/// Enter is about to be pressed in `pane`, whose input line shows the text as `input_after`
+/// (kept from an earlier press when not given); returns when, as recorded.
+pub async fn record_enter(
+    conn: &mut PgConnection,
+    id: Uuid,
+    pane: &str,
+    input_after: Option<&str>,
+) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
     sqlx::query_scalar!(
         r#"UPDATE messages SET submitted_at = clock_timestamp(), enter_presses = enter_presses + 1,
-               pasted_at = COALESCE(pasted_at, clock_timestamp()), updated_at = now()
+               pasted_at = COALESCE(pasted_at, clock_timestamp()), input_after = COALESCE($3, input_after),
+               updated_at = now()
            WHERE id = $1 AND attempt_pane = $2 AND delivered_at IS NULL
            RETURNING submitted_at AS "submitted_at!""#,
         id,
-        pane
+        pane,
+        input_after
     )
     .fetch_optional(conn)
     .await
