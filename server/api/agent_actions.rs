@@ -47,6 +47,12 @@ pub struct Input {
     pub submit: Option<bool>,
     /// Keys to press, in order, by name (instead of `text`): e.g. `["Down", "Enter"]`.
     pub keys: Option<Vec<Key>>,
+    /// Answer the menu on the agent's screen (a permission dialog, a question) with this option
+    /// (instead of `text`): the highlight is moved to it with the arrow keys and Enter pressed
+    /// once the screen shows it there; answered once the menu is gone (`chosen`). A `text` that
+    /// is the number of an option the screen offers is answered the same way.
+    #[schema(minimum = 1, maximum = 99)]
+    pub option: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -59,11 +65,12 @@ pub struct ScreenQuery {
 }
 
 /// Types text into the agent's pane, literally, and (by default) presses Enter; or presses
-/// named keys.
+/// named keys; or answers the menu on its screen with an option, checked on the screen.
 #[utoipa::path(post, path = "/agents/{name}/input", tag = "agents", params(("name" = String, Path)),
     request_body = Input,
     responses((status = 200, body = Delivered), (status = 404, body = Problem),
-        (status = 409, body = Problem, description = "No pane, or the agent runs on another node"),
+        (status = 409, body = Problem,
+            description = "No pane, the agent runs on another node, or its screen has no such option or did not take it"),
         (status = 422, body = Problem,
             description = "Text with control characters, an unknown key name, or both or neither of text and keys")))]
 #[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
@@ -72,6 +79,15 @@ pub async fn send_input(
     Path(name): Path<String>,
     ApiJson(input): ApiJson<Input>,
 ) -> ApiResult<Json<Delivered>> {
+    if let Some(option) = input.option {
+        if input.text.is_some() || input.keys.is_some() || input.submit.is_some() {
+            return Err(ApiError::validation("option", "send `option` alone, without `text`, `keys` or `submit`"));
+        }
+        if !(1..=99).contains(&option) {
+            return Err(ApiError::validation("option", "must be 1 to 99"));
+        }
+        return Ok(Json(agent_panes::choose(&state.app, &name, option).await?));
+    }
     let delivered = match (input.text, input.keys) {
         (Some(text), None) => agent_panes::input(&state.app, &name, &text, input.submit.unwrap_or(true)).await?,
         (None, Some(keys)) if input.submit.is_none() => agent_panes::press_keys(&state.app, &name, &keys).await?,
@@ -79,7 +95,7 @@ pub async fn send_input(
             return Err(ApiError::validation("submit", "applies to `text` only; press `Enter` in `keys`"))
         }
         (Some(_), Some(_)) => return Err(ApiError::validation("keys", "send either `text` or `keys`, not both")),
-        (None, None) => return Err(ApiError::validation("text", "send `text` or `keys`")),
+        (None, None) => return Err(ApiError::validation("text", "send `text`, `keys` or `option`")),
     };
     Ok(Json(delivered))
 }

@@ -1,39 +1,49 @@
 //! The numbered choices of a prompt an agent is showing (a permission dialog, a question with
-//! options), read from the bottom of its screen so a person can answer with one click.
+//! options), read from the bottom of its screen so a person can answer with one click, and
+//! which one is highlighted: a menu is answered with key presses, checked on the screen
+//! (`crate::app::agent_panes::choose`), never by typing its number as text.
 
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-/// `❯ 1. Yes`, `  2. No, and tell Claude…`, `› 1. Yes, proceed (y)`: a marker, a number, a label.
+/// `❯ 1. Yes`, `  2. No, and tell Claude…`, `› 1. Yes, proceed (y)`, `│ ● 1. Yes, allow once │`:
+/// a box's edge, the highlight's marker, a number, a label.
 static OPTION: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*(?:[❯›>]\s*)?(\d{1,2})\.\s+(\S.*?)\s*$").expect("a valid pattern"));
+    LazyLock::new(|| Regex::new(r"^[\s│]*([❯›>●]\s*)?(\d{1,2})\.\s+(\S.*?)[\s│]*$").expect("a valid pattern"));
 
 /// How far up from the bottom a prompt's options may start.
 const LOOK_BACK: usize = 30;
 
-/// One choice: what to type, and what it says.
+/// One choice: its number, what it says, and whether it is the highlighted one (Enter picks it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptOption {
     pub number: String,
     pub label: String,
+    pub selected: bool,
+}
+
+/// Where the highlight is among `options`.
+pub fn selected(options: &[PromptOption]) -> Option<usize> {
+    options.iter().position(|o| o.selected)
 }
 
 /// The last run of options numbered 1, 2, 3, … near the bottom of the screen; empty when the
 /// screen shows none. Lines between options (an option's description) are skipped.
 pub fn options(screen: &str) -> Vec<PromptOption> {
-    let lines: Vec<&str> = screen.lines().collect();
+    // From the last line with text: a TUI drawn at the top leaves the screen's bottom blank.
+    let lines: Vec<&str> = screen.trim_end().lines().collect();
     let start = lines.len().saturating_sub(LOOK_BACK);
     let mut found: Vec<PromptOption> = Vec::new();
     for line in &lines[start..] {
         let Some(caps) = OPTION.captures(line) else { continue };
-        let number = caps[1].to_owned();
+        let number = caps[2].to_owned();
         if number == "1" {
             found.clear();
         } else if number.parse::<usize>().ok() != Some(found.len() + 1) {
             continue;
         }
-        found.push(PromptOption { number, label: caps[2].to_owned() });
+        found.push(PromptOption { number, label: caps[3].to_owned(), selected: caps.get(1).is_some() });
     }
     found
 }
@@ -54,6 +64,7 @@ mod tests {
         assert_eq!(labels[0], "Yes");
         assert_eq!(options.len(), 3, "{options:?}");
         assert_eq!(options[2].number, "3");
+        assert_eq!(selected(&options), Some(0), "1. Yes is highlighted");
     }
 
     #[test]
@@ -66,6 +77,22 @@ mod tests {
     #[test]
     fn a_codex_approval_is_read_too_and_a_working_screen_offers_nothing() {
         assert_eq!(options(&screen("codex/permission.txt"))[0].label, "Yes, proceed (y)");
+        assert_eq!(selected(&options(&screen("codex/permission.txt"))), Some(0));
         assert!(options(&screen("claude/working.txt")).is_empty());
+    }
+
+    #[test]
+    fn a_gemini_confirmation_in_its_box_is_read_with_its_highlight() {
+        let options = options(&screen("gemini/permission.txt"));
+        let labels: Vec<&str> = options.iter().map(|o| o.label.as_str()).collect();
+        assert_eq!(labels, ["Yes, allow once", "Yes, allow always ...", "No, suggest changes (esc)"]);
+        assert_eq!(selected(&options), Some(0));
+    }
+
+    #[test]
+    fn the_highlight_is_where_the_marker_is() {
+        let screen = "Do you want to proceed?\n  1. Yes\n  2. Yes, and don't ask again\n❯ 3. No\n";
+        assert_eq!(selected(&options(screen)), Some(2));
+        assert_eq!(selected(&options("  1. Yes\n  2. No\n")), None, "a list, not a menu");
     }
 }

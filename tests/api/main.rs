@@ -28,6 +28,7 @@ mod isolation;
 mod layers;
 mod mailbox;
 mod mailbox_crash;
+mod menu_answers;
 mod merge_queue;
 mod messages;
 mod metrics;
