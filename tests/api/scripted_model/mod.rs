@@ -72,8 +72,8 @@ struct State {
     /// Cues waiting, each for as many requests as it was given.
     cues: VecDeque<(Cue, usize)>,
     log: Vec<Logged>,
-    /// What reviewers answer, in order (`true` = pass); when empty, they pass.
-    verdicts: VecDeque<bool>,
+    /// What reviewers answer, in order (`true` = pass); when none is queued, they pass.
+    verdicts: script::Verdicts,
 }
 
 /// The scripted model: clone it freely (it is shared state behind an `Arc`).
@@ -112,7 +112,7 @@ impl ScriptedModel {
 
     /// Reviewers answer these verdicts in order (`false`: fail with notes), then pass.
     pub fn verdicts(&self, verdicts: &[bool]) {
-        self.state.lock().unwrap().verdicts.extend(verdicts);
+        self.state.lock().unwrap().verdicts.queued.extend(verdicts);
     }
 
     /// Every request answered so far.

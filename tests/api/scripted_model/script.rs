@@ -13,7 +13,7 @@
 //! | `Run: CMD` (a test's own) | run CMD |
 //! | anything else (a message) | say it was noted |
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 /// One model turn's worth of work.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,13 +37,24 @@ impl Action {
     }
 }
 
-/// The action for `turn`; `verdicts` are the reviewers' queued answers (`false`: fail).
-pub fn next(turn: &super::Turn, verdicts: &mut VecDeque<bool>) -> Action {
-    let steps = steps(&turn.prompt, turn.results.is_empty(), verdicts);
-    steps.into_iter().nth(turn.results.len()).unwrap_or_else(|| Action::Say(done_text(&turn.prompt)))
+/// The action for `turn`; `verdicts` are the reviewers' answers.
+pub fn next(turn: &super::Turn, verdicts: &mut Verdicts) -> Action {
+    let prompt = unframed(&turn.prompt);
+    let steps = steps(prompt, turn.results.is_empty(), verdicts);
+    steps.into_iter().nth(turn.results.len()).unwrap_or_else(|| Action::Say(done_text(prompt)))
 }
 
-fn steps(prompt: &str, first: bool, verdicts: &mut VecDeque<bool>) -> Vec<Action> {
+/// A message's body without the line Switchyard types before it (`[message from the operator]`,
+/// `[message from Switchyard]`).
+pub fn unframed(prompt: &str) -> &str {
+    let p = prompt.trim_start();
+    match p.split_once('\n') {
+        Some((first, rest)) if first.starts_with("[message from") => rest,
+        _ => p,
+    }
+}
+
+fn steps(prompt: &str, first: bool, verdicts: &mut Verdicts) -> Vec<Action> {
     let p = prompt.trim_start();
     if p.starts_with("Plan the wish") {
         let wish = between(p, "The wish:\n", "\n\nWrite plan.yaml").unwrap_or(p);
@@ -95,20 +106,24 @@ fn steps(prompt: &str, first: bool, verdicts: &mut VecDeque<bool>) -> Vec<Action
     }
 }
 
-/// Reviews decided so far, by prompt: a request retried after an overload must not take the next
-/// verdict.
-fn decided(prompt: &str, first: bool, verdicts: &mut VecDeque<bool>) -> bool {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    static DECIDED: Mutex<Option<HashMap<String, bool>>> = Mutex::new(None);
-    let mut decided = DECIDED.lock().unwrap();
-    let decided = decided.get_or_insert_with(HashMap::new);
-    if let Some(pass) = decided.get(prompt) {
+/// The reviewers' verdicts: those queued (`false`: fail), and those taken, by review prompt (a
+/// request retried after an overload must not take the next verdict). Each scripted model has
+/// its own: tests running side by side review the same prompts.
+#[derive(Debug, Default)]
+pub struct Verdicts {
+    pub queued: VecDeque<bool>,
+    decided: HashMap<String, bool>,
+}
+
+/// The verdict on the review `prompt`: taken once, on the review's first request (`first`: no
+/// tool result yet); a retried request takes it again only if it was never taken.
+fn decided(prompt: &str, first: bool, verdicts: &mut Verdicts) -> bool {
+    if let Some(pass) = verdicts.decided.get(prompt) {
         return *pass;
     }
-    let pass = verdicts.pop_front().unwrap_or(true);
+    let pass = verdicts.queued.pop_front().unwrap_or(true);
     if first {
-        decided.insert(prompt.to_owned(), pass);
+        verdicts.decided.insert(prompt.to_owned(), pass);
     }
     pass
 }
@@ -225,7 +240,7 @@ mod tests {
             "group/w/a-txt",
             &[],
         );
-        let mut verdicts = VecDeque::new();
+        let mut verdicts = Verdicts::default();
         assert_eq!(next(&turn(&brief, 0), &mut verdicts), write("a.txt", "a\n"));
         let Action::Run { command } = next(&turn(&brief, 1), &mut verdicts) else { panic!() };
         assert!(command.contains("git commit") && command.contains("switchyard group done"), "{command}");
@@ -235,7 +250,7 @@ mod tests {
     #[test]
     fn a_planner_gives_a_group_per_named_file() {
         let brief = switchyard::app::conductor::briefs::planner("Letters", "Add a.txt, b.txt and c.txt");
-        let Action::Write { content, .. } = next(&turn(&brief, 0), &mut VecDeque::new()) else { panic!() };
+        let Action::Write { content, .. } = next(&turn(&brief, 0), &mut Verdicts::default()) else { panic!() };
         assert_eq!(content.matches("- key:").count(), 3, "{content}");
         assert!(content.contains("key: b-txt"), "{content}");
     }
