@@ -9,8 +9,8 @@ pub mod lifecycle;
 mod row;
 
 pub use lifecycle::{
-    apply, claim_spawning, count_by_state, last_hooks, limits_reset, list_live_on_node, record_hook, record_nudge,
-    record_pane, release_claim, swap, touch_activity, Applied, Cause,
+    apply, claim_spawning, count_by_state, interruptions_within, last_hooks, limits_reset, list_live_on_node,
+    record_hook, record_nudge, record_pane, release_claim, swap, touch_activity, Applied, Cause, INTERRUPTED,
 };
 
 use chrono::{DateTime, Utc};

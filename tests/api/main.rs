@@ -40,6 +40,7 @@ mod projects;
 mod rate_limit;
 mod real_clis;
 mod receiver;
+mod recovery;
 mod scripted_model;
 mod state_schema;
 mod task_dependencies;

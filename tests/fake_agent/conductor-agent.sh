@@ -8,6 +8,8 @@
 #   shared         engineers write their group into shared.txt, so parallel groups conflict
 #   quit-<key>     the engineer of group <key> exits without committing anything
 #   hold-<key>     the engineer of group <key> waits for a file go-<key> before it works
+#   (--resumed)    an engineer resumed after an interruption waits for Switchyard's word to go on,
+#                  notes its name in went-on-<key>, and works (holding no more)
 #   limit-<key>    the engineer of group <key> first shows Codex's usage-limit message with a reset
 #                  in that many seconds and waits (Switchyard suspends it); resumed, it works
 set -u
@@ -49,7 +51,14 @@ planner)
     ;;
 engineer)
     [ -e "$dir/quit-$key" ] && exit 0
-    if [ -e "$dir/hold-$key" ]; then
+    if [ "${1:-}" = --resumed ]; then
+        # Resumed after an interruption (its provider's `resume` passes --resumed): it goes on
+        # once Switchyard says so, as a real agent resumed at its prompt would.
+        until "$sy" msg inbox --unread --mark-read 2>/dev/null | grep -q "Your session was interrupted"; do
+            sleep 0.5
+        done
+        echo "$SWITCHYARD_AGENT" >> "$dir/went-on-$key"
+    elif [ -e "$dir/hold-$key" ]; then
         while [ ! -e "$dir/go-$key" ]; do sleep 0.1; done
     fi
     if [ -e "$dir/limit-$key" ] && [ ! -e "$dir/limited-$key" ]; then
