@@ -50,6 +50,7 @@ mod tasks;
 mod teams;
 mod text_rules;
 mod tmux;
+mod unattended_claude;
 mod usage;
 mod webhook_crash;
 mod webhooks;

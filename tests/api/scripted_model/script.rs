@@ -39,8 +39,19 @@ impl Action {
 
 /// The action for `turn`; `verdicts` are the reviewers' queued answers (`false`: fail).
 pub fn next(turn: &super::Turn, verdicts: &mut VecDeque<bool>) -> Action {
-    let steps = steps(&turn.prompt, turn.results.is_empty(), verdicts);
-    steps.into_iter().nth(turn.results.len()).unwrap_or_else(|| Action::Say(done_text(&turn.prompt)))
+    let prompt = unframed(&turn.prompt);
+    let steps = steps(prompt, turn.results.is_empty(), verdicts);
+    steps.into_iter().nth(turn.results.len()).unwrap_or_else(|| Action::Say(done_text(prompt)))
+}
+
+/// A message's body without the line Switchyard types before it (`[message from the operator]`,
+/// `[message from Switchyard]`).
+pub fn unframed(prompt: &str) -> &str {
+    let p = prompt.trim_start();
+    match p.split_once('\n') {
+        Some((first, rest)) if first.starts_with("[message from") => rest,
+        _ => p,
+    }
 }
 
 fn steps(prompt: &str, first: bool, verdicts: &mut VecDeque<bool>) -> Vec<Action> {
