@@ -41,6 +41,7 @@ mod rate_limit;
 mod real_clis;
 mod receiver;
 mod recovery;
+mod recovery_claude;
 mod scripted_model;
 mod state_schema;
 mod task_dependencies;
