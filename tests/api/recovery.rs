@@ -179,6 +179,37 @@ async fn after_a_reboot_the_engineer_is_resumed_by_the_restarted_server_and_fini
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_engineer_that_dies_each_time_it_is_resumed_goes_to_a_person_after_three_resumes() {
+    let fakes = Fakes::new();
+    fakes.say("hold-a", "");
+    fakes.say("die-a", "");
+    let app = spawn_app_with_worker_settings(&providers(&fakes), conducted).await;
+    wish_running(&app, "doomed", &["a"]).await;
+    let (name, pane) = engineer_at_work(&app, "doomed", "a").await;
+
+    tmux(&app.tmux_socket, &["kill-pane", "-t", &pane]);
+
+    let wish = app
+        .get_until("/api/v1/wishes/doomed", "the group goes to a person", RUN, &["/api/v1/agents?limit=100"], |w| {
+            group(w, "a")["assignee"] == "human"
+        })
+        .await;
+    assert_eq!(wish["status"], "executing");
+    let agent = app.agent(&name).await;
+    assert_eq!(agent["state"], "error", "{agent}");
+    let reason = agent["failure_reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("the pane exited (exit status 1)") && reason.ends_with("after 3 resumes"), "{reason}");
+    let resumes: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM events WHERE type = 'agent.state_changed' AND subject = $1 AND payload->>'to' = 'spawning'",
+    )
+    .bind(format!("agent:{name}"))
+    .fetch_one(&app.pool)
+    .await
+    .expect("count");
+    assert_eq!(resumes, 3, "resumed three times, no more");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_persons_suspend_is_not_resumed_on_its_own() {
     let fakes = Fakes::new();
     fakes.say("hold-a", "");

@@ -10,6 +10,7 @@
 #   hold-<key>     the engineer of group <key> waits for a file go-<key> before it works
 #   (--resumed)    an engineer resumed after an interruption waits for Switchyard's word to go on,
 #                  notes its name in went-on-<key>, and works (holding no more)
+#   die-<key>      an engineer of group <key> resumed exits at once with status 1
 #   limit-<key>    the engineer of group <key> first shows Codex's usage-limit message with a reset
 #                  in that many seconds and waits (Switchyard suspends it); resumed, it works
 set -u
@@ -52,6 +53,7 @@ planner)
 engineer)
     [ -e "$dir/quit-$key" ] && exit 0
     if [ "${1:-}" = --resumed ]; then
+        [ -e "$dir/die-$key" ] && exit 1
         # Resumed after an interruption (its provider's `resume` passes --resumed): it goes on
         # once Switchyard says so, as a real agent resumed at its prompt would.
         until "$sy" msg inbox --unread --mark-read 2>/dev/null | grep -q "Your session was interrupted"; do
