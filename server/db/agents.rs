@@ -75,7 +75,7 @@ pub struct Agent {
     pub nudge_count: i32,
     /// The agent's work is finished and it may be removed.
     pub ready_for_cleanup: bool,
-    /// Suspended by a usage limit until this time.
+    /// Suspended until this time: a usage limit's reset, or the wait before it is resumed after an interruption.
     pub suspended_until: Option<DateTime<Utc>>,
     pub last_hook_at: Option<DateTime<Utc>>,
     /// The state the last hook mapped to.
