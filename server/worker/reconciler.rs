@@ -98,9 +98,10 @@ pub async fn reconcile(
     resumable: impl Fn(&str) -> bool,
     reported_orphans: &mut HashSet<String>,
 ) -> anyhow::Result<Outcome> {
-    let panes = match tmux.list_panes(session).await {
-        Ok(panes) => panes,
-        Err(e) if e.is_missing() => Vec::new(),
+    // No session at all: every pane went at once (the tmux server killed, or a reboot).
+    let (panes, session_gone) = match tmux.list_panes(session).await {
+        Ok(panes) => (panes, false),
+        Err(e) if e.is_missing() => (Vec::new(), true),
         Err(e) => return Err(e.into()),
     };
     let mut conn = db.acquire().await?;
@@ -121,6 +122,9 @@ pub async fn reconcile(
         }
         let reason = match pane {
             Some(p) => format!("the pane exited ({})", exit_of(p)),
+            None if session_gone => {
+                "the pane vanished with its tmux session: a killed tmux server or a restart".to_owned()
+            }
             None => "the pane vanished".to_owned(),
         };
         // The state, its events and the task handed on (or the resume planned) commit together.

@@ -88,7 +88,7 @@ async fn merged(app: &TestApp, slug: &str) -> Value {
 
 /// What a resumed engineer went through: suspended as interrupted, resumed, told to go on (the
 /// fake notes that it read Switchyard's word), its group done by itself and never a person's.
-async fn assert_resumed_and_finished(app: &TestApp, fakes: &Fakes, wish: &Value, key: &str, name: &str) {
+async fn assert_resumed_and_finished(app: &TestApp, fakes: &Fakes, wish: &Value, key: &str, name: &str, why: &str) {
     let g = group(wish, key);
     assert_eq!((&g["status"], &g["assignee"]), (&json!("done"), &json!(name)), "{g}");
     let changes: Vec<Value> = sqlx::query_scalar(
@@ -115,6 +115,7 @@ async fn assert_resumed_and_finished(app: &TestApp, fakes: &Fakes, wish: &Value,
     assert_eq!(told.len(), 1, "told once: {inbox:#}");
     let body = told[0]["body"].as_str().unwrap();
     assert!(body.ends_with("): go on with your assignment, then report."), "{body}");
+    assert!(body.contains(why), "{body} says why: {why}");
     let to_a_person: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM events WHERE type = 'task.assigned' AND payload->>'assignee' = 'human'",
     )
@@ -135,7 +136,7 @@ async fn an_engineer_whose_pane_is_killed_is_resumed_told_to_go_on_and_its_group
     tmux(&app.tmux_socket, &["kill-pane", "-t", &pane]);
 
     let wish = merged(&app, "cut").await;
-    assert_resumed_and_finished(&app, &fakes, &wish, "a", &name).await;
+    assert_resumed_and_finished(&app, &fakes, &wish, "a", &name, "(the pane vanished)").await;
     assert_eq!(git(&repo, &["show", "main:a.txt"]).trim(), "work of a");
 }
 
@@ -152,8 +153,9 @@ async fn two_engineers_whose_tmux_server_is_killed_are_both_resumed_and_finish()
     tmux(&app.tmux_socket, &["kill-server"]);
 
     let wish = merged(&app, "both").await;
-    assert_resumed_and_finished(&app, &fakes, &wish, "a", &a).await;
-    assert_resumed_and_finished(&app, &fakes, &wish, "b", &b).await;
+    let why = "with its tmux session";
+    assert_resumed_and_finished(&app, &fakes, &wish, "a", &a, why).await;
+    assert_resumed_and_finished(&app, &fakes, &wish, "b", &b, why).await;
     for key in ["a", "b"] {
         assert_eq!(git(&repo, &["show", &format!("main:{key}.txt")]).trim(), format!("work of {key}"));
     }
@@ -174,7 +176,7 @@ async fn after_a_reboot_the_engineer_is_resumed_by_the_restarted_server_and_fini
     let app = restart_with(stopped, conducted).await;
 
     let wish = merged(&app, "boot").await;
-    assert_resumed_and_finished(&app, &fakes, &wish, "a", &name).await;
+    assert_resumed_and_finished(&app, &fakes, &wish, "a", &name, "with its tmux session").await;
     assert_eq!(git(&repo, &["show", "main:a.txt"]).trim(), "work of a");
 }
 
