@@ -265,6 +265,35 @@ async fn a_suspended_agent_of_a_wish_that_ended_is_finished_and_its_waiting_mail
     assert!(cancelled(&app).await >= 1, "its waiting mail was cancelled");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_a_redispatch_replaced_is_finished_once_the_wish_merged_and_its_mail_cancelled() {
+    let fakes = Fakes::new();
+    fakes.say("hold-a", "");
+    let app = spawn_app_with_worker_settings(&providers(&fakes), conducted).await;
+    wish_running(&app, "again", &["a"]).await;
+    let (first, _) = engineer_at_work(&app, "again", "a").await;
+    app.post_ok(&format!("/api/v1/agents/{first}/suspend"), json!({})).await;
+    app.post_ok("/api/v1/messages", json!({"to": first, "body": "are you there?"})).await;
+
+    // A person gives the group to a new agent, which does it.
+    std::fs::remove_file(fakes.path().join("hold-a")).expect("no more holding");
+    app.post_ok("/api/v1/wishes/again/groups/a/redispatch", json!({})).await;
+    let wish = merged(&app, "again").await;
+    assert_ne!(group(&wish, "a")["assignee"], first.as_str());
+
+    let agent = app
+        .get_until(&format!("/api/v1/agents/{first}"), "the replaced agent is finished", RUN, &[], |a| {
+            a["state"] == "done"
+        })
+        .await;
+    assert_eq!(agent["ready_for_cleanup"], true);
+    let inbox = app.get_ok(&format!("/api/v1/agents/{first}/messages")).await;
+    let pending: Vec<&Value> =
+        inbox["items"].as_array().expect("inbox").iter().filter(|m| m["state"] == "pending").collect();
+    assert!(pending.is_empty(), "nothing waits for it: {inbox:#}");
+    assert!(cancelled(&app).await >= 1, "its waiting mail was cancelled");
+}
+
 async fn cancelled(app: &TestApp) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'message.cancelled'")
         .fetch_one(&app.pool)
