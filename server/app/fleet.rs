@@ -1,7 +1,8 @@
 //! What a node's worker records about itself and the agents it runs: its registration and
 //! heartbeat, claims, spawns (tokens, panes, team clones), the states it observes, and the
-//! settling of agents whose panes or nodes are gone (their tasks handed to a person). Each step
-//! takes the worker's connection or transaction, so what belongs together commits together.
+//! settling of agents whose panes or nodes are gone (resumed on their own when they were
+//! interrupted mid-work, else their tasks handed to a person). Each step takes the worker's
+//! connection or transaction, so what belongs together commits together.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -9,10 +10,13 @@ use uuid::Uuid;
 
 use super::Result;
 use crate::db::agents::{self, Agent, Applied, Cause};
+use crate::db::messages::{self, NewMessage};
 use crate::db::nodes::{self, Node};
 use crate::db::tasks::{self, Edit};
-use crate::db::{events, teams, tokens};
+use crate::db::{events, teams, tokens, wishes};
 use crate::domain::agent::{AgentEvent, AgentState};
+use crate::domain::interruption;
+use crate::domain::message::SWITCHYARD;
 
 pub async fn register_node(
     conn: &mut PgConnection,
@@ -82,6 +86,76 @@ pub async fn swap(
     agents::swap(conn, agent_id, to, cause).await
 }
 
+/// An agent of this node whose pane vanished or died, settled in one transaction. Interrupted
+/// mid-work (its work unreported, its provider able to resume): `suspended` until a growing wait
+/// has passed, when the worker resumes it into its own session, with its work still its own and a
+/// message queued that tells it to go on; after [`interruption::AUTO_RESUMES`] such resumes within
+/// [`interruption::REMEMBERED`] it fails and its work goes to a person. Any other agent is
+/// suspended (resumable) or fails, its task to a person, as [`settle_gone`] does. Answers the
+/// state it reached, `None` when another writer changed it first.
+pub async fn settle_vanished(
+    conn: &mut PgConnection,
+    agent: &Agent,
+    resumable: bool,
+    reason: &str,
+) -> Result<Option<AgentState>> {
+    if !(resumable && has_unreported_work(&mut *conn, agent).await?) {
+        let (event, state) = if resumable {
+            (AgentEvent::Suspend, AgentState::Suspended)
+        } else {
+            (AgentEvent::Fail, AgentState::Error)
+        };
+        return Ok(settle_gone(conn, agent, event, reason).await?.then_some(state));
+    }
+    let earlier = agents::interruptions_within(&mut *conn, &agent.name, interruption::REMEMBERED).await?;
+    let Some(wait) = interruption::resume_wait(u32::try_from(earlier).unwrap_or(u32::MAX)) else {
+        let reason = format!("{reason}, after {} resumes", interruption::AUTO_RESUMES);
+        return Ok(settle_gone(conn, agent, AgentEvent::Fail, &reason).await?.then_some(AgentState::Error));
+    };
+    let cause = Cause {
+        detail: Some(reason.to_owned()),
+        signal: Some(agents::INTERRUPTED.to_owned()),
+        suspended_until: Some(chrono::Utc::now() + wait),
+        ..Cause::from("reconciler")
+    };
+    let Some(Applied::Changed { .. }) = agents::apply(&mut *conn, agent.id, None, AgentEvent::Suspend, &cause).await?
+    else {
+        return Ok(None);
+    };
+    // Told once, however many times it is resumed before it reads it.
+    let notice = interruption::go_on(reason);
+    let start = notice.split('(').next().unwrap_or_default();
+    if !messages::has_pending_like(&mut *conn, agent.id, SWITCHYARD, start).await? {
+        let project = agents::project_slug(&mut *conn, agent.id).await?;
+        let new = NewMessage {
+            from: SWITCHYARD.to_owned(),
+            to: agent.name.clone(),
+            recipient_id: Some(agent.id),
+            body: notice,
+            project,
+        };
+        messages::insert(conn, &new).await?;
+    }
+    Ok(Some(AgentState::Suspended))
+}
+
+/// Whether the agent still owes a report on its work: a task (a wish's group, a standalone task)
+/// it is assigned that is unfinished and unreported, or a planner's, reviewer's or fixer's step
+/// of a wish still going that was not concluded.
+pub async fn has_unreported_work(conn: &mut PgConnection, agent: &Agent) -> Result<bool> {
+    if agent.ready_for_cleanup {
+        return Ok(false);
+    }
+    if let Some(task_id) = agent.task_id {
+        let Some(task) = tasks::get(&mut *conn, task_id).await? else { return Ok(false) };
+        let ours = task.assignee.as_deref().is_none_or(|a| a == agent.name);
+        return Ok(ours && !task.status.is_terminal() && task.reported_at.is_none());
+    }
+    let Some(wish_id) = agent.wish_id else { return Ok(false) };
+    let wish = wishes::by_ids(&mut *conn, &[wish_id]).await?;
+    Ok(wish.first().is_some_and(|w| !w.status.is_terminal()))
+}
+
 /// An agent whose pane is gone (or whose node stopped): its state changes with `event`, and a
 /// task it left unfinished goes to a person, in one transaction. True when it changed.
 pub async fn settle_gone(conn: &mut PgConnection, agent: &Agent, event: AgentEvent, reason: &str) -> Result<bool> {
@@ -132,9 +206,11 @@ pub async fn settle_on_stale_node(conn: &mut PgConnection, agent: &Agent, node: 
     Ok(())
 }
 
-/// A suspended agent whose usage limit reset goes back to `spawning`; true when it did.
+/// A suspended agent whose usage limit reset, or whose wait after an interruption passed, goes
+/// back to `spawning` (to be resumed into its own session); true when it did.
 pub async fn resume_after_limit(conn: &mut PgConnection, agent_id: Uuid) -> Result<bool> {
-    let cause = Cause { detail: Some("usage limit reset".into()), ..Cause::from("worker") };
+    let detail = "the time it was suspended until came (a usage limit reset, or the wait after an interruption)";
+    let cause = Cause { detail: Some(detail.into()), ..Cause::from("worker") };
     let applied = agents::apply(conn, agent_id, Some(AgentState::Suspended), AgentEvent::Resume, &cause).await?;
     Ok(matches!(applied, Some(Applied::Changed { .. })))
 }

@@ -9,8 +9,8 @@ pub mod lifecycle;
 mod row;
 
 pub use lifecycle::{
-    apply, claim_spawning, count_by_state, last_hooks, limits_reset, list_live_on_node, record_hook, record_nudge,
-    record_pane, release_claim, swap, touch_activity, Applied, Cause,
+    apply, claim_spawning, count_by_state, interruptions_within, last_hooks, limits_reset, list_live_on_node,
+    record_hook, record_nudge, record_pane, release_claim, swap, touch_activity, Applied, Cause, INTERRUPTED,
 };
 
 use chrono::{DateTime, Utc};
@@ -75,7 +75,7 @@ pub struct Agent {
     pub nudge_count: i32,
     /// The agent's work is finished and it may be removed.
     pub ready_for_cleanup: bool,
-    /// Suspended by a usage limit until this time.
+    /// Suspended until this time: a usage limit's reset, or the wait before it is resumed after an interruption.
     pub suspended_until: Option<DateTime<Utc>>,
     pub last_hook_at: Option<DateTime<Utc>>,
     /// The state the last hook mapped to.

@@ -388,6 +388,20 @@ pub async fn abandoned(conn: &mut PgConnection, limit: i64) -> Result<Vec<Agent>
     super::agents::get_all(conn, ids).await
 }
 
+/// Suspended agents of wishes that merged or were cancelled (a redispatch replaced them, or the
+/// wish ended while they were suspended): nothing will resume them. Locked.
+pub async fn suspended_of_ended_wishes(conn: &mut PgConnection, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
+    let ids = sqlx::query_scalar!(
+        "SELECT a.id FROM agents a JOIN wishes w ON w.id = a.wish_id
+         WHERE a.state = 'suspended' AND w.status IN ('merged', 'cancelled')
+         ORDER BY a.updated_at LIMIT $1 FOR NO KEY UPDATE OF a SKIP LOCKED",
+        limit
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    super::agents::get_all(conn, ids).await
+}
+
 /// Concluded conductor agents still in a live state: to be stopped.
 pub async fn concluded_live(conn: &mut PgConnection, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
     let ids = sqlx::query_scalar!(

@@ -253,3 +253,41 @@ pub async fn has_pending(conn: &mut PgConnection, agent_id: Uuid) -> Result<bool
     .fetch_one(conn)
     .await
 }
+
+/// Whether a message from `sender` whose body starts with `start` waits for the agent (so the
+/// same notice is not queued twice).
+pub async fn has_pending_like(
+    conn: &mut PgConnection,
+    agent_id: Uuid,
+    sender: &str,
+    start: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM messages WHERE recipient_id = $1 AND delivered_at IS NULL
+                            AND sender = $2 AND starts_with(body, $3)) AS "pending!""#,
+        agent_id,
+        sender,
+        start
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Cancels the messages still waiting for an agent that will never read them (it stopped with
+/// its pane gone): they are removed, each with a `message.cancelled` event that keeps who sent
+/// it and why it went. Answers how many.
+pub async fn cancel_pending(conn: &mut PgConnection, agent_id: Uuid, reason: &str) -> Result<usize, sqlx::Error> {
+    let gone = sqlx::query!(
+        "DELETE FROM messages WHERE recipient_id = $1 AND delivered_at IS NULL
+         RETURNING id, sender, recipient, created_at",
+        agent_id
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for m in &gone {
+        let payload = serde_json::json!({"id": m.id, "from": m.sender, "to": m.recipient,
+            "created_at": m.created_at, "reason": reason});
+        events::record(&mut *conn, "message.cancelled", &subject(m.id), payload).await?;
+    }
+    Ok(gone.len())
+}

@@ -12,7 +12,7 @@
 //! | `Stop` | idle |
 //! | `PermissionRequest` | permission |
 //! | `Notification` | by `notification_type`: `permission_prompt` → permission, `elicitation_dialog` → question, `idle_prompt` → idle; older payloads without it by `message` |
-//! | `SessionEnd` | session ended (not with `reason: clear`, which starts the next session in the same pane) |
+//! | `SessionEnd` | session ended (not with `reason: clear` or `resume`, which start the next session in the same pane); its `reason` (`logout`, `prompt_input_exit`, or `other` for a signal: the pane killed) does not say whether the pane goes on, so whether the agent finished is decided by the caller |
 //! | `SubagentStop`, `PreCompact`, others | none: a subagent finishing says nothing about the main agent, which goes on with its turn |
 
 use serde_json::Value;
@@ -36,8 +36,9 @@ pub fn signal(payload: &Value) -> Option<HookSignal> {
         "PreToolUse" => Activity::Working,
         "PermissionRequest" => Activity::Permission,
         "Notification" => notification(field("notification_type"), field("message").unwrap_or_default())?,
-        // `/clear` ends one session and starts the next in the same pane: not the end of the agent.
-        "SessionEnd" if field("reason") == Some("clear") => return None,
+        // `/clear` and `/resume` end one session and start the next in the same pane: not the end
+        // of the agent.
+        "SessionEnd" if matches!(field("reason"), Some("clear" | "resume")) => return None,
         "SessionEnd" => return Some(HookSignal::SessionEnded),
         _ => return None,
     };

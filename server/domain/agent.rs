@@ -4,6 +4,7 @@
 //! spawning → working ⇄ idle → done
 //!            working | idle ⇄ permission | question
 //! any live state → error | suspended;  error | suspended → spawning (resume)
+//! suspended → done (its work was given to another agent, or is over)
 //! ```
 //!
 //! An agent's state is mostly *observed* (hooks, control-mode output, screen rules) rather than
@@ -187,6 +188,9 @@ pub fn transition(from: AgentState, event: &AgentEvent) -> Result<AgentState, Il
     let to = match (from, *event) {
         (live, E::Observed(activity)) if live.is_live() => activity.state(),
         (live, E::Finish) if live.is_live() => S::Done,
+        // A suspended agent whose work is over (its wish merged, its group given to another
+        // agent) finishes without a pane.
+        (S::Suspended, E::Finish) => S::Done,
         (live, E::Fail) if live.is_live() => S::Error,
         (live, E::Suspend) if live.is_live() => S::Suspended,
         (S::Suspended | S::Error, E::Resume) => S::Spawning,
@@ -227,6 +231,7 @@ mod tests {
             legal.push((from, E::Suspend, S::Suspended));
         }
         legal.push((S::Suspended, E::Resume, S::Spawning));
+        legal.push((S::Suspended, E::Finish, S::Done));
         legal.push((S::Error, E::Resume, S::Spawning));
         legal
     }

@@ -5,6 +5,7 @@
 //! result with a conditional `UPDATE … WHERE status = $old`, so two writers can never both win.
 //!
 //! - [`agent`]: an agent's state (observed by the worker) and its transitions.
+//! - [`interruption`]: when an agent whose pane vanished is resumed on its own, and what it is told.
 //! - [`agent_kind`]: an agent's kind, role and name rule.
 //! - [`task`]: the task status set and its transitions (standalone tasks and wish groups).
 //! - [`wish`]: a wish's lifecycle (v0's operation state machine), hold, blockers and resume.
@@ -26,6 +27,7 @@ pub mod agent;
 pub mod agent_kind;
 pub mod board;
 pub mod cost;
+pub mod interruption;
 pub mod merge_queue;
 pub mod message;
 pub mod permissions;

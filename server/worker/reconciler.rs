@@ -1,6 +1,8 @@
 //! Holding the registry against tmux, at start (before anything else touches agents) and on a
 //! timer: a live agent whose pane vanished or died is `suspended` (its provider can resume the
-//! session) or `error`, and its task goes to a person rather than being silently lost; a window
+//! session) or `error`. One interrupted mid-work is resumed on its own after a short wait (a few
+//! times at most) and keeps its work; any other's task goes to a person rather than being
+//! silently lost ([`fleet::settle_vanished`]); a window
 //! of ours with no agent is reported as an orphan (never killed); a claimed agent with no pane
 //! yet is adopted if its window exists, else spawned — so a restart never duplicates an agent.
 //! The same pass nudges quiet agents and resumes agents whose usage limit has reset. The node's
@@ -16,7 +18,7 @@ use sqlx::PgPool;
 use crate::app::fleet;
 use crate::db::agents::{self, Agent};
 use crate::db::events;
-use crate::domain::agent::{AgentEvent, AgentState};
+use crate::domain::agent::AgentState;
 use crate::feed::EventFeed;
 use crate::providers::Providers;
 use crate::tmux::{PaneInfo, Tmux, HOME_WINDOW};
@@ -30,7 +32,8 @@ pub struct Outcome {
     pub to_spawn: Vec<Agent>,
     /// Windows of ours that no agent owns (reported once each).
     pub orphans: Vec<String>,
-    /// Suspended agents whose usage limit reset, back to `spawning`.
+    /// Suspended agents whose usage limit reset (or whose wait after an interruption passed), back
+    /// to `spawning`.
     pub resumed: Vec<String>,
 }
 
@@ -95,9 +98,10 @@ pub async fn reconcile(
     resumable: impl Fn(&str) -> bool,
     reported_orphans: &mut HashSet<String>,
 ) -> anyhow::Result<Outcome> {
-    let panes = match tmux.list_panes(session).await {
-        Ok(panes) => panes,
-        Err(e) if e.is_missing() => Vec::new(),
+    // No session at all: every pane went at once (the tmux server killed, or a reboot).
+    let (panes, session_gone) = match tmux.list_panes(session).await {
+        Ok(panes) => (panes, false),
+        Err(e) if e.is_missing() => (Vec::new(), true),
         Err(e) => return Err(e.into()),
     };
     let mut conn = db.acquire().await?;
@@ -118,16 +122,14 @@ pub async fn reconcile(
         }
         let reason = match pane {
             Some(p) => format!("the pane exited ({})", exit_of(p)),
+            None if session_gone => {
+                "the pane vanished with its tmux session: a killed tmux server or a restart".to_owned()
+            }
             None => "the pane vanished".to_owned(),
         };
-        let (event, state) = if resumable(&agent.provider) {
-            (AgentEvent::Suspend, AgentState::Suspended)
-        } else {
-            (AgentEvent::Fail, AgentState::Error)
-        };
-        // The state, its events and the task handed on commit together.
+        // The state, its events and the task handed on (or the resume planned) commit together.
         let mut tx = db.begin().await?;
-        if fleet::settle_gone(&mut tx, agent, event, &reason).await? {
+        if let Some(state) = fleet::settle_vanished(&mut tx, agent, resumable(&agent.provider), &reason).await? {
             outcome.settled.push((agent.name.clone(), state));
         }
         feed.commit(tx).await?;
@@ -205,8 +207,9 @@ pub async fn heartbeat_and_settle(
     Ok(settled)
 }
 
-/// Resumes suspended agents of this node whose usage limit has reset: they go back to
-/// `spawning` and are spawned again with the provider's resume command.
+/// Resumes suspended agents of this node whose usage limit has reset, or whose wait after an
+/// interruption passed: they go back to `spawning` and are spawned again with the provider's
+/// resume command.
 pub async fn resume_after_limits(db: &PgPool, feed: &EventFeed, node_id: &str) -> anyhow::Result<Vec<String>> {
     let mut conn = db.acquire().await?;
     let due = agents::limits_reset(&mut conn, node_id).await?;

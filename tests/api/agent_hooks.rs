@@ -53,7 +53,8 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
         ),
         (json!({"hook_event_name": "UserPromptSubmit", "prompt": "Postgres"}), "working", "in_progress"),
         (json!({"hook_event_name": "Stop"}), "idle", "in_progress"),
-        (json!({"hook_event_name": "SessionEnd", "reason": "prompt_input_exit"}), "done", "in_progress"),
+        // Its session's end while it owes its group's report does not finish it (see below).
+        (json!({"hook_event_name": "SessionEnd", "reason": "prompt_input_exit"}), "idle", "in_progress"),
     ];
     for (body, state, task) in steps {
         let event = body["hook_event_name"].clone();
@@ -68,7 +69,7 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
         assert_eq!(app.task(&task_id).await["status"], task, "{event}");
     }
     // One state_changed per change (the second PreToolUse changed nothing), from the hook.
-    assert_eq!(app.count_events("agent.state_changed", "agent:fox").await, 8);
+    assert_eq!(app.count_events("agent.state_changed", "agent:fox").await, 7);
     let sources: Vec<String> = sqlx::query_scalar(
         "SELECT DISTINCT payload->>'source' FROM events WHERE type = 'agent.state_changed' AND subject = 'agent:fox'",
     )
@@ -82,6 +83,11 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
             .await
             .unwrap();
     assert_eq!(question.as_deref(), Some("permission to use Bash"));
+    // Once its work is over, its session's end is the agent's.
+    app.patch_ok("/api/v1/agents/fox", json!({"ready_for_cleanup": true})).await;
+    let ended = json!({"hook_event_name": "SessionEnd", "reason": "prompt_input_exit"});
+    let outcome: Value = hook(&app, &token, "fox", ended).await.json().await.unwrap();
+    assert_eq!(outcome["state"], "done");
     // A late hook does not revive a finished agent: its token went with its work.
     assert_problem(hook(&app, &token, "fox", json!({"hook_event_name": "Stop"})).await, 401).await;
     assert_eq!(app.agent("fox").await["state"], "done");
@@ -99,10 +105,35 @@ async fn a_session_end_while_the_agent_is_spawning_is_its_earlier_panes_and_fini
     let outcome: Value = hook(&app, &token, "fox", ended.clone()).await.json().await.unwrap();
     assert_eq!((&outcome["state"], &outcome["changed"]), (&json!("spawning"), &json!(false)));
     assert_eq!(app.agent("fox").await["state"], "spawning");
-    // Once its session started, its end is the agent's.
+    // Once its session started and its work is over, its end is the agent's.
     hook(&app, &token, "fox", json!({"hook_event_name": "SessionStart", "source": "resume"})).await;
+    app.patch_ok("/api/v1/agents/fox", json!({"ready_for_cleanup": true})).await;
     let outcome: Value = hook(&app, &token, "fox", ended).await.json().await.unwrap();
     assert_eq!(outcome["state"], "done");
+}
+
+#[tokio::test]
+async fn a_session_end_of_an_agent_that_owes_its_report_leaves_it_to_the_pane_being_gone_or_not() {
+    // Claude Code ends its session on a signal too: its pane killed, its tmux server gone
+    // (`reason: other`), or a person's /exit (`prompt_input_exit`). The agent is not `done` while
+    // its group is unreported: only a pane really gone suspends it, and it is resumed.
+    let app = spawn_app().await;
+    let (agent, task_id) = agent_on_a_started_group(&app).await;
+    let token = app.agent_token(&agent).await;
+    hook(&app, &token, "fox", json!({"hook_event_name": "SessionStart", "source": "startup"})).await;
+    for reason in ["other", "prompt_input_exit", "logout"] {
+        let ended = json!({"hook_event_name": "SessionEnd", "reason": reason, "session_id": "0b6c"});
+        let response = hook(&app, &token, "fox", ended).await;
+        assert_eq!(response.status(), 200, "{reason}");
+        let outcome: Value = response.json().await.unwrap();
+        assert_eq!((&outcome["state"], &outcome["changed"]), (&json!("idle"), &json!(false)), "{reason}");
+    }
+    let fox = app.agent("fox").await;
+    assert_eq!(fox["state"], "idle");
+    assert_eq!(app.task(&task_id).await["status"], "in_progress");
+    // Its token still acts: its report would be taken.
+    let state = hook(&app, &token, "fox", json!({"hook_event_name": "UserPromptSubmit", "prompt": "go on"})).await;
+    assert_eq!(state.status(), 200);
 }
 
 #[tokio::test]

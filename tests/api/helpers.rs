@@ -236,11 +236,18 @@ pub async fn stop(mut app: TestApp) -> Stopped {
 
 /// Starts the next instance with its worker on a stopped one's database, data directory and tmux
 /// server, as restarting the process would.
-pub async fn restart(mut stopped: Stopped) -> TestApp {
+pub async fn restart(stopped: Stopped) -> TestApp {
+    restart_with(stopped, |_| {}).await
+}
+
+/// [`restart`] with the worker settings `tweak` says (the conductor running, say).
+pub async fn restart_with(mut stopped: Stopped, tweak: impl FnOnce(&mut WorkerConfig)) -> TestApp {
     let data_dir = std::mem::replace(&mut stopped.data_dir, tempfile::tempdir().expect("temp data dir"));
     let socket = std::mem::take(&mut stopped.tmux_socket);
     let (url, name) = (stopped.database_url.clone(), stopped.database_name.clone());
-    let mut app = launch_in(url, name, WebhookSettings::default(), true, data_dir, socket).await;
+    let mut worker = worker_config(true, socket);
+    tweak(&mut worker);
+    let mut app = launch_with(url, name, WebhookSettings::default(), data_dir, worker, Default::default()).await;
     app.repos = std::mem::replace(&mut stopped.repos, tempfile::tempdir().expect("temp dir"));
     app
 }

@@ -43,6 +43,8 @@ mod projects;
 mod rate_limit;
 mod real_clis;
 mod receiver;
+mod recovery;
+mod recovery_claude;
 mod report_races;
 mod scripted_model;
 mod state_schema;

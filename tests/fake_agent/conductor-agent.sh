@@ -11,6 +11,9 @@
 #   idle-<key>     the engineer of group <key> does nothing and never reports (idle at its prompt)
 #   no-retry       reports are sent once, by the CLI alone (which keeps trying while the server
 #                  is down), not in the retry loop below
+#   (--resumed)    an engineer resumed after an interruption waits for Switchyard's word to go on,
+#                  notes its name in went-on-<key>, and works (holding no more)
+#   die-<key>      an engineer of group <key> resumed exits at once with status 1
 #   limit-<key>    the engineer of group <key> first shows Codex's usage-limit message with a reset
 #                  in that many seconds and waits (Switchyard suspends it); resumed, it works
 set -u
@@ -60,7 +63,15 @@ engineer)
         echo "thinking it over"
         while true; do sleep 1; done
     fi
-    if [ -e "$dir/hold-$key" ]; then
+    if [ "${1:-}" = --resumed ]; then
+        [ -e "$dir/die-$key" ] && exit 1
+        # Resumed after an interruption (its provider's `resume` passes --resumed): it goes on
+        # once Switchyard says so, as a real agent resumed at its prompt would.
+        until "$sy" msg inbox --unread --mark-read 2>/dev/null | grep -q "Your session was interrupted"; do
+            sleep 0.5
+        done
+        echo "$SWITCHYARD_AGENT" >> "$dir/went-on-$key"
+    elif [ -e "$dir/hold-$key" ]; then
         while [ ! -e "$dir/go-$key" ]; do sleep 0.1; done
     fi
     if [ -e "$dir/limit-$key" ] && [ ! -e "$dir/limited-$key" ]; then

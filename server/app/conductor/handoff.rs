@@ -1,16 +1,17 @@
 //! When the conductor stops and asks a person (v0's handoff): an agent that ended, got stuck
 //! (`max_nudges`) or said it is blocked before its step concluded leaves the step to `human` —
 //! a group's task, or the wish for a planner's, reviewer's or fixer's step. The wish keeps its
-//! state; the overview lists what waits on a person with the reason. Concluded agents are stopped.
+//! state; the overview lists what waits on a person with the reason. Concluded agents are stopped,
+//! and suspended ones of a wish that ended are finished with their waiting mail cancelled.
 
 use sqlx::PgConnection;
 
 use crate::app::{agent_panes, Ctx, Result};
-use crate::db::agents::Agent;
+use crate::db::agents::{self, Agent, Cause};
 use crate::db::tasks::{self, Edit};
 use crate::db::wishes::{self, Wish};
-use crate::db::{conductor, events};
-use crate::domain::agent::AgentEvent;
+use crate::db::{conductor, events, messages};
+use crate::domain::agent::{AgentEvent, AgentState};
 
 /// Who a step is handed to.
 pub const HUMAN: &str = "human";
@@ -79,6 +80,23 @@ pub async fn stop_concluded(ctx: &Ctx) -> Result<usize> {
         }
     }
     Ok(stopped)
+}
+
+/// Finishes the suspended agents of wishes that merged or were cancelled (those a redispatch
+/// replaced, or suspended when the wish ended): nothing will resume them, so they are `done`,
+/// concluded, and the messages still waiting for them (their briefs, a notice to go on) are
+/// cancelled rather than left pending for ever. They have no pane to close.
+pub async fn retire_suspended(ctx: &Ctx) -> Result<usize> {
+    let mut tx = ctx.db.begin().await?;
+    let agents = conductor::suspended_of_ended_wishes(&mut tx, super::BATCH).await?;
+    let cause = Cause { detail: Some("its wish ended".to_owned()), ..Cause::from("conductor") };
+    for agent in &agents {
+        agents::apply(&mut tx, agent.id, Some(AgentState::Suspended), AgentEvent::Finish, &cause).await?;
+        conductor::conclude(&mut tx, agent.id).await?;
+        messages::cancel_pending(&mut tx, agent.id, "its agent stopped: its wish ended").await?;
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(agents.len())
 }
 
 /// A person's retry of a group that was handed to them (or whose agent they gave up on): the

@@ -45,6 +45,8 @@ const BATCH: i64 = 20;
 pub struct Tick {
     pub handed_off: usize,
     pub stopped: usize,
+    /// Suspended agents of ended wishes, finished.
+    pub retired: usize,
     pub planners: usize,
     pub queued: usize,
     pub started: usize,
@@ -104,6 +106,7 @@ pub async fn tick_rest(ctx: &Ctx) -> Tick {
     Tick {
         handed_off: step("hand off", handoff::abandoned(ctx)).await,
         stopped: step("stop", handoff::stop_concluded(ctx)).await,
+        retired: step("retire", handoff::retire_suspended(ctx)).await,
         planners: step("plan", dispatch::planners(ctx)).await,
         queued: step("queue", dispatch::queue_planned(ctx)).await,
         started: step("start", dispatch::start_queued(ctx)).await,

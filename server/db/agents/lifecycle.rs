@@ -387,7 +387,8 @@ pub async fn release_claim(conn: &mut PgConnection, id: Uuid, node_id: &str) -> 
 /// Between two agents of one provider resumed after the same usage-limit reset.
 pub const RESUME_STAGGER: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Agents of `node_id` suspended by a usage limit whose reset time has come, staggered: of the
+/// Agents of `node_id` suspended until a time that has come (a usage limit's reset, or the wait
+/// before a resume after an interruption), whose step was not concluded meanwhile, staggered: of the
 /// agents of one provider that reset at once, the n-th (from 0) is due [`RESUME_STAGGER`] × n
 /// after the reset, so they do not all start in the same second (and hit the limit again).
 pub async fn limits_reset(conn: &mut PgConnection, node_id: &str) -> Result<Vec<Agent>, sqlx::Error> {
@@ -395,7 +396,8 @@ pub async fn limits_reset(conn: &mut PgConnection, node_id: &str) -> Result<Vec<
         r#"SELECT id AS "id!" FROM (
              SELECT id, suspended_until,
                     row_number() OVER (PARTITION BY provider ORDER BY suspended_until, id) - 1 AS n
-             FROM agents WHERE node_id = $1 AND state = 'suspended' AND suspended_until <= now()) due
+             FROM agents WHERE node_id = $1 AND state = 'suspended' AND suspended_until <= now()
+               AND NOT ready_for_cleanup) due
            WHERE suspended_until + make_interval(secs => n * $2::float8) <= now()
            ORDER BY suspended_until, id"#,
         node_id,
@@ -428,3 +430,25 @@ pub async fn last_hooks(
         .await?;
     Ok(rows.into_iter().map(|r| (r.id, (r.last_hook_at, r.last_hook_state.and_then(|s| s.parse().ok())))).collect())
 }
+
+/// How many times the agent was suspended as interrupted (its pane gone while its work was
+/// unreported, [`crate::domain::interruption`]) within `window` of now: the resumes it had.
+pub async fn interruptions_within(
+    conn: &mut PgConnection,
+    name: &str,
+    window: std::time::Duration,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM events
+           WHERE subject = $1 AND type = 'agent.state_changed' AND payload->>'signal' = $2
+             AND created_at > now() - make_interval(secs => $3::float8)"#,
+        subject(name),
+        INTERRUPTED,
+        window.as_secs_f64()
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// The signal of a suspension for an interruption, in its `agent.state_changed` event.
+pub const INTERRUPTED: &str = "interrupted";

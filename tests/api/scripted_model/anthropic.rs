@@ -66,12 +66,13 @@ async fn messages(State(model): State<ScriptedModel>, Json(request): Json<Value>
 }
 
 /// The turn a request asks for: walking back from the last message, the tool results until
-/// the text that was typed.
+/// the text that was typed, and the texts typed before it.
 pub fn turn(request: &Value) -> Turn {
     let mut results = Vec::new();
-    let mut prompt = None;
+    let mut prompt: Option<String> = None;
+    let mut earlier = Vec::new();
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    'messages: for message in messages.iter().rev() {
+    for message in messages.iter().rev() {
         if message["role"] != "user" {
             continue;
         }
@@ -82,12 +83,14 @@ pub fn turn(request: &Value) -> Turn {
         };
         for block in blocks.iter().rev() {
             match block["type"].as_str() {
-                Some("tool_result") => results.push(text_of(&block["content"])),
+                Some("tool_result") if prompt.is_none() => results.push(text_of(&block["content"])),
                 Some("text") => {
                     let text = block["text"].as_str().unwrap_or_default();
                     if !text.trim_start().starts_with("<system-reminder>") {
-                        prompt = Some(text.to_owned());
-                        break 'messages;
+                        match prompt {
+                            None => prompt = Some(text.to_owned()),
+                            Some(_) => earlier.push(text.to_owned()),
+                        }
                     }
                 }
                 _ => {}
@@ -95,7 +98,7 @@ pub fn turn(request: &Value) -> Turn {
         }
     }
     results.reverse();
-    Turn { prompt: prompt.unwrap_or_default(), results, cwd: cwd(request) }
+    Turn { prompt: prompt.unwrap_or_default(), results, cwd: cwd(request), earlier }
 }
 
 /// A tool result's content: a string, or text blocks.

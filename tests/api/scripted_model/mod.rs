@@ -35,6 +35,9 @@ pub struct Turn {
     pub results: Vec<String>,
     /// The agent's working directory, where the CLI names it (absolute paths are made from it).
     pub cwd: Option<String>,
+    /// What was typed before `prompt` in the same conversation, newest first: a resumed session
+    /// sends its old turns too, so a notice to go on finds the assignment there.
+    pub earlier: Vec<String>,
 }
 
 /// The tokens one answer reports (and the log keeps, so tests can hold costs against it).

@@ -11,6 +11,7 @@
 //! | `Your assignment: the task` / `Continue (iteration` | write each file its goal names, commit, `switchyard task done` |
 //! | `Your assignment: do` (a board skill) | `switchyard task done` |
 //! | `Run: CMD` (a test's own) | run CMD |
+//! | `Your session was interrupted` | the steps of the last `Your assignment` further up the conversation, again |
 //! | anything else (a message) | say it was noted |
 
 use std::collections::{HashMap, VecDeque};
@@ -39,7 +40,14 @@ impl Action {
 
 /// The action for `turn`; `verdicts` are the reviewers' answers.
 pub fn next(turn: &super::Turn, verdicts: &mut Verdicts) -> Action {
-    let prompt = unframed(&turn.prompt);
+    let mut prompt = unframed(&turn.prompt);
+    // Told to go on after an interruption: the assignment is further up the conversation, and
+    // doing it again from its first step is what a careful agent would (each step repeats safely).
+    if prompt.starts_with("Your session was interrupted") {
+        if let Some(assignment) = turn.earlier.iter().map(|p| unframed(p)).find(|p| p.starts_with("Your assignment")) {
+            prompt = assignment;
+        }
+    }
     let steps = steps(prompt, turn.results.is_empty(), verdicts);
     steps.into_iter().nth(turn.results.len()).unwrap_or_else(|| Action::Say(done_text(prompt)))
 }
@@ -227,7 +235,7 @@ mod tests {
     use crate::scripted_model::Turn;
 
     fn turn(prompt: &str, results: usize) -> Turn {
-        Turn { prompt: prompt.to_owned(), results: vec![String::new(); results], cwd: None }
+        Turn { prompt: prompt.to_owned(), results: vec![String::new(); results], cwd: None, earlier: Vec::new() }
     }
 
     #[test]

@@ -1,0 +1,132 @@
+//! The real Claude Code interrupted mid-work: its pane killed while the scripted model streams
+//! its answer after the first step of the engineer's brief. Switchyard resumes it into its own session
+//! (`claude --resume <session id>`), tells it to go on, and the conversation goes on — the
+//! scripted model finds the assignment further up it — to the group done and the wish merged.
+//! Skipped, saying why, exactly as `real_clis` is when the CLIs are not installed.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{git, spawn_app_with_worker_settings, TestApp};
+use crate::real_clis::{agent_clis, tmux};
+use crate::scripted_model::{Action, Cue, ScriptedModel};
+
+/// Long enough for Claude Code to start, be resumed and do its group on a loaded machine.
+const RUN: Duration = Duration::from_secs(300);
+
+/// A made-up key: nothing but the scripted model ever sees it.
+const KEY: &str = "sk-ant-switchyard-test-not-a-key-0123456789";
+
+/// Claude Code as the built-in `claude` provider (started with the agent's session id, which its
+/// resume names), pointed at `model`, committing as "Claude".
+fn providers_toml(bin: &Path, model: &ScriptedModel) -> String {
+    let claude = bin.join("claude").to_string_lossy().into_owned();
+    format!(
+        "[providers.claude]\ncommand = [{claude:?}, \"--session-id\", \"{{session_id}}\"]\nresume = [{claude:?}, \"--resume\", \"{{session_id}}\"]\n\
+         screen_rules = \"claude\"\nsetup = \"claude\"\n\
+         env = {{ ANTHROPIC_BASE_URL = {url:?}, ANTHROPIC_API_KEY = {KEY:?}, \
+         GIT_AUTHOR_NAME = \"Claude\", GIT_AUTHOR_EMAIL = \"claude@example.com\", \
+         GIT_COMMITTER_NAME = \"Claude\", GIT_COMMITTER_EMAIL = \"claude@example.com\" }}\n",
+        url = model.url
+    )
+}
+
+fn group<'a>(wish: &'a Value, key: &str) -> &'a Value {
+    wish["groups"].as_array().expect("groups").iter().find(|g| g["key"] == key).expect("group")
+}
+
+/// Files under `dir` named `name`, at any depth.
+fn find(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() && !path.is_symlink() {
+            found.extend(find(&path, name));
+        } else if entry.file_name() == name {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// Polls until `check` holds; on the deadline, fails showing the agents and what the model did.
+async fn until(app: &TestApp, model: &ScriptedModel, what: &str, check: impl Fn() -> bool) {
+    let started = std::time::Instant::now();
+    while !check() {
+        if started.elapsed() > RUN {
+            let log: Vec<String> = model.log().iter().map(|l| format!("{:?} {:?}", l.action, l.cue)).collect();
+            panic!("timed out waiting for: {what}\n{:#}\nmodel: {log:#?}", app.get_ok("/api/v1/agents").await);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_whose_pane_is_killed_goes_on_in_its_own_conversation_and_its_group_lands() {
+    let Some(bin) = agent_clis() else { return };
+    let model = ScriptedModel::start().await;
+    let app = spawn_app_with_worker_settings(&providers_toml(&bin, &model), |w| {
+        w.conductor = true;
+        w.merge_queue = true;
+    })
+    .await;
+    // Until the policies are written by Switchyard, the user's own settings allow both tools.
+    let home = app._data_dir.path().join("home/.claude");
+    std::fs::create_dir_all(&home).unwrap();
+    let settings =
+        json!({"permissions": {"allow": ["Write", "Bash"], "defaultMode": "default", "disableAutoMode": "disable"}});
+    std::fs::write(home.join("settings.json"), settings.to_string()).unwrap();
+    let project = app.create_project("alpha").await;
+    let repo = PathBuf::from(project["repo_path"].as_str().expect("repo"));
+    git(&repo, &["checkout", "--quiet", "--detach"]);
+    let config = json!({"conductor_config": {"provider": "claude", "review": "none", "max_agents": 2}});
+    app.patch_ok("/api/v1/projects/alpha", config).await;
+    // The engineer's first step (its `Write`) is answered at once, so its session has a turn to
+    // resume; the answer after it streams slowly: it is mid-turn when its pane is killed.
+    let stalled = Cue::Slow { pause: Duration::from_secs(600) };
+    model.cue(Cue::Slow { pause: Duration::ZERO }, 1);
+    model.cue(stalled.clone(), 1);
+    app.create_wish(json!({"slug": "letters", "project": "alpha", "title": "Letters",
+                           "groups": [{"key": "a", "title": "Add a.txt", "goal": "Add a.txt saying a"}]}))
+        .await;
+    app.post_ok("/api/v1/wishes/letters/plan", json!({})).await;
+
+    until(&app, &model, "the engineer's brief is being answered", || {
+        model.log().iter().any(|l| l.cue.as_ref() == Some(&stalled) && l.prompt.contains("Your assignment: group"))
+    })
+    .await;
+    let wish = app.get_ok("/api/v1/wishes/letters").await;
+    let name = group(&wish, "a")["assignee"].as_str().expect("the engineer").to_owned();
+    let engineer = app.agent(&name).await;
+    let pane = engineer["tmux_pane"].as_str().expect("its pane").to_owned();
+    let session = engineer["provider_session_id"].as_str().expect("its session").to_owned();
+    tmux(&app, &["kill-pane", "-t", &pane]);
+
+    let merged = app
+        .get_until("/api/v1/wishes/letters", "the wish merges", RUN, &["/api/v1/agents?limit=100"], |w| {
+            w["status"] == "merged"
+        })
+        .await;
+    let g = group(&merged, "a");
+    assert_eq!((&g["status"], &g["assignee"]), (&json!("done"), &json!(name)), "{g}");
+    assert_eq!(git(&repo, &["show", "main:a.txt"]), "a\n");
+    // The same agent in the same session: resumed, not replaced.
+    let engineer = app.agent(&name).await;
+    assert_eq!(engineer["provider_session_id"], session.as_str());
+    let agents = app.get_ok("/api/v1/agents?limit=100").await;
+    let engineers = agents["items"].as_array().unwrap().iter().filter(|a| a["role"] == "engineer").count();
+    assert_eq!(engineers, 1, "{agents:#}");
+    // Told to go on, it did the assignment it found further up its conversation.
+    let went_on = model.log().into_iter().find(|l| l.prompt.contains("Your session was interrupted"));
+    let went_on = went_on.unwrap_or_else(|| panic!("the model was told to go on: {:#?}", model.log()));
+    assert!(matches!(&went_on.action, Some(Action::Write { path, .. }) if path == "a.txt"), "{:?}", went_on.action);
+    // Its transcript goes on: one file holds the brief's turn and the turn after the resume.
+    let transcripts = find(app._data_dir.path(), &format!("{session}.jsonl"));
+    assert_eq!(transcripts.len(), 1, "{transcripts:?}");
+    let transcript = std::fs::read_to_string(&transcripts[0]).unwrap();
+    let brief_at = transcript.find("Your assignment: group").expect("the brief's turn");
+    let resumed_at = transcript.find("Your session was interrupted").expect("the turn after the resume");
+    assert!(brief_at < resumed_at, "the old turn, then the new one");
+}
