@@ -3,11 +3,11 @@
 //! literally through the one typing protocol ([`super::panes::Typist`]); state changes are
 //! written before tmux is touched, so the record never lags what tmux did.
 
-use std::time::Duration;
 
 use serde::Serialize;
 use sqlx::PgConnection;
 
+pub use super::panes::Chosen;
 use super::panes::{interrupt_key, tmux_failed, LocalPanes};
 use super::{Ctx, Error, Result};
 use crate::db::agents::{self, Agent, Applied, Cause};
@@ -42,13 +42,6 @@ pub struct Delivered {
     pub chosen: Option<Chosen>,
 }
 
-/// A menu option an agent's screen offered and that was answered.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"option": 3, "label": "No, and tell Claude what to do differently (esc)"}))]
-pub struct Chosen {
-    pub option: u32,
-    pub label: String,
-}
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"agent": "clever-fox", "pane": "%7", "text": "✻ Thinking… (esc to interrupt)\n"}))]
@@ -108,74 +101,19 @@ pub async fn input(ctx: &Ctx, name: &str, text: &str, submit: bool) -> Result<De
     })
 }
 
-/// How long each step of a menu answer waits for the screen to show it: the highlight on the
-/// option, then the menu gone.
-const MENU_STEP: Duration = Duration::from_secs(10);
-
-/// Answers the menu on the agent's screen with `option`: the arrow keys move the highlight to
-/// it, Enter is pressed only once the screen shows it highlighted (in the same menu), and the
-/// answer counts once the menu is gone. A screen without that option, a highlight that does not
-/// arrive or a menu that stays is a conflict saying so (the record of keys pressed is in it).
+/// Answers the menu on the agent's screen with `option` ([`super::panes::Typist::choose`]); a
+/// screen without that option, a highlight that does not arrive or a menu that stays is a
+/// conflict saying so.
 #[tracing::instrument(skip_all, fields(agent = ?name, option), err(level = "debug"))]
 pub async fn choose(ctx: &Ctx, name: &str, option: u32) -> Result<Delivered> {
     let agent = agent(ctx, name).await?;
     let pane = pane(ctx, &agent)?;
-    let panes = panes(ctx)?;
-    let state = Some(agent.state.as_str());
-    let menu = prompt::options(&panes.tmux.capture(pane, 0).await.map_err(tmux_failed)?);
-    let Some(wanted) = menu.iter().position(|o| o.number == option.to_string()) else {
-        let offered = match menu.len() {
-            0 => "it shows no menu".to_owned(),
-            n => format!("it offers 1 to {n}"),
-        };
-        return Err(Error::conflict(format!("the agent's screen has no option {option}: {offered}"), state));
-    };
-    let Some(at) = prompt::selected(&menu) else {
-        return Err(Error::conflict("the agent's screen shows a list, not a menu with a highlighted option", state));
-    };
-    let moves = wanted.abs_diff(at);
-    let mut keys = vec![if wanted > at { Key::Down } else { Key::Up }; moves];
-    panes.typist().press_keys(pane, &keys).await.map_err(tmux_failed)?;
-    let labels = |options: &[prompt::PromptOption]| options.iter().map(|o| o.label.clone()).collect::<Vec<_>>();
-    let highlighted = watch_screen(panes, pane, |options| {
-        labels(options) == labels(&menu) && prompt::selected(options) == Some(wanted)
-    })
-    .await?;
-    if !highlighted {
-        let detail =
-            format!("pressed {keys:?}, but the screen did not show option {option} highlighted; nothing chosen");
-        return Err(Error::conflict(detail, state));
-    }
-    panes.typist().press_keys(pane, &[Key::Enter]).await.map_err(tmux_failed)?;
-    keys.push(Key::Enter);
-    if !watch_screen(panes, pane, |options| labels(options) != labels(&menu)).await? {
-        let detail = format!("chose option {option} ({keys:?}), but the menu is still on the screen");
-        return Err(Error::conflict(detail, state));
-    }
-    let chosen = Chosen { option, label: menu[wanted].label.clone() };
-    Ok(Delivered {
-        agent: agent.name.clone(),
-        pane: pane.to_owned(),
-        bytes: 0,
-        keys,
-        submitted: false,
-        chosen: Some(chosen),
-    })
-}
-
-/// Reads the pane's screen until its menu options satisfy `seen`, for at most [`MENU_STEP`].
-async fn watch_screen(panes: &LocalPanes, pane: &str, seen: impl Fn(&[prompt::PromptOption]) -> bool) -> Result<bool> {
-    let deadline = tokio::time::Instant::now() + MENU_STEP;
-    loop {
-        let screen = panes.tmux.capture(pane, 0).await.map_err(tmux_failed)?;
-        if seen(&prompt::options(&screen)) {
-            return Ok(true);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Ok(false);
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let (keys, chosen) = panes(ctx)?
+        .typist()
+        .choose(pane, option)
+        .await?
+        .map_err(|why| Error::conflict(why, Some(agent.state.as_str())))?;
+    Ok(Delivered { agent: agent.name.clone(), pane: pane.to_owned(), bytes: 0, keys, submitted: false, chosen: Some(chosen) })
 }
 
 /// Presses `keys` in the agent's pane, in order: named keys from a closed set, never text.

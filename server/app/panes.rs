@@ -17,7 +17,7 @@ use sqlx::PgPool;
 use super::{Error, Result};
 use crate::db::agents::Agent;
 use crate::db::messages::delivery::worked_since;
-use crate::detect::input_line;
+use crate::detect::{input_line, prompt};
 use crate::detect::screen::ScreenRules;
 use crate::domain::message::{settle_for, Confirmation};
 use crate::domain::typed;
@@ -96,6 +96,18 @@ pub struct Typist {
     pub confirm: Duration,
 }
 
+/// How long each step of a menu answer waits for the screen to show it: the highlight on the
+/// option, then the menu gone.
+const MENU_STEP: Duration = Duration::from_secs(10);
+
+/// A menu option an agent's screen offered and that was answered.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"option": 3, "label": "No, and tell Claude what to do differently (esc)"}))]
+pub struct Chosen {
+    pub option: u32,
+    pub label: String,
+}
+
 /// What [`Typist::type_text`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Typed {
@@ -128,6 +140,63 @@ impl Typist {
             self.tmux.send_key(pane, *key).await?;
         }
         Ok(())
+    }
+
+    /// Whether the menu on the pane's screen offers `option` (an option's number typed as text
+    /// into a menu is ignored, and the Enter after it picks whatever is highlighted).
+    pub async fn offers(&self, pane: &str, option: &str) -> Result<bool, TmuxError> {
+        let screen = self.tmux.capture(pane, 0).await?;
+        Ok(prompt::options(&screen).iter().any(|o| o.number == option))
+    }
+
+    /// Answers the menu on the pane's screen with `option`, by key presses checked on the
+    /// screen: the arrow keys move the highlight to it, Enter is pressed only once the screen
+    /// shows it there (in the same menu), and it is answered once the menu is gone. The keys
+    /// pressed and the option; or why not, as a sentence (nothing pressed when the screen does
+    /// not offer it).
+    pub async fn choose(&self, pane: &str, option: u32) -> Result<std::result::Result<(Vec<Key>, Chosen), String>> {
+        let menu = prompt::options(&self.tmux.capture(pane, 0).await.map_err(tmux_failed)?);
+        let Some(wanted) = menu.iter().position(|o| o.number == option.to_string()) else {
+            let offered = match menu.len() {
+                0 => "it shows no menu".to_owned(),
+                n => format!("it offers 1 to {n}"),
+            };
+            return Ok(Err(format!("the agent's screen has no option {option}: {offered}")));
+        };
+        let Some(at) = prompt::selected(&menu) else {
+            return Ok(Err("the agent's screen shows a list, not a menu with a highlighted option".to_owned()));
+        };
+        let mut keys = vec![if wanted > at { Key::Down } else { Key::Up }; wanted.abs_diff(at)];
+        self.press_keys(pane, &keys).await.map_err(tmux_failed)?;
+        let labels = |options: &[prompt::PromptOption]| options.iter().map(|o| o.label.clone()).collect::<Vec<_>>();
+        let same_menu_at_option =
+            |options: &[prompt::PromptOption]| labels(options) == labels(&menu) && prompt::selected(options) == Some(wanted);
+        if !self.watch_menu(pane, same_menu_at_option).await? {
+            return Ok(Err(format!(
+                "pressed {keys:?}, but the screen did not show option {option} highlighted; nothing chosen"
+            )));
+        }
+        self.press_keys(pane, &[Key::Enter]).await.map_err(tmux_failed)?;
+        keys.push(Key::Enter);
+        if !self.watch_menu(pane, |options| labels(options) != labels(&menu)).await? {
+            return Ok(Err(format!("chose option {option} ({keys:?}), but the menu is still on the screen")));
+        }
+        Ok(Ok((keys, Chosen { option, label: menu[wanted].label.clone() })))
+    }
+
+    /// Reads the pane's screen until its menu options satisfy `seen`, for at most [`MENU_STEP`].
+    async fn watch_menu(&self, pane: &str, seen: impl Fn(&[prompt::PromptOption]) -> bool) -> Result<bool> {
+        let deadline = Instant::now() + MENU_STEP;
+        loop {
+            let screen = self.tmux.capture(pane, 0).await.map_err(tmux_failed)?;
+            if seen(&prompt::options(&screen)) {
+                return Ok(true);
+            }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
     }
 
     /// Lets the TUI take in a paste of `bytes` before Enter, or Enter may land inside the paste.
