@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::agent_writable::AgentWritable;
-use crate::providers::{Policy, Setup};
+use crate::providers::{Permissions, Policy, Setup};
 
 /// Where the user's own provider configuration is: the worker's environment (`HOME`,
 /// `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `GEMINI_CLI_HOME`).
@@ -97,13 +97,16 @@ pub fn prepare(
     // is followed or trusted to be what it should be.
     let dir = AgentWritable::create(agent_dir, 0o700)?.create_dir(name, 0o700)?;
     let clone = clone.to_string_lossy();
+    // What a CLI's setup needs in its environment beside its directory.
+    let mut vars = Vec::new();
     match setup {
         Setup::None => {}
-        Setup::Claude => claude(&dir, &clone, user, pane_env, policy)?,
+        Setup::Claude => vars = claude(&dir, &clone, user, pane_env, policy)?,
         Setup::Codex => codex(&dir, &clone, user, pane_env, policy)?,
         Setup::Gemini => gemini(&dir, &clone, user, pane_env, policy)?,
     }
-    Ok(vec![(variable.to_owned(), dir.path().to_string_lossy().into_owned())])
+    vars.insert(0, (variable.to_owned(), dir.path().to_string_lossy().into_owned()));
+    Ok(vars)
 }
 
 /// The fields of the user's `.claude.json` that say who they are; nothing about their projects.
@@ -114,8 +117,8 @@ fn claude(
     clone: &str,
     user: &UserConfig,
     env: &BTreeMap<String, String>,
-    _policy: Policy<'_>,
-) -> std::io::Result<()> {
+    policy: Policy<'_>,
+) -> std::io::Result<Vec<(String, String)>> {
     // An earlier start's file is kept (Claude Code records its own state there); a first start
     // takes the user's account.
     let mut config = own_json(dir, ".claude.json")?.unwrap_or_else(|| {
@@ -159,12 +162,83 @@ fn claude(
             }
         }
     }
+    if policy.permissions == Permissions::Auto {
+        // Its bypass mode's warning ("By proceeding, you accept all responsibility"), answered.
+        config["bypassPermissionsModeAccepted"] = json!(true);
+    }
     dir.replace(".claude.json", serde_json::to_string_pretty(&config)?.as_bytes(), PRIVATE)?;
+    let users_settings = user.claude_dir.as_ref().and_then(|u| read_json(&u.join("settings.json")).ok().flatten());
     if let Some(users) = &user.claude_dir {
         copy_if_present(&users.join(".credentials.json"), dir, ".credentials.json")?;
-        copy_if_present(&users.join("settings.json"), dir, "settings.json")?;
     }
-    Ok(())
+    let settings = claude_settings(users_settings.unwrap_or(json!({})), policy);
+    dir.replace("settings.json", serde_json::to_string_pretty(&settings)?.as_bytes(), PRIVATE)?;
+    // As root, Claude Code refuses its bypass mode unless told it is in a deliberate sandbox:
+    // `auto` is only ever chosen under one.
+    Ok(match policy.permissions {
+        Permissions::Auto => vec![("IS_SANDBOX".to_owned(), "1".to_owned())],
+        Permissions::Ask | Permissions::AllowList => Vec::new(),
+    })
+}
+
+/// What Switchyard's briefs ask an agent to run, as Claude Code's permission rules (a rule
+/// `Bash(git add:*)` allows any command that starts so; a compound command is allowed when each
+/// of its parts is). Editing files in the clone is its `acceptEdits` mode's.
+const CLAUDE_BRIEF_RULES: [&str; 9] = [
+    "Bash(git add:*)",
+    "Bash(git commit:*)",
+    "Bash(git fetch:*)",
+    "Bash(git merge:*)",
+    "Bash(git push:*)",
+    "Bash(git status:*)",
+    "Bash(git diff:*)",
+    "Bash(git log:*)",
+    "Bash(switchyard:*)",
+];
+
+/// The user's Claude Code settings with the agent's permission policy over them (the user's
+/// own rules are kept; the mode is the policy's):
+///
+/// | policy | `permissions` |
+/// | --- | --- |
+/// | `ask` | `defaultMode: acceptEdits`, the briefs' rules and the provider's `allow` |
+/// | `allow-list` | the same, and `denyInsteadOfPrompting`: what would ask is refused at once |
+/// | `auto` | `defaultMode: bypassPermissions` (the dialog about it skipped) |
+///
+/// Auto mode (Claude Code's own classifier deciding, and its "make auto mode your default?"
+/// dialog at start) is turned off in every policy: it is neither a person's answer nor a rule.
+fn claude_settings(mut settings: Value, policy: Policy<'_>) -> Value {
+    if !settings.is_object() {
+        settings = json!({});
+    }
+    if !settings["permissions"].is_object() {
+        settings["permissions"] = json!({});
+    }
+    let permissions = &mut settings["permissions"];
+    if !permissions["allow"].is_array() {
+        permissions["allow"] = json!([]);
+    }
+    let allow = permissions["allow"].as_array_mut().expect("an array");
+    for rule in CLAUDE_BRIEF_RULES.iter().copied().chain(policy.allow.iter().map(String::as_str)) {
+        if !allow.iter().any(|r| r.as_str() == Some(rule)) {
+            allow.push(json!(rule));
+        }
+    }
+    permissions["disableAutoMode"] = json!("disable");
+    let mode = if policy.permissions == Permissions::Auto { "bypassPermissions" } else { "acceptEdits" };
+    permissions["defaultMode"] = json!(mode);
+    match policy.permissions {
+        Permissions::AllowList => permissions["denyInsteadOfPrompting"] = json!(true),
+        Permissions::Ask | Permissions::Auto => {
+            if let Some(p) = permissions.as_object_mut() {
+                p.remove("denyInsteadOfPrompting");
+            }
+        }
+    }
+    if policy.permissions == Permissions::Auto {
+        settings["skipDangerousModePermissionPrompt"] = json!(true);
+    }
+    settings
 }
 
 fn codex(
@@ -320,6 +394,51 @@ mod tests {
         let config = json_at(dir.join(".claude.json"));
         assert_eq!(config["numStartups"], 3);
         assert_eq!(config["customApiKeyResponses"]["approved"].as_array().unwrap().len(), 1);
+    }
+
+    /// The agent's Claude Code settings and environment under `policy`, over the user's `settings`.
+    fn claude_under(settings: Value, policy: Policy<'_>) -> (Value, Value, Vec<(String, String)>) {
+        let (agent, user) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(user.path().join("settings.json"), settings.to_string()).unwrap();
+        let user_config = UserConfig { claude_dir: Some(user.path().into()), ..UserConfig::none() };
+        let vars =
+            prepare(Setup::Claude, agent.path(), Path::new("/clones/fox"), &user_config, &env(&[]), policy).unwrap();
+        let dir = agent.path().join("claude");
+        (json_at(dir.join("settings.json")), json_at(dir.join(".claude.json")), vars)
+    }
+
+    #[test]
+    fn claude_code_asks_for_nothing_the_briefs_need_and_for_the_rest_as_its_policy_says() {
+        let users = json!({"theme": "dark", "permissions": {"allow": ["Bash(npm test)"], "deny": ["Read(.env)"],
+            "defaultMode": "plan"}});
+        let extra = ["Bash(cargo test:*)".to_owned()];
+
+        let (ask, config, vars) = claude_under(users.clone(), Policy { permissions: Permissions::Ask, allow: &extra });
+        assert_eq!(ask["theme"], "dark", "the user's settings are kept");
+        let p = &ask["permissions"];
+        assert_eq!(p["defaultMode"], "acceptEdits", "edits in the clone need no one");
+        assert_eq!(p["disableAutoMode"], "disable");
+        assert!(p.get("denyInsteadOfPrompting").is_none(), "the rest asks a person");
+        assert_eq!(p["deny"], json!(["Read(.env)"]));
+        let allow: Vec<&str> = p["allow"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        for rule in
+            ["Bash(npm test)", "Bash(git add:*)", "Bash(git commit:*)", "Bash(git push:*)", "Bash(switchyard:*)"]
+        {
+            assert!(allow.contains(&rule), "{rule} in {allow:?}");
+        }
+        assert!(allow.contains(&"Bash(cargo test:*)"), "the provider's own rules: {allow:?}");
+        assert!(config.get("bypassPermissionsModeAccepted").is_none());
+        assert_eq!(vars.len(), 1, "only its directory: {vars:?}");
+
+        let (listed, _, _) = claude_under(users.clone(), Policy { permissions: Permissions::AllowList, allow: &extra });
+        assert_eq!(listed["permissions"]["denyInsteadOfPrompting"], true, "the rest is refused without asking");
+        assert_eq!(listed["permissions"]["defaultMode"], "acceptEdits");
+
+        let (auto, config, vars) = claude_under(users, Policy { permissions: Permissions::Auto, allow: &[] });
+        assert_eq!(auto["permissions"]["defaultMode"], "bypassPermissions");
+        assert_eq!(auto["skipDangerousModePermissionPrompt"], true);
+        assert_eq!(config["bypassPermissionsModeAccepted"], true);
+        assert!(vars.contains(&("IS_SANDBOX".to_owned(), "1".to_owned())), "root may bypass in the sandbox: {vars:?}");
     }
 
     #[test]

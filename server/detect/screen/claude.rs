@@ -89,11 +89,15 @@ fn is_tool_running(line: &str) -> bool {
         && line.split_once('…').is_some_and(|(_, after)| after.is_empty() || after.trim_start().starts_with('('))
 }
 
-/// `You've hit your limit · resets 3pm`, `5-hour limit reached ∙ resets 1am`, `Claude usage limit
+/// `You've hit your limit · resets 3pm`, `You've hit your 5-hour limit · resets 6:48pm (UTC)`
+/// (2.1.332, a subscription's 429), `5-hour limit reached ∙ resets 1am`, `Claude usage limit
 /// reached.`; not the warnings (`Approaching usage limit`, `You've used 90% of your weekly limit`).
 fn is_usage_limit(line: &str) -> bool {
-    line.contains("hit your limit") || line.contains("limit reached")
+    HIT_YOUR_LIMIT.is_match(line) || line.contains("limit reached")
 }
+
+static HIT_YOUR_LIMIT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"hit your (?:[\w-]+ ){0,2}limit").expect("valid regex"));
 
 #[cfg(test)]
 mod tests {
@@ -112,6 +116,8 @@ mod tests {
     #[test]
     fn usage_warnings_are_not_limits() {
         assert!(is_usage_limit("You've hit your limit · resets 3pm (Europe/Berlin)"));
+        assert!(is_usage_limit("You've hit your 5-hour limit · resets 6:48pm (UTC)"));
+        assert!(is_usage_limit("You've hit your weekly limit · resets Dec 1, 9am (UTC)"));
         assert!(is_usage_limit("Claude usage limit reached. Your limit will reset at 3pm (America/New_York)."));
         assert!(!is_usage_limit("Approaching usage limit · resets at 10pm"));
         assert!(!is_usage_limit("You've used 91% of your weekly limit · resets Oct 9 at 10am"));

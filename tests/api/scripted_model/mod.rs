@@ -64,6 +64,8 @@ pub struct Logged {
     /// `anthropic`, `openai` or `gemini`.
     pub vendor: &'static str,
     pub prompt: String,
+    /// The tool results the request carried since the prompt.
+    pub results: Vec<String>,
     /// What was answered; `None` when a cue answered instead.
     pub action: Option<Action>,
     pub usage: Usage,
@@ -144,6 +146,7 @@ impl ScriptedModel {
                 state.log.push(Logged {
                     vendor,
                     prompt: turn.prompt.clone(),
+                    results: turn.results.clone(),
                     action: None,
                     usage: Usage::default(),
                     cue: Some(cue.clone()),
@@ -160,6 +163,7 @@ impl ScriptedModel {
         state.log.push(Logged {
             vendor,
             prompt: turn.prompt.clone(),
+            results: turn.results.clone(),
             action: Some(action.clone()),
             usage,
             cue: cue.clone(),
