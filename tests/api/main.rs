@@ -49,6 +49,7 @@ mod tasks;
 mod teams;
 mod text_rules;
 mod tmux;
+mod unattended_codex;
 mod usage;
 mod webhook_crash;
 mod webhooks;

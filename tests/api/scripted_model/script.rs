@@ -39,8 +39,19 @@ impl Action {
 
 /// The action for `turn`; `verdicts` are the reviewers' queued answers (`false`: fail).
 pub fn next(turn: &super::Turn, verdicts: &mut VecDeque<bool>) -> Action {
-    let steps = steps(&turn.prompt, turn.results.is_empty(), verdicts);
-    steps.into_iter().nth(turn.results.len()).unwrap_or_else(|| Action::Say(done_text(&turn.prompt)))
+    let prompt = body(&turn.prompt);
+    let steps = steps(prompt, turn.results.is_empty(), verdicts);
+    steps.into_iter().nth(turn.results.len()).unwrap_or_else(|| Action::Say(done_text(prompt)))
+}
+
+/// What was typed without the first line Switchyard puts before a message to name its sender
+/// (`[message from Switchyard]`, `[message from the operator]`).
+pub fn body(prompt: &str) -> &str {
+    let prompt = prompt.trim_start();
+    match prompt.split_once('\n') {
+        Some((first, rest)) if first.starts_with("[message from") => rest,
+        _ => prompt,
+    }
 }
 
 fn steps(prompt: &str, first: bool, verdicts: &mut VecDeque<bool>) -> Vec<Action> {
@@ -230,6 +241,14 @@ mod tests {
         let Action::Run { command } = next(&turn(&brief, 1), &mut verdicts) else { panic!() };
         assert!(command.contains("git commit") && command.contains("switchyard group done"), "{command}");
         assert!(matches!(next(&turn(&brief, 2), &mut verdicts), Action::Say(_)));
+    }
+
+    #[test]
+    fn a_brief_is_read_without_the_line_naming_its_sender() {
+        let brief = switchyard::app::conductor::briefs::planner("Letters", "Add a.txt");
+        let typed = format!("[message from Switchyard]\n{brief}");
+        assert_eq!(next(&turn(&typed, 0), &mut VecDeque::new()), next(&turn(&brief, 0), &mut VecDeque::new()));
+        assert!(matches!(next(&turn(&typed, 0), &mut VecDeque::new()), Action::Write { .. }));
     }
 
     #[test]
