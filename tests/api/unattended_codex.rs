@@ -13,8 +13,8 @@ use switchyard::providers::Providers;
 
 use crate::fake_agent::state_changes;
 use crate::helpers::{git, repo_of, spawn_app_with_worker_settings, TestApp};
-use crate::real_clis::agent_clis;
-use crate::scripted_model::ScriptedModel;
+use crate::real_clis::{agent_clis, screen_shows, wait_for, wait_watching, START};
+use crate::scripted_model::{Cue, ScriptedModel};
 
 /// A whole wish with real Codex agents: a planner, three engineers, a reviewer (and a fixer),
 /// each starting in about 8 s alone and much slower on a loaded machine.
@@ -110,6 +110,8 @@ async fn journey(verdicts: &[bool]) -> Option<(TestApp, ScriptedModel, PathBuf)>
     let app = conducted(&bin, home.path()).await;
     let project = app.create_project("alpha").await;
     let repo = repo_of(&project);
+    // The merge queue never moves a branch checked out in a working tree: the repository is off `main`.
+    git(&repo, &["checkout", "--quiet", "--detach"]);
     app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "codex", "review": "agent"}})).await;
     app.create_wish(json!({"slug": "letters", "project": "alpha", "title": "Letters",
         "description": "Add a.txt, b.txt and c.txt"}))
@@ -158,4 +160,52 @@ async fn codex_fixes_what_its_reviewer_failed_and_the_wish_merges_after_the_seco
     assert!(files(&repo, "main").contains(&"review-fix.txt".to_owned()));
     let wish = app.get_ok("/api/v1/wishes/letters").await;
     assert!(wish["review_iteration"].as_i64().unwrap_or_default() >= 1, "{wish:#}");
+}
+
+/// One Codex agent (not the conductor's) in its own clone, talking to `model`.
+async fn one_agent(model: &ScriptedModel) -> Option<(TestApp, tempfile::TempDir)> {
+    let bin = agent_clis()?;
+    let home = user_home(model);
+    let path = home.path().to_path_buf();
+    let app = spawn_app_with_worker_settings(&providers_toml(&bin), |w| w.provider_home = Some(path)).await;
+    app.create_project("alpha").await;
+    app.create_agent(json!({"name": "owl", "project": "alpha", "kind": "worker", "role": "engineer",
+        "provider": "codex", "clone": "agent"}))
+        .await;
+    wait_for(&app, "owl", "idle", START).await;
+    Some((app, home))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_answers_a_message_to_an_idle_agent_and_is_idle_again() {
+    let model = ScriptedModel::start().await;
+    let Some((app, _home)) = one_agent(&model).await else { return };
+    let message = app.send_message("owl", "What is the state of the build?").await;
+    let delivered = app.delivered(message, START).await;
+    eprintln!("codex: a message confirmed by {}", delivered["confirmed_by"]);
+    screen_shows(&app, "owl", "Noted.").await;
+    wait_for(&app, "owl", "idle", START).await;
+    assert!(model.log().iter().any(|l| l.prompt.contains("What is the state of the build?")), "{:?}", model.log());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_at_its_usage_limit_is_suspended_in_its_own_words_and_an_overload_is_not_an_error() {
+    let model = ScriptedModel::start().await;
+    let Some((app, _home)) = one_agent(&model).await else { return };
+
+    // An overload Codex retries through: working, then the answer, never error.
+    model.cue(Cue::Overload, 2);
+    app.send_message("owl", "First question.").await;
+    screen_shows(&app, "owl", "Noted.").await;
+    wait_for(&app, "owl", "idle", START).await;
+    let changes = state_changes(&app, "owl").await;
+    assert!(!changes.iter().any(|c| c == "error"), "{changes:?}");
+
+    // A usage limit: Codex's own words on its screen, and the agent suspended until the reset.
+    model.cue(Cue::RateLimit { resets_in: Duration::from_secs(600) }, 1);
+    app.send_message("owl", "Second question.").await;
+    let (owl, last) = wait_watching(&app, "owl", "suspended", "hit your usage limit", START).await;
+    eprintln!("codex usage limit: {owl}\n{last}");
+    assert!(last.contains("try again at"), "{last}");
+    assert!(owl["suspended_until"].is_string(), "{owl}");
 }
