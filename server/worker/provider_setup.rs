@@ -13,7 +13,7 @@
 //! | provider | variable | what is written |
 //! | --- | --- | --- |
 //! | Claude Code | `CLAUDE_CONFIG_DIR` | `.claude.json`: `hasCompletedOnboarding`, `projects[clone].hasTrustDialogAccepted`, the user's account fields, the pane's `ANTHROPIC_API_KEY` approved; the user's `.credentials.json` and `settings.json` |
-//! | Codex | `CODEX_HOME` | the user's `config.toml` plus `[projects."<clone>"] trust_level = "trusted"`; the user's `auth.json`, else one holding the pane's `OPENAI_API_KEY` |
+//! | Codex | `CODEX_HOME` | the user's `config.toml` plus `[projects."<clone>"] trust_level = "trusted"` and the policy's keys, `rules/switchyard.rules` ([`codex_policy`]); the user's `auth.json`, else one holding the pane's `OPENAI_API_KEY` |
 //! | Gemini CLI | `GEMINI_CLI_HOME` | `.gemini/trustedFolders.json` trusting the clone; the user's `settings.json` (auth type `gemini-api-key` when the pane has `GEMINI_API_KEY` and none is chosen) and login files |
 
 use std::collections::BTreeMap;
@@ -23,6 +23,8 @@ use serde_json::{json, Value};
 
 use crate::agent_writable::AgentWritable;
 use crate::providers::{Permissions, Policy, Setup};
+
+mod codex_policy;
 
 /// Where the user's own provider configuration is: the worker's environment (`HOME`,
 /// `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `GEMINI_CLI_HOME`).
@@ -246,7 +248,7 @@ fn codex(
     clone: &str,
     user: &UserConfig,
     env: &BTreeMap<String, String>,
-    _policy: Policy<'_>,
+    policy: Policy<'_>,
 ) -> std::io::Result<()> {
     let users = user.codex_home.as_deref();
     let mut config = match dir.read_string("config.toml")? {
@@ -261,7 +263,9 @@ fn codex(
         }
         config.push_str(&format!("\n{table}\ntrust_level = \"trusted\"\n"));
     }
+    let config = codex_policy::config(&config, policy.permissions);
     dir.replace("config.toml", config.as_bytes(), PRIVATE)?;
+    dir.create_dir("rules", 0o700)?.replace("switchyard.rules", codex_policy::rules(policy).as_bytes(), PRIVATE)?;
     let copied = users.map(|u| copy_if_present(&u.join("auth.json"), dir, "auth.json")).transpose()?.unwrap_or(false);
     if !copied {
         if let Some(key) = env.get("OPENAI_API_KEY").filter(|k| !k.is_empty()) {
@@ -454,6 +458,11 @@ mod tests {
         assert_eq!(parsed["model"].as_str(), Some("o5"));
         assert_eq!(parsed["projects"]["/clones/a \"b\""]["trust_level"].as_str(), Some("trusted"));
         assert_eq!(json_at(agent.path().join("codex/auth.json"))["OPENAI_API_KEY"], "sk-x");
+        // The policy (`ask` here) in Codex's own settings: its approvals, its sandbox, its rules.
+        assert_eq!(parsed["approval_policy"].as_str(), Some("on-request"));
+        assert_eq!(parsed["sandbox_mode"].as_str(), Some("workspace-write"));
+        let rules = std::fs::read_to_string(agent.path().join("codex/rules/switchyard.rules")).unwrap();
+        assert!(rules.contains("prefix_rule(pattern = [\"switchyard\"], decision = \"allow\")"), "{rules}");
         // The user's own login wins over a key in the pane's environment.
         std::fs::write(user.path().join("auth.json"), r#"{"tokens": {}}"#).unwrap();
         prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK).unwrap();

@@ -134,6 +134,9 @@ impl Spawner<'_> {
                     let dir = exe.parent().unwrap_or(Path::new("/")).to_string_lossy().into_owned();
                     env.retain(|(key, _)| key != "PATH");
                     env.push(("PATH".to_owned(), format!("{dir}:{path}")));
+                    // Its home is empty: without an identity git refuses to commit ("unable to
+                    // auto-detect email address"). The agent's own, unless the provider gives one.
+                    env.extend(sandbox_git_identity(&agent.name, &provider.env));
                 }
                 env
             },
@@ -271,6 +274,25 @@ fn write_token(data_dir: &Path, name: &str, token: &str) -> std::io::Result<Path
     Ok(path)
 }
 
+/// The git identity of an agent under the sandbox (whose home holds no `.gitconfig`): its name,
+/// at `switchyard.invalid`; each variable the provider's environment sets is left to it.
+fn sandbox_git_identity(
+    agent: &str,
+    provider_env: &std::collections::BTreeMap<String, String>,
+) -> Vec<(String, String)> {
+    let email = format!("{agent}@switchyard.invalid");
+    [
+        ("GIT_AUTHOR_NAME", agent),
+        ("GIT_AUTHOR_EMAIL", email.as_str()),
+        ("GIT_COMMITTER_NAME", agent),
+        ("GIT_COMMITTER_EMAIL", email.as_str()),
+    ]
+    .into_iter()
+    .filter(|(key, _)| !provider_env.contains_key(*key))
+    .map(|(key, value)| (key.to_owned(), value.to_owned()))
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
@@ -323,5 +345,16 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "precious");
         assert_eq!(std::fs::read_to_string(&path).expect("token"), "sy_new");
         assert!(std::fs::symlink_metadata(own.join("token-planted")).is_err(), "the link itself is tidied away");
+    }
+
+    #[test]
+    fn a_sandboxed_agent_commits_as_itself_unless_its_provider_names_someone() {
+        let none = std::collections::BTreeMap::new();
+        let ids = super::sandbox_git_identity("fox", &none);
+        assert!(ids.contains(&("GIT_AUTHOR_EMAIL".to_owned(), "fox@switchyard.invalid".to_owned())), "{ids:?}");
+        assert_eq!(ids.len(), 4);
+        let given: std::collections::BTreeMap<String, String> =
+            [("GIT_AUTHOR_NAME".to_owned(), "Ada".to_owned())].into_iter().collect();
+        assert!(!super::sandbox_git_identity("fox", &given).iter().any(|(k, _)| k == "GIT_AUTHOR_NAME"));
     }
 }

@@ -56,6 +56,7 @@ mod teams;
 mod text_rules;
 mod tmux;
 mod unattended_claude;
+mod unattended_codex;
 mod usage;
 mod webhook_crash;
 mod webhooks;

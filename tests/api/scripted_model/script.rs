@@ -256,6 +256,14 @@ mod tests {
     }
 
     #[test]
+    fn a_brief_is_read_without_the_line_naming_its_sender() {
+        let brief = switchyard::app::conductor::briefs::planner("Letters", "Add a.txt");
+        let typed = format!("[message from Switchyard]\n{brief}");
+        assert_eq!(next(&turn(&typed, 0), &mut VecDeque::new()), next(&turn(&brief, 0), &mut VecDeque::new()));
+        assert!(matches!(next(&turn(&typed, 0), &mut VecDeque::new()), Action::Write { .. }));
+    }
+
+    #[test]
     fn a_planner_gives_a_group_per_named_file() {
         let brief = switchyard::app::conductor::briefs::planner("Letters", "Add a.txt, b.txt and c.txt");
         let Action::Write { content, .. } = next(&turn(&brief, 0), &mut Verdicts::default()) else { panic!() };

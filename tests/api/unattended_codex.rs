@@ -1,0 +1,211 @@
+//! The real Codex CLI (the pinned version `./dev deps` installs), unattended: pointed at the
+//! scripted model (`scripted_model::openai`, OpenAI's Responses API on loopback) through its own
+//! `config.toml` — a model provider of the user's that Switchyard's setup carries into each
+//! agent's `CODEX_HOME` — it reads Switchyard's briefs and makes real tool calls: `apply_patch`,
+//! `exec_command` running git and `switchyard`. No person types or answers anything. Skipped,
+//! saying why, only when `./dev deps` found the npm registry unreachable.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use switchyard::providers::Providers;
+
+use crate::fake_agent::state_changes;
+use crate::helpers::{git, repo_of, spawn_app_with_worker_settings, TestApp};
+use crate::real_clis::{agent_clis, screen_shows, wait_for, wait_watching, START};
+use crate::scripted_model::{Cue, ScriptedModel};
+
+/// A whole wish with real Codex agents: a planner, three engineers, a reviewer (and a fixer),
+/// each starting in about 8 s alone and much slower on a loaded machine.
+const JOURNEY: Duration = Duration::from_secs(600);
+
+/// The user's own Codex configuration (`~/.codex/config.toml`): its model provider is the
+/// scripted model, its key read from `OPENAI_API_KEY` (a made-up one, given in the provider's
+/// environment: the worker's own is never passed on).
+fn user_home(model: &ScriptedModel) -> tempfile::TempDir {
+    let home = tempfile::tempdir().expect("a home");
+    std::fs::create_dir(home.path().join(".codex")).expect(".codex");
+    let config = format!(
+        "model_provider = \"scripted\"\n\n[model_providers.scripted]\nname = \"Scripted\"\n\
+         base_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n",
+        model.url
+    );
+    std::fs::write(home.path().join(".codex/config.toml"), config).expect("config.toml");
+    home
+}
+
+/// `codex`: the built-in provider with the pinned program and a made-up key.
+fn providers_toml(bin: &Path) -> String {
+    let builtin = Providers::builtin();
+    let codex = builtin.get("codex").expect("built in");
+    let located = |args: &[String]| {
+        let mut args = args.to_vec();
+        args[0] = bin.join(&args[0]).to_string_lossy().into_owned();
+        serde_json::to_string(&args).expect("json is toml here")
+    };
+    format!(
+        "[providers.codex]\ncommand = {}\nresume = {}\nscreen_rules = \"codex\"\nsetup = \"codex\"\n\
+         env = {{ OPENAI_API_KEY = \"sk-switchyard-test-not-a-key\" }}\n",
+        located(&codex.command),
+        located(codex.resume.as_ref().expect("resumable")),
+    )
+}
+
+/// The app with the conductor and the merge queue running, its Codex agents talking to `model`.
+async fn conducted(bin: &Path, home: &Path) -> TestApp {
+    let home = home.to_path_buf();
+    spawn_app_with_worker_settings(&providers_toml(bin), |w| {
+        w.conductor = true;
+        w.merge_queue = true;
+        w.provider_home = Some(home);
+    })
+    .await
+}
+
+/// Polls the wish until `check` holds, failing with the wish, its agents and the model's log.
+async fn wait_for_wish(
+    app: &TestApp,
+    model: &ScriptedModel,
+    slug: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = std::time::Instant::now() + JOURNEY;
+    loop {
+        let wish = app.get_ok(&format!("/api/v1/wishes/{slug}")).await;
+        if check(&wish) {
+            return wish;
+        }
+        if std::time::Instant::now() > deadline {
+            let agents = app.get_ok("/api/v1/agents?limit=100").await;
+            let mut screens = String::new();
+            for agent in agents["items"].as_array().into_iter().flatten() {
+                let name = agent["name"].as_str().unwrap_or_default();
+                screens.push_str(&format!(
+                    "\n--- {name} ({}):\n{}",
+                    agent["state"],
+                    crate::real_clis::screen(app, name)
+                ));
+            }
+            let log: Vec<String> = model.log().iter().map(|l| format!("{:?} {:?}", l.action, l.cue)).collect();
+            panic!("timed out waiting for {what}: {wish:#}\nagents: {agents:#}\n{screens}\nmodel: {log:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Files on `branch` of `repo`.
+fn files(repo: &Path, branch: &str) -> Vec<String> {
+    git(repo, &["ls-tree", "--name-only", branch]).lines().map(str::to_owned).collect()
+}
+
+/// A draft wish with a description and no groups, carried by real Codex agents from words to
+/// merged on the target branch; `verdicts` are its reviewers' (none: the first passes).
+async fn journey(verdicts: &[bool]) -> Option<(TestApp, ScriptedModel, PathBuf)> {
+    let bin = agent_clis()?;
+    let model = ScriptedModel::start().await;
+    model.verdicts(verdicts);
+    let home = user_home(&model);
+    let app = conducted(&bin, home.path()).await;
+    let project = app.create_project("alpha").await;
+    let repo = repo_of(&project);
+    // The merge queue never moves a branch checked out in a working tree: the repository is off `main`.
+    git(&repo, &["checkout", "--quiet", "--detach"]);
+    app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "codex", "review": "agent"}})).await;
+    app.create_wish(json!({"slug": "letters", "project": "alpha", "title": "Letters",
+        "description": "Add a.txt, b.txt and c.txt"}))
+        .await;
+
+    let merged = wait_for_wish(&app, &model, "letters", "the wish is merged", |w| w["status"] == "merged").await;
+    let on_main = files(&repo, "main");
+    for file in ["a.txt", "b.txt", "c.txt"] {
+        assert!(on_main.contains(&file.to_owned()), "{file} on main: {on_main:?}\n{merged:#}");
+    }
+    assert_eq!(git(&repo, &["show", "main:b.txt"]), "b\n");
+    // Codex did it all: its planner made a group per file, and every request was Codex's.
+    let keys: Vec<&str> = merged["groups"].as_array().unwrap().iter().filter_map(|g| g["key"].as_str()).collect();
+    assert_eq!(keys.len(), 3, "{merged:#}");
+    let log = model.log();
+    assert!(log.iter().all(|l| l.vendor == "openai"), "{log:?}");
+    // No person: no agent ever waited on one (nothing was typed or answered: the test did not).
+    let agents = app.get_ok("/api/v1/agents?limit=100").await;
+    for agent in agents["items"].as_array().unwrap() {
+        let name = agent["name"].as_str().unwrap();
+        assert_eq!(agent["provider"], "codex", "{agent}");
+        let changes = state_changes(&app, name).await;
+        for waiting in ["permission", "question", "error"] {
+            assert!(!changes.iter().any(|c| c == waiting), "{name} was {waiting}: {changes:?}");
+        }
+    }
+    drop(home);
+    Some((app, model, repo))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_plans_a_draft_wish_its_engineers_and_reviewer_carry_it_and_it_merges_with_no_person() {
+    let Some((_app, model, _)) = journey(&[]).await else { return };
+    let reviews = model
+        .log()
+        .iter()
+        .filter(|l| crate::scripted_model::script::unframed(&l.prompt).starts_with("Review the wish") && l.action.is_some())
+        .count();
+    assert!(reviews >= 1, "a Codex reviewer reviewed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_fixes_what_its_reviewer_failed_and_the_wish_merges_after_the_second_review() {
+    let Some((app, _model, repo)) = journey(&[false]).await else { return };
+    // The reviewer's notes named review-fix.txt; the fix agent added it.
+    assert!(files(&repo, "main").contains(&"review-fix.txt".to_owned()));
+    let wish = app.get_ok("/api/v1/wishes/letters").await;
+    assert!(wish["review_iteration"].as_i64().unwrap_or_default() >= 1, "{wish:#}");
+}
+
+/// One Codex agent (not the conductor's) in its own clone, talking to `model`.
+async fn one_agent(model: &ScriptedModel) -> Option<(TestApp, tempfile::TempDir)> {
+    let bin = agent_clis()?;
+    let home = user_home(model);
+    let path = home.path().to_path_buf();
+    let app = spawn_app_with_worker_settings(&providers_toml(&bin), |w| w.provider_home = Some(path)).await;
+    app.create_project("alpha").await;
+    app.create_agent(json!({"name": "owl", "project": "alpha", "kind": "worker", "role": "engineer",
+        "provider": "codex", "clone": "agent"}))
+        .await;
+    wait_for(&app, "owl", "idle", START).await;
+    Some((app, home))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_answers_a_message_to_an_idle_agent_and_is_idle_again() {
+    let model = ScriptedModel::start().await;
+    let Some((app, _home)) = one_agent(&model).await else { return };
+    let message = app.send_message("owl", "What is the state of the build?").await;
+    let delivered = app.delivered(message, START).await;
+    eprintln!("codex: a message confirmed by {}", delivered["confirmed_by"]);
+    screen_shows(&app, "owl", "Noted.").await;
+    wait_for(&app, "owl", "idle", START).await;
+    assert!(model.log().iter().any(|l| l.prompt.contains("What is the state of the build?")), "{:?}", model.log());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_at_its_usage_limit_is_suspended_in_its_own_words_and_an_overload_is_not_an_error() {
+    let model = ScriptedModel::start().await;
+    let Some((app, _home)) = one_agent(&model).await else { return };
+
+    // An overload Codex retries through: working, then the answer, never error.
+    model.cue(Cue::Overload, 2);
+    app.send_message("owl", "First question.").await;
+    screen_shows(&app, "owl", "Noted.").await;
+    wait_for(&app, "owl", "idle", START).await;
+    let changes = state_changes(&app, "owl").await;
+    assert!(!changes.iter().any(|c| c == "error"), "{changes:?}");
+
+    // A usage limit: Codex's own words on its screen, and the agent suspended until the reset.
+    model.cue(Cue::RateLimit { resets_in: Duration::from_secs(600) }, 1);
+    app.send_message("owl", "Second question.").await;
+    let (owl, last) = wait_watching(&app, "owl", "suspended", "hit your usage limit", START).await;
+    eprintln!("codex usage limit: {owl}\n{last}");
+    assert!(last.contains("try again at"), "{last}");
+    assert!(owl["suspended_until"].is_string(), "{owl}");
+}
