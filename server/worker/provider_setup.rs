@@ -213,12 +213,57 @@ fn gemini(dir: &AgentWritable, clone: &str, user: &UserConfig, env: &BTreeMap<St
         settings["security"]["auth"]["selectedType"] = json!("gemini-api-key");
     }
     own.replace("settings.json", serde_json::to_string_pretty(&settings)?.as_bytes(), PRIVATE)?;
+    // Gemini CLI reads every `*.toml` in its user policy directory; this one is Switchyard's,
+    // rewritten on every start (the user's own policies are theirs: not copied in).
+    own.create_dir("policies", 0o700)?.replace(GEMINI_POLICY_FILE, gemini_policy().as_bytes(), PRIVATE)?;
     if let Some(users) = users {
         for name in GEMINI_LOGIN_FILES {
             copy_if_present(&users.join(name), &own, name)?;
         }
     }
     Ok(())
+}
+
+/// Switchyard's policy file in the agent's Gemini CLI policy directory.
+const GEMINI_POLICY_FILE: &str = "switchyard.toml";
+
+/// The shell commands Switchyard's briefs have an agent run (git's everyday verbs and
+/// `switchyard` itself), as command prefixes.
+pub const BRIEF_COMMANDS: [&str; 9] =
+    ["git add", "git commit", "git fetch", "git merge", "git push", "git status", "git diff", "git log", "switchyard"];
+
+/// Gemini CLI's policy (its policy engine's TOML, user tier) for an agent: what Switchyard's
+/// briefs ask is allowed without a person (editing files, which Gemini CLI keeps to the
+/// workspace, and [`BRIEF_COMMANDS`]; a chained command is allowed only when each part is).
+fn gemini_policy() -> String {
+    let mut text = String::from("# Written by Switchyard on each start of this agent.\n");
+    text.push_str(&rule("Edits in the agent's clone", &[("toolName", list(&["write_file", "replace"]))], "allow", 900));
+    text.push_str(&rule(
+        "What Switchyard's briefs run",
+        &[("toolName", string("run_shell_command")), ("commandPrefix", list(&BRIEF_COMMANDS))],
+        "allow",
+        900,
+    ));
+    text
+}
+
+/// One `[[rule]]` of a Gemini CLI policy; `fields` hold TOML values ([`string`], [`list`]).
+fn rule(name: &str, fields: &[(&str, String)], decision: &str, priority: u32) -> String {
+    let mut text = format!("\n[[rule]]\nname = {}\n", string(name));
+    for (key, value) in fields {
+        text.push_str(&format!("{key} = {value}\n"));
+    }
+    text.push_str(&format!("decision = {}\npriority = {priority}\n", string(decision)));
+    text
+}
+
+/// `text` as a TOML basic string (a JSON string is one: the same escapes).
+fn string(text: &str) -> String {
+    serde_json::to_string(text).expect("a string")
+}
+
+fn list(items: &[&str]) -> String {
+    format!("[{}]", items.iter().map(|i| string(i)).collect::<Vec<_>>().join(", "))
 }
 
 /// The JSON in the user's file at `path`, `None` when there is no such file; a file that is not

@@ -49,6 +49,7 @@ mod tasks;
 mod teams;
 mod text_rules;
 mod tmux;
+mod unattended_gemini;
 mod usage;
 mod webhook_crash;
 mod webhooks;

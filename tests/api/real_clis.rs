@@ -24,11 +24,11 @@ use crate::helpers::{
 };
 
 /// The CLIs start slowly on a loaded machine (Codex about 8 s alone).
-const START: Duration = Duration::from_secs(60);
+pub(crate) const START: Duration = Duration::from_secs(60);
 
 /// The directory holding `claude`, `codex` and `gemini`; `None` (said on stderr) when npm was
 /// unreachable for `./dev deps`.
-fn agent_clis() -> Option<PathBuf> {
+pub(crate) fn agent_clis() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("SWITCHYARD_AGENT_CLIS").filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(dir));
     }
@@ -43,7 +43,7 @@ fn agent_clis() -> Option<PathBuf> {
 }
 
 /// The CLI's version as it reports it (`2.1.332 (Claude Code)`, `codex-cli 0.169.0`, `0.61.0`).
-fn version(bin: &Path, cli: &str) -> String {
+pub(crate) fn version(bin: &Path, cli: &str) -> String {
     let out = Command::new(bin.join(cli)).arg("--version").output().expect("run --version");
     let text = String::from_utf8_lossy(&out.stdout);
     text.split_whitespace().find(|w| w.starts_with(|c: char| c.is_ascii_digit())).expect("a version").to_owned()
@@ -94,13 +94,19 @@ async fn start(app: &TestApp, name: &str, provider: &str) {
 }
 
 /// Waits for `state`, failing at once should the agent land in another state it cannot leave.
-async fn wait_for(app: &TestApp, name: &str, state: &str, within: Duration) -> Value {
+pub(crate) async fn wait_for(app: &TestApp, name: &str, state: &str, within: Duration) -> Value {
     wait_watching(app, name, state, "", within).await.0
 }
 
 /// Waits for `state` as [`wait_for`] does, and returns the last screen its window showed on the
 /// way that held `words` (the window of an agent that stopped is gone when the state says so).
-async fn wait_watching(app: &TestApp, name: &str, state: &str, words: &str, within: Duration) -> (Value, String) {
+pub(crate) async fn wait_watching(
+    app: &TestApp,
+    name: &str,
+    state: &str,
+    words: &str,
+    within: Duration,
+) -> (Value, String) {
     let started = Instant::now();
     let mut last = String::new();
     loop {
@@ -122,7 +128,7 @@ async fn wait_watching(app: &TestApp, name: &str, state: &str, words: &str, with
 }
 
 /// Every state change of the agent with its source and reason, one a line: what a failure says.
-async fn story(app: &TestApp, name: &str) -> String {
+pub(crate) async fn story(app: &TestApp, name: &str) -> String {
     state_change_events(app, name).await.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")
 }
 
@@ -132,13 +138,13 @@ async fn latency(app: &TestApp, name: &str, state: &str, since: Instant, within:
     since.elapsed()
 }
 
-fn tmux(app: &TestApp, args: &[&str]) -> String {
+pub(crate) fn tmux(app: &TestApp, args: &[&str]) -> String {
     let out = Command::new("tmux").arg("-L").arg(&app.tmux_socket).args(args).output().expect("tmux");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The agent's window's screen now (empty when it has none).
-fn screen(app: &TestApp, name: &str) -> String {
+pub(crate) fn screen(app: &TestApp, name: &str) -> String {
     let panes = tmux(app, &["list-panes", "-a", "-F", "#{window_name}\t#{pane_id}"]);
     let Some(pane) = panes.lines().find_map(|l| l.strip_prefix(&format!("{name}\t"))) else {
         return String::new();
@@ -147,13 +153,13 @@ fn screen(app: &TestApp, name: &str) -> String {
 }
 
 /// The start command of the agent's window.
-fn start_command(app: &TestApp, name: &str) -> String {
+pub(crate) fn start_command(app: &TestApp, name: &str) -> String {
     let panes = tmux(app, &["list-panes", "-a", "-F", "#{window_name}\t#{pane_start_command}"]);
     panes.lines().find_map(|l| l.strip_prefix(&format!("{name}\t"))).unwrap_or_default().to_owned()
 }
 
 /// Waits for the agent's screen to show `text`, and returns the screen.
-async fn screen_shows(app: &TestApp, name: &str, text: &str) -> String {
+pub(crate) async fn screen_shows(app: &TestApp, name: &str, text: &str) -> String {
     let started = Instant::now();
     loop {
         let now = screen(app, name);
@@ -174,7 +180,7 @@ fn record(provider: &str, name: &str, version: &str, text: &str) {
     std::fs::write(dir.join(format!("{name}-{version}.txt")), text).expect("record the screen");
 }
 
-async fn type_text(app: &TestApp, name: &str, text: &str) {
+pub(crate) async fn type_text(app: &TestApp, name: &str, text: &str) {
     let response = app.post(&format!("/api/v1/agents/{name}/input"), json!({"text": text})).await;
     if response.status() != 200 {
         let agent = app.agent(name).await;
@@ -187,12 +193,12 @@ async fn type_text(app: &TestApp, name: &str, text: &str) {
     }
 }
 
-async fn act(app: &TestApp, name: &str, action: &str) -> Value {
+pub(crate) async fn act(app: &TestApp, name: &str, action: &str) -> Value {
     assert_json(app.post(&format!("/api/v1/agents/{name}/{action}"), json!({})).await, 200).await
 }
 
 /// The overview's "Needs you" panel, as the dashboard shows it.
-async fn needs_panel(app: &TestApp) -> String {
+pub(crate) async fn needs_panel(app: &TestApp) -> String {
     let dashboard = Dashboard::login(app).await;
     let (status, html) = dashboard.get("/?block=needs").await;
     assert_eq!(status, 200);
@@ -306,7 +312,7 @@ async fn claude_code_is_interrupted_suspended_and_resumed_with_its_session() {
 }
 
 /// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn walk(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     entries.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
 }

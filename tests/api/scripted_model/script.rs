@@ -44,7 +44,7 @@ pub fn next(turn: &super::Turn, verdicts: &mut VecDeque<bool>) -> Action {
 }
 
 fn steps(prompt: &str, first: bool, verdicts: &mut VecDeque<bool>) -> Vec<Action> {
-    let p = prompt.trim_start();
+    let p = unframed(prompt);
     if p.starts_with("Plan the wish") {
         let wish = between(p, "The wish:\n", "\n\nWrite plan.yaml").unwrap_or(p);
         vec![write("plan.yaml", &plan(wish)), run("switchyard wish plan --file plan.yaml")]
@@ -169,8 +169,18 @@ fn stem(file: &str) -> &str {
     name.split('.').next().unwrap_or(name)
 }
 
+/// The message without the line Switchyard types above it (`[message from Switchyard]`).
+fn unframed(prompt: &str) -> &str {
+    let p = prompt.trim_start();
+    match p.split_once('\n') {
+        Some((first, rest)) if first.starts_with("[message from") => rest.trim_start(),
+        _ => p,
+    }
+}
+
 fn done_text(prompt: &str) -> String {
-    if prompt.trim_start().starts_with("Your assignment") || prompt.trim_start().starts_with("Plan the wish") {
+    let p = unframed(prompt);
+    if p.starts_with("Your assignment") || p.starts_with("Plan the wish") {
         "Done: the work is committed and reported.".to_owned()
     } else {
         "Noted.".to_owned()
@@ -230,6 +240,16 @@ mod tests {
         let Action::Run { command } = next(&turn(&brief, 1), &mut verdicts) else { panic!() };
         assert!(command.contains("git commit") && command.contains("switchyard group done"), "{command}");
         assert!(matches!(next(&turn(&brief, 2), &mut verdicts), Action::Say(_)));
+    }
+
+    #[test]
+    fn the_line_naming_the_sender_is_not_the_brief() {
+        let brief = switchyard::domain::message::typed(
+            "switchyard",
+            &switchyard::app::conductor::briefs::planner("Letters", "Add a.txt"),
+        );
+        let Action::Write { path, .. } = next(&turn(&brief, 0), &mut VecDeque::new()) else { panic!("{brief}") };
+        assert_eq!(path, "plan.yaml");
     }
 
     #[test]
