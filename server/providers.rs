@@ -14,6 +14,8 @@
 //! network = "none"      # under bwrap: no network at all ("host", the default: the machine's)
 //! sandbox_paths = ["/opt/models"]   # more to show read-only under bwrap
 //! nice = 10             # the agents' CPU niceness, 0 (as Switchyard) to 19 (the default)
+//! permissions = "allow-list"   # or "ask", "auto": see [`crate::domain::permissions`] (default: `auto` under bwrap, else `ask`)
+//! allow = ["Bash(cargo test:*)"]   # with "allow-list": more the CLI may do, in its own rule syntax
 //! ```
 //!
 //! The same file sets what models cost, in USD per million tokens, by model id prefix (the
@@ -43,6 +45,7 @@ use crate::domain::cost::{Price, PriceList};
 pub mod confinement;
 pub mod sandbox;
 
+pub use crate::domain::permissions::{self, Permissions, Policy};
 pub use sandbox::{Network, Sandbox};
 
 /// The placeholders a command may use.
@@ -75,6 +78,10 @@ pub struct Provider {
     /// The CPU niceness its agents' programs run at (0–19; [`AGENT_NICE`] unless set): agents
     /// busy compiling never starve the control plane that watches them and serves the dashboard.
     pub nice: u8,
+    /// The permission policy chosen in the config; `None`: [`Provider::permissions`]'s default.
+    pub chosen_permissions: Option<Permissions>,
+    /// More the CLI may do without asking, in its own rule syntax (for `allow-list`).
+    pub allow: Vec<String>,
 }
 
 /// The niceness of agents' programs unless their provider says otherwise: they are the machine's
@@ -105,6 +112,25 @@ pub struct Placeholders<'a> {
 }
 
 impl Provider {
+    /// Its permission policy: the one chosen, else `auto` under the sandbox and `ask` outside it.
+    pub fn permissions(&self) -> Permissions {
+        self.chosen_permissions.unwrap_or(match self.sandbox {
+            Sandbox::Bwrap => Permissions::Auto,
+            Sandbox::None => Permissions::Ask,
+        })
+    }
+
+    /// The policy an agent of this provider runs with where its project chose `project`'s: that
+    /// one, except `auto` outside the sandbox (the providers file may have changed since the
+    /// project chose it), which is `ask`.
+    pub fn policy(&self, project: Option<Permissions>) -> Policy<'_> {
+        let mut permissions = project.unwrap_or_else(|| self.permissions());
+        if permissions == Permissions::Auto && self.sandbox == Sandbox::None {
+            permissions = Permissions::Ask;
+        }
+        Policy { permissions, allow: &self.allow }
+    }
+
     /// The argv to start the agent.
     pub fn command(&self, values: &Placeholders) -> Vec<String> {
         substitute(&self.command, values)
@@ -263,6 +289,8 @@ struct ProviderEntry {
     network: Option<Network>,
     sandbox_paths: Option<Vec<PathBuf>>,
     nice: Option<u8>,
+    permissions: Option<Permissions>,
+    allow: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -304,6 +332,8 @@ impl Providers {
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
                 nice: AGENT_NICE,
+                chosen_permissions: None,
+                allow: Vec::new(),
             },
             Provider {
                 name: "codex".into(),
@@ -318,6 +348,8 @@ impl Providers {
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
                 nice: AGENT_NICE,
+                chosen_permissions: None,
+                allow: Vec::new(),
             },
             Provider {
                 name: "gemini".into(),
@@ -331,6 +363,8 @@ impl Providers {
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
                 nice: AGENT_NICE,
+                chosen_permissions: None,
+                allow: Vec::new(),
             },
             Provider {
                 name: "shell".into(),
@@ -344,6 +378,8 @@ impl Providers {
                 network: Network::Host,
                 sandbox_paths: Vec::new(),
                 nice: AGENT_NICE,
+                chosen_permissions: None,
+                allow: Vec::new(),
             },
         ];
         Providers { by_name: list.into_iter().map(|p| (p.name.clone(), p)).collect(), prices: PriceList::default() }
@@ -384,6 +420,8 @@ impl Providers {
                         network: Network::Host,
                         sandbox_paths: Vec::new(),
                         nice: AGENT_NICE,
+                        chosen_permissions: None,
+                        allow: Vec::new(),
                     };
                     merge(base, entry).map_err(|message| error(&name, message))?
                 }
@@ -460,6 +498,12 @@ fn merge(mut base: Provider, entry: ProviderEntry) -> Result<Provider, String> {
     if let Some(nice) = entry.nice {
         base.nice = nice;
     }
+    if let Some(permissions) = entry.permissions {
+        base.chosen_permissions = Some(permissions);
+    }
+    if let Some(allow) = entry.allow {
+        base.allow = allow;
+    }
     Ok(base)
 }
 
@@ -502,8 +546,20 @@ fn validate(p: &Provider) -> Result<(), ProviderConfigError> {
     if p.sandbox == Sandbox::None && (p.network != Network::Host || !p.sandbox_paths.is_empty()) {
         return Err(error(&p.name, "`network` and `sandbox_paths` need `sandbox = \"bwrap\"`"));
     }
+    if p.chosen_permissions == Some(Permissions::Auto) && p.sandbox == Sandbox::None {
+        return Err(error(&p.name, format!("`permissions = \"auto\"`: {}", permissions::AUTO_NEEDS_SANDBOX)));
+    }
+    if p.allow.len() > MAX_ALLOW_RULES {
+        return Err(error(&p.name, format!("`allow` holds at most {MAX_ALLOW_RULES} rules")));
+    }
+    if let Some(rule) = p.allow.iter().find(|rule| rule.trim().is_empty() || rule.chars().any(char::is_control)) {
+        return Err(error(&p.name, format!("`allow` rule {rule:?} must be text on one line")));
+    }
     Ok(())
 }
+
+/// The most `allow` rules a provider may give.
+const MAX_ALLOW_RULES: usize = 200;
 
 /// The first `{word}` in `arg` that is not a known placeholder. Braces around anything but a
 /// lowercase word (`{"a": 1}`, `${HOME}`'s `{HOME}`) are literal text, not placeholders.
@@ -542,6 +598,30 @@ mod tests {
         let refused = Providers::parse("[providers.odd]\ncommand = [\"x\"]\nnice = 20\n").expect_err("20");
         assert!(refused.to_string().contains("`nice` must be 0 to 19"), "{refused}");
         assert!(Providers::parse("[providers.odd]\ncommand = [\"x\"]\nnice = -1\n").is_err(), "negative");
+    }
+
+    #[test]
+    fn an_agent_runs_auto_under_the_sandbox_and_asks_outside_it_and_auto_needs_the_sandbox() {
+        let parsed = Providers::parse(
+            "[providers.claude]\nsandbox = \"bwrap\"\n[providers.codex]\nsandbox = \"none\"\n\
+             [providers.gemini]\nsandbox = \"none\"\npermissions = \"allow-list\"\nallow = [\"run_shell_command(cargo)\"]\n",
+        )
+        .expect("valid");
+        let (claude, codex, gemini) =
+            (parsed.get("claude").unwrap(), parsed.get("codex").unwrap(), parsed.get("gemini").unwrap());
+        assert_eq!((claude.permissions(), codex.permissions()), (Permissions::Auto, Permissions::Ask));
+        assert_eq!(gemini.policy(None), Policy { permissions: Permissions::AllowList, allow: &gemini.allow });
+        assert_eq!(gemini.allow, ["run_shell_command(cargo)"]);
+        // A project's choice wins, except `auto` outside the sandbox (chosen before it was opted out of).
+        assert_eq!(claude.policy(Some(Permissions::Ask)).permissions, Permissions::Ask);
+        assert_eq!(codex.policy(Some(Permissions::Auto)).permissions, Permissions::Ask);
+
+        let refused = Providers::parse("[providers.codex]\nsandbox = \"none\"\npermissions = \"auto\"\n");
+        let message = refused.expect_err("auto needs the sandbox").to_string();
+        assert!(message.contains("codex") && message.contains("sandbox = \"bwrap\""), "{message}");
+        let refused = Providers::parse("[providers.codex]\nallow = [\"git\\nrm\"]\n").expect_err("one line");
+        assert!(refused.to_string().contains("`allow`"), "{refused}");
+        assert!(Providers::parse("[providers.codex]\npermissions = \"sometimes\"\n").is_err());
     }
 
     #[test]

@@ -11,11 +11,12 @@ use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::projects::{self, Project, ProjectFields};
 use crate::domain::agent_kind::is_valid_branch;
+use crate::domain::permissions::Permissions;
 use crate::domain::project::{
     is_valid_slug, ConductorConfig, ForkConfig, MergeQueueConfig, PrShepherdConfig, MAX_AGENTS, MAX_ITERATIONS,
 };
 use crate::git::{self, clones, GitError};
-use crate::providers::Providers;
+use crate::providers::{Providers, Sandbox};
 
 /// What a new project is made of; what is not given takes its default (`main`, configs off).
 #[derive(Debug, Default)]
@@ -202,6 +203,18 @@ fn validate(mut f: ProjectFields, data_dir: &Path, providers: &Providers, errors
     errors.check("conductor_config.fallback_providers", conductor.fallback_providers.len() <= 10, "at most 10");
     for (i, name) in conductor.fallback_providers.iter().enumerate() {
         errors.check(format!("conductor_config.fallback_providers[{i}]"), known(name), "unknown provider");
+    }
+    for (name, policy) in &conductor.permissions {
+        let field = format!("conductor_config.permissions.{name}");
+        match providers.get(name) {
+            None => {
+                errors.check(field, false, "unknown provider");
+            }
+            Some(provider) => {
+                let allowed = *policy != Permissions::Auto || provider.sandbox != Sandbox::None;
+                errors.check(field, allowed, crate::domain::permissions::AUTO_NEEDS_SANDBOX);
+            }
+        }
     }
     f.repo_path = f.repo_path.trim().to_owned();
     if let Err(why) = repo_path_rule(&f.repo_path, data_dir) {

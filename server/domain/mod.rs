@@ -28,6 +28,7 @@ pub mod board;
 pub mod cost;
 pub mod merge_queue;
 pub mod message;
+pub mod permissions;
 pub mod plan;
 pub mod progress;
 pub mod project;

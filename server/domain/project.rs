@@ -2,7 +2,11 @@
 //! names (its `Repository`'s `fork_config`, `merge_queue_config`, `pr_shepherd_config`) so its
 //! users recognise them and the `state.json` export can copy them as they are.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+
+use crate::domain::permissions::Permissions;
 
 /// `^[a-z0-9][a-z0-9-]{0,62}$`, the same rule as the SQL `CHECK` (and wish slugs).
 pub fn is_valid_slug(slug: &str) -> bool {
@@ -94,6 +98,10 @@ pub struct ConductorConfig {
     /// How many iterations a dispatched task's agent gets (it stopped without reporting done or
     /// fail: it is told to go on) before the task fails; a task's own lower cap wins.
     pub max_iterations: u32,
+    /// The permission policy of the project's agents by provider, over the provider's own
+    /// (`crate::domain::permissions`); `auto` only for a provider under the sandbox.
+    #[schema(value_type = std::collections::BTreeMap<String, Permissions>)]
+    pub permissions: BTreeMap<String, Permissions>,
 }
 
 impl Default for ConductorConfig {
@@ -107,6 +115,7 @@ impl Default for ConductorConfig {
             max_agents: 4,
             keep_clones: false,
             max_iterations: 3,
+            permissions: BTreeMap::new(),
         }
     }
 }

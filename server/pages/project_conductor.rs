@@ -42,6 +42,9 @@ struct ConductorFields {
     /// A checkbox: present when checked.
     #[serde(default)]
     keep_clones: Option<String>,
+    /// `provider=policy` pairs, comma or space separated.
+    #[serde(default)]
+    permissions: String,
     version: String,
 }
 
@@ -56,6 +59,12 @@ impl ConductorFields {
             max_agents: config.max_agents.to_string(),
             max_iterations: config.max_iterations.to_string(),
             keep_clones: config.keep_clones.then(|| "on".to_owned()),
+            permissions: config
+                .permissions
+                .iter()
+                .map(|(provider, policy)| format!("{provider}={}", policy.as_str()))
+                .collect::<Vec<_>>()
+                .join(", "),
             version: version.to_string(),
         }
     }
@@ -75,8 +84,17 @@ impl ConductorFields {
             "" => ConductorConfig::default().max_iterations,
             n => n.parse().map_err(|_| Error::invalid("conductor_config.max_iterations", "must be a whole number"))?,
         };
+        let mut permissions = std::collections::BTreeMap::new();
+        for pair in self.permissions.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()) {
+            let (provider, policy) = pair.split_once('=').ok_or_else(|| {
+                Error::invalid("conductor_config.permissions", format!("{pair:?}: write provider=policy"))
+            })?;
+            let field = format!("conductor_config.permissions.{}", provider.trim());
+            permissions.insert(provider.trim().to_owned(), choice(&field["conductor_config.".len()..], policy)?);
+        }
         Ok(ConductorConfig {
             max_iterations,
+            permissions,
             planning: choice::<Planning>("planning", &self.planning)?,
             plan_approval: choice::<PlanApproval>("plan_approval", &self.plan_approval)?,
             review: choice::<ReviewMode>("review", &self.review)?,

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::agent_writable::AgentWritable;
-use crate::providers::Setup;
+use crate::providers::{Policy, Setup};
 
 /// Where the user's own provider configuration is: the worker's environment (`HOME`,
 /// `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `GEMINI_CLI_HOME`).
@@ -73,13 +73,15 @@ impl UserConfig {
 
 /// Writes the agent's configuration for `setup` under `agent_dir` for an agent working in
 /// `clone`, and returns the variables that point the provider at it. `pane_env` is the
-/// provider's configured environment (where an API key may be given).
+/// provider's configured environment (where an API key may be given); `policy` what the CLI
+/// may do without asking ([`crate::domain::permissions`]).
 pub fn prepare(
     setup: Setup,
     agent_dir: &Path,
     clone: &Path,
     user: &UserConfig,
     pane_env: &BTreeMap<String, String>,
+    policy: Policy<'_>,
 ) -> std::io::Result<Vec<(String, String)>> {
     let (name, variable) = match setup {
         Setup::None => return Ok(Vec::new()),
@@ -97,9 +99,9 @@ pub fn prepare(
     let clone = clone.to_string_lossy();
     match setup {
         Setup::None => {}
-        Setup::Claude => claude(&dir, &clone, user, pane_env)?,
-        Setup::Codex => codex(&dir, &clone, user, pane_env)?,
-        Setup::Gemini => gemini(&dir, &clone, user, pane_env)?,
+        Setup::Claude => claude(&dir, &clone, user, pane_env, policy)?,
+        Setup::Codex => codex(&dir, &clone, user, pane_env, policy)?,
+        Setup::Gemini => gemini(&dir, &clone, user, pane_env, policy)?,
     }
     Ok(vec![(variable.to_owned(), dir.path().to_string_lossy().into_owned())])
 }
@@ -107,7 +109,13 @@ pub fn prepare(
 /// The fields of the user's `.claude.json` that say who they are; nothing about their projects.
 const CLAUDE_ACCOUNT_FIELDS: [&str; 4] = ["oauthAccount", "primaryApiKey", "customApiKeyResponses", "userID"];
 
-fn claude(dir: &AgentWritable, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+fn claude(
+    dir: &AgentWritable,
+    clone: &str,
+    user: &UserConfig,
+    env: &BTreeMap<String, String>,
+    _policy: Policy<'_>,
+) -> std::io::Result<()> {
     // An earlier start's file is kept (Claude Code records its own state there); a first start
     // takes the user's account.
     let mut config = own_json(dir, ".claude.json")?.unwrap_or_else(|| {
@@ -159,7 +167,13 @@ fn claude(dir: &AgentWritable, clone: &str, user: &UserConfig, env: &BTreeMap<St
     Ok(())
 }
 
-fn codex(dir: &AgentWritable, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+fn codex(
+    dir: &AgentWritable,
+    clone: &str,
+    user: &UserConfig,
+    env: &BTreeMap<String, String>,
+    _policy: Policy<'_>,
+) -> std::io::Result<()> {
     let users = user.codex_home.as_deref();
     let mut config = match dir.read_string("config.toml")? {
         Some(text) => text,
@@ -187,7 +201,13 @@ fn codex(dir: &AgentWritable, clone: &str, user: &UserConfig, env: &BTreeMap<Str
 /// The user's Gemini CLI files that hold their login.
 const GEMINI_LOGIN_FILES: [&str; 3] = ["oauth_creds.json", "google_accounts.json", "gemini-credentials.json"];
 
-fn gemini(dir: &AgentWritable, clone: &str, user: &UserConfig, env: &BTreeMap<String, String>) -> std::io::Result<()> {
+fn gemini(
+    dir: &AgentWritable,
+    clone: &str,
+    user: &UserConfig,
+    env: &BTreeMap<String, String>,
+    _policy: Policy<'_>,
+) -> std::io::Result<()> {
     let own = dir.create_dir(".gemini", 0o700)?;
     let users = user.gemini_dir.as_deref();
     let from_user = |name: &str| users.and_then(|u| read_json(&u.join(name)).ok().flatten());
@@ -299,6 +319,9 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+    use crate::providers::Permissions;
+
+    const ASK: Policy<'static> = Policy { permissions: Permissions::Ask, allow: &[] };
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
@@ -318,7 +341,7 @@ mod tests {
         let user_config =
             UserConfig { claude_dir: Some(user.path().into()), claude_json: Some(users_json), ..UserConfig::none() };
         let key = env(&[("ANTHROPIC_API_KEY", "sk-ant-api03-0123456789abcdefghijKLMNOPQRST")]);
-        let start = || prepare(Setup::Claude, agent.path(), Path::new("/clones/fox"), &user_config, &key).unwrap();
+        let start = || prepare(Setup::Claude, agent.path(), Path::new("/clones/fox"), &user_config, &key, ASK).unwrap();
         let vars = start();
         let dir = agent.path().join("claude");
         assert_eq!(vars, [("CLAUDE_CONFIG_DIR".to_owned(), dir.to_string_lossy().into_owned())]);
@@ -350,8 +373,8 @@ mod tests {
         std::fs::write(user.path().join("config.toml"), "model = \"o5\"").unwrap();
         let user_config = UserConfig { codex_home: Some(user.path().into()), ..UserConfig::none() };
         let clone = Path::new("/clones/a \"b\"");
-        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")])).unwrap();
-        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")])).unwrap();
+        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK).unwrap();
+        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK).unwrap();
         let text = std::fs::read_to_string(agent.path().join("codex/config.toml")).unwrap();
         let parsed: toml::Table = toml::from_str(&text).unwrap();
         assert_eq!(parsed["model"].as_str(), Some("o5"));
@@ -359,15 +382,15 @@ mod tests {
         assert_eq!(json_at(agent.path().join("codex/auth.json"))["OPENAI_API_KEY"], "sk-x");
         // The user's own login wins over a key in the pane's environment.
         std::fs::write(user.path().join("auth.json"), r#"{"tokens": {}}"#).unwrap();
-        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")])).unwrap();
+        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK).unwrap();
         assert!(json_at(agent.path().join("codex/auth.json")).get("tokens").is_some());
     }
 
     #[test]
     fn gemini_trusts_the_clone_and_chooses_the_api_key_only_when_the_pane_has_one() {
         let agent = tempfile::tempdir().unwrap();
-        let vars =
-            prepare(Setup::Gemini, agent.path(), Path::new("/clones/owl"), &UserConfig::none(), &env(&[])).unwrap();
+        let vars = prepare(Setup::Gemini, agent.path(), Path::new("/clones/owl"), &UserConfig::none(), &env(&[]), ASK)
+            .unwrap();
         assert_eq!(vars[0].0, "GEMINI_CLI_HOME");
         let own = agent.path().join("gemini/.gemini");
         assert_eq!(json_at(own.join("trustedFolders.json"))["/clones/owl"], "TRUST_FOLDER");
@@ -378,6 +401,7 @@ mod tests {
             Path::new("/clones/owl"),
             &UserConfig::none(),
             &env(&[("GEMINI_API_KEY", "k")]),
+            ASK,
         )
         .unwrap();
         assert_eq!(json_at(own.join("settings.json"))["security"]["auth"]["selectedType"], "gemini-api-key");
@@ -386,7 +410,7 @@ mod tests {
     #[test]
     fn a_provider_without_setup_gets_nothing() {
         let agent = tempfile::tempdir().unwrap();
-        let vars = prepare(Setup::None, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[])).unwrap();
+        let vars = prepare(Setup::None, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[]), ASK).unwrap();
         assert!(vars.is_empty());
         assert_eq!(std::fs::read_dir(agent.path()).unwrap().count(), 0);
     }
@@ -401,7 +425,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::os::unix::fs::symlink(&secret, dir.join(".claude.json")).unwrap();
         std::os::unix::fs::symlink(&victim, dir.join(".claude.switchyard-tmp")).unwrap();
-        let refused = prepare(Setup::Claude, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[]))
+        let refused = prepare(Setup::Claude, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[]), ASK)
             .unwrap_err()
             .to_string();
         assert!(refused.contains(".claude.json is a symbolic link"), "{refused}");

@@ -96,7 +96,16 @@ impl Spawner<'_> {
         }
         let own_dir = crate::app::agents::own_dir(self.data_dir, &agent.name);
         let user = self.provider_home.map_or_else(UserConfig::from_env, UserConfig::under);
-        let setup_env = provider_setup::prepare(provider.setup, &own_dir, &cwd, &user, &provider.env)?;
+        // The project may choose its agents' permission policy over the provider's own.
+        let chosen = {
+            let mut conn = self.db.acquire().await?;
+            crate::db::projects::conductor_config(&mut conn, agent.project_id)
+                .await?
+                .permissions
+                .remove(&agent.provider)
+        };
+        let policy = provider.policy(chosen);
+        let setup_env = provider_setup::prepare(provider.setup, &own_dir, &cwd, &user, &provider.env, policy)?;
         let mut tx = self.db.begin().await?;
         let token = fleet::issue_token(&mut tx, agent.id).await?;
         let token_file = write_token(self.data_dir, &agent.name, &token)?;

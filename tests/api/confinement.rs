@@ -177,3 +177,35 @@ async fn a_task_of_a_sandboxed_project_is_dispatched_only_to_a_provider_as_confi
     let sent = app.post(&format!("/api/v1/tasks/{}/dispatch", id(&free)), json!({"provider": "boxed-online"})).await;
     assert!(sent.status().is_success(), "{:?}", sent.text().await);
 }
+
+#[tokio::test]
+async fn a_project_chooses_its_agents_permission_policy_and_auto_only_for_a_provider_under_the_sandbox() {
+    let app = sandboxed_project().await;
+    let set = |permissions: Value| {
+        let body = json!({"conductor_config": {"provider": "boxed", "permissions": permissions}});
+        app.send(Method::PATCH, "/api/v1/projects/alpha", Some(body))
+    };
+
+    let problem = assert_problem(set(json!({"shell": "auto", "nobody": "ask"})).await, 422).await;
+    assert!(
+        error_for(&problem, "conductor_config.permissions.shell")
+            .contains("needs the provider to run under the sandbox"),
+        "{problem}"
+    );
+    assert_eq!(error_for(&problem, "conductor_config.permissions.nobody"), "unknown provider");
+    let problem = assert_problem(set(json!({"boxed": "sometimes"})).await, 422).await;
+    assert!(problem.to_string().contains("permissions"), "{problem}");
+    assert_eq!(
+        app.get_ok("/api/v1/projects/alpha").await["conductor_config"]["permissions"],
+        json!({}),
+        "nothing changed"
+    );
+
+    assert_eq!(set(json!({"boxed": "auto", "shell": "allow-list"})).await.status(), 200);
+    let project = app.get_ok("/api/v1/projects/alpha").await;
+    assert_eq!(
+        project["conductor_config"]["permissions"],
+        json!({"boxed": "auto", "shell": "allow-list"}),
+        "{project}"
+    );
+}

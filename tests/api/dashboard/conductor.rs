@@ -306,8 +306,10 @@ async fn the_conductor_settings_form_changes_the_projects_config_and_names_a_bad
     assert_eq!(
         *config,
         json!({"planning": "human", "plan_approval": "human", "review": "both", "provider": "shell",
-               "fallback_providers": ["claude", "codex"], "max_agents": 2, "keep_clones": true, "max_iterations": 3})
+               "fallback_providers": ["claude", "codex"], "max_agents": 2, "keep_clones": true, "max_iterations": 3,
+               "permissions": {"claude": "auto", "shell": "allow-list"}})
     );
+    assert!(dashboard.get(&to).await.1.contains(r#"value="claude=auto, shell=allow-list""#), "the policies as typed");
     let (_, html) = dashboard.get(&to).await;
     assert!(html.contains("Saved.") && html.contains(r#"<option value="both" selected>"#));
 
@@ -315,11 +317,25 @@ async fn the_conductor_settings_form_changes_the_projects_config_and_names_a_bad
     assert_eq!(stale.status(), 409, "a form read before another change does not overwrite it");
     assert_eq!(app.get_ok("/api/v1/projects/alpha").await["conductor_config"]["max_agents"], 2);
     assert_eq!(dashboard.get("/projects/nope/conductor").await.0, 404);
+
+    // `auto` for a provider outside the sandbox is refused, on the field.
+    let version = app.get_ok("/api/v1/projects/alpha").await["version"].to_string();
+    let mut fields = settings_fields("2", &version);
+    fields.retain(|(name, _)| *name != "permissions");
+    fields.push(("permissions", "shell=auto"));
+    let refused = dashboard.post_form("/projects/alpha/conductor", &fields).await;
+    assert_eq!(refused.status(), 422);
+    assert!(refused.text().await.expect("body").contains("needs the provider to run under the sandbox"));
 }
 
 /// The settings form posted with every field changed, `max_agents` as given, at `version`.
 async fn post_settings(dashboard: &Dashboard, max_agents: &str, version: &str) -> reqwest::Response {
-    let fields = [
+    dashboard.post_form("/projects/alpha/conductor", &settings_fields(max_agents, version)).await
+}
+
+/// The settings form's fields with every one changed.
+fn settings_fields<'a>(max_agents: &'a str, version: &'a str) -> Vec<(&'static str, &'a str)> {
+    vec![
         ("planning", "human"),
         ("plan_approval", "human"),
         ("review", "both"),
@@ -327,9 +343,9 @@ async fn post_settings(dashboard: &Dashboard, max_agents: &str, version: &str) -
         ("fallback_providers", "claude, codex"),
         ("max_agents", max_agents),
         ("keep_clones", "on"),
+        ("permissions", "claude=auto, shell=allow-list"),
         ("version", version),
-    ];
-    dashboard.post_form("/projects/alpha/conductor", &fields).await
+    ]
 }
 
 /// Whether the page scrolls sideways (its content wider than the window).
