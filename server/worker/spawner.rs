@@ -4,6 +4,7 @@
 //! of this happens, so a crash in between leaves a row the reconciler finishes, never a pane
 //! nobody knows about.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sqlx::PgPool;
@@ -127,6 +128,9 @@ impl Spawner<'_> {
                 env.push(("SWITCHYARD_ROLE".to_owned(), agent.role.as_str().to_owned()));
                 if let Some(branch) = &agent.branch {
                     env.push(("SWITCHYARD_BRANCH".to_owned(), branch.clone()));
+                }
+                if let Some(email) = fallback_email(&agent.name, &provider.env, std::env::var_os("EMAIL").is_some()) {
+                    env.push(("EMAIL".to_owned(), email));
                 }
                 if provider.sandbox != Sandbox::None {
                     // `switchyard` on its PATH: its directory shows that binary alone inside.
@@ -271,9 +275,28 @@ fn write_token(data_dir: &Path, name: &str, token: &str) -> std::io::Result<Path
     Ok(path)
 }
 
+/// The email an agent's commits carry when nothing else gives one: the agent's own name.
+/// git commits only with an email, and finds none where the user's `~/.gitconfig` is not seen
+/// (the sandbox's home is empty) on a machine without a domain name ("unable to auto-detect
+/// email address"): every brief's `git commit` failed. `EMAIL` is git's last resort, so an
+/// identity the agent's git config gives still wins; `None` when the provider's environment or
+/// the worker's (`worker_has_one`) sets it.
+fn fallback_email(agent: &str, provider_env: &BTreeMap<String, String>, worker_has_one: bool) -> Option<String> {
+    (!worker_has_one && !provider_env.contains_key("EMAIL")).then(|| format!("{agent}@agents.switchyard.invalid"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn an_agent_commits_as_itself_unless_an_email_is_given() {
+        let none = std::collections::BTreeMap::new();
+        assert_eq!(super::fallback_email("fox", &none, false).as_deref(), Some("fox@agents.switchyard.invalid"));
+        assert_eq!(super::fallback_email("fox", &none, true), None);
+        let given = [("EMAIL".to_owned(), "me@example.com".to_owned())].into_iter().collect();
+        assert_eq!(super::fallback_email("fox", &given, false), None);
+    }
 
     #[test]
     fn the_token_file_is_readable_by_its_owner_only() {
