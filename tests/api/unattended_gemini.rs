@@ -41,6 +41,8 @@ async fn conducted(model: &ScriptedModel, extra: &str) -> Option<(TestApp, Value
     let bin = agent_clis()?;
     let app = spawn_app_with_worker_settings(&providers_toml(&bin, model, extra), |w| w.conductor = true).await;
     let project = app.create_project("alpha").await;
+    // The merge queue never moves a branch checked out under a working tree.
+    git(&repo_of(&project), &["checkout", "--quiet", "-b", "elsewhere"]);
     let config = json!({"conductor_config": {"provider": "gemini", "review": "agent", "max_agents": 4}});
     app.patch_ok("/api/v1/projects/alpha", config).await;
     Some((app, project))
