@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 use switchyard::providers::Providers;
 
 use crate::fake_agent::state_changes;
-use crate::helpers::{git, repo_of, spawn_app_with_worker_settings, TestApp};
-use crate::real_clis::{agent_clis, screen, story};
-use crate::scripted_model::ScriptedModel;
+use crate::helpers::{eventually, git, repo_of, spawn_app_with_worker_settings, TestApp};
+use crate::real_clis::{agent_clis, screen, screen_shows, story, wait_for, START};
+use crate::scripted_model::{Action, ScriptedModel};
 
 /// A planned wish of three groups, reviewed, with real CLIs starting slowly on a loaded machine.
 const JOURNEY: Duration = Duration::from_secs(600);
@@ -161,4 +161,55 @@ async fn gemini_cli_fixes_what_a_failed_review_names_and_the_wish_merges() {
     }
     no_person_was_needed(&app).await;
     assert!(model.log().iter().any(|l| l.prompt.contains("The review of the wish")), "no fix turn");
+}
+
+/// A Gemini CLI agent `name` (its provider's table given `extra`) in its own clone, idle.
+async fn idle_agent(model: &ScriptedModel, extra: &str, name: &str) -> Option<TestApp> {
+    let bin = agent_clis()?;
+    let app = crate::helpers::spawn_app_with_worker_and_providers(&providers_toml(&bin, model, extra)).await;
+    app.create_project("alpha").await;
+    app.create_agent(json!({"name": name, "project": "alpha", "kind": "worker", "role": "engineer",
+        "provider": "gemini", "clone": "agent"}))
+        .await;
+    wait_for(&app, name, "idle", START).await;
+    Some(app)
+}
+
+/// A message to an idle Gemini CLI: typed, seen taken in on its screen (Gemini CLI has no hook
+/// Switchyard installs, so the screen is its signal), answered by the model, idle again.
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_cli_takes_a_message_when_idle_and_answers_it() {
+    let model = ScriptedModel::start().await;
+    let Some(app) = idle_agent(&model, "", "owl").await else { return };
+    let message = app.send_message("owl", "How is it going?").await;
+    let delivered = app.delivered(message, START).await;
+    assert_eq!(delivered["confirmed_by"], "screen", "{delivered}");
+    eventually("the model answers the message", START, || async {
+        model.log().iter().any(|l| l.prompt.contains("How is it going?") && l.action.is_some())
+    })
+    .await;
+    screen_shows(&app, "owl", "Noted.").await;
+    wait_for(&app, "owl", "idle", START).await;
+    assert_eq!(state_changes(&app, "owl").await.iter().filter(|s| *s == "working").count(), 1);
+}
+
+/// Policy `ask` outside the sandbox: what the briefs run goes without a person, anything else
+/// makes Gemini CLI ask, and the agent shows `permission` with the CLI's own question.
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_cli_under_ask_runs_the_briefs_commands_and_asks_for_anything_else() {
+    let model = ScriptedModel::start().await;
+    let extra = "sandbox = \"none\"\npermissions = \"ask\"\n";
+    let Some(app) = idle_agent(&model, extra, "owl").await else { return };
+    app.send_message("owl", "Run: git status --short").await;
+    eventually("git status ran without asking", START, || async {
+        model.log().iter().any(|l| l.prompt.contains("Run: git status") && matches!(l.action, Some(Action::Say(_))))
+    })
+    .await;
+    wait_for(&app, "owl", "idle", START).await;
+
+    app.send_message("owl", "Run: touch outside-the-list.txt").await;
+    let owl = wait_for(&app, "owl", "permission", START).await;
+    let asked = screen_shows(&app, "owl", "Allow execution").await;
+    assert!(asked.contains("touch"), "{owl}\n{asked}");
+    assert!(!state_changes(&app, "owl").await.iter().any(|s| s == "error"));
 }
