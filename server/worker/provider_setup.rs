@@ -14,7 +14,7 @@
 //! | --- | --- | --- |
 //! | Claude Code | `CLAUDE_CONFIG_DIR` | `.claude.json`: `hasCompletedOnboarding`, `projects[clone].hasTrustDialogAccepted`, the user's account fields, the pane's `ANTHROPIC_API_KEY` approved; the user's `.credentials.json` and `settings.json` |
 //! | Codex | `CODEX_HOME` | the user's `config.toml` plus `[projects."<clone>"] trust_level = "trusted"` and the policy's keys, `rules/switchyard.rules` ([`codex_policy`]); the user's `auth.json`, else one holding the pane's `OPENAI_API_KEY` |
-//! | Gemini CLI | `GEMINI_CLI_HOME` | `.gemini/trustedFolders.json` trusting the clone; the user's `settings.json` (auth type `gemini-api-key` when the pane has `GEMINI_API_KEY` and none is chosen) and login files |
+//! | Gemini CLI | `GEMINI_CLI_HOME` | `.gemini/trustedFolders.json` trusting the clone; the user's `settings.json` (auth type `gemini-api-key` when the pane has `GEMINI_API_KEY` and none is chosen) and login files; `.gemini/policies/switchyard.toml`, the permission policy ([`gemini_policy`]) |
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -284,7 +284,7 @@ fn gemini(
     clone: &str,
     user: &UserConfig,
     env: &BTreeMap<String, String>,
-    _policy: Policy<'_>,
+    policy: Policy<'_>,
 ) -> std::io::Result<()> {
     let own = dir.create_dir(".gemini", 0o700)?;
     let users = user.gemini_dir.as_deref();
@@ -311,12 +311,124 @@ fn gemini(
         settings["security"]["auth"]["selectedType"] = json!("gemini-api-key");
     }
     own.replace("settings.json", serde_json::to_string_pretty(&settings)?.as_bytes(), PRIVATE)?;
+    // Gemini CLI reads every `*.toml` in its user policy directory; this one is Switchyard's,
+    // rewritten on every start (the user's own policies are theirs: not copied in).
+    own.create_dir("policies", 0o700)?.replace(GEMINI_POLICY_FILE, gemini_policy(policy).as_bytes(), PRIVATE)?;
     if let Some(users) = users {
         for name in GEMINI_LOGIN_FILES {
             copy_if_present(&users.join(name), &own, name)?;
         }
     }
     Ok(())
+}
+
+/// Switchyard's policy file in the agent's Gemini CLI policy directory.
+const GEMINI_POLICY_FILE: &str = "switchyard.toml";
+
+/// The shell commands Switchyard's briefs have an agent run (git's everyday verbs and
+/// `switchyard` itself), as command prefixes.
+pub const BRIEF_COMMANDS: [&str; 10] = [
+    "git add",
+    "git commit",
+    "git fetch",
+    "git merge",
+    "git push",
+    "git status",
+    "git diff",
+    "git log",
+    "git show",
+    "switchyard",
+];
+
+/// Gemini CLI's tools that only read (its own default policy allows them too; an allow-list's
+/// refusal of everything else would otherwise refuse them).
+const GEMINI_READING_TOOLS: [&str; 6] =
+    ["read_file", "read_many_files", "list_directory", "glob", "grep_search", "update_topic"];
+
+/// Gemini CLI's policy (its policy engine's TOML, in the user tier, over its built-in rules) for
+/// an agent. Under every policy what Switchyard's briefs ask is allowed without a person:
+/// editing files (Gemini CLI keeps `write_file` and `replace` to the workspace) and
+/// [`BRIEF_COMMANDS`] (a chained command is allowed only when each of its parts is). Then:
+/// `ask` leaves the rest to Gemini CLI's own rules (it asks); `allow-list` allows reading and
+/// the provider's `allow` rules and refuses the rest without asking (a refused tool is not even
+/// offered to the model); `auto` allows everything, as `--yolo` does (which no settings file
+/// can choose: this rule is what that mode adds).
+fn gemini_policy(policy: Policy<'_>) -> String {
+    let mut text = String::from("# Written by Switchyard on each start of this agent.\n");
+    text.push_str(&rule("Edits in the agent's clone", &[("toolName", list(&["write_file", "replace"]))], "allow", 900));
+    text.push_str(&rule(
+        "What Switchyard's briefs run",
+        &[("toolName", string("run_shell_command")), ("commandPrefix", list(&BRIEF_COMMANDS))],
+        "allow",
+        900,
+    ));
+    match policy.permissions {
+        Permissions::Ask => {}
+        Permissions::AllowList => {
+            text.push_str(&rule("Reading", &[("toolName", list(&GEMINI_READING_TOOLS))], "allow", 900));
+            for allowed in policy.allow {
+                text.push_str(&rule(
+                    &format!("The provider's allow: {allowed}"),
+                    &gemini_allowed(allowed),
+                    "allow",
+                    800,
+                ));
+            }
+            text.push_str(&rule(
+                "Anything else (allow-list)",
+                &[
+                    ("toolName", string("*")),
+                    ("denyMessage", string("Not on this agent's allow-list: Switchyard's policy refuses it.")),
+                ],
+                "deny",
+                100,
+            ));
+        }
+        Permissions::Auto => {
+            text.push_str(&rule(
+                "Everything (auto: the sandbox is the boundary)",
+                &[("toolName", string("*")), ("allowRedirection", "true".to_owned())],
+                "allow",
+                999,
+            ));
+        }
+    }
+    text
+}
+
+/// The fields of a rule for one of a provider's `allow` entries, in Gemini CLI's own syntax for
+/// allowed tools: `run_shell_command(cargo test)` (a command prefix) or a tool's name.
+fn gemini_allowed(allowed: &str) -> Vec<(&'static str, String)> {
+    let allowed = allowed.trim();
+    let (tool, prefix) = match allowed.strip_suffix(')').and_then(|a| a.split_once('(')) {
+        Some((tool, prefix)) => (tool.trim(), Some(prefix.trim())),
+        None => (allowed, None),
+    };
+    match prefix {
+        Some(prefix) if tool == "run_shell_command" && !prefix.is_empty() => {
+            vec![("toolName", string(tool)), ("commandPrefix", string(prefix))]
+        }
+        _ => vec![("toolName", string(tool))],
+    }
+}
+
+/// One `[[rule]]` of a Gemini CLI policy; `fields` hold TOML values ([`string`], [`list`]).
+fn rule(name: &str, fields: &[(&str, String)], decision: &str, priority: u32) -> String {
+    let mut text = format!("\n[[rule]]\nname = {}\n", string(name));
+    for (key, value) in fields {
+        text.push_str(&format!("{key} = {value}\n"));
+    }
+    text.push_str(&format!("decision = {}\npriority = {priority}\n", string(decision)));
+    text
+}
+
+/// `text` as a TOML basic string (a JSON string is one: the same escapes).
+fn string(text: &str) -> String {
+    serde_json::to_string(text).expect("a string")
+}
+
+fn list(items: &[&str]) -> String {
+    format!("[{}]", items.iter().map(|i| string(i)).collect::<Vec<_>>().join(", "))
 }
 
 /// The JSON in the user's file at `path`, `None` when there is no such file; a file that is not
@@ -488,6 +600,80 @@ mod tests {
         )
         .unwrap();
         assert_eq!(json_at(own.join("settings.json"))["security"]["auth"]["selectedType"], "gemini-api-key");
+    }
+
+    /// The rules of the agent's Switchyard policy for Gemini CLI under `policy` (each checked
+    /// to have a decision and a priority Gemini CLI takes).
+    fn gemini_rules(policy: Policy<'_>) -> Vec<toml::Table> {
+        let agent = tempfile::tempdir().unwrap();
+        prepare(Setup::Gemini, agent.path(), Path::new("/clones/owl"), &UserConfig::none(), &env(&[]), policy).unwrap();
+        let file = agent.path().join("gemini/.gemini/policies/switchyard.toml");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let parsed: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let rules: Vec<toml::Table> =
+            parsed["rule"].as_array().unwrap().iter().map(|r| r.as_table().unwrap().clone()).collect();
+        for rule in &rules {
+            assert!(rule["priority"].as_integer().is_some_and(|p| (0..=999).contains(&p)), "{rule:?}");
+            assert!(["allow", "deny", "ask_user"].contains(&rule["decision"].as_str().unwrap()), "{rule:?}");
+        }
+        rules
+    }
+
+    fn strings(value: Option<&toml::Value>) -> Vec<String> {
+        match value {
+            Some(toml::Value::String(s)) => vec![s.clone()],
+            Some(toml::Value::Array(items)) => items.iter().map(|i| i.as_str().unwrap().to_owned()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The decision of the highest-priority rule naming `tool` (or `*`), for a shell command
+    /// `command` when given: a model of Gemini CLI's own matching, enough for these rules.
+    fn decides(rules: &[toml::Table], tool: &str, command: Option<&str>) -> Option<String> {
+        let mut matching: Vec<&toml::Table> = rules
+            .iter()
+            .filter(|r| strings(r.get("toolName")).iter().any(|t| t == tool || t == "*"))
+            .filter(|r| {
+                let prefixes = strings(r.get("commandPrefix"));
+                prefixes.is_empty()
+                    || command.is_some_and(|c| prefixes.iter().any(|p| c == p || c.starts_with(&format!("{p} "))))
+            })
+            .collect();
+        matching.sort_by_key(|r| -r["priority"].as_integer().unwrap());
+        matching.first().map(|r| r["decision"].as_str().unwrap().to_owned())
+    }
+
+    #[test]
+    fn gemini_allows_what_the_briefs_ask_under_every_policy_and_the_rest_as_the_policy_says() {
+        let allow = ["run_shell_command(cargo test)".to_owned(), "web_fetch".to_owned()];
+        let ask = gemini_rules(ASK);
+        let listed = gemini_rules(Policy { permissions: Permissions::AllowList, allow: &allow });
+        let auto = gemini_rules(Policy { permissions: Permissions::Auto, allow: &[] });
+        let yes = Some("allow".to_owned());
+        for rules in [&ask, &listed, &auto] {
+            for (tool, command) in [
+                ("write_file", None),
+                ("replace", None),
+                ("run_shell_command", Some("git commit -qm 'a'")),
+                ("run_shell_command", Some("git push origin HEAD")),
+                ("run_shell_command", Some("switchyard group done --summary 'x'")),
+            ] {
+                assert_eq!(decides(rules, tool, command), yes, "{tool} {command:?}: {rules:?}");
+            }
+        }
+        // ask: nothing else is Switchyard's to decide (Gemini CLI's own rules ask).
+        assert_eq!(decides(&ask, "run_shell_command", Some("curl https://example.com")), None);
+        assert_eq!(decides(&ask, "run_shell_command", Some("gitk")), None, "a prefix is a whole word");
+        // allow-list: the provider's rules and reading; the rest refused.
+        assert_eq!(decides(&listed, "run_shell_command", Some("cargo test --lib")), yes);
+        assert_eq!(decides(&listed, "web_fetch", None), yes);
+        assert_eq!(decides(&listed, "read_file", None), yes);
+        let no = Some("deny".to_owned());
+        assert_eq!(decides(&listed, "run_shell_command", Some("curl https://example.com")), no);
+        assert_eq!(decides(&listed, "google_web_search", None), no);
+        // auto: everything.
+        assert_eq!(decides(&auto, "run_shell_command", Some("curl https://example.com")), yes);
+        assert_eq!(decides(&auto, "web_fetch", None), yes);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! of this happens, so a crash in between leaves a row the reconciler finishes, never a pane
 //! nobody knows about.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sqlx::PgPool;
@@ -128,15 +129,15 @@ impl Spawner<'_> {
                 if let Some(branch) = &agent.branch {
                     env.push(("SWITCHYARD_BRANCH".to_owned(), branch.clone()));
                 }
+                if let Some(email) = fallback_email(&agent.name, &provider.env, std::env::var_os("EMAIL").is_some()) {
+                    env.push(("EMAIL".to_owned(), email));
+                }
                 if provider.sandbox != Sandbox::None {
                     // `switchyard` on its PATH: its directory shows that binary alone inside.
                     let exe = self.exe()?;
                     let dir = exe.parent().unwrap_or(Path::new("/")).to_string_lossy().into_owned();
                     env.retain(|(key, _)| key != "PATH");
                     env.push(("PATH".to_owned(), format!("{dir}:{path}")));
-                    // Its home is empty: without an identity git refuses to commit ("unable to
-                    // auto-detect email address"). The agent's own, unless the provider gives one.
-                    env.extend(sandbox_git_identity(&agent.name, &provider.env));
                 }
                 env
             },
@@ -274,28 +275,28 @@ fn write_token(data_dir: &Path, name: &str, token: &str) -> std::io::Result<Path
     Ok(path)
 }
 
-/// The git identity of an agent under the sandbox (whose home holds no `.gitconfig`): its name,
-/// at `switchyard.invalid`; each variable the provider's environment sets is left to it.
-fn sandbox_git_identity(
-    agent: &str,
-    provider_env: &std::collections::BTreeMap<String, String>,
-) -> Vec<(String, String)> {
-    let email = format!("{agent}@switchyard.invalid");
-    [
-        ("GIT_AUTHOR_NAME", agent),
-        ("GIT_AUTHOR_EMAIL", email.as_str()),
-        ("GIT_COMMITTER_NAME", agent),
-        ("GIT_COMMITTER_EMAIL", email.as_str()),
-    ]
-    .into_iter()
-    .filter(|(key, _)| !provider_env.contains_key(*key))
-    .map(|(key, value)| (key.to_owned(), value.to_owned()))
-    .collect()
+/// The email an agent's commits carry when nothing else gives one: the agent's own name.
+/// git commits only with an email, and finds none where the user's `~/.gitconfig` is not seen
+/// (the sandbox's home is empty) on a machine without a domain name ("unable to auto-detect
+/// email address"): every brief's `git commit` failed. `EMAIL` is git's last resort, so an
+/// identity the agent's git config gives still wins; `None` when the provider's environment or
+/// the worker's (`worker_has_one`) sets it.
+fn fallback_email(agent: &str, provider_env: &BTreeMap<String, String>, worker_has_one: bool) -> Option<String> {
+    (!worker_has_one && !provider_env.contains_key("EMAIL")).then(|| format!("{agent}@agents.switchyard.invalid"))
 }
 
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn an_agent_commits_as_itself_unless_an_email_is_given() {
+        let none = std::collections::BTreeMap::new();
+        assert_eq!(super::fallback_email("fox", &none, false).as_deref(), Some("fox@agents.switchyard.invalid"));
+        assert_eq!(super::fallback_email("fox", &none, true), None);
+        let given = [("EMAIL".to_owned(), "me@example.com".to_owned())].into_iter().collect();
+        assert_eq!(super::fallback_email("fox", &given, false), None);
+    }
 
     #[test]
     fn the_token_file_is_readable_by_its_owner_only() {
@@ -345,16 +346,5 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "precious");
         assert_eq!(std::fs::read_to_string(&path).expect("token"), "sy_new");
         assert!(std::fs::symlink_metadata(own.join("token-planted")).is_err(), "the link itself is tidied away");
-    }
-
-    #[test]
-    fn a_sandboxed_agent_commits_as_itself_unless_its_provider_names_someone() {
-        let none = std::collections::BTreeMap::new();
-        let ids = super::sandbox_git_identity("fox", &none);
-        assert!(ids.contains(&("GIT_AUTHOR_EMAIL".to_owned(), "fox@switchyard.invalid".to_owned())), "{ids:?}");
-        assert_eq!(ids.len(), 4);
-        let given: std::collections::BTreeMap<String, String> =
-            [("GIT_AUTHOR_NAME".to_owned(), "Ada".to_owned())].into_iter().collect();
-        assert!(!super::sandbox_git_identity("fox", &given).iter().any(|(k, _)| k == "GIT_AUTHOR_NAME"));
     }
 }

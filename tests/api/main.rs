@@ -57,6 +57,7 @@ mod text_rules;
 mod tmux;
 mod unattended_claude;
 mod unattended_codex;
+mod unattended_gemini;
 mod usage;
 mod webhook_crash;
 mod webhooks;

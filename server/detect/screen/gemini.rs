@@ -36,7 +36,9 @@ const QUOTA: &[&str] = &["Usage limit reached", "exhausted your capacity", "Quot
 pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
     let busy = first_containing_ci(live, "esc to cancel", "esc to cancel")
         .or_else(|| first(live, "spinner", is_braille_spinner));
-    let permission = has_yes_option(live)
+    // 0.61's options are `1. Allow once` / `2. Allow for this session` / `3. No, suggest
+    // changes (esc)` under `Allow execution of [Shell]?`: no option starts with "Yes".
+    let permission = (has_yes_option(live) || has_allow_option(live))
         .then(|| first_containing(live, "approval dialog", APPROVALS))
         .flatten()
         .or_else(|| first_containing(live, "allow option", &["Yes, allow once", "Yes, allow always"]));
@@ -49,6 +51,14 @@ pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
     };
     let fatal = words_of(live, SIGN_IN);
     Marks { busy, permission, question, usage_limit, error, fatal }
+}
+
+/// A numbered `Allow once` option (Gemini CLI 0.61's tool confirmations).
+fn has_allow_option(live: &[&str]) -> bool {
+    live.iter().any(|l| {
+        let l = l.trim_start_matches(|c: char| c == '│' || c == '●' || c.is_whitespace());
+        l.strip_prefix("1. ").is_some_and(|rest| rest.starts_with("Allow once"))
+    })
 }
 
 /// `⠏ Thinking… (esc to cancel, 3s)`: Gemini's spinner frames are braille patterns.

@@ -192,8 +192,18 @@ fn stem(file: &str) -> &str {
     name.split('.').next().unwrap_or(name)
 }
 
+/// The message without the line Switchyard types above it (`[message from Switchyard]`).
+fn unframed(prompt: &str) -> &str {
+    let p = prompt.trim_start();
+    match p.split_once('\n') {
+        Some((first, rest)) if first.starts_with("[message from") => rest.trim_start(),
+        _ => p,
+    }
+}
+
 fn done_text(prompt: &str) -> String {
-    if prompt.trim_start().starts_with("Your assignment") || prompt.trim_start().starts_with("Plan the wish") {
+    let p = unframed(prompt);
+    if p.starts_with("Your assignment") || p.starts_with("Plan the wish") {
         "Done: the work is committed and reported.".to_owned()
     } else {
         "Noted.".to_owned()
