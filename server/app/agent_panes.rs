@@ -3,7 +3,6 @@
 //! literally through the one typing protocol ([`super::panes::Typist`]); state changes are
 //! written before tmux is touched, so the record never lags what tmux did.
 
-
 use serde::Serialize;
 use sqlx::PgConnection;
 
@@ -41,7 +40,6 @@ pub struct Delivered {
     /// The menu option answered, once the screen showed it highlighted and then the menu closed.
     pub chosen: Option<Chosen>,
 }
-
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"agent": "clever-fox", "pane": "%7", "text": "✻ Thinking… (esc to interrupt)\n"}))]
@@ -113,7 +111,14 @@ pub async fn choose(ctx: &Ctx, name: &str, option: u32) -> Result<Delivered> {
         .choose(pane, option)
         .await?
         .map_err(|why| Error::conflict(why, Some(agent.state.as_str())))?;
-    Ok(Delivered { agent: agent.name.clone(), pane: pane.to_owned(), bytes: 0, keys, submitted: false, chosen: Some(chosen) })
+    Ok(Delivered {
+        agent: agent.name.clone(),
+        pane: pane.to_owned(),
+        bytes: 0,
+        keys,
+        submitted: false,
+        chosen: Some(chosen),
+    })
 }
 
 /// Presses `keys` in the agent's pane, in order: named keys from a closed set, never text.

@@ -17,8 +17,8 @@ use sqlx::PgPool;
 use super::{Error, Result};
 use crate::db::agents::Agent;
 use crate::db::messages::delivery::worked_since;
-use crate::detect::{input_line, prompt};
 use crate::detect::screen::ScreenRules;
+use crate::detect::{input_line, prompt};
 use crate::domain::message::{settle_for, Confirmation};
 use crate::domain::typed;
 use crate::feed::EventFeed;
@@ -169,8 +169,9 @@ impl Typist {
         let mut keys = vec![if wanted > at { Key::Down } else { Key::Up }; wanted.abs_diff(at)];
         self.press_keys(pane, &keys).await.map_err(tmux_failed)?;
         let labels = |options: &[prompt::PromptOption]| options.iter().map(|o| o.label.clone()).collect::<Vec<_>>();
-        let same_menu_at_option =
-            |options: &[prompt::PromptOption]| labels(options) == labels(&menu) && prompt::selected(options) == Some(wanted);
+        let same_menu_at_option = |options: &[prompt::PromptOption]| {
+            labels(options) == labels(&menu) && prompt::selected(options) == Some(wanted)
+        };
         if !self.watch_menu(pane, same_menu_at_option).await? {
             return Ok(Err(format!(
                 "pressed {keys:?}, but the screen did not show option {option} highlighted; nothing chosen"

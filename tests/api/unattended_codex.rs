@@ -148,7 +148,9 @@ async fn codex_plans_a_draft_wish_its_engineers_and_reviewer_carry_it_and_it_mer
     let reviews = model
         .log()
         .iter()
-        .filter(|l| crate::scripted_model::script::unframed(&l.prompt).starts_with("Review the wish") && l.action.is_some())
+        .filter(|l| {
+            crate::scripted_model::script::unframed(&l.prompt).starts_with("Review the wish") && l.action.is_some()
+        })
         .count();
     assert!(reviews >= 1, "a Codex reviewer reviewed");
 }

@@ -11,8 +11,6 @@
 //! brief is [`script`]'s; what goes wrong on cue (a usage limit, an overload, a slow stream)
 //! is [`Cue`]'s.
 
-#![allow(dead_code)] // until every protocol module uses all of it
-
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

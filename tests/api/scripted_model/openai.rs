@@ -71,7 +71,8 @@ pub fn turn(request: &Value) -> Turn {
         .filter(|i| ["function_call_output", "custom_tool_call_output"].contains(&i["type"].as_str().unwrap_or("")))
         .map(|i| output_text(&i["output"]))
         .collect();
-    Turn { prompt: text_of(&input[at]), results, cwd }
+    // Earlier prompts (what a resumed session's notice to go on refers to) are not read for Codex.
+    Turn { prompt: text_of(&input[at]), results, cwd, earlier: Vec::new() }
 }
 
 /// What Codex adds as user messages of its own (its environment, AGENTS.md, a `<tag>` block)

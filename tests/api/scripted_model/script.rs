@@ -192,15 +192,6 @@ fn stem(file: &str) -> &str {
     name.split('.').next().unwrap_or(name)
 }
 
-/// The message without the line Switchyard types above it (`[message from Switchyard]`).
-fn unframed(prompt: &str) -> &str {
-    let p = prompt.trim_start();
-    match p.split_once('\n') {
-        Some((first, rest)) if first.starts_with("[message from") => rest.trim_start(),
-        _ => p,
-    }
-}
-
 fn done_text(prompt: &str) -> String {
     let p = unframed(prompt);
     if p.starts_with("Your assignment") || p.starts_with("Plan the wish") {
@@ -269,8 +260,8 @@ mod tests {
     fn a_brief_is_read_without_the_line_naming_its_sender() {
         let brief = switchyard::app::conductor::briefs::planner("Letters", "Add a.txt");
         let typed = format!("[message from Switchyard]\n{brief}");
-        assert_eq!(next(&turn(&typed, 0), &mut VecDeque::new()), next(&turn(&brief, 0), &mut VecDeque::new()));
-        assert!(matches!(next(&turn(&typed, 0), &mut VecDeque::new()), Action::Write { .. }));
+        assert_eq!(next(&turn(&typed, 0), &mut Verdicts::default()), next(&turn(&brief, 0), &mut Verdicts::default()));
+        assert!(matches!(next(&turn(&typed, 0), &mut Verdicts::default()), Action::Write { .. }));
     }
 
     #[test]
