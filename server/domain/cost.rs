@@ -87,12 +87,18 @@ impl PriceList {
         for (model, usage) in by_model {
             let price = self.of(model);
             let usd = price.map(|p| p.of(usage));
-            cost.usd += usd.unwrap_or(0.0);
+            if let Some(usd) = usd {
+                cost.usd = Some(cost.usd.unwrap_or(0.0) + usd);
+            }
             if price.is_none() {
                 cost.unpriced.push(model.clone());
             }
             cost.total.add(usage);
             cost.models.push(ModelCost { model: model.clone(), usage: *usage, cost_usd: usd });
+        }
+        // No tokens at all cost nothing; tokens of no priced model have no known cost (not 0).
+        if by_model.is_empty() {
+            cost.usd = Some(0.0);
         }
         cost
     }
@@ -108,9 +114,10 @@ pub struct Cost {
     /// The tokens of every model.
     #[serde(flatten)]
     pub total: Usage,
-    /// USD, summed over the models that have a price (see `unpriced`).
+    /// USD, summed over the models that have a price (see `unpriced`); `null` when tokens were
+    /// used and no model that used them has a price (the cost is unknown, not 0).
     #[serde(rename = "cost_usd")]
-    pub usd: f64,
+    pub usd: Option<f64>,
     /// Models with tokens but no price: their tokens are not in `cost_usd`.
     pub unpriced: Vec<String>,
     pub models: Vec<ModelCost>,
@@ -150,7 +157,11 @@ impl ModelCost {
 impl Cost {
     /// In a sentence: `$1.23 (12,345 tokens)`, with each unpriced model named.
     pub fn summary(&self) -> String {
-        let mut text = format!("${:.2} ({} tokens)", self.usd, group_digits(self.total.total()));
+        let tokens = group_digits(self.total.total());
+        let mut text = match self.usd {
+            Some(usd) => format!("${usd:.2} ({tokens} tokens)"),
+            None => format!("cost unknown ({tokens} tokens)"),
+        };
         for model in &self.unpriced {
             text.push_str(&format!("; no price for {model}"));
         }
@@ -206,10 +217,15 @@ mod tests {
             ("mystery-1".to_owned(), usage(5, 5, 0, 0)),
         ]);
         let cost = PriceList::default().cost(&by_model);
-        assert!((cost.usd - (3.0 + 15.0 + 3.75 + 0.30)).abs() < 1e-9, "{}", cost.usd);
+        assert!((cost.usd.unwrap() - (3.0 + 15.0 + 3.75 + 0.30)).abs() < 1e-9, "{:?}", cost.usd);
         assert_eq!(cost.unpriced, ["mystery-1"]);
         assert_eq!(cost.total.total(), 4_000_010);
         assert_eq!(cost.models[1].cost_usd, None);
         assert_eq!(cost.summary(), "$22.05 (4,000,010 tokens); no price for mystery-1");
+
+        let unknown = PriceList::default().cost(&BTreeMap::from([("mystery-1".to_owned(), usage(5, 5, 0, 0))]));
+        assert_eq!(unknown.usd, None, "tokens of no priced model cost what no one knows, not 0");
+        assert_eq!(unknown.summary(), "cost unknown (10 tokens); no price for mystery-1");
+        assert_eq!(PriceList::default().cost(&BTreeMap::new()).usd, Some(0.0), "nothing used costs nothing");
     }
 }
