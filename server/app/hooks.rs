@@ -62,13 +62,16 @@ pub async fn record_agent_hook(ctx: &Ctx, name: &str, payload: &Value) -> Result
     let no_agent = || Error::NotFound(format!("no agent `{name}`"));
     let mut tx = ctx.db.begin().await?;
     let agent = agents::by_name(&mut tx, name).await?.ok_or_else(no_agent)?;
-    // A session that ends is the agent's end only while it is live (a suspended Claude Code runs
-    // its SessionEnd hook as its window closes, while the resumed one starts) and owes no report:
+    // A session that ends is the agent's end only while it is live and not spawning (a suspended
+    // Claude Code runs its SessionEnd hook as its window closes, while the resumed one starts) and
+    // owes no report:
     // Claude Code ends its session on a signal too (`reason: other`: its pane killed, its tmux
     // server gone), and the reconciler resumes an agent whose pane is really gone.
     let (event, mapped) = match event {
         Some(AgentEvent::Finish)
-            if !agent.state.is_live() || super::fleet::has_unreported_work(&mut tx, &agent).await? =>
+            if !agent.state.is_live()
+                || agent.state == AgentState::Spawning
+                || super::fleet::has_unreported_work(&mut tx, &agent).await? =>
         {
             (None, None)
         }

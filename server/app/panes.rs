@@ -100,6 +100,9 @@ pub struct Typist {
 /// option, then the menu gone.
 const MENU_STEP: Duration = Duration::from_secs(10);
 
+/// How many times Enter is pressed on a menu that stays as it was (an Enter it did not take).
+const ENTER_TRIES: usize = 3;
+
 /// A menu option an agent's screen offered and that was answered.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"option": 3, "label": "No, and tell Claude what to do differently (esc)"}))]
@@ -166,6 +169,8 @@ impl Typist {
         let Some(at) = prompt::selected(&menu) else {
             return Ok(Err("the agent's screen shows a list, not a menu with a highlighted option".to_owned()));
         };
+        // A menu just drawn may not take keys yet: wait for its screen to hold still first.
+        self.settled_screen(pane).await?;
         let mut keys = vec![if wanted > at { Key::Down } else { Key::Up }; wanted.abs_diff(at)];
         self.press_keys(pane, &keys).await.map_err(tmux_failed)?;
         let labels = |options: &[prompt::PromptOption]| options.iter().map(|o| o.label.clone()).collect::<Vec<_>>();
@@ -177,9 +182,21 @@ impl Typist {
                 "pressed {keys:?}, but the screen did not show option {option} highlighted; nothing chosen"
             )));
         }
-        self.press_keys(pane, &[Key::Enter]).await.map_err(tmux_failed)?;
-        keys.push(Key::Enter);
-        if !self.watch_menu(pane, |options| labels(options) != labels(&menu)).await? {
+        // An Enter the menu did not take leaves it as it was, the option still highlighted: pressed
+        // again, a few times at most. One it took closes it (or changes it: the next question).
+        let mut closed = false;
+        for _ in 0..ENTER_TRIES {
+            self.press_keys(pane, &[Key::Enter]).await.map_err(tmux_failed)?;
+            keys.push(Key::Enter);
+            if self
+                .watch_menu_for(pane, MENU_STEP / ENTER_TRIES as u32, |options| !same_menu_at_option(options))
+                .await?
+            {
+                closed = true;
+                break;
+            }
+        }
+        if !closed {
             return Ok(Err(format!("chose option {option} ({keys:?}), but the menu is still on the screen")));
         }
         Ok(Ok((keys, Chosen { option, label: menu[wanted].label.clone() })))
@@ -187,7 +204,32 @@ impl Typist {
 
     /// Reads the pane's screen until its menu options satisfy `seen`, for at most [`MENU_STEP`].
     async fn watch_menu(&self, pane: &str, seen: impl Fn(&[prompt::PromptOption]) -> bool) -> Result<bool> {
+        self.watch_menu_for(pane, MENU_STEP, seen).await
+    }
+
+    /// Waits (at most [`MENU_STEP`]) until two readings of the pane's screen 150 ms apart agree.
+    async fn settled_screen(&self, pane: &str) -> Result<()> {
         let deadline = Instant::now() + MENU_STEP;
+        let mut last = self.tmux.capture(pane, 0).await.map_err(tmux_failed)?;
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let now = self.tmux.capture(pane, 0).await.map_err(tmux_failed)?;
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        Ok(())
+    }
+
+    /// [`Typist::watch_menu`] for at most `within`.
+    async fn watch_menu_for(
+        &self,
+        pane: &str,
+        within: Duration,
+        seen: impl Fn(&[prompt::PromptOption]) -> bool,
+    ) -> Result<bool> {
+        let deadline = Instant::now() + within;
         loop {
             let screen = self.tmux.capture(pane, 0).await.map_err(tmux_failed)?;
             if seen(&prompt::options(&screen)) {
