@@ -8,7 +8,7 @@
 //!    (the state change's event) — p50 and p95. A hook's start is stamped by a wrapper around
 //!    the `switchyard` binary the hooks run (`date +%s%N` first thing), so the second figure is
 //!    Switchyard's whole part: its hook process, the HTTP call, the state change's transaction.
-//! 2. **A planned 3-group wish**: from its start to `merged` (the merge queue with no gate), with
+//! 2. **A planned 3-group wish**: from its plan (approved automatically) to `merged` (the merge queue with no gate), with
 //!    its three engineers real Claude Code; and, in the same run, the floor: the same three
 //!    engineer briefs given to `claude -p` alone, at once, in three clones (the same scripted
 //!    model answers both the same way), wall time until all three exit. Targets: p95 ≤ 300 ms
@@ -138,8 +138,9 @@ async fn main() -> anyhow::Result<()> {
                "groups": groups}),
     )
     .await?;
+    // Planned, its approval automatic: the conductor queues and starts it.
     let started = Instant::now();
-    api.call(reqwest::Method::POST, "/wishes/letters/start", json!({})).await?;
+    api.call(reqwest::Method::POST, "/wishes/letters/plan", json!({})).await?;
     api.wait("the wish merged", |w: Value| w["status"] == "merged", "/wishes/letters").await?;
     let wish = started.elapsed();
     let floor = floor(&claude, &model.url, repo.path(), home.path()).await?;
