@@ -86,15 +86,7 @@ fn clone_of(agent: &serde_json::Value) -> PathBuf {
 #[tokio::test]
 async fn claude_code_writes_a_file_and_runs_bash_for_the_scripted_model() {
     let Some((app, model)) = app_with_claude(|_| {}).await else { return };
-    // Until the policies are written by Switchyard, the user's own settings allow both tools.
-    let home = app._data_dir.path().join("home/.claude");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(
-        home.join("settings.json"),
-        json!({"permissions": {"allow": ["Write", "Bash"], "defaultMode": "default", "disableAutoMode": "disable"}})
-            .to_string(),
-    )
-    .unwrap();
+    // Nothing of the user's allows the tools: what runs is what Switchyard's policy allows.
     start(&app, "fox", "claude").await;
     let fox = wait_for(&app, "fox", "idle", START).await;
     let clone = clone_of(&fox);
