@@ -26,6 +26,8 @@ use crate::tmux::{Key, Tmux, TmuxError};
 
 /// How often the pane is read while waiting for a confirmation that is not pushed.
 const POLL: Duration = Duration::from_millis(50);
+/// How long a drawn paste must read the same to be taken as drawn.
+const STILL: Duration = Duration::from_millis(150);
 
 #[derive(Clone)]
 pub struct LocalPanes {
@@ -248,22 +250,30 @@ impl Typist {
     }
 
     /// Waits, up to the confirm time, for a paste to show in the input line (`before` is the
-    /// line before it), and answers the line showing it. A TUI busy under load draws a paste
-    /// late; an Enter pressed before that can be lost, and the line, unchanged, would then read
-    /// as "Enter took the text". `None`: it never showed, so the line is no evidence of a
-    /// submission. With `wait` false the line is read once.
+    /// line before it) and the line to hold still, and answers the line showing it. A TUI busy
+    /// under load draws a paste late, and in steps (the first lines, then Gemini CLI's `[Pasted
+    /// Text: 12 lines]`): an Enter pressed before it is drawn can be lost (Gemini CLI drops one
+    /// in its first moments after a paste), and a line recorded half-drawn would read, unchanged
+    /// by the lost Enter, as "Enter took the text". `None`: it never showed, so the line is no
+    /// evidence of a submission. With `wait` false the line is read once.
     pub async fn await_drawn(&self, pane: &str, before: &str, wait: bool) -> Option<String> {
         let deadline = Instant::now() + self.confirm;
+        let mut drawn: Option<String> = None;
         loop {
             match self.input_line(pane).await {
-                Ok(now) if now != before => return Some(now),
+                Ok(now) if now != before => {
+                    if !wait || drawn.as_ref() == Some(&now) {
+                        return Some(now);
+                    }
+                    drawn = Some(now);
+                }
                 Err(_) => return None,
-                Ok(_) => {}
+                Ok(_) => drawn = None,
             }
             if !wait || Instant::now() >= deadline {
-                return None;
+                return drawn;
             }
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(STILL).await;
         }
     }
 

@@ -20,6 +20,7 @@ pub mod control;
 pub mod foreground;
 mod keys;
 pub mod mirror;
+pub mod process_tree;
 pub mod protocol;
 
 use std::process::Stdio;
@@ -368,21 +369,43 @@ impl Tmux {
         self.run(&["send-keys", "-t", pane, key.tmux_name()]).await.map(drop)
     }
 
+    /// Closes the window and, off the caller's path, ends whatever its panes started
+    /// ([`process_tree`]: a grace time after the hang-up, then killed).
     pub async fn kill_window(&self, window: &str) -> Result<()> {
-        self.run(&["kill-window", "-t", window]).await.map(drop)
+        let noted = self.processes(&["list-panes", "-t", window]).await;
+        self.run(&["kill-window", "-t", window]).await?;
+        reap_later(noted);
+        Ok(())
     }
 
+    /// Closes the session, ending what its panes started as [`Tmux::kill_window`] does.
     pub async fn kill_session(&self, session: &str) -> Result<()> {
         check_name("session name", session)?;
-        self.run(&["kill-session", "-t", &exact(session)]).await.map(drop)
+        let target = exact(session);
+        let noted = self.processes(&["list-panes", "-s", "-t", &target]).await;
+        self.run(&["kill-session", "-t", &target]).await?;
+        reap_later(noted);
+        Ok(())
+    }
+
+    /// The processes of the panes `list_panes` (a `list-panes` command and its target) lists,
+    /// and everything below them. None when tmux cannot say: closing goes on regardless.
+    async fn processes(&self, list_panes: &[&str]) -> Vec<process_tree::Process> {
+        let args: Vec<&str> = list_panes.iter().copied().chain(["-F", "#{pane_pid}"]).collect();
+        let Ok(out) = self.run(&args).await else { return Vec::new() };
+        let roots: Vec<i32> = out.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        tokio::task::spawn_blocking(move || process_tree::below(&roots)).await.unwrap_or_default()
     }
 
     /// Stops the whole server on this socket, every session and pane with it.
     pub async fn kill_server(&self) -> Result<()> {
-        match self.run(&["kill-server"]).await {
+        let noted = self.processes(&["list-panes", "-a"]).await;
+        let killed = match self.run(&["kill-server"]).await {
             Err(e) if e.is_missing() => Ok(()),
             other => other.map(drop),
-        }
+        };
+        reap_later(noted);
+        killed
     }
 
     /// True while the pane exists and its program runs; false when it is dead or gone.
@@ -487,6 +510,13 @@ fn invalid(what: &'static str, reason: &str) -> TmuxError {
 fn unique_buffer_name() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!("switchyard-{}-{}-{:08x}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed), rand::random::<u32>())
+}
+
+/// Gives `noted` their grace time and kills what outlives it, on a blocking thread of its own.
+fn reap_later(noted: Vec<process_tree::Process>) {
+    if !noted.is_empty() {
+        tokio::task::spawn_blocking(move || process_tree::reap(&noted, process_tree::GRACE));
+    }
 }
 
 #[cfg(test)]

@@ -44,11 +44,24 @@ impl Drop for TestApp {
             return; // taken by `stop`, for the next instance
         }
         // The agents' panes outlive a worker on purpose; a test's tmux server must not.
-        let _ = std::process::Command::new("tmux")
-            .args(["-L", &self.tmux_socket, "kill-server"])
-            .stderr(std::process::Stdio::null())
-            .status();
+        end_tmux_server(&self.tmux_socket);
     }
+}
+
+/// Kills the tmux server on `socket` and, as the worker does for a window it closes, ends what
+/// its panes started: an agent CLI that outlives its pane's hang-up would spin on beside the
+/// rest of the suite.
+pub fn end_tmux_server(socket: &str) {
+    use switchyard::tmux::process_tree;
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux").args(["-L", socket]).args(args).stderr(std::process::Stdio::null()).output()
+    };
+    let roots: Vec<i32> = tmux(&["list-panes", "-a", "-F", "#{pane_pid}"])
+        .map(|out| String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    let noted = process_tree::below(&roots);
+    let _ = tmux(&["kill-server"]);
+    process_tree::reap(&noted, process_tree::GRACE);
 }
 
 /// Where the server lives that hands out a fresh database to each test.
@@ -211,10 +224,7 @@ pub struct Stopped {
 impl Drop for Stopped {
     fn drop(&mut self) {
         if !self.tmux_socket.is_empty() {
-            let _ = std::process::Command::new("tmux")
-                .args(["-L", &self.tmux_socket, "kill-server"])
-                .stderr(std::process::Stdio::null())
-                .status();
+            end_tmux_server(&self.tmux_socket);
         }
     }
 }

@@ -208,6 +208,13 @@ async fn codex_at_its_usage_limit_is_suspended_in_its_own_words_and_an_overload_
     app.send_message("owl", "Second question.").await;
     let (owl, last) = wait_watching(&app, "owl", "suspended", "hit your usage limit", START).await;
     eprintln!("codex usage limit: {owl}\n{last}");
-    assert!(last.contains("try again at"), "{last}");
-    assert!(owl["suspended_until"].is_string(), "{owl}");
+    // The pane goes as the agent is suspended, so under load the test may never see the screen;
+    // when it did, Codex's words name the time.
+    assert!(last.is_empty() || last.contains("try again at"), "{last}");
+    // The reset is the one Codex named (10 minutes on, to its minute), not the hour assumed
+    // when words say no time.
+    let until: chrono::DateTime<chrono::Utc> =
+        owl["suspended_until"].as_str().expect("suspended_until").parse().unwrap();
+    let ahead = until - chrono::Utc::now();
+    assert!(ahead > chrono::Duration::minutes(8) && ahead <= chrono::Duration::minutes(10), "{owl}");
 }

@@ -66,8 +66,9 @@ async fn wish_reaches(app: &TestApp, slug: &str, status: &str, within: Duration)
             let mut why = format!("{slug} is not {status} after {:?}: {wish:#}\n", started.elapsed());
             for agent in agents["items"].as_array().into_iter().flatten() {
                 let name = agent["name"].as_str().unwrap_or_default();
+                let mail = app.get_ok(&format!("/api/v1/agents/{name}/messages")).await;
                 why.push_str(&format!(
-                    "\n--- {name} ({}):\n{}\n{}\n",
+                    "\n--- {name} ({}):\n{}\nmessages: {mail}\n{}\n",
                     agent["state"],
                     story(app, name).await,
                     screen(app, name)
@@ -143,7 +144,6 @@ async fn gemini_cli_carries_a_draft_wish_to_merged_with_no_person() {
 /// The same journey with the first review failing: a fix agent (real Gemini CLI) writes what
 /// the notes name, and the second review passes; merged with the fix.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "passes alone; in the full suite under load it timed out (600 s, and 60 s for `git status`) beside Gemini CLI processes that outlived their panes and spun a core (issue 38's note): re-enable with that fixed"]
 async fn gemini_cli_fixes_what_a_failed_review_names_and_the_wish_merges() {
     let model = ScriptedModel::start().await;
     model.verdicts(&[false]);
@@ -197,7 +197,6 @@ async fn gemini_cli_takes_a_message_when_idle_and_answers_it() {
 /// Policy `ask` outside the sandbox: what the briefs run goes without a person, anything else
 /// makes Gemini CLI ask, and the agent shows `permission` with the CLI's own question.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "passes alone; in the full suite under load it timed out (600 s, and 60 s for `git status`) beside Gemini CLI processes that outlived their panes and spun a core (issue 38's note): re-enable with that fixed"]
 async fn gemini_cli_under_ask_runs_the_briefs_commands_and_asks_for_anything_else() {
     let model = ScriptedModel::start().await;
     let extra = "sandbox = \"none\"\npermissions = \"ask\"\n";

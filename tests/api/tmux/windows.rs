@@ -150,3 +150,40 @@ async fn windows_of_a_detached_session_get_a_usable_size() {
         server.tmux.run(&["display-message", "-p", "-t", &pane.pane_id, "#{pane_width}x#{pane_height}"]).await.unwrap();
     assert_eq!(size.trim(), "200x50");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closing_a_window_ends_what_it_started_even_what_ignores_the_hang_up() {
+    let server = TmuxServer::start().await;
+    let pids = server.path("pids");
+    // A program that ignores the hang-up, with a child in a process group of its own (out of
+    // the terminal's reach) that ignores it too: as an agent CLI's relaunched child can.
+    let script = r#"trap '' HUP; setsid sh -c "trap '' HUP; echo \$\$ >> \"$0\"; exec sleep 600" & echo $$ >> "$0"; while :; do sleep 1; done"#;
+    let pane = server.window("stubborn", &["sh", "-c", script, pids.to_str().unwrap()]).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let started: Vec<i32> = loop {
+        let text = std::fs::read_to_string(&pids).unwrap_or_default();
+        let started: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        if started.len() == 2 {
+            break started;
+        }
+        assert!(std::time::Instant::now() < deadline, "the program never started: {text:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(started.iter().all(|pid| running(*pid)), "{started:?}");
+
+    server.tmux.kill_window(&pane.window_id).await.expect("kill window");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while started.iter().any(|pid| running(*pid)) {
+        assert!(std::time::Instant::now() < deadline, "still running after the window closed: {started:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether the process runs (a zombie, ended but not yet waited for, does not).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
