@@ -79,6 +79,43 @@ impl AgentWritable {
 
     /// The regular file at `rel`, `None` when there is none; anything else there is an error.
     pub fn read(&self, rel: &str) -> std::io::Result<Option<Vec<u8>>> {
+        let Some((file, path)) = self.open_file(rel)? else { return Ok(None) };
+        let mut bytes = Vec::new();
+        file.take(MAX_READ + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_READ {
+            return Err(std::io::Error::other(format!("{} is larger than {MAX_READ} bytes", path.display())));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Up to `max` bytes of the regular file at `rel` from `offset` (a log read a little at a
+    /// time), `None` when there is none; anything else there is an error.
+    pub fn read_at(&self, rel: &str, offset: u64, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+        use std::io::{Seek, SeekFrom};
+        let Some((mut file, _)) = self.open_file(rel)? else { return Ok(None) };
+        file.seek(SeekFrom::Start(offset))?;
+        let mut bytes = Vec::new();
+        file.take(max).read_to_end(&mut bytes)?;
+        Ok(Some(bytes))
+    }
+
+    /// The directory at `rel` beneath this one, `None` when there is none; each component must
+    /// be a real directory (a link on the way is an error).
+    pub fn dir(&self, rel: &str) -> std::io::Result<Option<AgentWritable>> {
+        let mut dir = self.dir_fd()?;
+        let mut path = self.path.clone();
+        for name in components(rel)? {
+            path.push(name);
+            if kind_at(&dir, name, &path)?.is_none() {
+                return Ok(None);
+            }
+            dir = open_dir_at(&dir, name, &path)?;
+        }
+        Ok(Some(AgentWritable { path, fd: dir }))
+    }
+
+    /// The regular file at `rel`, opened for reading without following a link, and its path.
+    fn open_file(&self, rel: &str) -> std::io::Result<Option<(File, PathBuf)>> {
         let (parent, name, path) = match self.parent_of(rel) {
             Ok(found) => found,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -96,12 +133,7 @@ impl AgentWritable {
         if kind != FileType::RegularFile {
             return Err(not_a_file(&path, kind));
         }
-        let mut bytes = Vec::new();
-        File::from(fd).take(MAX_READ + 1).read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > MAX_READ {
-            return Err(std::io::Error::other(format!("{} is larger than {MAX_READ} bytes", path.display())));
-        }
-        Ok(Some(bytes))
+        Ok(Some((File::from(fd), path)))
     }
 
     /// [`read`](Self::read) as UTF-8 text.

@@ -14,6 +14,8 @@ use crate::domain::usage::Usage;
 pub struct Progress {
     pub transcript_path: String,
     pub read_offset: i64,
+    /// What the reader carries between chunks: the last message id counted (a Claude Code
+    /// transcript), or a Codex or Gemini CLI reader's state as JSON.
     pub last_message: Option<String>,
 }
 

@@ -3,11 +3,15 @@
 //! tokens). A message's blocks repeat the same usage, so a message counts once: by its id, and
 //! the lines of one message come together. Read in chunks: only whole lines count, and the
 //! caller keeps the byte offset and the last message id between chunks. Sums are kept per model
-//! (`message.model`), since each model has its own price.
+//! (`message.model`), since each model has its own price. Codex's and Gemini CLI's session logs
+//! are read the same way, in chunks, by [`codex`] and [`gemini`].
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+pub mod codex;
+pub mod gemini;
 
 /// The model of a message that names none.
 pub const UNKNOWN_MODEL: &str = "unknown";
@@ -95,11 +99,15 @@ pub fn read_chunk(chunk: &[u8], last_message: Option<String>) -> Chunk {
         if usage.total() == 0 {
             continue;
         }
-        // The model's name is the transcript's word too: a name of sensible length, or none.
-        let model = model.filter(|m| !m.is_empty() && m.len() <= MODEL_MAX).unwrap_or_else(|| UNKNOWN_MODEL.to_owned());
-        read.usage.entry(model).or_default().add(&usage);
+        read.usage.entry(model_name(model)).or_default().add(&usage);
     }
     read
+}
+
+/// The model's name as a log gives it: the log's word too, so a name of sensible length, or
+/// [`UNKNOWN_MODEL`].
+fn model_name(model: Option<String>) -> String {
+    model.filter(|m| !m.is_empty() && m.len() <= MODEL_MAX).unwrap_or_else(|| UNKNOWN_MODEL.to_owned())
 }
 
 #[cfg(test)]

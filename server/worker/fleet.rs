@@ -18,9 +18,11 @@ use tokio_util::sync::CancellationToken;
 use crate::app::agent_panes;
 use crate::app::fleet;
 use crate::app::panes::Typist;
+use crate::app::usage::SessionLogOf;
 use crate::config::WorkerConfig;
 use crate::db::agents;
 use crate::detect::screen::ScreenRules;
+use crate::domain::agent::Activity;
 use crate::node::NodeInfo;
 use crate::providers::Providers;
 use crate::tmux::{Control, Notification, Tmux};
@@ -411,7 +413,9 @@ impl Fleet {
                 let provider = self.providers.get(&agent.provider);
                 let rules = provider.map_or(ScreenRules::Generic, |p| p.screen_rules);
                 let shell = provider.and_then(|p| p.shell());
-                watches.insert(pane.clone(), Watch::new(agent, rules, shell));
+                let mut watch = Watch::new(agent, rules, shell);
+                watch.session_log = provider.and_then(|p| SessionLogOf::of(p, &self.data_dir, &agent.name));
+                watches.insert(pane.clone(), watch);
             }
         }
         watches.retain(&keep);
@@ -499,6 +503,17 @@ impl Fleet {
             }
             Ok(false) => {}
             Err(e) => tracing::warn!(%agent, error = %e, "recording an agent's state"),
+        }
+        // A turn ended: its tokens are in the CLI's session log now. Counted beside the loop,
+        // which does not wait for the file.
+        let log = watches.get(pane).and_then(|w| w.session_log.clone().map(|log| (w.name.clone(), log)));
+        if let (Activity::Idle, Some((name, log))) = (decision.activity, log) {
+            let (db, feed) = (self.db.clone(), self.feed.clone());
+            tokio::spawn(async move {
+                if let Err(e) = crate::app::usage::read_session_log(&db, &feed, agent, &name, &log).await {
+                    tracing::warn!(agent = %name, error = %e, "reading the agent's session log");
+                }
+            });
         }
     }
 

@@ -13,6 +13,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::app::fleet;
+use crate::app::usage::SessionLogOf;
 use crate::db::agents::{self, Agent, Applied, Cause};
 use crate::db::spare_connections::SpareConnections;
 use crate::detect::decision::{Decision, Detector, DetectorConfig, Source};
@@ -52,6 +53,8 @@ pub struct Watch {
     read_at: Option<Instant>,
     /// When output last moved the agent's `last_activity` ([`ACTIVITY_EVERY`]).
     activity_at: Option<Instant>,
+    /// The session log its tokens are read from when it goes idle (Codex, Gemini CLI).
+    pub session_log: Option<SessionLogOf>,
 }
 
 impl Watch {
@@ -71,6 +74,7 @@ impl Watch {
             decided_at: None,
             read_at: Some(Instant::now()),
             activity_at: None,
+            session_log: None,
         }
     }
 
@@ -405,6 +409,7 @@ mod tests {
             decided_at: None,
             read_at: None,
             activity_at: None,
+            session_log: None,
         }
     }
 

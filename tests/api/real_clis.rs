@@ -127,6 +127,36 @@ pub(crate) async fn wait_watching(
     }
 }
 
+/// Waits until the agent's usage shows the tokens the scripted model reported in `answers` (the
+/// requests its CLI records in its session log), and returns that usage: one model, named,
+/// and no provider left unreported.
+pub(crate) async fn wait_for_usage(app: &TestApp, name: &str, answers: &[crate::scripted_model::Logged]) -> Value {
+    assert!(!answers.is_empty(), "the model answered");
+    let input: u64 = answers.iter().map(|l| l.usage.input_tokens).sum();
+    let output: u64 = answers.iter().map(|l| l.usage.output_tokens).sum();
+    let started = Instant::now();
+    loop {
+        let usage = app.agent(name).await["usage"].clone();
+        if usage["input_tokens"] == input && usage["output_tokens"] == output {
+            assert_eq!(usage["unreported"], json!([]), "{usage}");
+            let models = usage["models"].as_array().expect("models");
+            assert_eq!(models.len(), 1, "{usage}");
+            let model = models[0]["model"].as_str().expect("a model");
+            assert!(!model.is_empty() && model != "unknown", "{usage}");
+            assert_eq!(
+                (models[0]["input_tokens"].clone(), models[0]["output_tokens"].clone()),
+                (json!(input), json!(output))
+            );
+            return usage;
+        }
+        assert!(
+            started.elapsed() < START,
+            "{name}'s usage never showed {input} input and {output} output tokens: {usage}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Every state change of the agent with its source and reason, one a line: what a failure says.
 pub(crate) async fn story(app: &TestApp, name: &str) -> String {
     state_change_events(app, name).await.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")

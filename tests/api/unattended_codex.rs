@@ -13,7 +13,7 @@ use switchyard::providers::Providers;
 
 use crate::fake_agent::state_changes;
 use crate::helpers::{git, repo_of, spawn_app_with_worker_settings, TestApp};
-use crate::real_clis::{agent_clis, screen_shows, wait_for, wait_watching, START};
+use crate::real_clis::{agent_clis, screen_shows, wait_for, wait_for_usage, wait_watching, START};
 use crate::scripted_model::{Cue, ScriptedModel};
 
 /// A whole wish with real Codex agents: a planner, three engineers, a reviewer (and a fixer),
@@ -188,6 +188,16 @@ async fn codex_answers_a_message_to_an_idle_agent_and_is_idle_again() {
     screen_shows(&app, "owl", "Noted.").await;
     wait_for(&app, "owl", "idle", START).await;
     assert!(model.log().iter().any(|l| l.prompt.contains("What is the state of the build?")), "{:?}", model.log());
+
+    // Its tokens, as the model reported them, read from Codex's own session log. The thread's
+    // title Codex asks for beside the answer is in no line of that log: not counted.
+    let answers: Vec<_> = model
+        .log()
+        .into_iter()
+        .filter(|l| l.action.is_some() && !l.prompt.starts_with("Generate a concise, single-line task title"))
+        .collect();
+    let usage = wait_for_usage(&app, "owl", &answers).await;
+    assert!(usage["models"][0]["model"].as_str().is_some_and(|m| m.starts_with("gpt-")), "{usage}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,7 +11,7 @@ use switchyard::providers::Providers;
 
 use crate::fake_agent::state_changes;
 use crate::helpers::{eventually, git, repo_of, spawn_app_with_worker_settings, TestApp};
-use crate::real_clis::{agent_clis, screen, screen_shows, story, wait_for, START};
+use crate::real_clis::{agent_clis, screen, screen_shows, story, wait_for, wait_for_usage, START};
 use crate::scripted_model::{Action, ScriptedModel};
 
 /// A planned wish of three groups, reviewed, with real CLIs starting slowly on a loaded machine.
@@ -192,6 +192,11 @@ async fn gemini_cli_takes_a_message_when_idle_and_answers_it() {
     screen_shows(&app, "owl", "Noted.").await;
     wait_for(&app, "owl", "idle", START).await;
     assert_eq!(state_changes(&app, "owl").await.iter().filter(|s| *s == "working").count(), 1);
+
+    // Its tokens, as the model reported them, read from Gemini CLI's own session log.
+    let answers: Vec<_> = model.log().into_iter().filter(|l| l.action.is_some()).collect();
+    let usage = wait_for_usage(&app, "owl", &answers).await;
+    assert!(usage["models"][0]["model"].as_str().is_some_and(|m| m.starts_with("gemini-")), "{usage}");
 }
 
 /// Policy `ask` outside the sandbox: what the briefs run goes without a person, anything else
