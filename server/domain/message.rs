@@ -13,14 +13,17 @@
 //! | pasted (or about to), Enter never pressed | as before: the text never arrived | paste |
 //! | Enter pressed | the agent started a turn since | delivered (`state`) |
 //! | Enter pressed | no longer as it showed the text (`input_after`): the text left it | delivered (`screen`) |
-//! | Enter pressed | still as it showed the text | press Enter again, at most [`MAX_ENTER_PRESSES`] times |
+//! | Enter pressed | still as it showed the text, or blank where it was not before the paste | press Enter again, at most [`MAX_ENTER_PRESSES`] times |
 //!
 //! Enter is pressed only into a line known to hold the text: after an outage (the database or the
 //! server down while the agent took the message and went on) the line shows whatever the agent
 //! did since, which differs from the line before the paste without holding the text; an Enter
 //! pressed there would be a bare Enter the agent acts on. So the Enter's record carries the line
 //! as it showed the paste, and only that line is taken for the text still waiting. (Where the
-//! paste never showed before Enter, nothing better than "differs from before" is known.)
+//! paste never showed before Enter, nothing better than "differs from before" is known.) One
+//! other line holds it: a blank one where the prompt showed before the paste. Gemini CLI takes an
+//! Enter in its first moments after a paste for a new line in the text, and the cursor then sits
+//! on that empty line below `[Pasted Text: 12 lines]`; a TUI at its prompt shows the prompt.
 //!
 //! The strongest confirmation does not need the table: Claude Code's `UserPromptSubmit` hook
 //! carries the submitted prompt, and a prompt equal to the message ([`prompt_matches`]) confirms
@@ -185,8 +188,9 @@ pub fn next_step(attempt: &Attempt, now: &PaneNow) -> Step {
         return if text_in_line { Step::PressEnter } else { Step::Paste };
     }
     // After an Enter, the text is still there only where the line still shows it as it did.
+    let on_a_new_line_of_it = now.input.is_empty() && attempt.input_before.is_some_and(|before| !before.is_empty());
     let text_in_line = match attempt.input_after {
-        Some(after) => after == now.input,
+        Some(after) => after == now.input || on_a_new_line_of_it,
         None => text_in_line,
     };
     if now.worked_since_enter {
@@ -274,6 +278,14 @@ mod tests {
         // of ours in it. Enter there would be a bare Enter.
         assert_eq!(next_step(&shown, &now("1> ")), Step::Delivered(Confirmation::Screen));
         assert_eq!(next_step(&shown, &now(BEFORE)), Step::Delivered(Confirmation::Screen));
+    }
+
+    #[test]
+    fn an_enter_taken_for_a_new_line_in_the_text_leaves_it_waiting() {
+        let shown = Attempt { input_after: Some("> [Pasted Text: 12 lines]"), ..in_pane(true, 1) };
+        assert_eq!(next_step(&shown, &now("")), Step::PressEnter, "the cursor on the text's new last line");
+        let blank_before = Attempt { input_before: Some(""), ..shown };
+        assert_eq!(next_step(&blank_before, &now("")), Step::Delivered(Confirmation::Screen));
     }
 
     #[test]

@@ -184,7 +184,8 @@ async fn gemini_cli_takes_a_message_when_idle_and_answers_it() {
     let Some(app) = idle_agent(&model, "", "owl").await else { return };
     let message = app.send_message("owl", "How is it going?").await;
     let delivered = app.delivered(message, START).await;
-    assert_eq!(delivered["confirmed_by"], "screen", "{delivered}");
+    // No hook of Gemini CLI's confirms it: the line emptied, or the turn it started, does.
+    assert!(["screen", "state"].contains(&delivered["confirmed_by"].as_str().unwrap_or_default()), "{delivered}");
     eventually("the model answers the message", START, || async {
         model.log().iter().any(|l| l.prompt.contains("How is it going?") && l.action.is_some())
     })
