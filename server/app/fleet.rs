@@ -122,8 +122,15 @@ pub async fn settle_vanished(
     else {
         return Ok(None);
     };
-    // Told once, however many times it is resumed before it reads it.
-    let notice = interruption::go_on(reason);
+    tell_to_go_on(&mut *conn, agent, reason).await?;
+    Ok(Some(AgentState::Suspended))
+}
+
+/// Queues the message that tells a suspended agent to go on with its work once it is resumed
+/// (`why` it stopped), unless one waits already: told once, however many times it is resumed
+/// before it reads it.
+pub async fn tell_to_go_on(conn: &mut PgConnection, agent: &Agent, why: &str) -> Result<()> {
+    let notice = interruption::go_on(why);
     let start = notice.split('(').next().unwrap_or_default();
     if !messages::has_pending_like(&mut *conn, agent.id, SWITCHYARD, start).await? {
         let project = agents::project_slug(&mut *conn, agent.id).await?;
@@ -136,7 +143,7 @@ pub async fn settle_vanished(
         };
         messages::insert(conn, &new).await?;
     }
-    Ok(Some(AgentState::Suspended))
+    Ok(())
 }
 
 /// Whether the agent still owes a report on its work: a task (a wish's group, a standalone task)

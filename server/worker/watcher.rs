@@ -367,8 +367,16 @@ pub async fn apply(
             ..Cause::from(source)
         };
         let applied = fleet::observe(&mut tx, agent_id, None, AgentEvent::Suspend, &cause).await?;
+        let Some(Applied::Changed { agent, .. }) = applied else {
+            tx.commit().await?;
+            return Ok(false);
+        };
+        // Resumed into its session after the reset, it is told to go on: the limit cut its turn.
+        if fleet::has_unreported_work(&mut tx, &agent).await? {
+            fleet::tell_to_go_on(&mut tx, &agent, "its usage limit was reached; it has reset").await?;
+        }
         feed.commit(tx).await?;
-        return Ok(matches!(applied, Some(Applied::Changed { .. })));
+        return Ok(true);
     }
     let applied = fleet::observe(&mut tx, agent_id, None, AgentEvent::Observed(decision.activity), &cause).await?;
     if matches!(applied, Some(Applied::Changed { .. })) {

@@ -334,6 +334,13 @@ async fn a_usage_limit_holds_new_dispatches_of_its_provider_until_the_reset_then
     assert_eq!(resumed["payload"]["to"], "spawning");
     let at: chrono::DateTime<chrono::Utc> = resumed["created_at"].as_str().unwrap().parse().unwrap();
     assert!(at >= until, "resumed at {at}, before the reset at {until}");
+    // The limit cut its turn short: it was told to go on.
+    let inbox = app.get_ok(&format!("/api/v1/agents/{limited_agent}/messages")).await;
+    let told = inbox["items"].as_array().into_iter().flatten().any(|m| {
+        m["from"] == "switchyard"
+            && m["body"].as_str().is_some_and(|b| b.contains("usage limit was reached; it has reset"))
+    });
+    assert!(told, "{inbox:#}");
 }
 
 /// Commits `file` with `text` on the branch checked out in `repo` (the target branch, `main`).
