@@ -183,6 +183,7 @@ async fn an_options_number_answers_the_menu_on_the_agents_screen_with_that_optio
     let (done, message) = answered_on_screen(" 3 ").await;
     assert_eq!(done["result"], "answered: option 3", "the menu's option 3 was chosen: {done}");
     assert_eq!(message["confirmed_by"], "screen", "the menu closed: {message}");
+    assert_eq!(message["attempts"], 1, "chosen once: {message}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
