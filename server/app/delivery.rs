@@ -32,6 +32,24 @@ pub async fn enter(
     Ok(record::record_enter(conn, id, pane, input_after).await?)
 }
 
+/// About to press Enter on `pane`'s menu (its `labels`) with `option` highlighted (a new
+/// attempt); answers when (`None`: delivered meanwhile).
+pub async fn choice(
+    conn: &mut PgConnection,
+    id: Uuid,
+    pane: &str,
+    option: u32,
+    labels: &[String],
+) -> Result<Option<DateTime<Utc>>> {
+    let option = i32::try_from(option).map_err(|_| super::Error::invalid("option", "too large"))?;
+    Ok(record::record_choice(conn, id, pane, option, &labels.join("\n")).await?)
+}
+
+/// About to press Enter again on a choice's menu that stayed as it was; false: delivered meanwhile.
+pub async fn choice_enter(conn: &mut PgConnection, id: Uuid, pane: &str) -> Result<bool> {
+    Ok(record::record_choice_enter(conn, id, pane).await?)
+}
+
 /// A step failed; the message stays pending with why.
 pub async fn failed(conn: &mut PgConnection, id: Uuid, why: &str) -> Result<()> {
     Ok(record::record_error(conn, id, why).await?)

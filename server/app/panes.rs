@@ -113,6 +113,29 @@ pub struct Chosen {
     pub label: String,
 }
 
+/// A menu option whose highlight the screen showed ([`Typist::highlight`]), ready for Enter.
+#[derive(Debug, Clone)]
+pub struct Highlighted {
+    /// The menu's labels, in order: the same menu is the same labels.
+    pub labels: Vec<String>,
+    /// Where the option is among them.
+    pub wanted: usize,
+    /// The keys pressed so far.
+    pub keys: Vec<Key>,
+    pub chosen: Chosen,
+}
+
+impl Highlighted {
+    /// Whether `options` (a screen's) are this menu with this option highlighted.
+    pub fn shown_in(&self, options: &[prompt::PromptOption]) -> bool {
+        labels(options) == self.labels && prompt::selected(options) == Some(self.wanted)
+    }
+}
+
+fn labels(options: &[prompt::PromptOption]) -> Vec<String> {
+    options.iter().map(|o| o.label.clone()).collect()
+}
+
 /// What [`Typist::type_text`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Typed {
@@ -160,6 +183,23 @@ impl Typist {
     /// pressed and the option; or why not, as a sentence (nothing pressed when the screen does
     /// not offer it).
     pub async fn choose(&self, pane: &str, option: u32) -> Result<std::result::Result<(Vec<Key>, Chosen), String>> {
+        let mut highlighted = match self.highlight(pane, option).await? {
+            Ok(highlighted) => highlighted,
+            Err(why) => return Ok(Err(why)),
+        };
+        // An Enter the menu did not take leaves it as it was, the option still highlighted: pressed
+        // again, a few times at most. One it took closes it (or changes it: the next question).
+        for _ in 0..ENTER_TRIES {
+            if self.enter_choice(pane, &mut highlighted).await? {
+                return Ok(Ok((highlighted.keys, highlighted.chosen)));
+            }
+        }
+        Ok(Err(format!("chose option {option} ({:?}), but the menu is still on the screen", highlighted.keys)))
+    }
+
+    /// The first half of [`Typist::choose`]: moves the menu's highlight to `option` and waits for
+    /// the screen to show it there. Nothing is chosen yet (arrow keys only move the highlight).
+    pub async fn highlight(&self, pane: &str, option: u32) -> Result<std::result::Result<Highlighted, String>> {
         let menu = prompt::options(&self.tmux.capture(pane, 0).await.map_err(tmux_failed)?);
         let Some(wanted) = menu.iter().position(|o| o.number == option.to_string()) else {
             let offered = match menu.len() {
@@ -173,35 +213,33 @@ impl Typist {
         };
         // A menu just drawn may not take keys yet: wait for its screen to hold still first.
         self.settled_screen(pane).await?;
-        let mut keys = vec![if wanted > at { Key::Down } else { Key::Up }; wanted.abs_diff(at)];
+        let keys = vec![if wanted > at { Key::Down } else { Key::Up }; wanted.abs_diff(at)];
         self.press_keys(pane, &keys).await.map_err(tmux_failed)?;
-        let labels = |options: &[prompt::PromptOption]| options.iter().map(|o| o.label.clone()).collect::<Vec<_>>();
-        let same_menu_at_option = |options: &[prompt::PromptOption]| {
-            labels(options) == labels(&menu) && prompt::selected(options) == Some(wanted)
-        };
-        if !self.watch_menu(pane, same_menu_at_option).await? {
+        let chosen = Chosen { option, label: menu[wanted].label.clone() };
+        let highlighted = Highlighted { labels: labels(&menu), wanted, keys, chosen };
+        if !self.watch_menu(pane, |options| highlighted.shown_in(options)).await? {
             return Ok(Err(format!(
-                "pressed {keys:?}, but the screen did not show option {option} highlighted; nothing chosen"
+                "pressed {:?}, but the screen did not show option {option} highlighted; nothing chosen",
+                highlighted.keys
             )));
         }
-        // An Enter the menu did not take leaves it as it was, the option still highlighted: pressed
-        // again, a few times at most. One it took closes it (or changes it: the next question).
-        let mut closed = false;
-        for _ in 0..ENTER_TRIES {
-            self.press_keys(pane, &[Key::Enter]).await.map_err(tmux_failed)?;
-            keys.push(Key::Enter);
-            if self
-                .watch_menu_for(pane, MENU_STEP / ENTER_TRIES as u32, |options| !same_menu_at_option(options))
-                .await?
-            {
-                closed = true;
-                break;
-            }
-        }
-        if !closed {
-            return Ok(Err(format!("chose option {option} ({keys:?}), but the menu is still on the screen")));
-        }
-        Ok(Ok((keys, Chosen { option, label: menu[wanted].label.clone() })))
+        Ok(Ok(highlighted))
+    }
+
+    /// Presses Enter on a [`Highlighted`] option and answers whether the menu closed (or
+    /// changed: the next question) within a while; false: it stays as it was, the Enter not taken.
+    pub async fn enter_choice(&self, pane: &str, highlighted: &mut Highlighted) -> Result<bool> {
+        self.press_keys(pane, &[Key::Enter]).await.map_err(tmux_failed)?;
+        highlighted.keys.push(Key::Enter);
+        self.watch_menu_for(pane, MENU_STEP / ENTER_TRIES as u32, |options| !highlighted.shown_in(options)).await
+    }
+
+    /// Whether the pane's screen keeps showing `highlighted`'s menu with its option highlighted
+    /// for as long as [`Typist::enter_choice`] gives an Enter to close it (one just pressed may
+    /// not have shown yet).
+    pub async fn stays(&self, pane: &str, highlighted: &Highlighted) -> Result<bool> {
+        let gone = self.watch_menu_for(pane, MENU_STEP / ENTER_TRIES as u32, |options| !highlighted.shown_in(options));
+        Ok(!gone.await?)
     }
 
     /// Reads the pane's screen until its menu options satisfy `seen`, for at most [`MENU_STEP`].

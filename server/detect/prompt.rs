@@ -90,6 +90,22 @@ mod tests {
     }
 
     #[test]
+    fn the_real_codex_and_gemini_cli_approval_menus_are_read_with_their_highlight_and_their_no() {
+        // Codex 0.169 asking to run a command outside its sandbox (`require_escalated`).
+        let codex = options(&screen("codex/permission-escalated-0.169.0.txt"));
+        let labels: Vec<&str> = codex.iter().map(|o| o.label.as_str()).collect();
+        assert_eq!(labels.len(), 3, "{codex:?}");
+        assert_eq!(labels[0], "Yes, proceed (y)");
+        assert_eq!(labels[2], "No, and tell Codex what to do differently (esc)");
+        assert_eq!(selected(&codex), Some(0));
+        // Gemini CLI 0.61 asking to run a shell command, in its box.
+        let gemini = options(&screen("gemini/permission-shell-allow-once-0.61.0.txt"));
+        let labels: Vec<&str> = gemini.iter().map(|o| o.label.as_str()).collect();
+        assert_eq!(labels, ["Allow once", "Allow for this session", "No, suggest changes (esc)"]);
+        assert_eq!(selected(&gemini), Some(0));
+    }
+
+    #[test]
     fn the_highlight_is_where_the_marker_is() {
         let screen = "Do you want to proceed?\n  1. Yes\n  2. Yes, and don't ask again\n❯ 3. No\n";
         assert_eq!(selected(&options(screen)), Some(2));

@@ -217,18 +217,30 @@ async fn input(
 
 #[derive(Debug, Deserialize)]
 struct AnswerForm {
-    /// The number of the chosen option, or free text.
-    answer: String,
+    /// The number of the chosen option (its button).
+    #[serde(default)]
+    option: Option<String>,
+    /// Free text (the words field).
+    #[serde(default)]
+    answer: Option<String>,
 }
 
-/// Answers a permission or question prompt: the option's number (or the typed answer), then Enter.
+/// Answers a permission or question prompt: an option's button chooses it on the menu with key
+/// presses checked on the screen (a menu ignores its number typed as text); words are typed,
+/// then Enter.
 #[tracing::instrument(skip_all, fields(agent = ?name), err(Debug, level = "debug"))]
 async fn answer(
     State(state): State<AppState>,
     PagePath(name): PagePath<String>,
     PageForm(form): PageForm<AnswerForm>,
 ) -> PageResult {
-    let answer = form.answer.trim();
+    if let Some(option) = form.option.as_deref() {
+        let option = option.trim().parse::<u32>().ok().filter(|n| *n > 0);
+        let option = option.ok_or_else(|| ApiError::validation("option", "must be an option's number"))?;
+        agent_panes::choose(&state.app, &name, option).await?;
+        return Ok(see_other(&format!("/agents/{name}")));
+    }
+    let answer = form.answer.as_deref().unwrap_or_default().trim();
     if answer.is_empty() {
         return Err(ApiError::validation("answer", "choose an option or type an answer").into());
     }

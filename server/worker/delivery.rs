@@ -7,13 +7,21 @@
 //! started a turn). A `UserPromptSubmit` hook carrying the text confirms it directly
 //! (`api::agent_hooks`); for agents without hooks, or when their hook does not come, the pane
 //! confirms it.
+//!
+//! An answer to a menu on the agent's screen (a permission dialog, a question with options) that
+//! is the number of an option the menu offers is chosen with key presses instead
+//! ([`Typist::highlight`]): a menu ignores a pasted "3", and the Enter after it would pick the
+//! highlighted option. The arrow keys choose nothing, so only the Enter is recorded before it is
+//! pressed, with the option and the menu's labels; the menu gone (or changed) confirms it. A
+//! resumed choice is never pasted, and Enter is pressed again only while the same menu still
+//! shows the option highlighted.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::app::delivery;
-use crate::app::panes::Typist;
+use crate::app::panes::{Chosen, Highlighted, Typist};
 use crate::db::agents::{self, Agent};
 use crate::db::messages::delivery::{self as record, Due, Pending};
 use crate::domain::agent::AgentState;
@@ -66,6 +74,9 @@ impl Delivery {
                 Ok(agent) => agent,
                 Err(why) => return Ok(Outcome::NotNow(why)),
             };
+            if let Some(option) = message.chosen_option.filter(|_| message.attempt_pane.as_deref() == Some(pane)) {
+                return self.resume_choice(due, &message, option).await;
+            }
             let input = match self.input(pane).await {
                 Ok(input) => input,
                 Err(e) => return Ok(Outcome::NotNow(format!("reading the pane: {e}"))),
@@ -96,6 +107,11 @@ impl Delivery {
             if step == Step::Paste {
                 if !ready(agent.state) {
                     return Ok(Outcome::NotNow(format!("the agent is {}", agent.state)));
+                }
+                if due.answer {
+                    if let Some(option) = self.offered(&message, pane).await {
+                        return self.choose(due, option).await;
+                    }
                 }
                 if let Err(why) = self.paste(&message, pane, &input).await? {
                     return Ok(Outcome::NotNow(why));
@@ -258,6 +274,92 @@ impl Delivery {
         };
         self.mark_delivered(due.message_id, by).await?;
         Ok(Some(Outcome::Delivered(by)))
+    }
+
+    /// The option `message` answers the menu on `pane`'s screen with: its body is the number of
+    /// one the menu offers. `None`: it is text (or the screen cannot be read; it is pasted then,
+    /// as before menus were answered by keys, and the paste's own checks apply).
+    async fn offered(&self, message: &Pending, pane: &str) -> Option<u32> {
+        let option = message.body.trim().parse::<u32>().ok().filter(|n| *n > 0)?;
+        self.typist.offers(pane, &option.to_string()).await.ok()?.then_some(option)
+    }
+
+    /// Answers the menu with `option`: highlights it (checked on the screen), records the Enter,
+    /// presses it, and confirms by the menu closing.
+    async fn choose(&self, due: &Due, option: u32) -> anyhow::Result<Outcome> {
+        let pane = due.pane.as_str();
+        let highlighted = match self.typist.highlight(pane, option).await {
+            Ok(Ok(highlighted)) => highlighted,
+            Ok(Err(why)) => return Ok(Outcome::NotNow(why)),
+            Err(e) => return Ok(Outcome::NotNow(format!("reading the pane: {e}"))),
+        };
+        // The pane may have died, or the agent moved on, while the highlight moved.
+        if let Err(why) = self.agent_at(due, pane).await? {
+            return Ok(Outcome::NotNow(why));
+        }
+        {
+            let mut conn = self.db.acquire().await?;
+            if delivery::choice(&mut conn, due.message_id, pane, option, &highlighted.labels).await?.is_none() {
+                return self.settled(due.message_id).await;
+            }
+        }
+        self.enter_choice(due, highlighted, 1).await
+    }
+
+    /// A choice whose Enter was recorded before an earlier run stopped: delivered if the menu is
+    /// gone (or changed); Enter again only while the same menu shows the option highlighted.
+    async fn resume_choice(&self, due: &Due, message: &Pending, option: i32) -> anyhow::Result<Outcome> {
+        let labels: Vec<String> =
+            message.input_after.as_deref().unwrap_or_default().lines().map(str::to_owned).collect();
+        let wanted = usize::try_from(option - 1).unwrap_or_default();
+        let label = labels.get(wanted).cloned().unwrap_or_default();
+        let chosen = Chosen { option: u32::try_from(option).unwrap_or_default(), label };
+        let highlighted = Highlighted { labels, wanted, keys: Vec::new(), chosen };
+        match self.typist.stays(&due.pane, &highlighted).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.mark_delivered(due.message_id, Confirmation::Screen).await?;
+                return Ok(Outcome::Delivered(Confirmation::Screen));
+            }
+            Err(e) => return Ok(Outcome::NotNow(format!("reading the pane: {e}"))),
+        }
+        self.enter_again(due, highlighted, message.enter_presses).await
+    }
+
+    /// Presses Enter on the highlighted option (recorded already, `presses` so far), again while
+    /// the menu stays as it was, at most [`MAX_ENTER_PRESSES`] in all.
+    async fn enter_choice(&self, due: &Due, mut highlighted: Highlighted, presses: i32) -> anyhow::Result<Outcome> {
+        match self.typist.enter_choice(&due.pane, &mut highlighted).await {
+            Ok(true) => {
+                self.mark_delivered(due.message_id, Confirmation::Screen).await?;
+                Ok(Outcome::Delivered(Confirmation::Screen))
+            }
+            Ok(false) => Box::pin(self.enter_again(due, highlighted, presses)).await,
+            Err(e) => {
+                let why = format!("pressing Enter failed: {e}");
+                let mut conn = self.db.acquire().await?;
+                delivery::failed(&mut conn, due.message_id, &why).await?;
+                Ok(Outcome::NotNow(why))
+            }
+        }
+    }
+
+    /// The menu stayed as it was after `presses` Enters: records another and presses it, unless
+    /// there were enough.
+    async fn enter_again(&self, due: &Due, highlighted: Highlighted, presses: i32) -> anyhow::Result<Outcome> {
+        let mut conn = self.db.acquire().await?;
+        if presses >= MAX_ENTER_PRESSES {
+            let why =
+                format!("option {} stays highlighted on the menu after {presses} Enters", highlighted.chosen.option);
+            delivery::failed(&mut conn, due.message_id, &why).await?;
+            return Ok(Outcome::Stuck(why));
+        }
+        if !delivery::choice_enter(&mut conn, due.message_id, &due.pane).await? {
+            drop(conn);
+            return self.settled(due.message_id).await;
+        }
+        drop(conn);
+        Box::pin(self.enter_choice(due, highlighted, presses + 1)).await
     }
 
     async fn mark_delivered(&self, id: Uuid, by: Confirmation) -> anyhow::Result<()> {

@@ -13,7 +13,7 @@
 //! | provider | variable | what is written |
 //! | --- | --- | --- |
 //! | Claude Code | `CLAUDE_CONFIG_DIR` | `.claude.json`: `hasCompletedOnboarding`, `projects[clone].hasTrustDialogAccepted`, the user's account fields, the pane's `ANTHROPIC_API_KEY` approved; the user's `.credentials.json` and `settings.json` |
-//! | Codex | `CODEX_HOME` | the user's `config.toml` plus `[projects."<clone>"] trust_level = "trusted"` and the policy's keys, `rules/switchyard.rules` ([`codex_policy`]); the user's `auth.json`, else one holding the pane's `OPENAI_API_KEY` |
+//! | Codex | `CODEX_HOME` | the user's `config.toml` plus `[projects."<clone>"] trust_level = "trusted"` and the policy's keys, `rules/switchyard.rules` ([`codex_policy`]); the user's `auth.json`, else one holding the pane's `OPENAI_API_KEY`; a `TMPDIR` of its own when `CODEX_HOME` is under the temporary directory ([`codex_tmpdir`]) |
 //! | Gemini CLI | `GEMINI_CLI_HOME` | `.gemini/trustedFolders.json` trusting the clone; the user's `settings.json` (auth type `gemini-api-key` when the pane has `GEMINI_API_KEY` and none is chosen) and login files; `.gemini/policies/switchyard.toml`, the permission policy ([`gemini_policy`]) |
 
 use std::collections::BTreeMap;
@@ -104,7 +104,7 @@ pub fn prepare(
     match setup {
         Setup::None => {}
         Setup::Claude => vars = claude(&dir, &clone, user, pane_env, policy)?,
-        Setup::Codex => codex(&dir, &clone, user, pane_env, policy)?,
+        Setup::Codex => vars = codex(&dir, &clone, user, pane_env, policy)?,
         Setup::Gemini => gemini(&dir, &clone, user, pane_env, policy)?,
     }
     vars.insert(0, (variable.to_owned(), dir.path().to_string_lossy().into_owned()));
@@ -249,7 +249,7 @@ fn codex(
     user: &UserConfig,
     env: &BTreeMap<String, String>,
     policy: Policy<'_>,
-) -> std::io::Result<()> {
+) -> std::io::Result<Vec<(String, String)>> {
     let users = user.codex_home.as_deref();
     let mut config = match dir.read_string("config.toml")? {
         Some(text) => text,
@@ -273,7 +273,21 @@ fn codex(
             dir.replace("auth.json", json!({"OPENAI_API_KEY": key}).to_string().as_bytes(), PRIVATE)?;
         }
     }
-    Ok(())
+    codex_tmpdir(dir, env)
+}
+
+/// Codex refuses to set up its helpers (`codex-linux-sandbox`, which its sandbox runs every
+/// command through) when its `CODEX_HOME` lies under the temporary directory (`TMPDIR`, else
+/// `/tmp`): every command it would sandbox then fails ("bwrap: execvp codex-linux-sandbox"),
+/// and under `ask` nothing asks. An agent directory under it (a data directory in `/tmp`) gets
+/// a `TMPDIR` of its own inside `CODEX_HOME`, which Codex's sandbox lets commands write too.
+fn codex_tmpdir(dir: &AgentWritable, env: &BTreeMap<String, String>) -> std::io::Result<Vec<(String, String)>> {
+    let temp = env.get("TMPDIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    if !dir.path().starts_with(&temp) {
+        return Ok(Vec::new());
+    }
+    let tmp = dir.create_dir("tmp", 0o700)?;
+    Ok(vec![("TMPDIR".to_owned(), tmp.path().to_string_lossy().into_owned())])
 }
 
 /// The user's Gemini CLI files that hold their login.
@@ -579,6 +593,23 @@ mod tests {
         std::fs::write(user.path().join("auth.json"), r#"{"tokens": {}}"#).unwrap();
         prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK).unwrap();
         assert!(json_at(agent.path().join("codex/auth.json")).get("tokens").is_some());
+    }
+
+    #[test]
+    fn a_codex_home_under_the_temporary_directory_gets_a_tmpdir_of_its_own_for_codexs_sandbox() {
+        let agent = tempfile::tempdir().unwrap();
+        let clone = Path::new("/clones/owl");
+        let vars = prepare(Setup::Codex, agent.path(), clone, &UserConfig::none(), &env(&[]), ASK).unwrap();
+        let home = agent.path().join("codex");
+        assert_eq!(vars[0], ("CODEX_HOME".to_owned(), home.to_string_lossy().into_owned()));
+        let tmpdir = vars.iter().find(|(k, _)| k == "TMPDIR").map(|(_, v)| PathBuf::from(v));
+        let tmpdir = tmpdir.unwrap_or_else(|| panic!("under {:?}: {vars:?}", std::env::temp_dir()));
+        assert!(tmpdir.is_dir() && !home.starts_with(&tmpdir), "{tmpdir:?}");
+
+        // A pane whose temporary directory is elsewhere keeps it.
+        let elsewhere = env(&[("TMPDIR", "/var/tmp/nowhere-near")]);
+        let vars = prepare(Setup::Codex, agent.path(), clone, &UserConfig::none(), &elsewhere, ASK).unwrap();
+        assert!(!vars.iter().any(|(k, _)| k == "TMPDIR"), "{vars:?}");
     }
 
     #[test]

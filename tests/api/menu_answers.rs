@@ -42,8 +42,8 @@ async fn input(app: &TestApp, name: &str, body: Value) -> reqwest::Response {
     app.post(&format!("/api/v1/agents/{name}/input"), body).await
 }
 
-#[tokio::test]
-async fn an_options_number_answers_the_menu_with_that_option_and_only_once_the_screen_shows_it() {
+/// The app with agent `fox`, the fake, showing its menu.
+async fn menu_agent() -> TestApp {
     let app = spawn_app_with_worker_and_providers(&providers_toml()).await;
     app.create_project("alpha").await;
     app.create_agent(
@@ -55,6 +55,12 @@ async fn an_options_number_answers_the_menu_with_that_option_and_only_once_the_s
     })
     .await;
     shows(&app, "fox", "❯ 1. Yes").await;
+    app
+}
+
+#[tokio::test]
+async fn an_options_number_answers_the_menu_with_that_option_and_only_once_the_screen_shows_it() {
+    let app = menu_agent().await;
 
     // "3" typed as text, as the dashboard's button and scripts send it, is option 3: No.
     let answered = assert_json(input(&app, "fox", json!({"text": "3"})).await, 200).await;
@@ -87,4 +93,24 @@ async fn an_options_number_answers_the_menu_with_that_option_and_only_once_the_s
     assert_eq!(problem["errors"][0]["field"], "option", "{problem}");
     let now = screen(&app, "fox").await;
     assert_eq!(now.matches("chose").count(), 3, "{now}");
+}
+
+/// The agent page's option buttons post the option (`option=N`), chosen on the menu as the API's
+/// `option` is: "3" is No, not the highlighted "1. Yes"; a button without a number is refused.
+#[tokio::test]
+async fn the_agent_pages_option_button_chooses_that_option_on_the_menu() {
+    let app = menu_agent().await;
+    let dashboard = crate::dashboard::Dashboard::login(&app).await;
+
+    let answered = dashboard.post_form("/agents/fox/answer", &[("option", "3")]).await;
+    assert_eq!(crate::dashboard::redirected(answered).await, "/agents/fox");
+    let now = screen(&app, "fox").await;
+    assert!(now.contains("chose 3: No"), "{now}");
+    assert!(!now.contains("chose 1"), "nothing else was chosen: {now}");
+
+    ask_again(&app).await;
+    let refused = dashboard.post_form("/agents/fox/answer", &[("option", "yes")]).await;
+    assert_eq!(refused.status(), 422);
+    assert!(refused.text().await.expect("body").contains("option"), "the field is named");
+    assert_eq!(screen(&app, "fox").await.matches("chose").count(), 1, "nothing pressed");
 }

@@ -141,8 +141,11 @@ async fn a_question_waits_for_an_answer_that_reaches_the_agent_which_acts_on_it(
     assert_eq!(branch_file(&repo_of(&project), &branch, "colour.txt").trim(), "colour-blue");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_answer_to_a_question_on_the_agents_screen_is_typed_into_its_dialog() {
+/// A task whose fake agent asks on its screen with a menu (`question.py`, Codex's question
+/// dialog: a menu that takes keys, ignores a pasted number, and takes pasted words as notes),
+/// answered with `answer`: what the agent did with it (its task's result), and the answer's
+/// message once delivered.
+async fn answered_on_screen(answer: &str) -> (Value, Value) {
     let fakes = fake("screen");
     // Codex's screen rules: the fake draws Codex's question dialog and reads the answer from its
     // terminal, so the answer must be typed into the pane while the agent asks (it is never idle).
@@ -158,16 +161,35 @@ async fn an_answer_to_a_question_on_the_agents_screen_is_typed_into_its_dialog()
     assert!(waiting["question"].as_str().unwrap_or_default().contains("is asking a question"), "{waiting}");
     let agent = runs(&app, &id).await[0]["agent_name"].as_str().expect("agent").to_owned();
     assert_eq!(agent_state(&app, &agent).await, "question");
-    app.post_ok(&format!("/api/v1/tasks/{id}/answer"), json!({"answer": " 2 "})).await;
+    app.post_ok(&format!("/api/v1/tasks/{id}/answer"), json!({"answer": answer})).await;
 
     let done = wait_for_task(&app, &id, "the task is done", |t| t["status"] == "done").await;
-    assert_eq!(done["result"], "chose option 2", "the dialog got the answer as given, trimmed");
     let branch = runs(&app, &id).await[0]["branch"].as_str().expect("branch").to_owned();
-    assert_eq!(branch_file(&repo_of(&project), &branch, "choice.txt").trim(), "option 2");
+    let committed = branch_file(&repo_of(&project), &branch, "choice.txt");
+    assert_eq!(done["result"].as_str(), Some(format!("answered: {}", committed.trim()).as_str()), "{done}");
+    let body = answer.trim().to_owned();
     let delivered = |inbox: &Value| {
-        inbox["items"].as_array().is_some_and(|m| m.iter().any(|m| m["body"] == "2" && m["delivered_at"].is_string()))
+        inbox["items"].as_array().is_some_and(|m| m.iter().any(|m| m["body"] == body && m["delivered_at"].is_string()))
     };
-    app.get_until(&format!("/api/v1/messages?to={agent}"), "the answer is delivered", RUN, &[], delivered).await;
+    let inbox =
+        app.get_until(&format!("/api/v1/messages?to={agent}"), "the answer is delivered", RUN, &[], delivered).await;
+    let message = inbox["items"].as_array().into_iter().flatten().find(|m| m["body"] == body).cloned();
+    (done, message.expect("the answer"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_options_number_answers_the_menu_on_the_agents_screen_with_that_option() {
+    // Option 1 is highlighted: a pasted "3" and Enter would pick it.
+    let (done, message) = answered_on_screen(" 3 ").await;
+    assert_eq!(done["result"], "answered: option 3", "the menu's option 3 was chosen: {done}");
+    assert_eq!(message["confirmed_by"], "screen", "the menu closed: {message}");
+    assert_eq!(message["attempts"], 1, "chosen once: {message}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_text_answer_to_a_question_on_the_agents_screen_arrives_as_text() {
+    let (done, _message) = answered_on_screen("colour-blue").await;
+    assert_eq!(done["result"], "answered: words: colour-blue", "{done}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -35,7 +35,8 @@ fn user_home(model: &ScriptedModel) -> tempfile::TempDir {
     home
 }
 
-/// `codex`: the built-in provider with the pinned program and a made-up key.
+/// `codex`: the built-in provider with the pinned program and a made-up key; `codex-ask` the
+/// same outside Switchyard's sandbox in policy `ask` (the default there).
 fn providers_toml(bin: &Path) -> String {
     let builtin = Providers::builtin();
     let codex = builtin.get("codex").expect("built in");
@@ -44,12 +45,15 @@ fn providers_toml(bin: &Path) -> String {
         args[0] = bin.join(&args[0]).to_string_lossy().into_owned();
         serde_json::to_string(&args).expect("json is toml here")
     };
-    format!(
-        "[providers.codex]\ncommand = {}\nresume = {}\nscreen_rules = \"codex\"\nsetup = \"codex\"\n\
-         env = {{ OPENAI_API_KEY = \"sk-switchyard-test-not-a-key\" }}\n",
-        located(&codex.command),
-        located(codex.resume.as_ref().expect("resumable")),
-    )
+    let table = |name: &str, more: &str| {
+        format!(
+            "[providers.{name}]\ncommand = {}\nresume = {}\nscreen_rules = \"codex\"\nsetup = \"codex\"\n{more}\
+             env = {{ OPENAI_API_KEY = \"sk-switchyard-test-not-a-key\" }}\n\n",
+            located(&codex.command),
+            located(codex.resume.as_ref().expect("resumable")),
+        )
+    };
+    table("codex", "") + &table("codex-ask", "sandbox = \"none\"\npermissions = \"ask\"\n")
 }
 
 /// The app with the conductor and the merge queue running, its Codex agents talking to `model`.
@@ -166,13 +170,18 @@ async fn codex_fixes_what_its_reviewer_failed_and_the_wish_merges_after_the_seco
 
 /// One Codex agent (not the conductor's) in its own clone, talking to `model`.
 async fn one_agent(model: &ScriptedModel) -> Option<(TestApp, tempfile::TempDir)> {
+    one_agent_of(model, "codex").await
+}
+
+/// One Codex agent of `provider`, idle in its own clone, talking to `model`.
+async fn one_agent_of(model: &ScriptedModel, provider: &str) -> Option<(TestApp, tempfile::TempDir)> {
     let bin = agent_clis()?;
     let home = user_home(model);
     let path = home.path().to_path_buf();
     let app = spawn_app_with_worker_settings(&providers_toml(&bin), |w| w.provider_home = Some(path)).await;
     app.create_project("alpha").await;
     app.create_agent(json!({"name": "owl", "project": "alpha", "kind": "worker", "role": "engineer",
-        "provider": "codex", "clone": "agent"}))
+        "provider": provider, "clone": "agent"}))
         .await;
     wait_for(&app, "owl", "idle", START).await;
     Some((app, home))
@@ -227,4 +236,38 @@ async fn codex_at_its_usage_limit_is_suspended_in_its_own_words_and_an_overload_
         owl["suspended_until"].as_str().expect("suspended_until").parse().unwrap();
     let ahead = until - chrono::Utc::now();
     assert!(ahead > chrono::Duration::minutes(8) && ahead <= chrono::Duration::minutes(10), "{owl}");
+}
+
+/// Policy `ask` outside the sandbox: a command that must leave Codex's own sandbox asks a person
+/// — the agent is `permission`, Codex's approval menu on its screen — and the answer through the
+/// API does what it says: "No" runs nothing and the agent goes on, "Yes" runs it.
+#[tokio::test(flavor = "multi_thread")]
+async fn in_policy_ask_codex_asks_to_leave_its_sandbox_and_no_means_no() {
+    let model = ScriptedModel::start().await;
+    let Some((app, _home)) = one_agent_of(&model, "codex-ask").await else { return };
+    let clone = PathBuf::from(app.agent("owl").await["clone_path"].as_str().expect("a clone"));
+    // Inside its sandbox (writes in the clone) Codex runs it without asking; the model asks to
+    // leave the sandbox, as Codex's instructions tell it to when the sandbox is in the way.
+    let run = |file: &str| format!("Run outside the sandbox: python3 -c \"open('{file}', 'w').write('ran')\"");
+
+    app.send_message("owl", &run("no.txt")).await;
+    let (owl, _) = wait_watching(&app, "owl", "permission", "", START).await;
+    let asked = crate::real_clis::screen(&app, "owl");
+    eprintln!("codex asks:\n{asked}");
+    assert!(asked.contains("python3"), "{owl}\n{asked}");
+    let options = switchyard::detect::prompt::options(&asked);
+    let no = options.iter().find(|o| o.label.starts_with("No")).unwrap_or_else(|| panic!("a No: {options:?}\n{asked}"));
+    let answered = app.post("/api/v1/agents/owl/input", json!({"option": no.number.parse::<u32>().unwrap()})).await;
+    let answered = crate::helpers::assert_json(answered, 200).await;
+    assert!(answered["chosen"]["label"].as_str().unwrap_or_default().starts_with("No"), "{answered}");
+    wait_for(&app, "owl", "idle", START).await;
+    assert!(!clone.join("no.txt").exists(), "No ran it");
+
+    app.send_message("owl", &run("yes.txt")).await;
+    wait_for(&app, "owl", "permission", START).await;
+    let answered = app.post("/api/v1/agents/owl/input", json!({"option": 1})).await;
+    let answered = crate::helpers::assert_json(answered, 200).await;
+    assert!(answered["chosen"]["label"].as_str().unwrap_or_default().starts_with("Yes"), "{answered}");
+    crate::helpers::eventually("Yes ran it", START, || async { clone.join("yes.txt").exists() }).await;
+    wait_for(&app, "owl", "idle", START).await;
 }

@@ -4,7 +4,7 @@
 #   done   commit, then `task done`
 #   stop   never report: wait at the prompt; the first "Continue" makes it exit (its pane goes)
 #   ask    `task ask`, then act on the answer that arrives as a message, commit, `task done`
-#   screen ask on its screen, drawing Codex's question dialog, and act on what is typed into it
+#   screen ask on its screen with Codex's question dialog (question.py), and act on its answer
 # A skill agent (SWITCHYARD_ROLE reviewer or qa) reports its skill done at once.
 set -u
 sy=${SWITCHYARD_BIN:?}
@@ -83,15 +83,13 @@ ask)
     ;;
 screen)
     wait_for "Your assignment" > /dev/null
-    cat "$(dirname "$0")/../fixtures/screens/codex/question.txt"
-    # Its brief may have been typed into the terminal too while it sat at its prompt: a dialog
-    # takes only an option's number.
-    choice=
-    until [[ $choice =~ ^[0-9]+$ ]]; do read -r choice; done
+    # Asks on its screen with a menu that takes keys, as the CLIs' dialogs do.
+    python3 "$(dirname "$0")/question.py" "$dir/answer-$SWITCHYARD_AGENT"
+    answer=$(cat "$dir/answer-$SWITCHYARD_AGENT")
     busy
-    echo "option $choice" > choice.txt
-    git add -A && git commit --quiet -m "choose option $choice"
-    retry "$sy" task done --result "chose option $choice"
+    echo "$answer" > choice.txt
+    git add -A && git commit --quiet -m "answered: $answer"
+    retry "$sy" task done --result "answered: $answer"
     calm
     ;;
 esac

@@ -62,13 +62,16 @@ pub struct Pending {
     pub pasted_at: Option<DateTime<Utc>>,
     pub submitted_at: Option<DateTime<Utc>>,
     pub enter_presses: i32,
+    /// The menu option this attempt answers by key presses ([`record_choice`]), not a paste.
+    pub chosen_option: Option<i32>,
 }
 
 /// The message if it is still undelivered.
 pub async fn pending(conn: &mut PgConnection, id: Uuid) -> Result<Option<Pending>, sqlx::Error> {
     sqlx::query_as!(
         Pending,
-        "SELECT id, sender, body, attempt_pane, input_before, input_after, pasted_at, submitted_at, enter_presses
+        "SELECT id, sender, body, attempt_pane, input_before, input_after, pasted_at, submitted_at, enter_presses,
+                chosen_option
          FROM messages WHERE id = $1 AND delivered_at IS NULL",
         id
     )
@@ -85,7 +88,7 @@ pub async fn record_attempt(
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "UPDATE messages SET attempts = attempts + 1, attempt_pane = $2, input_before = $3, input_after = NULL,
-             pasted_at = NULL,
+             pasted_at = NULL, chosen_option = NULL,
              submitted_at = NULL, enter_presses = 0, last_error = NULL, updated_at = now()
          WHERE id = $1 AND delivered_at IS NULL",
         id,
@@ -130,6 +133,45 @@ pub async fn record_enter(
     )
     .fetch_optional(conn)
     .await
+}
+
+/// An answer is about to be chosen in `pane`'s menu: its `option` highlighted there, Enter about
+/// to be pressed, the menu's labels (one a line) kept as `input_after` (what the screen showed).
+/// A new attempt in one write (the arrow keys before it chose nothing, so they need no record);
+/// answers when, as recorded (`None`: delivered meanwhile).
+pub async fn record_choice(
+    conn: &mut PgConnection,
+    id: Uuid,
+    pane: &str,
+    option: i32,
+    menu: &str,
+) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"UPDATE messages SET attempts = attempts + 1, attempt_pane = $2, chosen_option = $3,
+               input_before = NULL, input_after = $4, pasted_at = NULL,
+               submitted_at = clock_timestamp(), enter_presses = 1, last_error = NULL, updated_at = now()
+           WHERE id = $1 AND delivered_at IS NULL
+           RETURNING submitted_at AS "submitted_at!""#,
+        id,
+        pane,
+        option,
+        menu
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Enter is about to be pressed again on the menu of a choice in `pane` (it stayed as it was).
+pub async fn record_choice_enter(conn: &mut PgConnection, id: Uuid, pane: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE messages SET submitted_at = clock_timestamp(), enter_presses = enter_presses + 1, updated_at = now()
+         WHERE id = $1 AND attempt_pane = $2 AND chosen_option IS NOT NULL AND delivered_at IS NULL",
+        id,
+        pane
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 /// Why the last attempt stopped (shown on the message; delivery tries again later).

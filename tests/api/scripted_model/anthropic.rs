@@ -54,7 +54,7 @@ async fn messages(State(model): State<ScriptedModel>, Json(request): Json<Value>
                     let file_path = absolute(&path, turn.cwd.as_deref());
                     (vec![Block::Tool("Write", json!({"file_path": file_path, "content": content}))], "tool_use")
                 }
-                Action::Run { command } => {
+                Action::Run { command } | Action::RunUnsandboxed { command } => {
                     let description = "Run the next step";
                     (vec![Block::Tool("Bash", json!({"command": command, "description": description}))], "tool_use")
                 }

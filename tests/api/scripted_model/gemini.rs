@@ -160,7 +160,7 @@ fn chunks(model: &str, action: &Action, turn: &Turn, usage: Usage) -> Vec<Value>
                 "args": {"file_path": absolute(path), "content": content}}});
             vec![chunk(model, json!([call]), Some(usage))]
         }
-        Action::Run { command } => {
+        Action::Run { command } | Action::RunUnsandboxed { command } => {
             let call = json!({"functionCall": {"name": "run_shell_command",
                 "args": {"command": command, "description": "Run the step"}}});
             vec![chunk(model, json!([call]), Some(usage))]

@@ -14,7 +14,8 @@
 //! its known models, a `custom_tool_call` whose input is the patch; as a function with an
 //! `input` argument where offered so; else the `apply_patch` command through `exec_command`,
 //! which Codex intercepts as a patch too); [`Action::Run`] is `exec_command` (`cmd`, waiting up
-//! to 30 s for it: no `write_stdin` polling); [`Action::Say`] an assistant message, which ends
+//! to 30 s for it: no `write_stdin` polling), [`Action::RunUnsandboxed`] the same with
+//! `sandbox_permissions: "require_escalated"` and a `justification`; [`Action::Say`] an assistant message, which ends
 //! the turn.
 //!
 //! Cues: a usage limit is the 429 ChatGPT's backend sends (`error.type = "usage_limit_reached"`
@@ -114,6 +115,14 @@ fn item(action: &Action, request: &Value) -> Value {
             "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]
         }),
         Action::Run { command } => exec(&call_id, command),
+        Action::RunUnsandboxed { command } => {
+            let mut call = exec(&call_id, command);
+            let mut arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap_or("{}")).expect("json");
+            arguments["sandbox_permissions"] = json!("require_escalated");
+            arguments["justification"] = json!("The test asks to run this outside the sandbox");
+            call["arguments"] = json!(arguments.to_string());
+            call
+        }
         Action::Write { path, content } => {
             let patch = patch(path, content);
             let offered = request["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == "apply_patch"));

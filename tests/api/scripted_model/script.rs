@@ -11,6 +11,7 @@
 //! | `Your assignment: the task` / `Continue (iteration` | write each file its goal names, commit, `switchyard task done` |
 //! | `Your assignment: do` (a board skill) | `switchyard task done` |
 //! | `Run: CMD` (a test's own) | run CMD |
+//! | `Run outside the sandbox: CMD` (a test's own) | run CMD, asking the CLI to run it outside its own sandbox (Codex: `sandbox_permissions: "require_escalated"`, as its instructions tell a model to when the sandbox is in the way); the others run it as `Run:` |
 //! | `Your session was interrupted` | the steps of the last `Your assignment` further up the conversation, again |
 //! | anything else (a message) | say it was noted |
 
@@ -23,6 +24,8 @@ pub enum Action {
     Write { path: String, content: String },
     /// Run a shell command in the working directory.
     Run { command: String },
+    /// Run a shell command in the working directory, outside the CLI's own sandbox.
+    RunUnsandboxed { command: String },
     /// Say this and end the turn.
     Say(String),
 }
@@ -32,7 +35,7 @@ impl Action {
     pub fn len(&self) -> usize {
         match self {
             Action::Write { path, content } => path.len() + content.len(),
-            Action::Run { command } => command.len(),
+            Action::Run { command } | Action::RunUnsandboxed { command } => command.len(),
             Action::Say(text) => text.len(),
         }
     }
@@ -107,6 +110,8 @@ fn steps(prompt: &str, first: bool, verdicts: &mut Verdicts) -> Vec<Action> {
         steps
     } else if p.starts_with("Your assignment: do") {
         vec![run("switchyard task done --result 'Checked: it does what the task says'")]
+    } else if let Some(command) = p.strip_prefix("Run outside the sandbox: ") {
+        vec![Action::RunUnsandboxed { command: command.lines().next().unwrap_or_default().to_owned() }]
     } else if let Some(command) = p.strip_prefix("Run: ") {
         vec![run(command.lines().next().unwrap_or_default())]
     } else {
