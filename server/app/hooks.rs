@@ -13,6 +13,9 @@ use crate::db::{events, messages, webhooks};
 use crate::detect::hooks::{signal, HookSignal};
 use crate::domain::agent::{AgentEvent, AgentState};
 
+/// How long after a turn's end its transcript is read once more.
+const TRANSCRIPT_REREAD: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What the hook did to the agent.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"agent": "clever-fox", "hook_event_name": "PermissionRequest", "state": "permission", "changed": true,
@@ -117,6 +120,16 @@ pub async fn record_agent_hook(ctx: &Ctx, name: &str, payload: &Value) -> Result
         if let Err(e) = super::usage::read_transcript(ctx, agent.id, &agent.name, path).await {
             tracing::warn!(agent = name, error = %e, "reading the agent's transcript");
         }
+        // Claude Code may still be writing the turn's last entry as its hook runs (seen on a
+        // loaded machine: the turn's second answer counted only at the next hook, if one came).
+        // What a reading finds is counted once whenever it is read, so read again a moment on.
+        let (ctx, id, agent_name, path) = (ctx.clone(), agent.id, agent.name.clone(), path.to_owned());
+        tokio::spawn(async move {
+            tokio::time::sleep(TRANSCRIPT_REREAD).await;
+            if let Err(e) = super::usage::read_transcript(&ctx, id, &agent_name, &path).await {
+                tracing::debug!(agent = agent_name, error = %e, "reading the agent's transcript again");
+            }
+        });
     }
     let (state, changed) = outcome?;
     Ok(HookOutcome { agent: name.to_owned(), hook_event_name: event_name, state, changed, delivered })

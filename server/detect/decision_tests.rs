@@ -198,16 +198,46 @@ fn generic_panes_are_working_on_output_and_idle_when_the_screen_stops_changing()
     );
 }
 
+const CODEX_LIMIT: &str =
+    "› fix the tests\n\n■ You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or \
+                 try again in 2 hours 5 minutes.\n\n› \n\n  ? for shortcuts\n";
+const CODEX_PROMPT: &str = "› \n\n  ? for shortcuts\n";
+
 #[test]
 fn a_usage_limit_is_reported_at_once_and_keeps_its_first_reset_time() {
     let (c, mut d) = (Clock::new(), detector(ScreenRules::Codex));
-    let limit =
-        "› fix the tests\n\n■ You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or \
-                 try again in 2 hours 5 minutes.\n\n› \n\n  ? for shortcuts\n";
-    let decision = c.screen(&mut d, 0, limit).expect("reported on one reading");
-    let until = c.wall + chrono::Duration::minutes(125);
+    let limit = CODEX_LIMIT;
+    c.screen(&mut d, 0, CODEX_PROMPT);
+    let decision = c.screen(&mut d, 10, limit).expect("reported on one reading");
+    let until = c.wall + chrono::Duration::milliseconds(10) + chrono::Duration::minutes(125);
     assert_eq!((decision.activity, decision.usage_limit_until), (Activity::Idle, Some(until)));
     assert_eq!(c.screen(&mut d, 60_000, limit), None, "a relative time read a minute later is the same limit");
+}
+
+#[test]
+fn a_resumed_session_showing_the_limit_it_stopped_at_is_not_limited_again_until_a_new_turn() {
+    // As the worker watches an agent it is spawning (no state recorded for the pane).
+    let (c, mut d) = (Clock::new(), Detector::resuming(ScreenRules::Codex, DetectorConfig::default(), None));
+    // A new pane's first screen at its prompt, with the old limit as the last entry: idle.
+    let first = c.screen(&mut d, 0, CODEX_LIMIT).expect("a decision");
+    assert_eq!((first.activity, first.usage_limit_until), (Activity::Idle, None));
+    assert_eq!(c.screen(&mut d, 1000, CODEX_LIMIT), None, "nothing new while it shows the same");
+    // A new turn meets the limit again: that one counts.
+    let again =
+        "› go on\n\n■ You've hit your usage limit. Upgrade to Pro or try again in 1 hour.\n\n› \n\n  ? for shortcuts\n";
+    let decision = c.screen(&mut d, 2000, again).expect("a new limit");
+    assert_eq!(
+        decision.usage_limit_until,
+        Some(c.wall + chrono::Duration::milliseconds(2000) + chrono::Duration::hours(1))
+    );
+}
+
+#[test]
+fn a_pane_watched_before_this_worker_started_counts_the_limit_it_shows() {
+    let c = Clock::new();
+    let mut d = Detector::resuming(ScreenRules::Codex, DetectorConfig::default(), Some(Activity::Working));
+    let decision = c.screen(&mut d, 0, CODEX_LIMIT).expect("reported");
+    assert!(decision.usage_limit_until.is_some(), "{decision:?}");
 }
 
 #[test]
@@ -234,4 +264,16 @@ fn a_restart_reads_an_idle_shell_where_it_was_and_reports_nothing() {
     // Without a recorded state, the first reading of a generic screen counts as work (as before).
     let mut fresh = detector(ScreenRules::Generic);
     assert_eq!(activity(c.screen(&mut fresh, 0, prompt)), Some((Activity::Working, Source::Screen)));
+}
+
+#[test]
+fn a_limit_from_before_the_last_prompt_is_not_this_turns() {
+    let (c, mut d) = (Clock::new(), Detector::resuming(ScreenRules::ClaudeCode, DetectorConfig::default(), None));
+    let old = "⏺ Write(a.txt)\n  ⎿  Wrote 1 line to a.txt\n  ⎿  You've hit your 5-hour limit · resets 9:40pm (UTC)";
+    c.screen(&mut d, 0, &claude(old, ""));
+    // Told to go on, it works: the old limit stays on the screen above the new prompt.
+    let going_on =
+        format!("{old}\n\n> Your session was interrupted: go on with your assignment, then report.\n\n✻ Thinking… (esc to interrupt)");
+    let decision = c.screen(&mut d, 1000, &claude(&going_on, "")).expect("working");
+    assert_eq!((decision.activity, decision.usage_limit_until), (Activity::Working, None));
 }

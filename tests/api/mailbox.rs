@@ -214,7 +214,9 @@ async fn an_agent_without_hooks_busy_under_load_gets_enter_only_once_it_shows_th
     app.idle_inbox_agent("alpha", "fox").await;
     let id = app.send_message("fox", "taken in slowly").await;
     let delivered = app.delivered(id, Duration::from_secs(30)).await;
-    assert_eq!(delivered["confirmed_by"], "screen", "no hook: the emptied line confirmed it: {delivered}");
+    // No hook: the emptied line confirmed it, or the turn it started did (a loaded machine may
+    // see the turn first).
+    assert!(["screen", "state"].contains(&delivered["confirmed_by"].as_str().unwrap_or_default()), "{delivered}");
     assert_eq!(prompts(logs.path(), "fox"), ["taken in slowly"], "submitted, not only recorded: {delivered}");
     assert_eq!(delivered["attempts"], 1, "{delivered}");
 }

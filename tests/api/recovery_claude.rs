@@ -19,14 +19,23 @@ const RUN: Duration = Duration::from_secs(300);
 /// A made-up key: nothing but the scripted model ever sees it.
 const KEY: &str = "sk-ant-switchyard-test-not-a-key-0123456789";
 
+/// A made-up subscription token: Claude Code words a usage limit with its reset time only when
+/// signed in with one.
+const TOKEN: &str = "sk-ant-oat01-switchyard-test-not-a-token";
+
 /// Claude Code as the built-in `claude` provider (started with the agent's session id, which its
 /// resume names), pointed at `model`, committing as "Claude".
 fn providers_toml(bin: &Path, model: &ScriptedModel) -> String {
+    providers_toml_signed_in(bin, model, &format!("ANTHROPIC_API_KEY = {KEY:?}"))
+}
+
+/// [`providers_toml`] with `auth` (a key, or a subscription's token) in the pane's environment.
+fn providers_toml_signed_in(bin: &Path, model: &ScriptedModel, auth: &str) -> String {
     let claude = bin.join("claude").to_string_lossy().into_owned();
     format!(
         "[providers.claude]\ncommand = [{claude:?}, \"--session-id\", \"{{session_id}}\"]\nresume = [{claude:?}, \"--resume\", \"{{session_id}}\"]\n\
          screen_rules = \"claude\"\nsetup = \"claude\"\n\
-         env = {{ ANTHROPIC_BASE_URL = {url:?}, ANTHROPIC_API_KEY = {KEY:?}, \
+         env = {{ ANTHROPIC_BASE_URL = {url:?}, {auth}, \
          GIT_AUTHOR_NAME = \"Claude\", GIT_AUTHOR_EMAIL = \"claude@example.com\", \
          GIT_COMMITTER_NAME = \"Claude\", GIT_COMMITTER_EMAIL = \"claude@example.com\" }}\n",
         url = model.url
@@ -67,31 +76,13 @@ async fn until(app: &TestApp, model: &ScriptedModel, what: &str, check: impl Fn(
 async fn claude_code_whose_pane_is_killed_goes_on_in_its_own_conversation_and_its_group_lands() {
     let Some(bin) = agent_clis() else { return };
     let model = ScriptedModel::start().await;
-    let app = spawn_app_with_worker_settings(&providers_toml(&bin, &model), |w| {
-        w.conductor = true;
-        w.merge_queue = true;
-    })
-    .await;
-    // Until the policies are written by Switchyard, the user's own settings allow both tools.
-    let home = app._data_dir.path().join("home/.claude");
-    std::fs::create_dir_all(&home).unwrap();
-    let settings =
-        json!({"permissions": {"allow": ["Write", "Bash"], "defaultMode": "default", "disableAutoMode": "disable"}});
-    std::fs::write(home.join("settings.json"), settings.to_string()).unwrap();
-    let project = app.create_project("alpha").await;
-    let repo = PathBuf::from(project["repo_path"].as_str().expect("repo"));
-    git(&repo, &["checkout", "--quiet", "--detach"]);
-    let config = json!({"conductor_config": {"provider": "claude", "review": "none", "max_agents": 2}});
-    app.patch_ok("/api/v1/projects/alpha", config).await;
+    let (app, repo) = conducted(&providers_toml(&bin, &model)).await;
     // The engineer's first step (its `Write`) is answered at once, so its session has a turn to
     // resume; the answer after it streams slowly: it is mid-turn when its pane is killed.
     let stalled = Cue::Slow { pause: Duration::from_secs(600) };
     model.cue(Cue::Slow { pause: Duration::ZERO }, 1);
     model.cue(stalled.clone(), 1);
-    app.create_wish(json!({"slug": "letters", "project": "alpha", "title": "Letters",
-                           "groups": [{"key": "a", "title": "Add a.txt", "goal": "Add a.txt saying a"}]}))
-        .await;
-    app.post_ok("/api/v1/wishes/letters/plan", json!({})).await;
+    plan_letters(&app).await;
 
     until(&app, &model, "the engineer's brief is being answered", || {
         model.log().iter().any(|l| l.cue.as_ref() == Some(&stalled) && l.prompt.contains("Your assignment: group"))
@@ -129,4 +120,84 @@ async fn claude_code_whose_pane_is_killed_goes_on_in_its_own_conversation_and_it
     let brief_at = transcript.find("Your assignment: group").expect("the brief's turn");
     let resumed_at = transcript.find("Your session was interrupted").expect("the turn after the resume");
     assert!(brief_at < resumed_at, "the old turn, then the new one");
+}
+
+/// The app with its conductor and merge queue, Claude Code as `providers` says, and the project
+/// `alpha` conducted by it with no review; the project's repository.
+async fn conducted(providers: &str) -> (TestApp, PathBuf) {
+    let app = spawn_app_with_worker_settings(providers, |w| {
+        w.conductor = true;
+        w.merge_queue = true;
+    })
+    .await;
+    // Until the policies are written by Switchyard, the user's own settings allow both tools.
+    let home = app._data_dir.path().join("home/.claude");
+    std::fs::create_dir_all(&home).unwrap();
+    let settings =
+        json!({"permissions": {"allow": ["Write", "Bash"], "defaultMode": "default", "disableAutoMode": "disable"}});
+    std::fs::write(home.join("settings.json"), settings.to_string()).unwrap();
+    let project = app.create_project("alpha").await;
+    let repo = PathBuf::from(project["repo_path"].as_str().expect("repo"));
+    git(&repo, &["checkout", "--quiet", "--detach"]);
+    let config = json!({"conductor_config": {"provider": "claude", "review": "none", "max_agents": 2}});
+    app.patch_ok("/api/v1/projects/alpha", config).await;
+    (app, repo)
+}
+
+/// The wish `letters`, one group adding a.txt, planned (so started).
+async fn plan_letters(app: &TestApp) {
+    app.create_wish(json!({"slug": "letters", "project": "alpha", "title": "Letters",
+                           "groups": [{"key": "a", "title": "Add a.txt", "goal": "Add a.txt saying a"}]}))
+        .await;
+    app.post_ok("/api/v1/wishes/letters/plan", json!({})).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_at_its_usage_limit_mid_group_is_resumed_after_the_reset_told_to_go_on_and_its_group_lands() {
+    let Some(bin) = agent_clis() else { return };
+    let model = ScriptedModel::start().await;
+    let (app, repo) =
+        conducted(&providers_toml_signed_in(&bin, &model, &format!("CLAUDE_CODE_OAUTH_TOKEN = {TOKEN:?}"))).await;
+    // The engineer's first step (its `Write`) is answered; the request after it meets the limit.
+    let limit = Cue::RateLimit { resets_in: Duration::from_secs(3600) };
+    model.cue(Cue::Slow { pause: Duration::ZERO }, 1);
+    model.cue(limit.clone(), 1);
+    plan_letters(&app).await;
+
+    until(&app, &model, "the engineer meets its usage limit", || {
+        model.log().iter().any(|l| l.cue.as_ref() == Some(&limit))
+    })
+    .await;
+    let wish = app.get_ok("/api/v1/wishes/letters").await;
+    let name = group(&wish, "a")["assignee"].as_str().expect("the engineer").to_owned();
+    let limited = app
+        .get_until(&format!("/api/v1/agents/{name}"), "the engineer suspended until the reset", RUN, &[], |a| {
+            a["state"] == "suspended"
+        })
+        .await;
+    let session = limited["provider_session_id"].as_str().expect("its session").to_owned();
+    let until_reset: chrono::DateTime<chrono::Utc> =
+        limited["suspended_until"].as_str().expect("a reset time").parse().unwrap();
+    assert!(until_reset > chrono::Utc::now(), "the reset Claude Code named: {limited}");
+    // The hour passes.
+    sqlx::query("UPDATE agents SET suspended_until = now() WHERE name = $1")
+        .bind(&name)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+
+    let story = format!("/api/v1/events?types=agent.state_changed&subject=agent:{name}&limit=50");
+    let merged = app
+        .get_until("/api/v1/wishes/letters", "the wish merges", RUN, &["/api/v1/agents?limit=100", &story], |w| {
+            w["status"] == "merged"
+        })
+        .await;
+    let g = group(&merged, "a");
+    assert_eq!((&g["status"], &g["assignee"]), (&json!("done"), &json!(name)), "{g}");
+    assert_eq!(git(&repo, &["show", "main:a.txt"]), "a\n");
+    // The same agent in the same session, told why it stopped and to go on.
+    assert_eq!(app.agent(&name).await["provider_session_id"], session.as_str());
+    let went_on = model.log().into_iter().find(|l| l.prompt.contains("Your session was interrupted"));
+    let went_on = went_on.unwrap_or_else(|| panic!("the model was told to go on: {:#?}", model.log()));
+    assert!(went_on.prompt.contains("usage limit was reached; it has reset"), "{}", went_on.prompt);
 }

@@ -24,7 +24,9 @@ use super::{
 pub(super) const LAYOUT: Layout = Layout {
     prompts: &['>', '❯', '!'],
     bare_prompt: false,
-    bullets: &['⏺', '●'],
+    // A prompt echoed in the transcript opens an entry too: a limit or error drawn before it
+    // (the one a resumed session stopped at) is not this turn's.
+    bullets: &['⏺', '●', '>', '❯'],
     hint_above_prompt: false,
     composer_hints: &[],
 };
