@@ -64,7 +64,8 @@ pub struct Provider {
     /// Which screen rules read this provider's screen: parsed once, from the config, so the
     /// worker's detector and the API's explanation read a pane alike.
     pub screen_rules: ScreenRules,
-    /// Install Claude Code's hooks (`switchyard hook`) in the agent's clone.
+    /// Install Claude Code's hooks (`switchyard hook`): in the agent's own settings under
+    /// `setup = "claude"`, else in its clone's `.claude/settings.local.json`.
     pub install_hooks: bool,
     /// Whose configuration to prepare for each agent so it starts without a person
     /// (`crate::worker::provider_setup`).

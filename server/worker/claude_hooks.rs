@@ -1,6 +1,9 @@
-//! Claude Code's hooks in an agent's clone: `<clone>/.claude/settings.local.json` registers
-//! `switchyard hook` for every event the state detection listens to, merged into whatever the
-//! file already holds, and the file is kept out of the agent's commits (`.git/info/exclude`).
+//! Claude Code's hooks: `switchyard hook` registered for every event the state detection listens
+//! to, merged into whatever the settings already hold. An agent whose Claude Code configuration
+//! Switchyard makes gets them in its own user settings ([`register`], from
+//! [`crate::worker::provider_setup`]: its Claude Code reads no settings from the clone); any other
+//! in its clone's `.claude/settings.local.json` ([`install`]), kept out of the agent's commits
+//! (`.git/info/exclude`).
 
 use std::path::Path;
 
@@ -60,13 +63,24 @@ pub fn install(clone: &Path, exe: &Path) -> Result<(), HooksError> {
         _ => json!({}),
     };
     let root = settings.as_object_mut().ok_or(HooksError::NotAnObject { path: shown.clone() })?;
-    let hooks = root.entry("hooks").or_insert_with(|| Value::Object(Map::new()));
-    if !hooks.is_object() {
+    if !register(root, exe) {
         return Err(HooksError::NotAnObject { path: format!("{shown} (its \"hooks\")") });
     }
+    let text = serde_json::to_string_pretty(&settings).map_err(|source| HooksError::Json { path: shown, source })?;
+    dir.replace(SETTINGS, (text + "\n").as_bytes(), 0o644)?;
+    crate::git::clones::exclude(&clone, &[EXCLUDED])?;
+    Ok(())
+}
+
+/// Registers `exe hook` for every event in [`HOOK_EVENTS`] in `settings` (a Claude Code settings
+/// object), keeping its other hooks and replacing any earlier registration of ours. False, and
+/// nothing changed, when its `hooks` is not an object.
+pub fn register(settings: &mut Map<String, Value>, exe: &Path) -> bool {
+    let hooks = settings.entry("hooks").or_insert_with(|| Value::Object(Map::new()));
+    let Some(hooks) = hooks.as_object_mut() else { return false };
     let command = hook_command(exe);
     for event in HOOK_EVENTS {
-        let list = hooks.as_object_mut().expect("checked above").entry(event).or_insert_with(|| json!([]));
+        let list = hooks.entry(event).or_insert_with(|| json!([]));
         if !list.is_array() {
             *list = json!([]);
         }
@@ -74,10 +88,7 @@ pub fn install(clone: &Path, exe: &Path) -> Result<(), HooksError> {
         entries.retain(|entry| !is_ours(entry));
         entries.push(json!({"hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_S}]}));
     }
-    let text = serde_json::to_string_pretty(&settings).map_err(|source| HooksError::Json { path: shown, source })?;
-    dir.replace(SETTINGS, (text + "\n").as_bytes(), 0o644)?;
-    crate::git::clones::exclude(&clone, &[EXCLUDED])?;
-    Ok(())
+    true
 }
 
 #[cfg(test)]

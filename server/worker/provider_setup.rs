@@ -12,9 +12,40 @@
 //!
 //! | provider | variable | what is written |
 //! | --- | --- | --- |
-//! | Claude Code | `CLAUDE_CONFIG_DIR` | `.claude.json`: `hasCompletedOnboarding`, `projects[clone].hasTrustDialogAccepted`, the user's account fields, the pane's `ANTHROPIC_API_KEY` approved; the user's `.credentials.json` and `settings.json` |
+//! | Claude Code | `CLAUDE_CONFIG_DIR` | `.claude.json`: `hasCompletedOnboarding`, `projects[clone].hasTrustDialogAccepted`, the user's account fields, the pane's `ANTHROPIC_API_KEY` approved; the user's `.credentials.json` and `settings.json` (with the policy and Switchyard's hooks) |
 //! | Codex | `CODEX_HOME` | the user's `config.toml` plus `[projects."<clone>"] trust_level = "trusted"` and the policy's keys, `rules/switchyard.rules` ([`codex_policy`]); the user's `auth.json`, else one holding the pane's `OPENAI_API_KEY`; a `TMPDIR` of its own when `CODEX_HOME` is under the temporary directory ([`codex_tmpdir`]) |
 //! | Gemini CLI | `GEMINI_CLI_HOME` | `.gemini/trustedFolders.json` trusting the clone; the user's `settings.json` (auth type `gemini-api-key` when the pane has `GEMINI_API_KEY` and none is chosen) and login files; `.gemini/policies/switchyard.toml`, the permission policy ([`gemini_policy`]) |
+//!
+//! ## The clone's own configuration does not decide what an agent may do
+//!
+//! The clone is written by agents (and what one commits reaches every later agent), so a
+//! project-level configuration in it — permission rules, a mode that asks nothing, hooks that
+//! run commands — would let an agent raise its own permissions, or a later agent's, past the
+//! policy Switchyard set, without a person. What each CLI is kept from, and what not:
+//!
+//! - Claude Code runs with `--setting-sources user`: `.claude/settings.json`,
+//!   `.claude/settings.local.json`, and the clone's skills, commands and subagents are not read;
+//!   Switchyard's hooks are in the agent's own settings. `CLAUDE.md` is still read, through
+//!   `--add-dir <clone>` with `CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1` (which loads the
+//!   added directory's memory files and nothing else: checked against 2.1.332).
+//! - Codex is given its policy's keys as `-c key=value` ([`codex_policy::overrides`]), the
+//!   layer above a project's `.codex/config.toml`: no project sets its approvals or sandbox.
+//!   NOT CLOSED: in the trusted clone Codex 0.169 still loads the project's exec policy
+//!   (`.codex/rules/*.rules`: a committed `prefix_rule(pattern = ["rm"], decision = "allow")`
+//!   ran `rm -rf` outside its sandbox without asking, with the overrides given), and likely
+//!   other project keys that run commands (`mcp_servers`, `notify`: not tried); no key or flag
+//!   turns the project layer off.
+//!   `trust_level = "untrusted"` does (`codex doctor` shows the project's keys ignored) but
+//!   then every start stops at "Folder access … › 1. Open restricted", which no one answers
+//!   (Switchyard does not press keys in an agent's pane at start).
+//! - Gemini CLI: the policy's rule for the rest (ask under `ask`, refuse under `allow-list`)
+//!   has a priority above every rule Gemini CLI makes of settings (`tools.allowed`,
+//!   `tools.core`, a trusted MCP server's tools), which the clone's `.gemini/settings.json` is
+//!   merged into. NOT CLOSED: that file's `hooks` and `mcpServers` still run commands. An
+//!   untrusted folder (`DO_NOT_TRUST`) ignores the file and asks nothing at start, but Gemini CLI
+//!   0.61 then asks before every git command whatever the policy (the briefs' commits would wait
+//!   on a person); a system settings file (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`, above the
+//!   workspace's) is read only when it and every directory above it are root's.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -73,10 +104,23 @@ impl UserConfig {
     }
 }
 
+/// What the provider is started with beside its own directory.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    /// Variables for its environment (the first points it at its directory).
+    pub env: Vec<(String, String)>,
+    /// Arguments appended to its command (and to its resume command).
+    pub args: Vec<String>,
+    /// Whether Switchyard's Claude Code hooks are in the agent's own settings (then none are
+    /// put in the clone).
+    pub hooks_installed: bool,
+}
+
 /// Writes the agent's configuration for `setup` under `agent_dir` for an agent working in
-/// `clone`, and returns the variables that point the provider at it. `pane_env` is the
-/// provider's configured environment (where an API key may be given); `policy` what the CLI
-/// may do without asking ([`crate::domain::permissions`]).
+/// `clone`, and returns what points the provider at it. `pane_env` is the provider's
+/// configured environment (where an API key may be given); `policy` what the CLI may do without
+/// asking ([`crate::domain::permissions`]); `hook` the `switchyard` whose `hook` Claude Code is
+/// to run, when the provider wants hooks.
 pub fn prepare(
     setup: Setup,
     agent_dir: &Path,
@@ -84,31 +128,41 @@ pub fn prepare(
     user: &UserConfig,
     pane_env: &BTreeMap<String, String>,
     policy: Policy<'_>,
-) -> std::io::Result<Vec<(String, String)>> {
+    hook: Option<&Path>,
+) -> std::io::Result<Prepared> {
     let (name, variable) = match setup {
-        Setup::None => return Ok(Vec::new()),
+        Setup::None => return Ok(Prepared::default()),
         Setup::Claude => ("claude", "CLAUDE_CONFIG_DIR"),
         Setup::Codex => ("codex", "CODEX_HOME"),
         Setup::Gemini => ("gemini", "GEMINI_CLI_HOME"),
     };
     // A provider configured with its own directory is the user's to manage.
     if pane_env.contains_key(variable) {
-        return Ok(Vec::new());
+        return Ok(Prepared::default());
     }
     // The agent writes its own directory (its provider keeps its state there): nothing in it
     // is followed or trusted to be what it should be.
     let dir = AgentWritable::create(agent_dir, 0o700)?.create_dir(name, 0o700)?;
     let clone = clone.to_string_lossy();
-    // What a CLI's setup needs in its environment beside its directory.
-    let mut vars = Vec::new();
+    let mut prepared = Prepared::default();
     match setup {
         Setup::None => {}
-        Setup::Claude => vars = claude(&dir, &clone, user, pane_env, policy)?,
-        Setup::Codex => vars = codex(&dir, &clone, user, pane_env, policy)?,
+        Setup::Claude => {
+            prepared.env = claude(&dir, &clone, user, pane_env, policy, hook)?;
+            prepared.hooks_installed = hook.is_some();
+            // The clone's settings are the agents' to write: only the user's (the agent's own
+            // directory) are read. Its CLAUDE.md still is, as an added directory's memory.
+            prepared.args = vec!["--setting-sources".into(), "user".into(), "--add-dir".into(), clone.to_string()];
+            prepared.env.push(("CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD".into(), "1".into()));
+        }
+        Setup::Codex => {
+            prepared.env = codex(&dir, &clone, user, pane_env, policy)?;
+            prepared.args = codex_policy::overrides(policy.permissions);
+        }
         Setup::Gemini => gemini(&dir, &clone, user, pane_env, policy)?,
     }
-    vars.insert(0, (variable.to_owned(), dir.path().to_string_lossy().into_owned()));
-    Ok(vars)
+    prepared.env.insert(0, (variable.to_owned(), dir.path().to_string_lossy().into_owned()));
+    Ok(prepared)
 }
 
 /// The fields of the user's `.claude.json` that say who they are; nothing about their projects.
@@ -120,6 +174,7 @@ fn claude(
     user: &UserConfig,
     env: &BTreeMap<String, String>,
     policy: Policy<'_>,
+    hook: Option<&Path>,
 ) -> std::io::Result<Vec<(String, String)>> {
     // An earlier start's file is kept (Claude Code records its own state there); a first start
     // takes the user's account.
@@ -173,7 +228,14 @@ fn claude(
     if let Some(users) = &user.claude_dir {
         copy_if_present(&users.join(".credentials.json"), dir, ".credentials.json")?;
     }
-    let settings = claude_settings(users_settings.unwrap_or(json!({})), policy);
+    let mut settings = claude_settings(users_settings.unwrap_or(json!({})), policy);
+    if let (Some(exe), Some(object)) = (hook, settings.as_object_mut()) {
+        if !crate::worker::claude_hooks::register(object, exe) {
+            // The user's `hooks` is not an object Claude Code could read: ours replace it.
+            object.remove("hooks");
+            crate::worker::claude_hooks::register(object, exe);
+        }
+    }
     dir.replace("settings.json", serde_json::to_string_pretty(&settings)?.as_bytes(), PRIVATE)?;
     // As root, Claude Code refuses its bypass mode unless told it is in a deliberate sandbox:
     // `auto` is only ever chosen under one.
@@ -257,6 +319,9 @@ fn codex(
     };
     // A JSON string is a TOML basic string (the same escapes), so any path stays one key.
     let table = format!("[projects.{}]", serde_json::to_string(clone)?);
+    // Trusted, though Codex then reads the clone's `.codex` too (its policy keys are overridden
+    // on the command line; its rules are not: see the module's notes): untrusted, it stops at
+    // a dialog on every start.
     if !config.contains(&table) {
         if !config.is_empty() && !config.ends_with('\n') {
             config.push('\n');
@@ -308,6 +373,9 @@ fn gemini(
     if !trusted.is_object() {
         trusted = json!({});
     }
+    // Trusted: in an untrusted folder Gemini CLI asks before every git command, whatever the
+    // policy (the briefs' commits would wait on a person). The clone's own settings are held
+    // below the policy instead ([`gemini_policy`]).
     trusted[clone] = json!("TRUST_FOLDER");
     own.replace("trustedFolders.json", serde_json::to_string_pretty(&trusted)?.as_bytes(), PRIVATE)?;
     let mut settings = own_json(&own, "settings.json")?.or_else(|| from_user("settings.json")).unwrap_or(json!({}));
@@ -363,10 +431,15 @@ const GEMINI_READING_TOOLS: [&str; 6] =
 /// an agent. Under every policy what Switchyard's briefs ask is allowed without a person:
 /// editing files (Gemini CLI keeps `write_file` and `replace` to the workspace) and
 /// [`BRIEF_COMMANDS`] (a chained command is allowed only when each of its parts is). Then:
-/// `ask` leaves the rest to Gemini CLI's own rules (it asks); `allow-list` allows reading and
-/// the provider's `allow` rules and refuses the rest without asking (a refused tool is not even
-/// offered to the model); `auto` allows everything, as `--yolo` does (which no settings file
-/// can choose: this rule is what that mode adds).
+/// `ask` allows reading and asks for the rest; `allow-list` allows reading and the provider's
+/// `allow` rules and refuses the rest without asking (a refused tool is not even offered to the
+/// model); `auto` allows everything, as `--yolo` does (which no settings file can choose: this
+/// rule is what that mode adds).
+///
+/// The rest's rule has priority [`GEMINI_REST_PRIORITY`]: above the rules Gemini CLI makes of
+/// settings (`tools.allowed`, `tools.core`, a trusted MCP server's tools; user tier, 4.1 to 4.3),
+/// which the clone's `.gemini/settings.json` — written by agents, read in the trusted clone —
+/// could otherwise set to allow anything.
 fn gemini_policy(policy: Policy<'_>) -> String {
     let mut text = String::from("# Written by Switchyard on each start of this agent.\n");
     text.push_str(&rule("Edits in the agent's clone", &[("toolName", list(&["write_file", "replace"]))], "allow", 900));
@@ -377,7 +450,10 @@ fn gemini_policy(policy: Policy<'_>) -> String {
         900,
     ));
     match policy.permissions {
-        Permissions::Ask => {}
+        Permissions::Ask => {
+            text.push_str(&rule("Reading", &[("toolName", list(&GEMINI_READING_TOOLS))], "allow", 900));
+            text.push_str(&rule("Anything else (ask)", &[("toolName", string("*"))], "ask_user", GEMINI_REST_PRIORITY));
+        }
         Permissions::AllowList => {
             text.push_str(&rule("Reading", &[("toolName", list(&GEMINI_READING_TOOLS))], "allow", 900));
             for allowed in policy.allow {
@@ -395,7 +471,7 @@ fn gemini_policy(policy: Policy<'_>) -> String {
                     ("denyMessage", string("Not on this agent's allow-list: Switchyard's policy refuses it.")),
                 ],
                 "deny",
-                100,
+                GEMINI_REST_PRIORITY,
             ));
         }
         Permissions::Auto => {
@@ -409,6 +485,10 @@ fn gemini_policy(policy: Policy<'_>) -> String {
     }
     text
 }
+
+/// The priority of the rule for what the policy does not allow (4.35 in Gemini CLI's user tier:
+/// above what settings allow, 4.3 at most; below what its `excludeTools` deny, 4.4).
+const GEMINI_REST_PRIORITY: u32 = 350;
 
 /// The fields of a rule for one of a provider's `allow` entries, in Gemini CLI's own syntax for
 /// allowed tools: `run_shell_command(cargo test)` (a command prefix) or a tool's name.
@@ -500,10 +580,14 @@ mod tests {
         let user_config =
             UserConfig { claude_dir: Some(user.path().into()), claude_json: Some(users_json), ..UserConfig::none() };
         let key = env(&[("ANTHROPIC_API_KEY", "sk-ant-api03-0123456789abcdefghijKLMNOPQRST")]);
-        let start = || prepare(Setup::Claude, agent.path(), Path::new("/clones/fox"), &user_config, &key, ASK).unwrap();
-        let vars = start();
+        let start =
+            || prepare(Setup::Claude, agent.path(), Path::new("/clones/fox"), &user_config, &key, ASK, None).unwrap();
+        let prepared = start();
         let dir = agent.path().join("claude");
-        assert_eq!(vars, [("CLAUDE_CONFIG_DIR".to_owned(), dir.to_string_lossy().into_owned())]);
+        assert_eq!(prepared.env[0], ("CLAUDE_CONFIG_DIR".to_owned(), dir.to_string_lossy().into_owned()));
+        // The clone's own settings are not read; its CLAUDE.md is.
+        assert_eq!(prepared.args, ["--setting-sources", "user", "--add-dir", "/clones/fox"]);
+        assert!(prepared.env.contains(&("CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD".to_owned(), "1".to_owned())));
         let config = json_at(dir.join(".claude.json"));
         assert_eq!(config["hasCompletedOnboarding"], true);
         assert_eq!(config["projects"]["/clones/fox"]["hasTrustDialogAccepted"], true);
@@ -528,12 +612,23 @@ mod tests {
 
     /// The agent's Claude Code settings and environment under `policy`, over the user's `settings`.
     fn claude_under(settings: Value, policy: Policy<'_>) -> (Value, Value, Vec<(String, String)>) {
+        claude_with_hook(settings, policy, None)
+    }
+
+    fn claude_with_hook(
+        settings: Value,
+        policy: Policy<'_>,
+        hook: Option<&Path>,
+    ) -> (Value, Value, Vec<(String, String)>) {
         let (agent, user) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::write(user.path().join("settings.json"), settings.to_string()).unwrap();
         let user_config = UserConfig { claude_dir: Some(user.path().into()), ..UserConfig::none() };
         let vars =
-            prepare(Setup::Claude, agent.path(), Path::new("/clones/fox"), &user_config, &env(&[]), policy).unwrap();
+            prepare(Setup::Claude, agent.path(), Path::new("/clones/fox"), &user_config, &env(&[]), policy, hook)
+                .unwrap();
+        assert_eq!(vars.hooks_installed, hook.is_some());
         let dir = agent.path().join("claude");
+        let vars = vars.env.into_iter().filter(|(k, _)| k != "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD").collect();
         (json_at(dir.join("settings.json")), json_at(dir.join(".claude.json")), vars)
     }
 
@@ -572,13 +667,27 @@ mod tests {
     }
 
     #[test]
+    fn claude_codes_hooks_are_in_the_agents_own_settings_beside_the_users() {
+        let users = json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}});
+        let (settings, _, _) = claude_with_hook(users, ASK, Some(Path::new("/opt/switchyard")));
+        let stop = settings["hooks"]["Stop"].as_array().unwrap();
+        assert_eq!(stop[0]["hooks"][0]["command"], "notify-send done", "the user's hook is kept");
+        assert_eq!(stop[1]["hooks"][0]["command"], "'/opt/switchyard' hook");
+        for event in crate::worker::claude_hooks::HOOK_EVENTS {
+            assert!(settings["hooks"][event].as_array().is_some_and(|e| !e.is_empty()), "{event}: {settings}");
+        }
+    }
+
+    #[test]
     fn codex_trusts_the_clone_beside_the_users_settings_and_takes_the_panes_api_key() {
         let (agent, user) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::write(user.path().join("config.toml"), "model = \"o5\"").unwrap();
         let user_config = UserConfig { codex_home: Some(user.path().into()), ..UserConfig::none() };
         let clone = Path::new("/clones/a \"b\"");
-        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK).unwrap();
-        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK).unwrap();
+        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK, None)
+            .unwrap();
+        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK, None)
+            .unwrap();
         let text = std::fs::read_to_string(agent.path().join("codex/config.toml")).unwrap();
         let parsed: toml::Table = toml::from_str(&text).unwrap();
         assert_eq!(parsed["model"].as_str(), Some("o5"));
@@ -589,9 +698,25 @@ mod tests {
         assert_eq!(parsed["sandbox_mode"].as_str(), Some("workspace-write"));
         let rules = std::fs::read_to_string(agent.path().join("codex/rules/switchyard.rules")).unwrap();
         assert!(rules.contains("prefix_rule(pattern = [\"switchyard\"], decision = \"allow\")"), "{rules}");
+        // The same keys as overrides on its command line, which a project's config cannot undo.
+        let prepared =
+            prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK, None)
+                .unwrap();
+        assert_eq!(
+            prepared.args,
+            [
+                "-c",
+                "approval_policy=\"on-request\"",
+                "-c",
+                "sandbox_mode=\"workspace-write\"",
+                "-c",
+                "allow_login_shell=false"
+            ]
+        );
         // The user's own login wins over a key in the pane's environment.
         std::fs::write(user.path().join("auth.json"), r#"{"tokens": {}}"#).unwrap();
-        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK).unwrap();
+        prepare(Setup::Codex, agent.path(), clone, &user_config, &env(&[("OPENAI_API_KEY", "sk-x")]), ASK, None)
+            .unwrap();
         assert!(json_at(agent.path().join("codex/auth.json")).get("tokens").is_some());
     }
 
@@ -599,7 +724,7 @@ mod tests {
     fn a_codex_home_under_the_temporary_directory_gets_a_tmpdir_of_its_own_for_codexs_sandbox() {
         let agent = tempfile::tempdir().unwrap();
         let clone = Path::new("/clones/owl");
-        let vars = prepare(Setup::Codex, agent.path(), clone, &UserConfig::none(), &env(&[]), ASK).unwrap();
+        let vars = prepare(Setup::Codex, agent.path(), clone, &UserConfig::none(), &env(&[]), ASK, None).unwrap().env;
         let home = agent.path().join("codex");
         assert_eq!(vars[0], ("CODEX_HOME".to_owned(), home.to_string_lossy().into_owned()));
         let tmpdir = vars.iter().find(|(k, _)| k == "TMPDIR").map(|(_, v)| PathBuf::from(v));
@@ -608,16 +733,18 @@ mod tests {
 
         // A pane whose temporary directory is elsewhere keeps it.
         let elsewhere = env(&[("TMPDIR", "/var/tmp/nowhere-near")]);
-        let vars = prepare(Setup::Codex, agent.path(), clone, &UserConfig::none(), &elsewhere, ASK).unwrap();
+        let vars = prepare(Setup::Codex, agent.path(), clone, &UserConfig::none(), &elsewhere, ASK, None).unwrap().env;
         assert!(!vars.iter().any(|(k, _)| k == "TMPDIR"), "{vars:?}");
     }
 
     #[test]
     fn gemini_trusts_the_clone_and_chooses_the_api_key_only_when_the_pane_has_one() {
         let agent = tempfile::tempdir().unwrap();
-        let vars = prepare(Setup::Gemini, agent.path(), Path::new("/clones/owl"), &UserConfig::none(), &env(&[]), ASK)
-            .unwrap();
-        assert_eq!(vars[0].0, "GEMINI_CLI_HOME");
+        let prepared =
+            prepare(Setup::Gemini, agent.path(), Path::new("/clones/owl"), &UserConfig::none(), &env(&[]), ASK, None)
+                .unwrap();
+        assert_eq!(prepared.env[0].0, "GEMINI_CLI_HOME");
+        assert!(prepared.args.is_empty());
         let own = agent.path().join("gemini/.gemini");
         assert_eq!(json_at(own.join("trustedFolders.json"))["/clones/owl"], "TRUST_FOLDER");
         assert!(json_at(own.join("settings.json")).pointer("/security/auth/selectedType").is_none());
@@ -628,6 +755,7 @@ mod tests {
             &UserConfig::none(),
             &env(&[("GEMINI_API_KEY", "k")]),
             ASK,
+            None,
         )
         .unwrap();
         assert_eq!(json_at(own.join("settings.json"))["security"]["auth"]["selectedType"], "gemini-api-key");
@@ -637,7 +765,8 @@ mod tests {
     /// to have a decision and a priority Gemini CLI takes).
     fn gemini_rules(policy: Policy<'_>) -> Vec<toml::Table> {
         let agent = tempfile::tempdir().unwrap();
-        prepare(Setup::Gemini, agent.path(), Path::new("/clones/owl"), &UserConfig::none(), &env(&[]), policy).unwrap();
+        prepare(Setup::Gemini, agent.path(), Path::new("/clones/owl"), &UserConfig::none(), &env(&[]), policy, None)
+            .unwrap();
         let file = agent.path().join("gemini/.gemini/policies/switchyard.toml");
         let text = std::fs::read_to_string(&file).unwrap();
         let parsed: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -692,9 +821,15 @@ mod tests {
                 assert_eq!(decides(rules, tool, command), yes, "{tool} {command:?}: {rules:?}");
             }
         }
-        // ask: nothing else is Switchyard's to decide (Gemini CLI's own rules ask).
-        assert_eq!(decides(&ask, "run_shell_command", Some("curl https://example.com")), None);
-        assert_eq!(decides(&ask, "run_shell_command", Some("gitk")), None, "a prefix is a whole word");
+        // ask: reading, and the rest asks, above any rule the clone's settings could add.
+        let asks = Some("ask_user".to_owned());
+        assert_eq!(decides(&ask, "run_shell_command", Some("curl https://example.com")), asks);
+        assert_eq!(decides(&ask, "run_shell_command", Some("gitk")), asks, "a prefix is a whole word");
+        assert_eq!(decides(&ask, "read_file", None), yes);
+        for rules in [&ask, &listed] {
+            let rest = rules.iter().find(|r| r["toolName"].as_str() == Some("*")).expect("a rule for the rest");
+            assert!(rest["priority"].as_integer().unwrap() > 300, "above what settings allow (4.3): {rest:?}");
+        }
         // allow-list: the provider's rules and reading; the rest refused.
         assert_eq!(decides(&listed, "run_shell_command", Some("cargo test --lib")), yes);
         assert_eq!(decides(&listed, "web_fetch", None), yes);
@@ -710,8 +845,9 @@ mod tests {
     #[test]
     fn a_provider_without_setup_gets_nothing() {
         let agent = tempfile::tempdir().unwrap();
-        let vars = prepare(Setup::None, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[]), ASK).unwrap();
-        assert!(vars.is_empty());
+        let vars =
+            prepare(Setup::None, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[]), ASK, None).unwrap();
+        assert_eq!(vars, Prepared::default());
         assert_eq!(std::fs::read_dir(agent.path()).unwrap().count(), 0);
     }
 
@@ -725,7 +861,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::os::unix::fs::symlink(&secret, dir.join(".claude.json")).unwrap();
         std::os::unix::fs::symlink(&victim, dir.join(".claude.switchyard-tmp")).unwrap();
-        let refused = prepare(Setup::Claude, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[]), ASK)
+        let refused = prepare(Setup::Claude, agent.path(), Path::new("/c"), &UserConfig::none(), &env(&[]), ASK, None)
             .unwrap_err()
             .to_string();
         assert!(refused.contains(".claude.json is a symbolic link"), "{refused}");

@@ -76,16 +76,13 @@ impl Spawner<'_> {
             };
             clones::write_excluded(&cwd, &crate::app::conductor::briefs::INSTRUCTION_FILES, &text)?;
         }
-        if provider.install_hooks {
-            claude_hooks::install(&cwd, &self.exe()?)?;
-        }
         let session_id = agent.provider_session_id.to_string();
         let clone = cwd.to_string_lossy();
         let values = Placeholders { session_id: &session_id, name: &agent.name, clone: &clone };
         // A session of ours that had a pane before is continued, not started afresh, in the
         // directory it ran in: one that moved (it joined a team) starts a new session there.
         let moved = agent.clone_path.as_deref().is_some_and(|was| Path::new(was) != cwd);
-        let command = if agent.tmux_session.is_some() && !moved {
+        let mut command = if agent.tmux_session.is_some() && !moved {
             provider.resume_command(&values)
         } else {
             provider.command(&values)
@@ -106,7 +103,13 @@ impl Spawner<'_> {
                 .remove(&agent.provider)
         };
         let policy = provider.policy(chosen);
-        let setup_env = provider_setup::prepare(provider.setup, &own_dir, &cwd, &user, &provider.env, policy)?;
+        let exe = self.exe()?;
+        let hook = provider.install_hooks.then_some(exe.as_path());
+        let prepared = provider_setup::prepare(provider.setup, &own_dir, &cwd, &user, &provider.env, policy, hook)?;
+        if provider.install_hooks && !prepared.hooks_installed {
+            claude_hooks::install(&cwd, &exe)?;
+        }
+        command.extend(prepared.args);
         let mut tx = self.db.begin().await?;
         let token = fleet::issue_token(&mut tx, agent.id).await?;
         let token_file = write_token(self.data_dir, &agent.name, &token)?;
@@ -122,7 +125,7 @@ impl Spawner<'_> {
             cwd: cwd.clone(),
             command,
             env: {
-                let mut env = setup_env;
+                let mut env = prepared.env;
                 env.extend(provider.pane_env(&api_url, &agent.name, &token_file.to_string_lossy()));
                 // What the agent's role and branch are, for scripts and `switchyard` itself.
                 env.push(("SWITCHYARD_ROLE".to_owned(), agent.role.as_str().to_owned()));

@@ -610,6 +610,18 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Writes `files` (path, content) into `repo`'s working tree and commits them on its branch, as
+/// an agent that commits them would (every later clone has them).
+pub fn commit_files(repo: &Path, files: &[(&str, &str)], message: &str) {
+    for (path, content) in files {
+        let path = repo.join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("its directory");
+        std::fs::write(&path, content).expect("the file");
+    }
+    git(repo, &["add", "--all"]);
+    git(repo, &["commit", "--quiet", "-m", message]);
+}
+
 /// A repository with one commit on `main`, in a temp dir of its own.
 pub fn git_repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");

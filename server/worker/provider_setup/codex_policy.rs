@@ -18,6 +18,10 @@
 //! "untrusted"` is refused as no longer supported): its own sandbox is what `ask` and
 //! `allow-list` hold the rest to.
 //!
+//! The same keys are also given on Codex's command line (`-c key=value`, [`overrides`]): a
+//! project's `.codex/config.toml` in the trusted clone (which agents write) is a layer above the
+//! agent's `config.toml`, and the command line's is above it.
+//!
 //! Every policy also sets `allow_login_shell = false`: a login shell reads `/etc/profile`, which
 //! resets `PATH`, and the agent would lose the `switchyard` Switchyard put on it.
 //!
@@ -36,19 +40,35 @@ const HEADING: &str = "# Switchyard's permission policy for this agent (rewritte
 /// The git subcommands Switchyard's briefs run.
 const GIT: [&str; 8] = ["add", "commit", "fetch", "merge", "push", "status", "diff", "log"];
 
+/// Switchyard's keys for `permissions`, as `(key, TOML value)`.
+fn keys(permissions: Permissions) -> [(&'static str, &'static str); 3] {
+    let (approval, sandbox) = match permissions {
+        Permissions::Ask => ("\"on-request\"", "\"workspace-write\""),
+        Permissions::AllowList => (
+            "{ granular = { sandbox_approval = false, rules = false, skill_approval = false, \
+             request_permissions = false, mcp_elicitations = false } }",
+            "\"workspace-write\"",
+        ),
+        Permissions::Auto => ("\"never\"", "\"danger-full-access\""),
+    };
+    [("approval_policy", approval), ("sandbox_mode", sandbox), ("allow_login_shell", "false")]
+}
+
+/// Switchyard's keys for `permissions` as Codex's `-c key=value` arguments: the session's own
+/// layer, above the clone's `.codex/config.toml` (a project layer Codex reads in a trusted
+/// folder, and which an agent can write), so no project can choose another policy.
+pub(super) fn overrides(permissions: Permissions) -> Vec<String> {
+    keys(permissions).iter().flat_map(|(key, value)| ["-c".to_owned(), format!("{key}={value}")]).collect()
+}
+
 /// `config` (the agent's `config.toml`) with Switchyard's keys for `permissions` at its top, in
 /// place of any the user or an earlier start set there.
 pub(super) fn config(config: &str, permissions: Permissions) -> String {
     let mut owned = format!("{HEADING}\n");
-    owned.push_str(match permissions {
-        Permissions::Ask => "approval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n",
-        Permissions::AllowList => {
-            "approval_policy = { granular = { sandbox_approval = false, rules = false, skill_approval = false, \
-             request_permissions = false, mcp_elicitations = false } }\nsandbox_mode = \"workspace-write\"\n"
-        }
-        Permissions::Auto => "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n",
-    });
-    owned.push_str("allow_login_shell = false\n\n");
+    for (key, value) in keys(permissions) {
+        owned.push_str(&format!("{key} = {value}\n"));
+    }
+    owned.push('\n');
     // Keys before the first table are the top level's; later ones belong to tables.
     let mut rest = String::new();
     let mut top_level = true;
