@@ -112,11 +112,11 @@ pub struct Detector {
 /// A usage limit a new pane shows the first time it is read at its prompt is the one its agent
 /// was suspended for, drawn again by the session resumed after the reset (the last entry of its
 /// transcript until a new turn): counted, it would suspend the agent again, and the reset time
-/// it names, passed now, would read as tomorrow's. A limit counts only once the pane was read at
-/// its prompt, and not while the region above the prompt stays as that reading showed it.
+/// it names, passed now, would read as tomorrow's. A limit on that first screen at the prompt
+/// does not count while the region above the prompt stays as that reading showed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FirstPrompt {
-    /// A new pane not yet read at its prompt: no limit counts.
+    /// A new pane not yet read at its prompt.
     Awaited,
     /// Read at its prompt showing a limit: it does not count while the region has this hash.
     Stale(u64),
@@ -249,7 +249,8 @@ impl Detector {
     /// The reading's usage limit, unless it is a resumed session's old one ([`FirstPrompt`]).
     fn current_limit(&mut self, reading: &screen::ScreenReading) -> Option<DateTime<Utc>> {
         self.first_prompt = match self.first_prompt {
-            FirstPrompt::Awaited if !reading.at_prompt => return None,
+            // No prompt drawn yet (or ever: a script): nothing to tell an old limit by.
+            FirstPrompt::Awaited if !reading.at_prompt => return reading.usage_limit,
             FirstPrompt::Awaited if reading.usage_limit.is_some() => FirstPrompt::Stale(reading.region_hash),
             FirstPrompt::Stale(hash) if hash == reading.region_hash => return None,
             _ => FirstPrompt::Passed,
