@@ -1,4 +1,4 @@
-//! The real Claude Code interrupted mid-work: its pane killed while the scripted model streams
+//! The real Claude Code interrupted mid-work: its pane (or the whole tmux server) killed while the scripted model streams
 //! its answer after the first step of the engineer's brief. Switchyard resumes it into its own session
 //! (`claude --resume <session id>`), tells it to go on, and the conversation goes on — the
 //! scripted model finds the assignment further up it — to the group done and the wish merged.
@@ -74,6 +74,23 @@ async fn until(app: &TestApp, model: &ScriptedModel, what: &str, check: impl Fn(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_code_whose_pane_is_killed_goes_on_in_its_own_conversation_and_its_group_lands() {
+    interrupted_and_resumed(Kill::Pane).await;
+}
+
+/// The whole tmux server killed, every pane with it, as a reboot would.
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_whose_tmux_server_is_killed_goes_on_in_its_own_conversation_and_its_group_lands() {
+    interrupted_and_resumed(Kill::Server).await;
+}
+
+/// What the test kills under the working engineer.
+#[derive(Clone, Copy)]
+enum Kill {
+    Pane,
+    Server,
+}
+
+async fn interrupted_and_resumed(kill: Kill) {
     let Some(bin) = agent_clis() else { return };
     let model = ScriptedModel::start().await;
     let (app, repo) = conducted(&providers_toml(&bin, &model)).await;
@@ -93,7 +110,10 @@ async fn claude_code_whose_pane_is_killed_goes_on_in_its_own_conversation_and_it
     let engineer = app.agent(&name).await;
     let pane = engineer["tmux_pane"].as_str().expect("its pane").to_owned();
     let session = engineer["provider_session_id"].as_str().expect("its session").to_owned();
-    tmux(&app, &["kill-pane", "-t", &pane]);
+    match kill {
+        Kill::Pane => tmux(&app, &["kill-pane", "-t", &pane]),
+        Kill::Server => tmux(&app, &["kill-server"]),
+    };
 
     let merged = app
         .get_until("/api/v1/wishes/letters", "the wish merges", RUN, &["/api/v1/agents?limit=100"], |w| {
