@@ -1,5 +1,6 @@
-//! The real Claude Code interrupted mid-work: its pane (or the whole tmux server) killed while the scripted model streams
-//! its answer after the first step of the engineer's brief. Switchyard resumes it into its own session
+//! The real Claude Code interrupted mid-work: its pane (or the whole tmux server) killed while
+//! the scripted model streams its answer after the first step of the engineer's brief.
+//! Switchyard resumes it into its own session
 //! (`claude --resume <session id>`), tells it to go on, and the conversation goes on — the
 //! scripted model finds the assignment further up it — to the group done and the wish merged.
 //! Skipped, saying why, exactly as `real_clis` is when the CLIs are not installed.
