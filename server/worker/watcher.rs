@@ -360,7 +360,16 @@ pub async fn apply(
         feed.commit(tx).await?;
         return Ok(matches!(applied, Some(Applied::Changed { .. })));
     }
-    if let Some(until) = decision.usage_limit_until {
+    // A resumed session draws the limit it stopped at again, with a reset time now passed (read
+    // as tomorrow's): only a limit met after it worked again is a new one.
+    let limit = match decision.usage_limit_until {
+        Some(until) => {
+            let name = agents::get(&mut tx, agent_id).await?.map(|a| a.name).unwrap_or_default();
+            (!agents::resumed_and_not_worked_since(&mut tx, &name).await?).then_some(until)
+        }
+        None => None,
+    };
+    if let Some(until) = limit {
         let cause = Cause {
             detail: Some(format!("usage limit; resumes at {until}")),
             suspended_until: Some(until),

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use switchyard::providers::Providers;
 
 use crate::fake_agent::state_changes;
-use crate::helpers::{commit_files, git, repo_of, spawn_app_with_worker_settings, TestApp};
+use crate::helpers::{commit_files, eventually, git, repo_of, spawn_app_with_worker_settings, TestApp};
 use crate::real_clis::{agent_clis, screen_shows, wait_for, wait_for_usage, wait_watching, START};
 use crate::scripted_model::{Cue, ScriptedModel};
 
@@ -241,6 +241,21 @@ async fn codex_at_its_usage_limit_is_suspended_in_its_own_words_and_an_overload_
         owl["suspended_until"].as_str().expect("suspended_until").parse().unwrap();
     let ahead = until - chrono::Utc::now();
     assert!(ahead > chrono::Duration::minutes(8) && ahead <= chrono::Duration::minutes(10), "{owl}");
+
+    // The ten minutes pass: the same session is resumed, the limit it shows again is the old
+    // one (the agent is idle, not suspended again), and it answers the next message.
+    let session = owl["provider_session_id"].clone();
+    sqlx::query("UPDATE agents SET suspended_until = now() WHERE name = 'owl'").execute(&app.pool).await.unwrap();
+    let owl = app.get_until("/api/v1/agents/owl", "owl resumed and idle", START, &[], |a| a["state"] == "idle").await;
+    assert_eq!(owl["provider_session_id"], session, "{owl}");
+    app.send_message("owl", "Third question.").await;
+    eventually("the model answers the third question", START, || async {
+        model.log().iter().any(|l| l.prompt.contains("Third question.") && l.action.is_some())
+    })
+    .await;
+    wait_for(&app, "owl", "idle", START).await;
+    let suspensions = state_changes(&app, "owl").await.iter().filter(|c| *c == "suspended").count();
+    assert_eq!(suspensions, 1, "{:?}", state_changes(&app, "owl").await);
 }
 
 /// Policy `ask` outside the sandbox: a command that must leave Codex's own sandbox asks a person

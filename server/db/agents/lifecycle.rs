@@ -408,6 +408,24 @@ pub async fn limits_reset(conn: &mut PgConnection, node_id: &str) -> Result<Vec<
     super::get_all(conn, ids).await
 }
 
+/// Whether the agent was resumed from a suspension and has not worked since: its screen still
+/// shows the session it was suspended in (a usage limit drawn again is that old one).
+pub async fn resumed_and_not_worked_since(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+             SELECT 1 FROM events r
+             WHERE r.subject = $1 AND r.type = 'agent.state_changed'
+               AND r.payload->>'from' = 'suspended' AND r.payload->>'to' = 'spawning'
+               AND NOT EXISTS (SELECT 1 FROM events w
+                               WHERE w.subject = $1 AND w.type = 'agent.state_changed'
+                                 AND w.payload->>'to' = 'working' AND w.created_at > r.created_at)
+           ) AS "stale!""#,
+        super::subject(name)
+    )
+    .fetch_one(conn)
+    .await
+}
+
 /// How many agents `node_id` manages, by state.
 pub async fn count_by_state(
     conn: &mut PgConnection,
