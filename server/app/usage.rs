@@ -46,13 +46,20 @@ pub async fn read_transcript(
     if !file.is_absolute() || file.extension().is_none_or(|e| e != "jsonl") {
         return Ok(BTreeMap::new());
     }
+    // Beneath the agent's own directory (where Switchyard points Claude Code), the agent writes
+    // every part of the path: it is read there without following a link anywhere.
+    let own_dir = super::agents::own_dir(&ctx.data_dir, agent_name);
+    if let Some(rel) = file.strip_prefix(&own_dir).ok().and_then(Path::to_str).map(str::to_owned) {
+        let read = move |offset| read_log(&own_dir, &rel, offset);
+        return count(&ctx.db, &ctx.feed, agent_id, agent_name, path, read, read_chunk).await;
+    }
     let owned = file.to_owned();
     let read = move |offset| read_from(&owned, offset);
     count(&ctx.db, &ctx.feed, agent_id, agent_name, path, read, read_chunk).await
 }
 
 /// A CLI that keeps its session log in the agent's own provider directory, where the server
-/// made it ([`crate::worker::provider_setup`]): no hook names the log, so it is read when the
+/// made it (the worker's provider setup): no hook names the log, so it is read when the
 /// agent goes idle (a turn ended), at the newest session's file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionLog {
@@ -194,11 +201,12 @@ async fn count(
 }
 
 /// Up to [`MAX_READ`] bytes of the regular file at `path` from `offset`; `None` when it is not
-/// one (missing, a directory, a device). Opened without blocking: a fifo the agent named would
-/// otherwise hang the open until something wrote to it.
+/// one (missing, a directory, a device, a link). Opened without blocking: a fifo the agent named
+/// would otherwise hang the open until something wrote to it.
 fn read_from(path: &Path, offset: u64) -> Option<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()?;
+    let flags = libc::O_NONBLOCK | libc::O_NOFOLLOW;
+    let mut file = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path).ok()?;
     if !file.metadata().ok()?.is_file() {
         return None;
     }
