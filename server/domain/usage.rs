@@ -31,6 +31,18 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Input, output and cache-read tokens, none written to the cache: how the CLIs' session
+    /// logs read in tests.
+    #[cfg(test)]
+    pub(crate) fn read(input: i64, output: i64, cache_read: i64) -> Usage {
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: cache_read,
+        }
+    }
+
     pub fn total(&self) -> i64 {
         self.input_tokens
             .saturating_add(self.output_tokens)

@@ -157,20 +157,11 @@ mod tests {
         ) + "\n"
     }
 
-    fn tokens(input: i64, output: i64, cache_read: i64) -> Usage {
-        Usage {
-            input_tokens: input,
-            output_tokens: output,
-            cache_creation_input_tokens: 0,
-            cache_read_input_tokens: cache_read,
-        }
-    }
-
     #[test]
     fn a_real_turn_counts_its_token_count_under_the_turns_model() {
         let read = read_chunk(TURN.as_bytes(), None);
         assert_eq!(read.consumed, TURN.len());
-        assert_eq!(read.usage.into_iter().collect::<Vec<_>>(), [("gpt-6.1-sol".to_owned(), tokens(1014, 21, 0))]);
+        assert_eq!(read.usage.into_iter().collect::<Vec<_>>(), [("gpt-6.1-sol".to_owned(), Usage::read(1014, 21, 0))]);
     }
 
     #[test]
@@ -181,10 +172,14 @@ mod tests {
         let next = count([3014, 1500, 61], [2000, 1500, 40]) + &count([3014, 1500, 61], [2000, 1500, 40]) + "{\"type\"";
         let second = read_chunk(next.as_bytes(), first.last_message.clone());
         assert_eq!(second.consumed, next.len() - "{\"type\"".len(), "half a line waits");
-        assert_eq!(second.usage["gpt-6.1-sol"], tokens(500, 40, 1500), "the model carried over from the first chunk");
+        assert_eq!(
+            second.usage["gpt-6.1-sol"],
+            Usage::read(500, 40, 1500),
+            "the model carried over from the first chunk"
+        );
         // A session started over in the same file: its sums went down, its last request counts.
         let restarted = read_chunk(count([100, 0, 5], [100, 0, 5]).as_bytes(), second.last_message);
-        assert_eq!(restarted.usage["gpt-6.1-sol"], tokens(100, 5, 0));
+        assert_eq!(restarted.usage["gpt-6.1-sol"], Usage::read(100, 5, 0));
     }
 
     #[test]
@@ -194,7 +189,7 @@ mod tests {
             + "\n{not json\n"
             + &count([10, 20, 1], [10, 20, 1]);
         let read = read_chunk(text.as_bytes(), None);
-        assert_eq!(read.usage[UNKNOWN_MODEL], tokens(0, 1, 10), "cached is at most the input; no model named");
+        assert_eq!(read.usage[UNKNOWN_MODEL], Usage::read(0, 1, 10), "cached is at most the input; no model named");
         assert_eq!(read.usage.len(), 1);
     }
 }

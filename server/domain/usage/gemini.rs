@@ -104,20 +104,14 @@ mod tests {
         format!(r#"{{"id":"{id}","type":"gemini","content":"","tokens":{tokens},"model":"gemini-3.8-flash"}}"#) + "\n"
     }
 
-    fn tokens(input: i64, output: i64, cache_read: i64) -> Usage {
-        Usage {
-            input_tokens: input,
-            output_tokens: output,
-            cache_creation_input_tokens: 0,
-            cache_read_input_tokens: cache_read,
-        }
-    }
-
     #[test]
     fn a_real_turn_counts_the_answer_under_its_model() {
         let read = read_chunk(TURN.as_bytes(), None);
         assert_eq!(read.consumed, TURN.len());
-        assert_eq!(read.usage.into_iter().collect::<Vec<_>>(), [("gemini-3.8-flash".to_owned(), tokens(1011, 21, 0))]);
+        assert_eq!(
+            read.usage.into_iter().collect::<Vec<_>>(),
+            [("gemini-3.8-flash".to_owned(), Usage::read(1011, 21, 0))]
+        );
     }
 
     #[test]
@@ -132,7 +126,7 @@ mod tests {
             + "\n"
             + &message("b", full);
         let second = read_chunk(next.as_bytes(), first.last_message);
-        assert_eq!(second.usage["gemini-3.8-flash"], tokens(1003, 57, 2000));
+        assert_eq!(second.usage["gemini-3.8-flash"], Usage::read(1003, 57, 2000));
         let third = read_chunk(message("b", full).as_bytes(), second.last_message);
         assert!(third.usage.is_empty(), "{:?}", third.usage);
     }
