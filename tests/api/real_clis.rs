@@ -188,6 +188,36 @@ pub(crate) fn start_command(app: &TestApp, name: &str) -> String {
     panes.lines().find_map(|l| l.strip_prefix(&format!("{name}\t"))).unwrap_or_default().to_owned()
 }
 
+/// Policy `ask`: `run` (a command line for a file name) asks a person, and the answer through
+/// the API does what it says: the option labelled "No" runs nothing and the agent goes on;
+/// option 1 (labelled `yes`…) runs it.
+pub(crate) async fn no_means_no_and_yes_runs(app: &TestApp, name: &str, run: impl Fn(&str) -> String, yes: &str) {
+    let clone = PathBuf::from(app.agent(name).await["clone_path"].as_str().expect("a clone"));
+    let chosen = |answered: &Value| answered["chosen"]["label"].as_str().unwrap_or_default().to_owned();
+
+    app.send_message(name, &run("no.txt")).await;
+    let agent = wait_for(app, name, "permission", START).await;
+    let asked = screen_shows(app, name, "python3").await;
+    eprintln!("{name} asks:\n{asked}");
+    let options = switchyard::detect::prompt::options(&asked);
+    let no = options.iter().find(|o| o.label.starts_with("No"));
+    let no = no.unwrap_or_else(|| panic!("a No: {options:?}\n{agent}\n{asked}"));
+    let input = format!("/api/v1/agents/{name}/input");
+    let answered = app.post(&input, json!({"option": no.number.parse::<u32>().unwrap()})).await;
+    let answered = crate::helpers::assert_json(answered, 200).await;
+    assert!(chosen(&answered).starts_with("No"), "{answered}");
+    wait_for(app, name, "idle", START).await;
+    assert!(!clone.join("no.txt").exists(), "No ran it");
+
+    app.send_message(name, &run("yes.txt")).await;
+    wait_for(app, name, "permission", START).await;
+    let answered = app.post(&input, json!({"option": 1})).await;
+    let answered = crate::helpers::assert_json(answered, 200).await;
+    assert!(chosen(&answered).starts_with(yes), "{answered}");
+    crate::helpers::eventually("Yes ran it", START, || async { clone.join("yes.txt").exists() }).await;
+    wait_for(app, name, "idle", START).await;
+}
+
 /// Waits for the agent's screen to show `text`, and returns the screen.
 pub(crate) async fn screen_shows(app: &TestApp, name: &str, text: &str) -> String {
     let started = Instant::now();

@@ -265,31 +265,10 @@ async fn codex_at_its_usage_limit_is_suspended_in_its_own_words_and_an_overload_
 async fn in_policy_ask_codex_asks_to_leave_its_sandbox_and_no_means_no() {
     let model = ScriptedModel::start().await;
     let Some((app, _home)) = one_agent_of(&model, "codex-ask").await else { return };
-    let clone = PathBuf::from(app.agent("owl").await["clone_path"].as_str().expect("a clone"));
     // Inside its sandbox (writes in the clone) Codex runs it without asking; the model asks to
     // leave the sandbox, as Codex's instructions tell it to when the sandbox is in the way.
     let run = |file: &str| format!("Run outside the sandbox: python3 -c \"open('{file}', 'w').write('ran')\"");
-
-    app.send_message("owl", &run("no.txt")).await;
-    let (owl, _) = wait_watching(&app, "owl", "permission", "", START).await;
-    let asked = crate::real_clis::screen(&app, "owl");
-    eprintln!("codex asks:\n{asked}");
-    assert!(asked.contains("python3"), "{owl}\n{asked}");
-    let options = switchyard::detect::prompt::options(&asked);
-    let no = options.iter().find(|o| o.label.starts_with("No")).unwrap_or_else(|| panic!("a No: {options:?}\n{asked}"));
-    let answered = app.post("/api/v1/agents/owl/input", json!({"option": no.number.parse::<u32>().unwrap()})).await;
-    let answered = crate::helpers::assert_json(answered, 200).await;
-    assert!(answered["chosen"]["label"].as_str().unwrap_or_default().starts_with("No"), "{answered}");
-    wait_for(&app, "owl", "idle", START).await;
-    assert!(!clone.join("no.txt").exists(), "No ran it");
-
-    app.send_message("owl", &run("yes.txt")).await;
-    wait_for(&app, "owl", "permission", START).await;
-    let answered = app.post("/api/v1/agents/owl/input", json!({"option": 1})).await;
-    let answered = crate::helpers::assert_json(answered, 200).await;
-    assert!(answered["chosen"]["label"].as_str().unwrap_or_default().starts_with("Yes"), "{answered}");
-    crate::helpers::eventually("Yes ran it", START, || async { clone.join("yes.txt").exists() }).await;
-    wait_for(&app, "owl", "idle", START).await;
+    crate::real_clis::no_means_no_and_yes_runs(&app, "owl", run, "Yes").await;
 }
 
 /// The project's repository holds a hostile Codex project configuration (committed, so the

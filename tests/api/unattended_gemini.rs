@@ -229,29 +229,8 @@ async fn in_policy_ask_gemini_cli_asks_for_other_commands_and_no_means_no() {
     let model = ScriptedModel::start().await;
     let extra = "sandbox = \"none\"\npermissions = \"ask\"\n";
     let Some(app) = idle_agent(&model, extra, "owl").await else { return };
-    let clone = std::path::PathBuf::from(app.agent("owl").await["clone_path"].as_str().expect("a clone"));
     let run = |file: &str| format!("Run: python3 -c \"open('{file}', 'w').write('ran')\"");
-
-    app.send_message("owl", &run("no.txt")).await;
-    let owl = wait_for(&app, "owl", "permission", START).await;
-    let asked = screen_shows(&app, "owl", "Allow execution").await;
-    eprintln!("gemini asks:\n{asked}");
-    assert!(asked.contains("python3"), "{owl}\n{asked}");
-    let options = switchyard::detect::prompt::options(&asked);
-    let no = options.iter().find(|o| o.label.starts_with("No")).unwrap_or_else(|| panic!("a No: {options:?}\n{asked}"));
-    let answered = app.post("/api/v1/agents/owl/input", json!({"option": no.number.parse::<u32>().unwrap()})).await;
-    let answered = crate::helpers::assert_json(answered, 200).await;
-    assert!(answered["chosen"]["label"].as_str().unwrap_or_default().starts_with("No"), "{answered}");
-    wait_for(&app, "owl", "idle", START).await;
-    assert!(!clone.join("no.txt").exists(), "No ran it");
-
-    app.send_message("owl", &run("yes.txt")).await;
-    wait_for(&app, "owl", "permission", START).await;
-    let answered = app.post("/api/v1/agents/owl/input", json!({"option": 1})).await;
-    let answered = crate::helpers::assert_json(answered, 200).await;
-    assert_eq!(answered["chosen"]["label"], "Allow once", "{answered}");
-    eventually("Allow once ran it", START, || async { clone.join("yes.txt").exists() }).await;
-    wait_for(&app, "owl", "idle", START).await;
+    crate::real_clis::no_means_no_and_yes_runs(&app, "owl", run, "Allow once").await;
 }
 
 /// The project's repository holds a hostile Gemini CLI workspace configuration (committed, so
