@@ -105,6 +105,23 @@ pub struct Detector {
     reported: Option<Reported>,
     /// What made the screen's view what it is (see [`Decision::matched`]).
     matched: Option<Matched>,
+    /// How far a new pane's first readings got (see [`FirstPrompt`]).
+    first_prompt: FirstPrompt,
+}
+
+/// A usage limit a new pane shows the first time it is read at its prompt is the one its agent
+/// was suspended for, drawn again by the session resumed after the reset (the last entry of its
+/// transcript until a new turn): counted, it would suspend the agent again, and the reset time
+/// it names, passed now, would read as tomorrow's. A limit on that first screen at the prompt
+/// does not count while the region above the prompt stays as that reading showed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FirstPrompt {
+    /// A new pane not yet read at its prompt.
+    Awaited,
+    /// Read at its prompt showing a limit: it does not count while the region has this hash.
+    Stale(u64),
+    /// Every limit counts.
+    Passed,
 }
 
 type Reported = (Activity, Option<DateTime<Utc>>, Option<String>, Option<String>);
@@ -136,6 +153,7 @@ impl Detector {
             reported: None,
             baseline: false,
             matched: None,
+            first_prompt: FirstPrompt::Awaited,
         }
     }
 
@@ -145,7 +163,18 @@ impl Detector {
         let mut detector = Detector::new(rules, config);
         detector.reported = recorded.map(|activity| (activity, None, None, None));
         detector.baseline = recorded.is_some();
+        if recorded.is_some() {
+            // A pane watched before this worker started: what it shows is news, whatever it is.
+            detector.first_prompt = FirstPrompt::Passed;
+        }
         detector
+    }
+
+    /// A detector for a pane read at its prompt before (its first screen is no resumed
+    /// session's): for reading single screens.
+    #[cfg(test)]
+    pub(crate) fn past_its_first_prompt(rules: ScreenRules, config: DetectorConfig) -> Detector {
+        Detector { first_prompt: FirstPrompt::Passed, ..Detector::new(rules, config) }
     }
 
     /// The activity last decided, if any.
@@ -184,8 +213,9 @@ impl Detector {
     pub fn on_screen(&mut self, now: Instant, wall: DateTime<Utc>, text: &str) -> Option<Decision> {
         let reading = screen::read(self.rules, text, &ReadContext { now: wall, zone: self.config.zone });
         let baseline = std::mem::take(&mut self.baseline);
+        let limit = self.current_limit(&reading);
         // A limit stays at the time first read: "try again in 2 hours" would move on every reading.
-        self.usage_limit = reading.usage_limit.map(|at| self.usage_limit.unwrap_or(at));
+        self.usage_limit = limit.map(|at| self.usage_limit.unwrap_or(at));
         self.error = reading.error;
         self.fatal = reading.fatal;
         match reading.activity {
@@ -214,6 +244,21 @@ impl Detector {
             },
         }
         self.decide(now)
+    }
+
+    /// The reading's usage limit, unless it is a resumed session's old one ([`FirstPrompt`]).
+    fn current_limit(&mut self, reading: &screen::ScreenReading) -> Option<DateTime<Utc>> {
+        self.first_prompt = match self.first_prompt {
+            // No prompt drawn yet (or ever: a script): nothing to tell an old limit by.
+            FirstPrompt::Awaited if !reading.at_prompt => return reading.usage_limit,
+            FirstPrompt::Awaited if reading.usage_limit.is_some() => FirstPrompt::Stale(reading.region_hash),
+            FirstPrompt::Stale(hash) if hash == reading.region_hash => return None,
+            _ => FirstPrompt::Passed,
+        };
+        match self.first_prompt {
+            FirstPrompt::Stale(_) => None,
+            _ => reading.usage_limit,
+        }
     }
 
     /// When the caller should read the screen even if no output arrives: to confirm a quiet

@@ -215,6 +215,32 @@ fn a_usage_limit_is_reported_at_once_and_keeps_its_first_reset_time() {
 }
 
 #[test]
+fn a_resumed_session_showing_the_limit_it_stopped_at_is_not_limited_again_until_a_new_turn() {
+    // As the worker watches an agent it is spawning (no state recorded for the pane).
+    let (c, mut d) = (Clock::new(), Detector::resuming(ScreenRules::Codex, DetectorConfig::default(), None));
+    // A new pane's first screen at its prompt, with the old limit as the last entry: idle.
+    let first = c.screen(&mut d, 0, CODEX_LIMIT).expect("a decision");
+    assert_eq!((first.activity, first.usage_limit_until), (Activity::Idle, None));
+    assert_eq!(c.screen(&mut d, 1000, CODEX_LIMIT), None, "nothing new while it shows the same");
+    // A new turn meets the limit again: that one counts.
+    let again =
+        "› go on\n\n■ You've hit your usage limit. Upgrade to Pro or try again in 1 hour.\n\n› \n\n  ? for shortcuts\n";
+    let decision = c.screen(&mut d, 2000, again).expect("a new limit");
+    assert_eq!(
+        decision.usage_limit_until,
+        Some(c.wall + chrono::Duration::milliseconds(2000) + chrono::Duration::hours(1))
+    );
+}
+
+#[test]
+fn a_pane_watched_before_this_worker_started_counts_the_limit_it_shows() {
+    let c = Clock::new();
+    let mut d = Detector::resuming(ScreenRules::Codex, DetectorConfig::default(), Some(Activity::Working));
+    let decision = c.screen(&mut d, 0, CODEX_LIMIT).expect("reported");
+    assert!(decision.usage_limit_until.is_some(), "{decision:?}");
+}
+
+#[test]
 fn a_final_error_is_reported_beside_the_activity() {
     let (c, mut d) = (Clock::new(), detector(ScreenRules::ClaudeCode));
     c.screen(&mut d, 0, &spinner(1));

@@ -30,7 +30,9 @@ fn rules_for(dir: &str) -> ScreenRules {
 /// The decisions after reading `text` once, and again `settle` later.
 fn read_twice(rules: ScreenRules, text: &str) -> (Option<Decision>, Option<Decision>) {
     let config = DetectorConfig::default();
-    let mut detector = Detector::new(rules, config);
+    // A pane watched for a while: a new pane's first screen hides a usage limit (a resumed
+    // session's old one; see the decision tests).
+    let mut detector = Detector::past_its_first_prompt(rules, config);
     let (start, wall) = (Instant::now(), "2026-11-22T10:00:00Z".parse().unwrap());
     let first = detector.on_screen(start, wall, text);
     let second = detector.on_screen(start + config.settle, wall, text);
