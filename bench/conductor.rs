@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use switchyard::config::WorkerConfig;
+use switchyard::worker::WorkerConfig;
 
 #[path = "common/mod.rs"]
 mod common;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{json, Value};
-use switchyard::config::WorkerConfig;
+use switchyard::worker::WorkerConfig;
 
 #[path = "common/mod.rs"]
 mod common;

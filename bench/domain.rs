@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use switchyard::config::WorkerConfig;
+use switchyard::worker::WorkerConfig;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -109,11 +109,11 @@ async fn main() -> anyhow::Result<()> {
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(CountStatements.with_filter(filter)))?;
     let _ = COUNTING.set(Box::new(move |on| {
         let targets = if on {
-            // The request's span (`http`) is opened in `switchyard::http`: without it no statement
+            // The request's span (`http`) is opened in `switchyard::routes`: without it no statement
             // is inside a request, and the count stays 0.
             off()
                 .with_target("sqlx::query", tracing::Level::TRACE)
-                .with_target("switchyard::http", tracing::Level::INFO)
+                .with_target("switchyard::routes", tracing::Level::INFO)
                 .with_target("switchyard::api", tracing::Level::INFO)
         } else {
             off()

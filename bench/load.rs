@@ -23,7 +23,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use switchyard::config::WorkerConfig;
+use switchyard::worker::WorkerConfig;
 
 use common::{cpu_ticks, percentile_ms as percentile, tmux};
 

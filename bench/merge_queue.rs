@@ -12,11 +12,10 @@
 //! queue's loop with `tick()` as a node would run it.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use switchyard::config::WorkerConfig;
+use switchyard::worker::WorkerConfig;
 
 #[path = "common/mod.rs"]
 mod common;
@@ -118,12 +117,14 @@ async fn main() -> anyhow::Result<()> {
     };
     let app = common::start(&database_url, data_dir.path(), worker).await?;
     let client = Client { http: reqwest::Client::new(), api: app.api(), token: app.token.clone() };
-    let queue = switchyard::merge_queue::MergeQueue::new(switchyard::app::Ctx::new(switchyard::app::Parts {
+    let queue = switchyard::app::merge_queue::MergeQueue::new(switchyard::app::Ctx::new(switchyard::app::Parts {
         db: app.pool.clone(),
         feed: switchyard::feed::EventFeed::default(),
         node: switchyard::node::NodeInfo::load(data_dir.path())?,
         data_dir: data_dir.path().to_path_buf(),
-        providers: Arc::new(switchyard::providers::Providers::load(data_dir.path())?),
+        providers: switchyard::providers::LiveProviders::fixed(switchyard::providers::Providers::load(
+            data_dir.path(),
+        )?),
         panes: None,
     }));
     let repos_dir = tempfile::tempdir()?;

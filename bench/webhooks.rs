@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use switchyard::config::{AllowList, WebhookSettings, WorkerConfig};
+use switchyard::webhooks::ssrf::AllowList;
+use switchyard::webhooks::WebhookSettings;
+use switchyard::worker::WorkerConfig;
 
 #[path = "common/mod.rs"]
 mod common;

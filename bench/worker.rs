@@ -24,7 +24,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use switchyard::config::WorkerConfig;
+use switchyard::worker::WorkerConfig;
 
 use common::{cpu_ticks, percentile_ms as percentile, tmux};
 

@@ -92,7 +92,7 @@ where
     F: FnOnce(sqlx::PgPool) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
-    let (database, _claim) = Database::open_for_command(settings).await?;
+    let (database, _claim) = Database::open_for_command(settings.database()).await?;
     let result = async {
         db::migrate(&database.pool).await?;
         work(database.pool.clone()).await

@@ -1,5 +1,5 @@
 //! Command line and environment: every setting, its default, and the checks that make a bad
-//! setting fail at start with a message naming it (Fetch's validateEnv).
+//! setting fail at start with a message naming it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,14 +7,18 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use secrecy::{ExposeSecret, SecretString};
 
-pub use crate::webhooks::ssrf::AllowList;
+use crate::app::merge_queue::gate::GateSettings;
+use crate::http::rate_limit::{Rate, RateLimitSettings};
+use crate::webhooks::ssrf::AllowList;
+use crate::webhooks::WebhookSettings;
+use crate::worker::{WorkerConfig, HEARTBEAT_EVERY};
 
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// PostgreSQL to use; when unset, an embedded cluster under the data directory is started.
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
     pub database_url: Option<SecretString>,
-    /// Where Switchyard keeps its state (embedded cluster, clones, outbox).
+    /// Where Switchyard keeps its state (embedded cluster, clones, the message log).
     /// Default: ~/.local/share/switchyard, or /var/lib/switchyard when run as root.
     #[arg(long, env = "SWITCHYARD_DATA_DIR", global = true)]
     pub data_dir: Option<PathBuf>,
@@ -53,8 +57,10 @@ pub struct GlobalArgs {
     /// Nudges without progress before an `agent.stuck` event.
     #[arg(long, env = "SWITCHYARD_MAX_NUDGES", default_value_t = 3, global = true)]
     pub max_nudges: i32,
-    /// Milliseconds between pasting a message into an agent's input and pressing Enter (plus a
-    /// little per byte for large messages), so the TUI has taken the paste in.
+    /// Milliseconds a TUI is given to take in a message pasted into its input before Enter (plus
+    /// a little per byte for large messages): an agent whose hook confirms its turns gets Enter
+    /// as soon as its input line shows the paste, at the latest after this; any other, after
+    /// this and once its input line shows the paste.
     #[arg(long, env = "SWITCHYARD_MESSAGE_SETTLE_MS", default_value_t = 300, global = true)]
     pub message_settle_ms: u64,
     /// Milliseconds to wait for an agent's hook to confirm a submitted message before reading its
@@ -151,45 +157,36 @@ pub struct Settings {
     pub log_format: LogFormat,
     pub pg_bindir: Option<PathBuf>,
     pub worker: WorkerConfig,
+    /// How the merge queue's gates run on this node.
+    pub gate: GateSettings,
     pub webhooks: WebhookSettings,
     pub rate_limits: RateLimitSettings,
 }
 
-/// A rate: `per_second` on average, `burst` at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
-    pub per_second: std::num::NonZeroU32,
-    pub burst: std::num::NonZeroU32,
-}
-
-impl Rate {
-    /// `per_second` 0 is no limit; a burst of 0 with a limit cannot be met.
-    fn new(per_second: u32, burst: u32, setting: &'static str) -> Result<Option<Rate>, ConfigError> {
-        let Some(per_second) = std::num::NonZeroU32::new(per_second) else { return Ok(None) };
-        let burst = std::num::NonZeroU32::new(burst)
-            .ok_or_else(|| ConfigError { setting, reason: "must be at least 1 while there is a limit".into() })?;
-        Ok(Some(Rate { per_second, burst }))
+impl Settings {
+    /// Where the database is.
+    pub fn database(&self) -> crate::db::Location<'_> {
+        crate::db::Location {
+            database_url: self.database_url.as_ref(),
+            data_dir: &self.data_dir,
+            pg_bindir: self.pg_bindir.as_deref(),
+        }
     }
 }
 
-/// Rate limits, validated; `None` is no limit (so the default, for tests and benchmarks, has
-/// none; the command line's defaults are in [`RateLimitArgs`]).
-#[derive(Debug, Clone, Default)]
-pub struct RateLimitSettings {
-    pub per_token: Option<Rate>,
-    pub per_address: Option<Rate>,
-    /// Peers whose `X-Forwarded-For` is believed.
-    pub trusted_proxies: Vec<ipnet::IpNet>,
+/// A rate: `per_second` 0 is no limit; a burst of 0 with a limit cannot be met.
+fn rate(per_second: u32, burst: u32, setting: &'static str) -> Result<Option<Rate>, ConfigError> {
+    let Some(per_second) = std::num::NonZeroU32::new(per_second) else { return Ok(None) };
+    let burst = std::num::NonZeroU32::new(burst)
+        .ok_or_else(|| ConfigError { setting, reason: "must be at least 1 while there is a limit".into() })?;
+    Ok(Some(Rate { per_second, burst }))
 }
 
 impl RateLimitArgs {
     pub fn validate(&self) -> Result<RateLimitSettings, ConfigError> {
-        let per_token = Rate::new(
-            self.rate_limit_per_token,
-            self.rate_limit_per_token_burst,
-            "SWITCHYARD_RATE_LIMIT_PER_TOKEN_BURST",
-        )?;
-        let per_address = Rate::new(
+        let per_token =
+            rate(self.rate_limit_per_token, self.rate_limit_per_token_burst, "SWITCHYARD_RATE_LIMIT_PER_TOKEN_BURST")?;
+        let per_address = rate(
             self.rate_limit_per_address,
             self.rate_limit_per_address_burst,
             "SWITCHYARD_RATE_LIMIT_PER_ADDRESS_BURST",
@@ -209,95 +206,6 @@ impl RateLimitArgs {
             })
             .collect::<Result<_, _>>()?;
         Ok(RateLimitSettings { per_token, per_address, trusted_proxies })
-    }
-}
-
-/// Webhook settings, validated.
-#[derive(Debug, Clone)]
-pub struct WebhookSettings {
-    pub allowed_hosts: AllowList,
-    pub retry_schedule: Vec<std::time::Duration>,
-    pub disable_after: std::time::Duration,
-    pub timeout: std::time::Duration,
-    pub github_secret: Option<SecretString>,
-    /// Inbound generic hook name → its `whsec_…` secret.
-    pub inbound: Vec<(String, SecretString)>,
-    /// The dashboard's address, for the link back in `slack` and `ntfy` deliveries (the public
-    /// URL, else the API's listen address).
-    pub dashboard_url: Option<String>,
-}
-
-impl Default for WebhookSettings {
-    fn default() -> WebhookSettings {
-        WebhookSettings {
-            allowed_hosts: AllowList::default(),
-            retry_schedule: crate::domain::webhook::default_schedule(),
-            disable_after: std::time::Duration::from_secs(5 * 86400),
-            timeout: std::time::Duration::from_secs(10),
-            github_secret: None,
-            inbound: Vec::new(),
-            dashboard_url: None,
-        }
-    }
-}
-
-/// How often a node heartbeats unless told otherwise.
-pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
-/// Heartbeats a node may miss before the others count it gone (30 s at the default 5 s).
-pub const HEARTBEATS_MISSED: u32 = 6;
-
-/// How the worker runs agents on this node.
-#[derive(Debug, Clone)]
-pub struct WorkerConfig {
-    /// `serve` runs the worker unless this is false (an API-only replica).
-    pub enabled: bool,
-    /// The conductor runs in this process (`serve` and `worker`) unless this is false.
-    pub conductor: bool,
-    pub tmux_socket: String,
-    pub public_url: Option<String>,
-    pub reconcile_every: std::time::Duration,
-    /// How often the node heartbeats, on a timer of its own; a node silent for
-    /// [`HEARTBEATS_MISSED`] of these is gone and its agents are settled.
-    pub heartbeat_every: std::time::Duration,
-    pub nudge_after: std::time::Duration,
-    pub max_nudges: i32,
-    /// Between pasting a message and pressing Enter.
-    pub message_settle: std::time::Duration,
-    /// How long a hook may take to confirm a submitted message before the screen is read.
-    pub message_confirm: std::time::Duration,
-    /// Run the merge queue's loop in this process (any number of nodes may).
-    pub merge_queue: bool,
-    /// How its gates run.
-    pub gate: crate::merge_queue::gate::GateSettings,
-    /// Give each agent's session (its autogroup) the provider's niceness too.
-    pub nice_sessions: bool,
-    /// The `switchyard` binary agents' hooks run; `None`: the running executable (tests run the
-    /// application inside the test binary, so they name the real one).
-    pub switchyard_exe: Option<std::path::PathBuf>,
-    /// The home whose provider logins (`~/.claude`, `~/.codex`, `~/.gemini`) agents get; `None`:
-    /// the worker's own (`HOME` and the providers' variables). Tests give one of their own.
-    pub provider_home: Option<std::path::PathBuf>,
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        WorkerConfig {
-            enabled: true,
-            conductor: true,
-            tmux_socket: "switchyard".into(),
-            public_url: None,
-            reconcile_every: std::time::Duration::from_secs(10),
-            heartbeat_every: HEARTBEAT_EVERY,
-            nudge_after: std::time::Duration::from_secs(600),
-            max_nudges: 3,
-            message_settle: std::time::Duration::from_millis(300),
-            message_confirm: std::time::Duration::from_secs(10),
-            merge_queue: true,
-            gate: Default::default(),
-            nice_sessions: true,
-            switchyard_exe: None,
-            provider_home: None,
-        }
     }
 }
 
@@ -359,6 +267,7 @@ impl GlobalArgs {
             log_format: self.log_format,
             pg_bindir: self.pg_bindir.clone(),
             worker: self.worker()?,
+            gate: GateSettings { network: self.gate_network, read_only: self.gate_paths.clone() },
             webhooks: self.webhooks.validate()?,
             rate_limits: self.rate_limits.validate()?,
         })
@@ -402,10 +311,6 @@ impl GlobalArgs {
             message_settle: std::time::Duration::from_millis(self.message_settle_ms),
             message_confirm: std::time::Duration::from_millis(self.message_confirm_ms),
             merge_queue: self.merge_queue,
-            gate: crate::merge_queue::gate::GateSettings {
-                network: self.gate_network,
-                read_only: self.gate_paths.clone(),
-            },
             nice_sessions: self.nice_sessions,
             switchyard_exe: None,
             provider_home: None,

@@ -8,6 +8,9 @@ use std::path::Path;
 use anyhow::Context;
 use nix::fcntl::{Flock, FlockArg};
 
+/// The embedded PostgreSQL cluster's directory in the data directory (the database's own).
+pub const EMBEDDED_CLUSTER: &str = "pg";
+
 pub struct DataDir {
     _lock: Flock<File>,
 }
@@ -96,7 +99,7 @@ pub fn ensure(path: &Path) -> anyhow::Result<()> {
     tighten(path, |_| mode);
     let entries = fs::read_dir(path).with_context(|| format!("reading the data directory {}", path.display()))?;
     for entry in entries.flatten() {
-        if entry.file_name() == crate::db::embedded::ROOT {
+        if entry.file_name() == EMBEDDED_CLUSTER {
             continue;
         }
         // A link is not followed: whatever it names is not the data directory's.

@@ -15,13 +15,13 @@ pub mod domain;
 pub mod feed;
 pub mod git;
 pub mod http;
-pub mod merge_queue;
+pub mod message_log;
 pub mod metrics;
 pub mod node;
-pub mod outbox;
 pub mod pages;
+pub mod programs;
 pub mod providers;
-pub mod state_file;
+pub mod routes;
 pub mod status;
 pub mod telemetry;
 pub mod tmux;
@@ -36,11 +36,12 @@ use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use config::{Settings, WebhookSettings};
+use config::Settings;
 use data_dir::DataDir;
 use db::Database;
 use feed::EventFeed;
 use node::NodeInfo;
+use webhooks::WebhookSettings;
 
 /// Which processes this instance runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,11 +69,12 @@ pub struct Application {
     db: Database,
     node: NodeInfo,
     role: Role,
-    providers: std::sync::Arc<providers::Providers>,
+    providers: providers::LiveProviders,
     data_dir_path: std::path::PathBuf,
-    worker: config::WorkerConfig,
+    worker: worker::WorkerConfig,
+    gate: app::merge_queue::gate::GateSettings,
     webhooks: Arc<WebhookSettings>,
-    rate_limits: config::RateLimitSettings,
+    rate_limits: http::rate_limit::RateLimitSettings,
     feed: EventFeed,
     _data_dir: DataDir,
 }
@@ -89,14 +91,20 @@ impl Application {
         let data_dir = DataDir::claim(&settings.data_dir)?;
         let api_socket = api.as_ref().and_then(|_| data_dir::bind_api_socket(&settings.data_dir));
         let node = NodeInfo::load(&settings.data_dir).context("reading the node id")?;
-        let providers = providers::Providers::load(&settings.data_dir)?;
+        // The logins agents get: the ones a status line counts as configured.
+        let logins = settings
+            .worker
+            .provider_home
+            .as_deref()
+            .map_or_else(providers::logins::UserConfig::from_env, providers::logins::UserConfig::under);
+        let providers = providers::LiveProviders::load(&settings.data_dir, logins)?;
         if !providers::sandbox::bubblewrap_installed() {
             tracing::warn!(
                 "bubblewrap (bwrap) is not installed: agents run unsandboxed, as this server's user, with everything \
                  it can reach (install bubblewrap to confine the built-in claude, codex and gemini)"
             );
         }
-        let db = Database::open(settings).await?;
+        let db = Database::open(settings.database()).await?;
         db::migrate(&db.pool).await.context("applying migrations")?;
         let webhooks = Arc::new(settings.webhooks.clone());
         Ok(Application {
@@ -106,9 +114,10 @@ impl Application {
             db,
             node,
             role,
-            providers: std::sync::Arc::new(providers),
+            providers,
             data_dir_path: settings.data_dir.clone(),
             worker: settings.worker.clone(),
+            gate: settings.gate.clone(),
             webhooks,
             rate_limits: settings.rate_limits.clone(),
             feed: EventFeed::default(),
@@ -162,12 +171,14 @@ impl Application {
             providers,
             data_dir_path,
             worker,
+            gate,
             webhooks,
             rate_limits,
             feed,
             _data_dir,
         } = self;
         let listener = feed.clone().listen(db.pool.clone(), shutdown.clone());
+        let providers_watch = tokio::spawn(providers.clone().watch(shutdown.clone()));
         // Stopped only once everything that commits has drained, so their last commits are
         // announced too.
         let drained = CancellationToken::new();
@@ -175,8 +186,12 @@ impl Application {
         // Deliveries in a chat or push format link back to the dashboard, served beside the API.
         let mut sender_settings = (*webhooks).clone();
         sender_settings.dashboard_url.get_or_insert_with(|| api_url.clone());
-        let sender =
-            webhooks::Sender::run_in_background(&db.pool, feed.clone(), Arc::new(sender_settings), shutdown.clone());
+        let sender = worker::webhook_sender::run_in_background(
+            &db.pool,
+            feed.clone(),
+            Arc::new(sender_settings),
+            shutdown.clone(),
+        );
         let health = worker::fleet::SharedHealth::default();
         let shutdown_for_worker = shutdown.clone();
         let fleet = worker::fleet::Fleet {
@@ -234,24 +249,26 @@ impl Application {
             }
         });
         // The merge queue and the state file run beside the conductor, on every node that asks.
-        let merge_queue = worker.merge_queue.then(|| {
-            let queue = merge_queue::MergeQueue::new(ctx.clone()).with_gate(worker.gate.clone());
-            tokio::spawn(queue.run(shutdown.clone()))
-        });
-        let state_writer =
-            tokio::spawn(state_file::run(db.pool.clone(), feed.clone(), data_dir_path.clone(), shutdown.clone()));
+        let merge_queue = worker
+            .merge_queue
+            .then(|| tokio::spawn(worker::merge_queue::run(ctx.clone(), gate.clone(), shutdown.clone())));
+        let state_writer = tokio::spawn(worker::state_file::run(
+            db.pool.clone(),
+            feed.clone(),
+            data_dir_path.clone(),
+            shutdown.clone(),
+        ));
         let api_server = async {
             match api {
                 Some(listener) => {
-                    let app = http::router(http::AppState::new(http::Shared {
+                    let app = routes::router(http::AppState::new(http::Shared {
                         app: ctx,
                         webhooks: webhooks.clone(),
                         tokens: Default::default(),
                         sessions: Default::default(),
                         task_reads: db::tasks::reads(&db.pool),
                         metrics,
-                        rate_limits: api::rate_limit::RateLimits::new(&rate_limits),
-                        overview: Default::default(),
+                        rate_limits: http::rate_limit::RateLimits::new(&rate_limits),
                     }));
                     // Responses go out at once: with Nagle's algorithm a small response waits for
                     // the ACK of the previous one, which a client delays by up to 40 ms.
@@ -291,7 +308,11 @@ impl Application {
             if let Err(e) = conductor_task.await {
                 tracing::error!(error = %e, "the conductor ended abnormally");
             }
-            for (name, task) in [("the merge queue", merge_queue), ("the state file writer", Some(state_writer))] {
+            for (name, task) in [
+                ("the merge queue", merge_queue),
+                ("the state file writer", Some(state_writer)),
+                ("the providers config watch", Some(providers_watch)),
+            ] {
                 if let Some(Err(e)) = match task {
                     Some(task) => Some(task.await),
                     None => None,

@@ -2,7 +2,8 @@
 //! else), with which environment, which screen rules read it, and how it is resumed.
 //!
 //! Built-in defaults are merged with `<data_dir>/providers.toml`: a table for a built-in name
-//! changes only the fields it gives; a new name adds a provider (it must give `command`).
+//! changes only the fields it gives; a new name adds a provider (it must give `command`). The
+//! file is read again when it changes ([`live`]).
 //!
 //! ```toml
 //! [providers.aider]
@@ -41,12 +42,19 @@ use serde::Deserialize;
 
 use crate::detect::screen::ScreenRules;
 use crate::domain::cost::{Price, PriceList};
+use crate::programs::{find_program, on_own_path};
 
 pub mod confinement;
+pub mod live;
+pub mod logins;
 pub mod sandbox;
 
 pub use crate::domain::permissions::{self, Permissions, Policy};
+pub use live::LiveProviders;
 pub use sandbox::{Network, Sandbox};
+
+/// The file in the data directory that configures providers and prices.
+pub const CONFIG_FILE: &str = "providers.toml";
 
 /// The placeholders a command may use.
 pub const PLACEHOLDERS: [&str; 3] = ["session_id", "name", "clone"];
@@ -196,38 +204,6 @@ impl Provider {
             .chain(ours.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())))
             .collect()
     }
-}
-
-/// Where the program of an argv is: a path (with a `/`, relative to `cwd`) that is an executable
-/// file, or the first executable of that name in `path` (a `PATH` value). `None`: the pane would
-/// only say "command not found" and close, and the agent would look merely gone.
-pub fn find_program(program: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-    if program.contains('/') {
-        let candidate = cwd.join(program);
-        return executable(&candidate).then_some(candidate);
-    }
-    std::env::split_paths(path).map(|dir| dir.join(program)).find(|p| executable(p))
-}
-
-/// Where `program` is on Switchyard's own `PATH` (its name alone when it is not there, so that
-/// running it fails as it would have), looked up once per program. A command that sets its
-/// child's environment (a clean one for tmux and gates) and names its program without a path is
-/// started by `fork`, which copies the server's page tables; named by its path, it is started by
-/// `posix_spawn`. With a few hundred agents at work that fork was most of the server's CPU.
-pub fn on_own_path(program: &'static str) -> &'static Path {
-    // A handful of programs (tmux, sh, nice), each found once and kept for the process's life.
-    static FOUND: std::sync::Mutex<Vec<(&str, &Path)>> = std::sync::Mutex::new(Vec::new());
-    let mut found = FOUND.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, path)) = found.iter().find(|(name, _)| *name == program) {
-        return path;
-    }
-    let search = std::env::var("PATH").unwrap_or_default();
-    let path = find_program(program, &search, Path::new("/")).unwrap_or_else(|| PathBuf::from(program));
-    let path: &'static Path = Box::leak(path.into_boxed_path());
-    found.push((program, path));
-    path
 }
 
 /// One pass over each argument, so a value that happens to contain `{name}` is not substituted again.
@@ -388,7 +364,7 @@ impl Providers {
 
     /// The built-ins merged with `<data_dir>/providers.toml` when it exists.
     pub fn load(data_dir: &Path) -> Result<Providers, ProviderConfigError> {
-        let path = data_dir.join("providers.toml");
+        let path = data_dir.join(CONFIG_FILE);
         match std::fs::read_to_string(&path) {
             Ok(text) => Providers::parse(&text).map_err(|mut e| {
                 e.message = format!("{} ({})", e.message, path.display());
@@ -764,21 +740,5 @@ mod tests {
         std::fs::write(dir.path().join("providers.toml"), "[providers.x]\ncommand = [\"{nope}\"]").unwrap();
         let err = Providers::load(dir.path()).unwrap_err();
         assert!(err.message.contains("providers.toml"), "{err}");
-    }
-
-    #[test]
-    fn a_program_is_found_on_the_path_or_by_its_own_path_and_only_if_it_can_run() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().expect("dir");
-        let tool = dir.path().join("tool");
-        std::fs::write(&tool, "#!/bin/sh\n").expect("write");
-        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        std::fs::write(dir.path().join("notes"), "text").expect("write");
-        let path = format!("/nonexistent:{}", dir.path().display());
-        assert_eq!(find_program("tool", &path, Path::new("/")), Some(tool.clone()));
-        assert_eq!(find_program("claude-not-installed", &path, Path::new("/")), None);
-        assert_eq!(find_program("notes", &path, Path::new("/")), None, "not executable");
-        assert_eq!(find_program("./tool", "", dir.path()), Some(dir.path().join("./tool")));
-        assert_eq!(find_program(&tool.to_string_lossy(), "", Path::new("/")), Some(tool));
     }
 }

@@ -9,7 +9,9 @@ use std::path::Path;
 
 use secrecy::SecretString;
 use switchyard::auth::Scope;
-use switchyard::config::{LogFormat, Settings, WebhookSettings, WorkerConfig};
+use switchyard::config::{LogFormat, Settings};
+use switchyard::webhooks::WebhookSettings;
+use switchyard::worker::WorkerConfig;
 use switchyard::{Application, Role};
 use tokio_util::sync::CancellationToken;
 
@@ -94,6 +96,7 @@ pub async fn start_with(
         log_format: LogFormat::Text,
         pg_bindir: None,
         worker,
+        gate: Default::default(),
         webhooks,
         // A benchmark measures the server, not its limits.
         rate_limits: Default::default(),

@@ -9,13 +9,13 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
-use crate::api::query::ApiQuery;
 use crate::app::agent_panes;
 pub use crate::app::agent_panes::{Delivered, Screen};
 use crate::db::agents::Agent;
 use crate::domain::agent::AgentEvent;
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 use crate::tmux::Key;
 

@@ -9,8 +9,8 @@ use axum::Json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::app::branch_uploads::{self, BranchUpdate, MAX_BUNDLE};
+use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -8,10 +8,10 @@ use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::app::hooks;
 pub use crate::app::hooks::HookOutcome;
+use crate::http::error::{ApiResult, Problem};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -9,11 +9,11 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
 use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::wishes::{to_groups, GroupInput};
 use crate::app::conductor::reports::{self, Report, ReportOutcome};
 use crate::domain::review::Verdict;
+use crate::http::error::{ApiResult, Problem};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

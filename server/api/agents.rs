@@ -10,12 +10,8 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::etag::{etag, IfMatch};
 use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::{nullable, ApiJson};
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::{filter, ApiQuery};
 use crate::api::{agent_actions, agent_branches, agent_hooks, agent_reports, agent_states};
 pub use crate::app::agents::DeletedAgent;
 use crate::app::agents::{self as agents_app, text, NewAgentInput, Workspace};
@@ -23,6 +19,10 @@ use crate::app::projects::id as project_id;
 use crate::db::agents::{self, Agent, Edit, ListFilter};
 use crate::domain::agent::AgentState;
 use crate::domain::agent_kind::{AgentKind, AgentRole};
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::etag::{etag, IfMatch};
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::{filter, ApiQuery};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -6,9 +6,9 @@ use axum::http::{header, Method};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::api::error::ApiError;
 use crate::auth::Scope;
 use crate::db::tokens::{self, Caller};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 
 /// Checks the bearer token, its rate limit, and that its scope allows the method: reads need `read`, anything

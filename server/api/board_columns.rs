@@ -11,14 +11,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::api::error::{ApiResult, Problem};
-use crate::api::etag::{etag, IfMatch};
-use crate::api::extract::ApiPath;
 use crate::api::json::{nullable, ApiJson};
 pub use crate::app::boards::columns::ColumnDeleted;
 use crate::app::boards::columns::{self, ColumnPatch, NewColumn};
 use crate::db::boards::Board;
 use crate::domain::board::Gate;
+use crate::http::error::{ApiResult, Problem};
+use crate::http::etag::{etag, IfMatch};
+use crate::http::extract::ApiPath;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

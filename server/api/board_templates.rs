@@ -8,13 +8,13 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::ApiQuery;
 use crate::app::boards;
 use crate::db::board_templates::{self, BoardTemplate};
 use crate::domain::board::ColumnSpec;
+use crate::http::error::{ApiResult, Problem};
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -11,18 +11,18 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::etag::{etag, IfMatch};
-use crate::api::extract::ApiPath;
 use crate::api::json::ApiJson;
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::ApiQuery;
 use crate::api::{board_columns, board_templates};
 pub use crate::app::boards::Reconciled;
 use crate::app::boards::{self as boards_app, no_board, NewBoard};
 use crate::db::boards::{self, Board};
 use crate::db::projects;
 use crate::domain::board::ColumnSpec;
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::etag::{etag, IfMatch};
+use crate::http::extract::ApiPath;
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -14,9 +14,9 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::query::ApiQuery;
 use crate::feed::Follower;
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -80,7 +80,7 @@ pub async fn stream_events(
     };
     let filter = query.types.as_deref().map(crate::api::events::type_filter).transpose()?;
     let after = match after {
-        Some(_) => crate::api::events::cursor(&mut *state.db.acquire().await?, after, field).await?,
+        Some(_) => crate::app::events::cursor(&mut *state.db.acquire().await?, after, field).await?,
         None => None,
     };
     if let Some(slug) = &query.project {

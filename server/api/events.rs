@@ -1,4 +1,4 @@
-//! `GET /api/v1/events`: the event log as a cursor (agentmux's applied offset), so a script can
+//! `GET /api/v1/events`: the event log as a cursor, so a script can
 //! follow everything that happens: keep passing the last `next_after` back as `after`. Filtered
 //! by type, project and subject as the live stream is (`types`, `project`) and beyond it
 //! (`subject`: one task's or one agent's history).
@@ -10,11 +10,11 @@ use sqlx::PgConnection;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::query::ApiQuery;
 use crate::app::Fields;
 use crate::db::events::{self, Event};
 use crate::domain::webhook::EventFilter;
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -73,7 +73,7 @@ pub async fn list_events(
         return Err(ApiError::validation("limit", "must be between 1 and 1000"));
     }
     let mut conn = state.db.acquire().await?;
-    let after = cursor(&mut conn, query.after, "after").await?;
+    let after = crate::app::events::cursor(&mut conn, query.after, "after").await?;
     if let Some(slug) = &query.project {
         known_project(&mut conn, slug).await?;
     }
@@ -95,20 +95,6 @@ pub async fn known_project(conn: &mut PgConnection, slug: &str) -> ApiResult<()>
         Ok(())
     } else {
         Err(ApiError::validation("project", format!("no project `{slug}`")))
-    }
-}
-
-/// A reader's cursor, read alike by the event list, the stream and the dashboard's notices:
-/// none, or `0` (before the first event: ids start at 1), reads from the beginning; any other id
-/// must be an event's, else a 422 naming `field`.
-pub async fn cursor(conn: &mut PgConnection, after: Option<i64>, field: &str) -> ApiResult<Option<i64>> {
-    match after {
-        None | Some(0) => Ok(None),
-        Some(id) if events::exists(conn, id).await? => Ok(Some(id)),
-        Some(id) => Err(ApiError::validation(
-            field,
-            format!("no event {id}: pass an id this API returned, or 0 to start from the beginning"),
-        )),
     }
 }
 

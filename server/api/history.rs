@@ -7,9 +7,9 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
-use crate::api::query::ApiQuery;
 use crate::app::history::{self, HistoryPage};
+use crate::http::error::{ApiResult, Problem};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -60,5 +60,5 @@ pub async fn list_history(
 #[tracing::instrument(skip_all, err(level = "debug"))]
 pub async fn get_state(State(state): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
     let mut conn = state.db.acquire().await?;
-    Ok(Json(crate::app::state_file::document(&mut conn).await?))
+    Ok(Json(crate::app::state_document::document(&mut conn).await?))
 }

@@ -11,10 +11,10 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
-use crate::api::error::ApiError;
 use crate::api::json::{json_bytes, parse, ApiJson};
 use crate::app::idempotency::{Idempotency, Replay, FIELD};
 use crate::db::tokens::Caller;
+use crate::http::error::ApiError;
 use crate::http::AppState;
 
 /// What the OpenAPI document says about the header.

@@ -21,12 +21,12 @@ use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::extract::ApiPath;
 use crate::api::json::parse;
 use crate::api::tasks::{with_etag, CreateTask};
 use crate::api::wishes::CreateWish;
 use crate::app::hooks::{self, GithubEvent};
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::extract::ApiPath;
 use crate::http::AppState;
 use crate::webhooks::signature;
 
@@ -185,14 +185,14 @@ pub async fn generic(
     }
     let response = match (hook.task, hook.wish) {
         (Some(task), None) => {
-            let task = crate::app::tasks::create(&mut tx, &state.providers, task.into()).await?;
+            let task = crate::app::tasks::create(&mut tx, &state.providers.current(), task.into()).await?;
             let mut response = with_etag(task.version, task);
             *response.status_mut() = StatusCode::CREATED;
             response
         }
         (None, Some(wish)) => (
             StatusCode::CREATED,
-            Json(json!(crate::app::wishes::create(&mut tx, &state.providers, wish.into()).await?)),
+            Json(json!(crate::app::wishes::create(&mut tx, &state.providers.current(), wish.into()).await?)),
         )
             .into_response(),
         _ => return Err(ApiError::validation("task", "send exactly one of `task` and `wish`")),

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::api::error::{ApiError, FieldError};
+use crate::http::error::{ApiError, FieldError};
 
 pub struct ApiJson<T>(pub T);
 

@@ -11,14 +11,14 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
-use crate::api::etag::{etag, IfMatch};
-use crate::api::extract::ApiPath;
 use crate::api::json::ApiJson;
-use crate::api::query::ApiQuery;
 use crate::app::merge_queue::{self as use_cases, Queue, SettingsInput};
 use crate::db::merge_queue::settings::MergeSettings;
 use crate::db::merge_queue::Entry;
+use crate::http::error::{ApiResult, Problem};
+use crate::http::etag::{etag, IfMatch};
+use crate::http::extract::ApiPath;
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -13,16 +13,16 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::auth::Authenticated;
-use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::extract::ApiPath;
 use crate::api::idempotency::{self, IdempotentJson};
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::ApiQuery;
 use crate::app::messages as messages_app;
 use crate::db::agents;
 use crate::db::messages::{self, ListFilter, Message};
 use crate::db::tokens::Caller;
 use crate::domain::message::OPERATOR;
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::extract::ApiPath;
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -12,11 +12,8 @@ pub mod auth;
 pub mod board_columns;
 pub mod board_templates;
 pub mod boards;
-pub mod error;
-pub mod etag;
 pub mod event_stream;
 pub mod events;
-pub mod extract;
 pub mod health;
 pub mod history;
 pub mod idempotency;
@@ -24,10 +21,9 @@ pub mod inbound;
 pub mod json;
 pub mod merge_queue;
 pub mod messages;
-pub mod pagination;
+pub mod needs;
 pub mod projects;
-pub mod query;
-pub mod rate_limit;
+pub mod providers;
 pub mod spec;
 pub mod task_actions;
 pub mod task_dependencies;
@@ -35,7 +31,6 @@ pub mod task_runs;
 pub mod tasks;
 pub mod team_chat;
 pub mod teams;
-pub mod token_cache;
 pub mod tokens;
 pub mod usage;
 pub mod webhook_deliveries;
@@ -49,7 +44,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::http::AppState;
+use crate::http::{error, rate_limit, AppState};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -90,6 +85,8 @@ fn v1_routes() -> OpenApiRouter<AppState> {
         .merge(messages::router())
         .merge(merge_queue::router())
         .merge(history::router())
+        .merge(needs::router())
+        .merge(providers::router())
         .merge(usage::router())
 }
 
@@ -109,7 +106,7 @@ fn documented(v1: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
 /// The OpenAPI document as served and as committed in `openapi/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut openapi = documented(v1_routes().merge(signed_routes())).into_openapi();
-    rate_limit::document(&mut openapi);
+    spec::document_rate_limits(&mut openapi);
     spec::complete(&mut openapi);
     openapi
 }
@@ -123,7 +120,7 @@ pub fn routes(state: &AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) 
     let signed =
         signed_routes().route_layer(middleware::from_fn_with_state(state.clone(), rate_limit::limit_by_address));
     let (router, mut openapi) = documented(authenticated.merge(signed)).split_for_parts();
-    rate_limit::document(&mut openapi);
+    spec::document_rate_limits(&mut openapi);
     spec::complete(&mut openapi);
     (router, openapi)
 }

@@ -10,16 +10,16 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
-use crate::api::etag::{etag, IfMatch};
-use crate::api::extract::ApiPath;
 use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::{nullable, ApiJson};
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::ApiQuery;
-use crate::app::projects::{self as projects_app, no_project, NewProject, ProjectPatch};
+use crate::app::projects::{self as projects_app, no_project, CreatedProject, NewProject, ProjectPatch};
 use crate::db::projects::{self, Project};
 use crate::domain::project::{ConductorConfig, ForkConfig, MergeQueueConfig, PrShepherdConfig};
+use crate::http::error::{ApiResult, Problem};
+use crate::http::etag::{etag, IfMatch};
+use crate::http::extract::ApiPath;
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -78,7 +78,7 @@ pub struct UpdateProject {
 #[utoipa::path(post, path = "/projects", tag = "projects", request_body = CreateProject,
     params(("Idempotency-Key" = Option<String>, Header, description = "Makes the request safe to retry: the same key with the same body within 24 hours answers the first response again (nothing is created); with another body, 422.")),
     responses(
-        (status = 201, body = Project, description = "Created",
+        (status = 201, body = CreatedProject, description = "Created",
             headers(("ETag" = String, description = "The project's version, quoted"), ("Location" = String))),
         (status = 409, body = Problem, description = "A project with this slug exists"),
         (status = 422, body = Problem, description = "A field is invalid, e.g. `repo_path` is not a git repository")))]
@@ -90,9 +90,9 @@ pub async fn create_project(
     if let Some(first) = idempotency::replay(&state, idem.as_ref()).await? {
         return Ok(first);
     }
-    let project = projects_app::create(&state, body.into(), idem.as_ref()).await?;
-    let location = [(header::LOCATION, format!("/api/v1/projects/{}", project.slug))];
-    Ok((StatusCode::CREATED, etag(project.version), location, Json(project)).into_response())
+    let created = projects_app::create(&state, body.into(), idem.as_ref()).await?;
+    let location = [(header::LOCATION, format!("/api/v1/projects/{}", created.project.slug))];
+    Ok((StatusCode::CREATED, etag(created.project.version), location, Json(created)).into_response())
 }
 
 impl From<CreateProject> for NewProject {

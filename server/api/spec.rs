@@ -169,3 +169,31 @@ fn headers_as_sent(operation: &mut Operation) {
         }
     }
 }
+/// The documented 429: a component response, referenced by every route under `/api/v1` (each is
+/// limited by token or by address).
+pub fn document_rate_limits(openapi: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, ResponseBuilder};
+    let response = ResponseBuilder::new()
+        .description("Too many requests: wait `Retry-After` seconds")
+        .header(
+            "Retry-After",
+            HeaderBuilder::new()
+                .schema(utoipa::openapi::ObjectBuilder::new().schema_type(utoipa::openapi::Type::Integer))
+                .description(Some("Whole seconds until a request will be accepted again"))
+                .build(),
+        )
+        .content(
+            "application/problem+json",
+            ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build(),
+        )
+        .build();
+    openapi.components.get_or_insert_with(Default::default).responses.insert("TooManyRequests".into(), response.into());
+    for (path, item) in openapi.paths.paths.iter_mut() {
+        if !path.starts_with("/api/v1/") {
+            continue;
+        }
+        for operation in operations(item) {
+            operation.responses.responses.insert("429".into(), Ref::from_response_name("TooManyRequests").into());
+        }
+    }
+}

@@ -13,13 +13,13 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::auth::Authenticated;
-use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::tasks::{parse_id, with_etag};
 use crate::app::boards::flow::Mover;
 use crate::app::{self, tasks};
 use crate::db::tasks::{Change, Task};
 use crate::domain::task::TaskEvent;
+use crate::http::error::{ApiResult, Problem};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

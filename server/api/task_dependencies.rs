@@ -8,11 +8,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::tasks::{parse_id, with_etag};
 use crate::app::tasks;
 use crate::db::tasks::Task;
+use crate::http::error::{ApiResult, Problem};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

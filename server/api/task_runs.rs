@@ -1,5 +1,5 @@
-//! `/api/v1/tasks/{id}/dispatch` and `/tasks/{id}/runs`: a standalone task run by an agent
-//! (Fetch's model), through [`crate::app::conductor::task_runs`].
+//! `/api/v1/tasks/{id}/dispatch` and `/tasks/{id}/runs`: a standalone task run by an agent,
+//! through [`crate::app::conductor::task_runs`].
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::tasks::parse_id;
 use crate::app::conductor::task_runs::{self, Dispatched};
 use crate::db::task_runs::{self as runs_db, TaskRun};
+use crate::http::error::{ApiResult, Problem};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

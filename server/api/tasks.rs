@@ -10,16 +10,16 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::ApiJson;
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::{filter, ApiQuery};
 use crate::api::{task_actions, task_dependencies};
 use crate::app::projects::id as project_id;
 use crate::app::tasks::{self as tasks_app, NewTask};
 use crate::db::tasks::{self, DependencyRef, Edit, ListFilter, Task};
-use crate::domain::task::TaskStatus;
+use crate::domain::task::{blocked_reason, TaskStatus};
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::{filter, ApiQuery};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -166,19 +166,6 @@ pub struct TaskDetail {
     pub blocked_reason: Option<String>,
 }
 
-/// A sentence naming the dependencies that are not done, and what each needs.
-pub fn blocked_reason(dependencies: &[DependencyRef]) -> String {
-    let open: Vec<String> = dependencies
-        .iter()
-        .filter(|d| d.status != TaskStatus::Done)
-        .map(|d| match d.status {
-            TaskStatus::Failed | TaskStatus::Cancelled => format!("`{}` is {} and needs a retry", d.title, d.status),
-            other => format!("`{}` is {other}", d.title),
-        })
-        .collect();
-    format!("waiting for {} of {} dependencies: {}", open.len(), dependencies.len(), open.join("; "))
-}
-
 /// Reads a task, its dependencies, and why it is blocked.
 #[utoipa::path(get, path = "/tasks/{id}", tag = "tasks", params(("id" = uuid::Uuid, Path, description = "task id")),
     responses((status = 200, body = TaskDetail, description = "The task, its dependencies and why it is blocked", headers(("ETag" = String, description = "the version, quoted"))),
@@ -192,7 +179,8 @@ pub async fn get_task(State(state): State<AppState>, Path(id): Path<String>) -> 
         .await
         .map_err(|e| anyhow::anyhow!("reading task {id}: {e}"))?
         .ok_or_else(|| ApiError::NotFound(format!("no task {id}")))?;
-    let blocked_reason = (task.status == TaskStatus::Blocked).then(|| blocked_reason(&dependencies));
+    let blocked_reason = (task.status == TaskStatus::Blocked)
+        .then(|| blocked_reason(dependencies.iter().map(|d| (d.title.as_str(), d.status))));
     Ok(with_etag(task.version, TaskDetail { task, dependencies, blocked_reason }))
 }
 

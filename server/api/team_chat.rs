@@ -10,16 +10,16 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::auth::Authenticated;
-use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::messages::speaker;
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::ApiQuery;
 use crate::api::teams::not_found;
 use crate::app::messages;
 use crate::db::team_chat::{self, ChatPost};
 use crate::db::teams::{self, Team};
 use crate::db::tokens::Caller;
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

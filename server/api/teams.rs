@@ -1,4 +1,4 @@
-//! `/api/v1/teams`: Genie's teams ([`crate::app::teams`]). A team is a branch-named group of
+//! `/api/v1/teams`: teams ([`crate::app::teams`]). A team is a branch-named group of
 //! agents sharing one `git clone --shared` of the project's repository (under
 //! `<data_dir>/teams/<name>` of the node that runs them), on a new branch (the team's name) made
 //! from `base_branch`. Members, a leader, a lifecycle
@@ -13,18 +13,18 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::auth::Authenticated;
-use crate::api::error::{ApiError, ApiResult, Problem};
-use crate::api::etag::{etag, IfMatch};
 use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::{nullable, ApiJson};
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::{filter, ApiQuery};
 use crate::api::team_chat;
 use crate::app::projects::id as project_id;
 pub use crate::app::teams::DisbandedTeam;
 use crate::app::teams::{self as teams_app, NewTeamInput, TeamEdit};
 use crate::db::teams::{self, ListFilter, Team};
 use crate::domain::team::TeamStatus;
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::etag::{etag, IfMatch};
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::{filter, ApiQuery};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -8,12 +8,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::auth::Authenticated;
-use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::app::tokens as tokens_app;
 pub use crate::app::tokens::CreatedToken;
 use crate::auth::Scope;
 use crate::db::tokens::{self, Token};
+use crate::http::error::{ApiResult, Problem};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

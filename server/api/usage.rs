@@ -7,9 +7,9 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
-use crate::api::query::ApiQuery;
 use crate::app::usage::{self, ScopeNames, UsageReport};
+use crate::http::error::{ApiResult, Problem};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

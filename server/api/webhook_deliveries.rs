@@ -8,13 +8,13 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::auth::Authenticated;
-use crate::api::error::{ApiResult, Problem};
-use crate::api::extract::ApiPath;
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::ApiQuery;
 use crate::app::webhooks;
 use crate::auth::Scope;
 use crate::db::webhook_deliveries::{self, Delivery};
+use crate::http::error::{ApiResult, Problem};
+use crate::http::extract::ApiPath;
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -13,18 +13,18 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::api::auth::Authenticated;
-use crate::api::error::{ApiResult, Problem};
-use crate::api::extract::ApiPath;
 use crate::api::idempotency::{self, IdempotentJson};
 use crate::api::json::{nullable, ApiJson};
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::ApiQuery;
 use crate::api::webhook_deliveries;
 pub use crate::app::webhooks::WebhookWithSecret;
 use crate::app::webhooks::{self as webhooks_app, NewWebhook};
 use crate::auth::Scope;
 use crate::db::webhooks::{self, Subscription, SubscriptionPatch};
 use crate::domain::webhook_format::WebhookFormat;
+use crate::http::error::{ApiResult, Problem};
+use crate::http::extract::ApiPath;
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

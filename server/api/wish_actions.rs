@@ -1,4 +1,4 @@
-//! `POST /api/v1/wishes/{slug}/<action>`: the wish lifecycle (v0's operation state machine), and
+//! `POST /api/v1/wishes/{slug}/<action>`: the wish lifecycle, and
 //! moving a wish's card between board columns. An illegal transition is a 409 carrying the wish's
 //! current state.
 
@@ -9,12 +9,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::wishes::{to_groups, GroupInput};
-use crate::app::wishes::{self, MergeOutcome, WishDetail};
+use crate::app::wish_lifecycle::WishDetail;
+use crate::app::wishes::{self, MergeOutcome};
 use crate::domain::review::Verdict;
 use crate::domain::wish::{WishEvent, WishStatus};
+use crate::http::error::{ApiResult, Problem};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -110,7 +111,7 @@ pub struct ResumeBody {
     pub to: Option<WishStatus>,
 }
 
-/// From `failed`, `conflict`, `interrupted` or `cancelled` back to the last good state (v0):
+/// From `failed`, `conflict`, `interrupted` or `cancelled` back to the last good state:
 /// queued if it was ever queued, planned if it has a plan, else draft; a conflict goes back to
 /// `pending_merge`.
 #[utoipa::path(post, path = "/wishes/{slug}/resume", tag = "wishes", params(("slug" = String, Path)),
@@ -134,7 +135,7 @@ pub struct ReviewBody {
     pub notes: String,
 }
 
-/// Records a review of an executing wish (agentmux's loop): each verdict moves
+/// Records a review of an executing wish: each verdict moves
 /// `review_iteration`; a fail at the cap fails the wish.
 #[utoipa::path(post, path = "/wishes/{slug}/review", tag = "wishes", params(("slug" = String, Path)),
     request_body = ReviewBody,

@@ -7,13 +7,13 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiResult, Problem};
 use crate::api::json::ApiJson;
 use crate::api::task_actions::RetryBody;
 use crate::app::groups;
 pub use crate::app::groups::GroupOutcome;
 use crate::db::tasks::Change;
 use crate::domain::task::TaskEvent;
+use crate::http::error::{ApiResult, Problem};
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -30,14 +30,14 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// branch as it stands.
 #[utoipa::path(post, path = "/wishes/{slug}/groups/{key}/redispatch", tag = "wishes",
     params(("slug" = String, Path), ("key" = String, Path)),
-    responses((status = 200, body = crate::app::wishes::WishDetail), (status = 404, body = Problem),
+    responses((status = 200, body = crate::app::wish_lifecycle::WishDetail), (status = 404, body = Problem),
         (status = 409, body = Problem, description = "The wish is not executing, or the group is not started"),
         (status = 422, body = Problem, description = "The group's provider is unknown, or less confined than the wish's own")))]
 #[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
 pub async fn redispatch_group(
     State(state): State<AppState>,
     Path((slug, key)): Path<(String, String)>,
-) -> ApiResult<Json<crate::app::wishes::WishDetail>> {
+) -> ApiResult<Json<crate::app::wish_lifecycle::WishDetail>> {
     Ok(Json(crate::app::conductor::handoff::redispatch(&state, &slug, &key).await?))
 }
 

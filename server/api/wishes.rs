@@ -9,15 +9,16 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::error::{ApiError, ApiResult, Problem};
 use crate::api::idempotency::{self, IdempotentJson};
-use crate::api::pagination::{page, Page, PageQuery, Position};
-use crate::api::query::ApiQuery;
 use crate::app::projects::id as project_id;
-pub use crate::app::wishes::WishDetail;
+use crate::app::wish_lifecycle;
+pub use crate::app::wish_lifecycle::WishDetail;
 use crate::app::wishes::{self as wishes_app, NewWish};
 use crate::db::wishes::{self, NewGroup, Wish};
 use crate::domain::wish::WishStatus;
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::pagination::{page, Page, PageQuery, Position};
+use crate::http::query::ApiQuery;
 use crate::http::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -153,8 +154,8 @@ pub async fn list_wishes(
 #[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn get_wish(State(state): State<AppState>, Path(slug): Path<String>) -> ApiResult<Json<WishDetail>> {
     let mut conn = state.db.acquire().await?;
-    let wish = wishes_app::find(&mut conn, &slug).await?;
-    Ok(Json(wishes_app::detail(&mut conn, wish).await?))
+    let wish = wish_lifecycle::find(&mut conn, &slug).await?;
+    Ok(Json(wish_lifecycle::detail(&mut conn, wish).await?))
 }
 
 /// The plan as the application layer takes it (it checks titles and iterations).

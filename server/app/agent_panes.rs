@@ -1,13 +1,13 @@
 //! Acting on an agent's pane on this node: type into it, interrupt it, read its screen, and
 //! the state changes that close it (suspend, kill) or ask for a new one (resume). Text goes in
-//! literally through the one typing protocol ([`super::panes::Typist`]); state changes are
+//! literally through the one typing protocol ([`super::local_panes::Typist`]); state changes are
 //! written before tmux is touched, so the record never lags what tmux did.
 
 use serde::Serialize;
 use sqlx::PgConnection;
 
-pub use super::panes::Chosen;
-use super::panes::{interrupt_key, tmux_failed, LocalPanes};
+pub use super::local_panes::Chosen;
+use super::local_panes::{interrupt_key, tmux_failed, LocalPanes};
 use super::{Ctx, Error, Result};
 use crate::db::agents::{self, Agent, Applied, Cause};
 use crate::db::events;
@@ -42,12 +42,29 @@ pub struct Delivered {
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"agent": "clever-fox", "pane": "%7", "text": "✻ Thinking… (esc to interrupt)\n"}))]
+#[schema(example = json!({"agent": "clever-fox", "pane": "%7", "text": "✻ Thinking… (esc to interrupt)\n", "options": [], "asked": null}))]
 pub struct Screen {
     pub agent: String,
     pub pane: String,
     /// The pane's text, colour codes removed.
     pub text: String,
+    /// While the agent asks (`permission`, `question`): the options of the menu its screen
+    /// shows, by number and label (an option's description is not part of its label); answer
+    /// with `POST /agents/{name}/input` `{"option": N}`. Empty otherwise.
+    pub options: Vec<MenuOption>,
+    /// While the agent asks and its screen shows a menu: what the menu asks, in the CLI's words
+    /// (the lines above its options: the dialog's title, the command or file, the question).
+    pub asked: Option<String>,
+}
+
+/// One option of the menu an agent's screen shows.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"option": 2, "label": "Never retry", "highlighted": false}))]
+pub struct MenuOption {
+    pub option: u32,
+    pub label: String,
+    /// The option Enter would pick now.
+    pub highlighted: bool,
 }
 
 async fn agent(ctx: &Ctx, name: &str) -> Result<Agent> {
@@ -99,7 +116,7 @@ pub async fn input(ctx: &Ctx, name: &str, text: &str, submit: bool) -> Result<De
     })
 }
 
-/// Answers the menu on the agent's screen with `option` ([`super::panes::Typist::choose`]); a
+/// Answers the menu on the agent's screen with `option` ([`super::local_panes::Typist::choose`]); a
 /// screen without that option, a highlight that does not arrive or a menu that stays is a
 /// conflict saying so.
 #[tracing::instrument(skip_all, fields(agent = ?name, option), err(level = "debug"))]
@@ -145,7 +162,7 @@ pub async fn press_keys(ctx: &Ctx, name: &str, keys: &[Key]) -> Result<Delivered
 pub async fn interrupt(ctx: &Ctx, name: &str) -> Result<Agent> {
     let agent = agent(ctx, name).await?;
     let pane = pane(ctx, &agent)?;
-    let rules = ctx.providers.get(&agent.provider).map_or(ScreenRules::Generic, |p| p.screen_rules);
+    let rules = ctx.providers.current().get(&agent.provider).map_or(ScreenRules::Generic, |p| p.screen_rules);
     panes(ctx)?.tmux.send_key(pane, interrupt_key(rules)).await.map_err(tmux_failed)?;
     Ok(agent)
 }
@@ -186,7 +203,17 @@ pub async fn screen(ctx: &Ctx, name: &str, lines: u32) -> Result<Screen> {
     let agent = agent(ctx, name).await?;
     let pane = pane(ctx, &agent)?;
     let text = panes(ctx)?.tmux.capture(pane, lines).await.map_err(tmux_failed)?;
-    Ok(Screen { agent: agent.name.clone(), pane: pane.to_owned(), text })
+    let (options, asked) =
+        if agent.state.needs_person() { (menu(&text), prompt::asked(&text)) } else { (Vec::new(), None) };
+    Ok(Screen { agent: agent.name.clone(), pane: pane.to_owned(), text, options, asked })
+}
+
+/// The menu options `screen` shows ([`prompt::options`]).
+fn menu(screen: &str) -> Vec<MenuOption> {
+    prompt::options(screen)
+        .into_iter()
+        .filter_map(|o| Some(MenuOption { option: o.number.parse().ok()?, label: o.label, highlighted: o.selected }))
+        .collect()
 }
 
 /// The program in the foreground of a shell agent's pane when another process group than the
@@ -194,7 +221,7 @@ pub async fn screen(ctx: &Ctx, name: &str, lines: u32) -> Result<Screen> {
 /// working however still its screen is. `None` for providers with screen rules, or when the
 /// pane cannot be reached from here ([`crate::tmux::foreground`]).
 pub async fn foreground_command(ctx: &Ctx, agent: &Agent) -> Option<String> {
-    ctx.providers.get(&agent.provider)?.shell()?;
+    ctx.providers.current().get(&agent.provider)?.shell()?;
     let pane = pane(ctx, agent).ok()?;
     let out = panes(ctx).ok()?.tmux.run(&["display-message", "-p", "-t", pane, "#{pane_pid}"]).await;
     crate::tmux::foreground::other_group_holding(out.ok()?.trim().parse().ok()?)
@@ -210,7 +237,7 @@ pub async fn record_nudge(conn: &mut PgConnection, agent: &Agent, max_nudges: i3
         events::record(&mut *conn, "agent.stuck", &format!("agent:{}", agent.name), payload).await?;
         if agent.wish_id.is_some() && !agent.ready_for_cleanup {
             let reason = format!("agent `{}` did not report after {count} nudges", agent.name);
-            super::conductor::handoff::give_up(conn, agent, &reason).await?;
+            super::wish_lifecycle::give_up(conn, agent, &reason).await?;
         }
     }
     Ok(count)

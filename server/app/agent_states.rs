@@ -104,7 +104,7 @@ pub async fn explain(ctx: &Ctx, name: &str) -> Result<Explanation> {
 /// The pane read now, when this process runs the worker that holds it, with the rules the
 /// worker reads it with (a provider gone from the config: none, as there).
 async fn read_screen(ctx: &Ctx, agent: &Agent) -> Option<ScreenSignal> {
-    let rules = ctx.providers.get(&agent.provider).map_or(ScreenRules::Generic, |p| p.screen_rules);
+    let rules = ctx.providers.current().get(&agent.provider).map_or(ScreenRules::Generic, |p| p.screen_rules);
     let text = agent_panes::screen(ctx, &agent.name, 0).await.ok()?.text;
     let foreground = agent_panes::foreground_command(ctx, agent).await;
     let reading = screen::read(rules, &text, &ReadContext { now: Utc::now(), zone: chrono_tz::Tz::UTC });

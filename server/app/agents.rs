@@ -1,6 +1,6 @@
 //! Agents: register one (a worker then claims and spawns it), edit what it is asked to do and
 //! what it did, delete it with its clone. States are observed (hooks, screen), never set here;
-//! acting on a pane is [`super::panes`].
+//! acting on a pane is [`super::local_panes`].
 
 use std::path::PathBuf;
 
@@ -99,8 +99,8 @@ pub async fn create(ctx: &Ctx, input: NewAgentInput, idem: Option<&Idempotency>)
     };
     if input.provider.len() > MAX_NAME {
         errors.max_len("provider", &input.provider, MAX_NAME);
-    } else if ctx.providers.get(&input.provider).is_none() {
-        let known = ctx.providers.names().join(", ");
+    } else if ctx.providers.current().get(&input.provider).is_none() {
+        let known = ctx.providers.current().names().join(", ");
         errors.check("provider", false, format!("unknown provider `{}`; known: {known}", input.provider));
     }
     errors.max_len("project", &input.project, MAX_NAME);

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use sqlx::PgConnection;
 
-use super::wishes::act;
+use super::wish_lifecycle::act;
 use super::{Ctx, Error, Result};
 use crate::db::tasks::{self, Applied, Change};
 use crate::db::wishes::{self, Group, Wish};

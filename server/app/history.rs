@@ -1,4 +1,4 @@
-//! Task history (multiclaude's): what each finished worker agent did, newest first, by project,
+//! Task history: what each finished worker agent did, newest first, by project,
 //! status or branch, a page at a time.
 
 use chrono::{DateTime, Utc};

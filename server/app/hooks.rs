@@ -35,11 +35,30 @@ pub struct HookOutcome {
 fn detail(payload: &Value) -> Option<String> {
     let field = |name: &str| payload.get(name).and_then(Value::as_str).filter(|s| !s.is_empty());
     match field("hook_event_name")? {
-        "PermissionRequest" => field("tool_name").map(|tool| format!("permission to use {tool}")),
+        "PermissionRequest" => field("tool_name").map(|tool| match tool_asks(payload) {
+            Some(what) => format!("permission to use {tool}: {what}"),
+            None => format!("permission to use {tool}"),
+        }),
         "Notification" => field("message").map(str::to_owned),
         _ => None,
     }
 }
+
+/// What a tool asks to do, from its input: the command it runs, else the file it touches or
+/// the address it fetches, on one line and at most [`TOOL_ASKS_CHARS`] characters.
+fn tool_asks(payload: &Value) -> Option<String> {
+    let input = payload.get("tool_input")?;
+    let what = ["command", "file_path", "url", "path", "pattern"]
+        .iter()
+        .find_map(|key| input.get(*key).and_then(Value::as_str).filter(|s| !s.trim().is_empty()))?;
+    let line = what.split_whitespace().collect::<Vec<_>>().join(" ");
+    Some(match line.char_indices().nth(TOOL_ASKS_CHARS) {
+        Some((end, _)) => format!("{}…", &line[..end]),
+        None => line,
+    })
+}
+
+const TOOL_ASKS_CHARS: usize = 300;
 
 /// Records one Claude Code hook of agent `name` (its JSON as the hook got it): the hook itself
 /// (`last_hook_at`, `last_hook_state`, which let a recent hook win over the screen), the state it
@@ -74,7 +93,7 @@ pub async fn record_agent_hook(ctx: &Ctx, name: &str, payload: &Value) -> Result
         Some(AgentEvent::Finish)
             if !agent.state.is_live()
                 || agent.state == AgentState::Spawning
-                || super::fleet::has_unreported_work(&mut tx, &agent).await? =>
+                || super::worker_records::has_unreported_work(&mut tx, &agent).await? =>
         {
             (None, None)
         }
@@ -192,7 +211,7 @@ pub async fn record_github(ctx: &Ctx, reported: GithubEvent) -> Result<()> {
     }
     ctx.feed.commit(tx).await?;
     if let Some(brief) = brief {
-        crate::outbox::append(&ctx.data_dir, &brief).await;
+        crate::message_log::append(&ctx.data_dir, &brief).await;
     }
     Ok(())
 }
@@ -216,5 +235,18 @@ mod tests {
         assert_eq!(detail(&payload).as_deref(), Some("permission to use Bash"));
         let note = json!({"hook_event_name": "Notification", "message": "Claude needs your permission to use Bash"});
         assert_eq!(detail(&note).as_deref(), Some("Claude needs your permission to use Bash"));
+    }
+
+    #[test]
+    fn a_permission_request_says_the_command_or_file_it_asks_for() {
+        let bash = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash",
+            "tool_input": {"command": "rm -rf build\n  && ls", "description": "Clean"}});
+        assert_eq!(detail(&bash).as_deref(), Some("permission to use Bash: rm -rf build && ls"));
+        let edit = json!({"hook_event_name": "PermissionRequest", "tool_name": "Edit",
+            "tool_input": {"file_path": "/src/a.rs", "old_string": "x"}});
+        assert_eq!(detail(&edit).as_deref(), Some("permission to use Edit: /src/a.rs"));
+        let long = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash",
+            "tool_input": {"command": "é".repeat(400)}});
+        assert_eq!(detail(&long).unwrap().chars().count(), "permission to use Bash: ".len() + TOOL_ASKS_CHARS + 1);
     }
 }

@@ -1,29 +1,35 @@
 //! The merge queue's use cases: a wish enters it (`completed → pending_merge`, by hand or on its
 //! own when the project's queue is enabled); a person lists, retries, removes, holds and
-//! releases entries and sets the project's merge settings; the queue's loop
-//! (`crate::merge_queue`) claims an entry, records each step before it acts on git, and records
-//! how the attempt ended. What a setback leads to (a fix agent, or a person) is [`fixes`].
+//! releases entries and sets the project's merge settings; each pass of the queue's loop
+//! ([`pass`]: the git work, with [`predict`] and the [`gate`]) claims an entry, records each step
+//! before it acts on git, and records how the attempt ended. What a setback leads to (a fix
+//! agent, or a person) is [`fixes`].
 //!
 //! Every change is one transaction that moves the entry and its wish together, each with a
 //! conditional update, so a second node or a retried call cannot apply anything twice.
 
 pub mod fixes;
+pub mod gate;
+pub mod pass;
+pub mod predict;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 
-use super::wishes::{act, detail, find, start_waiting, WishDetail};
+use super::wish_lifecycle::{act, detail, find, start_waiting, WishDetail};
 use super::{Ctx, Error, Fields, IfMatch, Result};
 use crate::db::history;
 use crate::db::merge_queue::settings::{self, MergeSettings, OnConflict};
 use crate::db::merge_queue::{self as entries, Entry, Filter, Finish};
 use crate::db::projects::{self, Project};
+use crate::db::stalled_steps::{self, StalledStep};
 use crate::db::wishes::{self, Wish};
 use crate::domain::merge_queue::{EntryState, Setback};
 use crate::domain::wish::{WishEvent, WishStatus};
 
 pub use fixes::{ci_failed, fix_done};
+pub use pass::{MergeQueue, Tick};
 
 /// One queue: a project's entries for one target branch, in order.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -361,6 +367,15 @@ pub async fn record_predictions(ctx: &Ctx, changed: &[(&Entry, serde_json::Value
     Ok(())
 }
 
+/// Records why a pending entry waits for something outside the queue (`None`: it goes on).
+pub async fn set_waiting(ctx: &Ctx, entry: &Entry, waiting: Option<&str>) -> Result<()> {
+    let mut tx = ctx.db.begin().await?;
+    if entries::set_waiting(&mut tx, entry, waiting).await? {
+        ctx.feed.commit(tx).await?;
+    }
+    Ok(())
+}
+
 /// A pending entry whose wish left `pending_merge` some other way (cancelled, resumed
 /// elsewhere): it leaves the queue.
 pub async fn drop_orphan(ctx: &Ctx, entry: &Entry) -> Result<()> {
@@ -447,7 +462,7 @@ pub async fn setback(
     let (ended, brief) = fixes::hand_off(&mut tx, ended, &wish, setback).await?;
     ctx.feed.commit(tx).await?;
     if let Some(brief) = brief {
-        crate::outbox::append(&ctx.data_dir, &brief).await;
+        crate::message_log::append(&ctx.data_dir, &brief).await;
     }
     Ok(ended)
 }
@@ -456,6 +471,53 @@ pub async fn setback(
 pub async fn recover(ctx: &Ctx, entry: &Entry) -> Result<()> {
     let mut tx = ctx.db.begin().await?;
     entries::finish(&mut tx, entry, EntryState::Pending, &Finish::default()).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(())
+}
+
+/// A claimed entry that cannot move its target now goes back to `pending`, waiting for `why`
+/// (one transaction); the pass after it was resolved takes it again.
+pub async fn wait(ctx: &Ctx, entry: &Entry, why: &str) -> Result<()> {
+    let mut tx = ctx.db.begin().await?;
+    if let Some(pending) = entries::finish(&mut tx, entry, EntryState::Pending, &Finish::default()).await? {
+        entries::set_waiting(&mut tx, &pending, Some(why)).await?;
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(())
+}
+
+/// The merge queues whose passes keep failing (git refusing a step), each with its next try.
+pub async fn stalled_queues(ctx: &Ctx) -> Result<Vec<StalledStep>> {
+    let mut conn = ctx.db.acquire().await?;
+    Ok(stalled_steps::with_prefix(&mut conn, "merge_queue:").await?)
+}
+
+/// Git refused a step of the claimed entry's merge (a ref it cannot lock, say): the entry goes
+/// back to `pending` saying so in git's words, the queue waits before it tries again (1 s,
+/// doubling to a minute), and the first failure is an event.
+pub async fn stalled(ctx: &Ctx, entry: &Entry, error: &str) -> Result<()> {
+    let mut tx = ctx.db.begin().await?;
+    let subject = stalled_steps::merge_queue(entry.project_id, &entry.target_branch);
+    let (_, first) = stalled_steps::failed(&mut tx, &subject, "merge", error).await?;
+    if let Some(pending) = entries::finish(&mut tx, entry, EntryState::Pending, &Finish::default()).await? {
+        entries::set_waiting(&mut tx, &pending, Some(&format!("git refuses: {error}"))).await?;
+        if first {
+            tracing::warn!(wish = %entry.wish, error, "a merge step failed; the queue tries again after a wait");
+            entries::record(&mut tx, "step_failing", &pending, serde_json::json!({"error": error})).await?;
+        }
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(())
+}
+
+/// The queue's pass went through after failing: its record goes, with an event.
+pub async fn unstalled(ctx: &Ctx, entry: &Entry) -> Result<()> {
+    let mut tx = ctx.db.begin().await?;
+    let subject = stalled_steps::merge_queue(entry.project_id, &entry.target_branch);
+    if let Some(was) = stalled_steps::succeeded(&mut tx, &subject).await? {
+        let extra = serde_json::json!({"attempts": was.attempts, "since": was.since});
+        entries::record(&mut tx, "step_recovered", entry, extra).await?;
+    }
     ctx.feed.commit(tx).await?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! request's token); these take the speaker as already checked, and decide whom an agent may
 //! message ([`agent_may_message`]).
 
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::idempotency::{self, Idempotency};
@@ -15,7 +16,7 @@ use crate::db::teams::Team;
 use crate::domain::message::{agent_may_message, check_body, Party, OPERATOR, SWITCHYARD};
 
 /// Stores a message from `from` to `to` (an agent's name or `operator`), pending delivery, and
-/// appends it to `<data_dir>/outbox.jsonl` once committed. The worker of the recipient's node
+/// appends it to the message log (`<data_dir>/outbox.jsonl`) once committed. The worker of the recipient's node
 /// delivers it.
 #[tracing::instrument(skip_all, fields(to = ?to), err(level = "debug"))]
 pub async fn send(ctx: &Ctx, from: String, to: &str, body: String, idem: Option<&Idempotency>) -> Result<Message> {
@@ -55,7 +56,7 @@ pub async fn send(ctx: &Ctx, from: String, to: &str, body: String, idem: Option<
     let message = messages::insert(&mut tx, &new).await?;
     idempotency::record(&mut tx, idem, &message).await?;
     ctx.feed.commit(tx).await?;
-    crate::outbox::append(&ctx.data_dir, &message).await;
+    crate::message_log::append(&ctx.data_dir, &message).await;
     Ok(message)
 }
 
@@ -83,4 +84,14 @@ pub async fn post_to_team(ctx: &Ctx, team: &Team, from: &str, body: &str) -> Res
     let post = team_chat::post(&mut tx, team, from, body).await?;
     ctx.feed.commit(tx).await?;
     Ok(post)
+}
+
+/// Queues a message from Switchyard to `agent`; its node's mailbox types it when the agent is idle.
+/// Answers with the message's id.
+pub async fn tell(conn: &mut PgConnection, agent: &Agent, body: String) -> Result<Uuid> {
+    let body = crate::domain::typed::plain(&body);
+    let project = agents::project_slug(&mut *conn, agent.id).await?;
+    let new =
+        NewMessage { from: SWITCHYARD.to_owned(), to: agent.name.clone(), recipient_id: Some(agent.id), body, project };
+    Ok(messages::insert(conn, &new).await?.id)
 }

@@ -15,25 +15,30 @@ pub mod boards;
 pub mod branch_uploads;
 pub mod clones;
 pub mod conductor;
-pub mod delivery;
+pub mod delivery_records;
 pub mod error;
-pub mod fleet;
+pub mod events;
 pub mod groups;
 pub mod history;
 pub mod hooks;
 pub mod idempotency;
 pub mod if_match;
+pub mod local_panes;
 pub mod merge_queue;
 pub mod messages;
-pub mod panes;
+pub mod needs;
 pub mod projects;
-pub mod state_file;
+pub mod provider_status;
+pub mod state_document;
 pub mod tasks;
 pub mod teams;
 pub mod tokens;
 pub mod usage;
+pub mod webhook_deliveries;
 pub mod webhooks;
+pub mod wish_lifecycle;
 pub mod wishes;
+pub mod worker_records;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,11 +47,11 @@ use sqlx::PgPool;
 
 pub use error::{Error, FieldError, Fields, Result};
 pub use if_match::IfMatch;
-pub use panes::LocalPanes;
+pub use local_panes::LocalPanes;
 
 use crate::feed::EventFeed;
 use crate::node::NodeInfo;
-use crate::providers::Providers;
+use crate::providers::LiveProviders;
 
 /// What use cases reach: the database, the feed their commits go through, this node, its data
 /// directory, the providers and (where a worker runs beside) this node's panes. Cloning is one
@@ -59,10 +64,11 @@ pub struct Parts {
     /// What commits that record events go through (it announces them to every replica).
     pub feed: EventFeed,
     pub node: NodeInfo,
-    /// Where agents' clones, token files and the outbox live; nothing outside it is removed.
+    /// Where agents' clones, token files and the message log live; nothing outside it is removed.
     pub data_dir: PathBuf,
-    /// The providers agents may run (built-ins merged with `<data_dir>/providers.toml`).
-    pub providers: Arc<Providers>,
+    /// The providers agents may run (built-ins merged with `<data_dir>/providers.toml`, read
+    /// again when it changes: take [`LiveProviders::current`] at each use).
+    pub providers: LiveProviders,
     /// This node's agent panes; `None` where no worker runs beside this process.
     pub panes: Option<LocalPanes>,
 }

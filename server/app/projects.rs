@@ -58,7 +58,7 @@ pub fn no_project(slug: &str) -> Error {
 
 /// Creates a project over an existing git repository.
 #[tracing::instrument(skip_all, fields(slug = ?new.slug), err(level = "debug"))]
-pub async fn create(ctx: &Ctx, new: NewProject, idem: Option<&Idempotency>) -> Result<Project> {
+pub async fn create(ctx: &Ctx, new: NewProject, idem: Option<&Idempotency>) -> Result<CreatedProject> {
     let mut errors = Fields::default();
     errors.check("slug", is_valid_slug(&new.slug), "must match ^[a-z0-9][a-z0-9-]{0,62}$");
     let fields = validate(
@@ -73,7 +73,7 @@ pub async fn create(ctx: &Ctx, new: NewProject, idem: Option<&Idempotency>) -> R
             conductor_config: new.conductor_config.unwrap_or_default(),
         },
         &ctx.data_dir,
-        &ctx.providers,
+        &ctx.providers.current(),
         &mut errors,
     );
     errors.finish()?;
@@ -83,9 +83,21 @@ pub async fn create(ctx: &Ctx, new: NewProject, idem: Option<&Idempotency>) -> R
     let project = projects::create(&mut tx, &new.slug, &fields)
         .await
         .map_err(Error::unique_as("projects_slug_key", format!("a project with slug `{}` exists", new.slug)))?;
-    idempotency::record(&mut tx, idem, &project).await?;
+    let warnings = target_checked_out(&project.repo_path, &project.target_branch).into_iter().collect();
+    let created = CreatedProject { project, warnings };
+    idempotency::record(&mut tx, idem, &created).await?;
     ctx.feed.commit(tx).await?;
-    Ok(project)
+    Ok(created)
+}
+
+/// A project just created, with what a person should know about it.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct CreatedProject {
+    #[serde(flatten)]
+    pub project: Project,
+    /// Accepted, but worth a word: the target branch is checked out in a working tree of the
+    /// repository (the merge queue advances it with each merge). Empty when nothing is.
+    pub warnings: Vec<String>,
 }
 
 /// Changes some of a project's fields, if it is still at a version `if_match` names. A patch
@@ -109,7 +121,7 @@ pub async fn update(ctx: &Ctx, slug: &str, if_match: &IfMatch, patch: ProjectPat
             conductor_config: patch.conductor_config.unwrap_or_else(|| old.conductor_config.clone()),
         },
         &ctx.data_dir,
-        &ctx.providers,
+        &ctx.providers.current(),
         &mut errors,
     );
     errors.finish()?;
@@ -294,6 +306,20 @@ async fn check_target_branch(f: &ProjectFields) -> Result<()> {
     } else {
         Err(Error::invalid("target_branch", format!("no branch `{}` in {}", f.target_branch, f.repo_path)))
     }
+}
+
+/// What a person should know about a project whose target branch is checked out in a working
+/// tree of its repository (it is accepted): the merge queue moves that tree along with the
+/// branch, or waits while it has changes. `None` when it is not checked out.
+pub fn target_checked_out(repo_path: &str, target_branch: &str) -> Option<String> {
+    let trees = crate::git::merge::checked_out(Path::new(repo_path))?;
+    let at = trees.get(target_branch)?;
+    Some(format!(
+        "`{target_branch}` is checked out in {}: the merge queue will advance that working tree with each merge \
+         (and wait while it has uncommitted changes). Check out another branch there, or use a bare repository, \
+         to keep your files out of its way.",
+        at.display()
+    ))
 }
 
 /// The id of the project a listing's `project` filter names (none: no filter); an unknown slug

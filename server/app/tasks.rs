@@ -7,10 +7,15 @@ use uuid::Uuid;
 
 use super::boards::flow::{self, Mover};
 use super::idempotency::{self, Idempotency};
+use super::messages::tell;
 use super::{boards, projects, Ctx, Error, Fields, Result};
+use crate::db::agents;
 use crate::db::board_columns::{Card, LockedColumn};
+use crate::db::task_runs;
 use crate::db::tasks::dependency_edits::{self, Replaced};
 use crate::db::tasks::{self, refs, Applied, Change, Edit, Task};
+use crate::domain::agent::AgentState;
+use crate::domain::briefs;
 use crate::domain::task::TaskEvent;
 use crate::domain::typed;
 use crate::providers::Providers;
@@ -126,7 +131,7 @@ pub async fn create(conn: &mut PgConnection, providers: &Providers, new: NewTask
 #[tracing::instrument(skip_all, fields(project = ?new.project), err(level = "debug"))]
 pub async fn create_now(ctx: &Ctx, new: NewTask, idem: Option<&Idempotency>) -> Result<Task> {
     let mut tx = ctx.db.begin().await?;
-    let task = create(&mut tx, &ctx.providers, new).await?;
+    let task = create(&mut tx, &ctx.providers.current(), new).await?;
     idempotency::record(&mut tx, idem, &task).await?;
     ctx.feed.commit(tx).await?;
     Ok(task)
@@ -181,7 +186,7 @@ pub async fn after(
     change: &Change,
 ) -> Result<Task> {
     if let (TaskEvent::Answer, Some(answer)) = (event, change.answer.as_deref()) {
-        crate::app::conductor::task_runs::answered(&mut *conn, &task, question, answer).await?;
+        answered(&mut *conn, &task, question, answer).await?;
     }
     flow::ended(&mut *conn, &task, &format!("the task was {}", task.status)).await?;
     if event == TaskEvent::Complete {
@@ -205,12 +210,12 @@ pub async fn edit(ctx: &Ctx, id: Uuid, expected_version: Option<i32>, edit: Edit
     errors.rule("title", edit.title.as_deref().map_or(Ok(()), |t| typed::check_line(t.trim())));
     errors.max_len_opt("goal", edit.goal.as_deref(), MAX_GOAL);
     errors.rule("goal", edit.goal.as_deref().map_or(Ok(()), typed::check));
-    errors.take(known_provider(&ctx.providers, edit.provider.clone().flatten().as_deref()))?;
+    errors.take(known_provider(&ctx.providers.current(), edit.provider.clone().flatten().as_deref()))?;
     errors.finish()?;
     let edit = Edit { title, assignee, max_iterations, ..edit };
     let mut tx = ctx.db.begin().await?;
     if let Some(Some(named)) = &edit.provider {
-        confined_if_group(&mut tx, &ctx.providers, id, named).await?;
+        confined_if_group(&mut tx, &ctx.providers.current(), id, named).await?;
     }
     let task = match tasks::update_fields(&mut tx, id, expected_version, &edit).await? {
         Ok(Some(task)) => task,
@@ -228,14 +233,14 @@ pub async fn edit(ctx: &Ctx, id: Uuid, expected_version: Option<i32>, edit: Edit
 }
 
 /// A wish's group may be given only a provider its wish's own may hand work to
-/// ([`crate::app::wishes::refused_provider`]), as its plan was checked.
+/// ([`crate::app::wish_lifecycle::refused_provider`]), as its plan was checked.
 async fn confined_if_group(conn: &mut PgConnection, providers: &Providers, id: Uuid, named: &str) -> Result<()> {
     let Some(task) = tasks::get(&mut *conn, id).await? else { return Ok(()) };
     let Some(wish_id) = task.wish_id else { return Ok(()) };
     let Some(slug) = refs::wish_slug(&mut *conn, wish_id).await? else { return Ok(()) };
-    let wish = crate::app::wishes::find(&mut *conn, &slug).await?;
+    let wish = crate::app::wish_lifecycle::find(&mut *conn, &slug).await?;
     let key = task.group_key.unwrap_or_default();
-    crate::app::wishes::confined_group(conn, providers, &wish, &key, named).await
+    crate::app::wish_lifecycle::confined_group(conn, providers, &wish, &key, named).await
 }
 
 /// Moves task `id` to a column of a board of its project, under the column's WIP limit, in the
@@ -302,4 +307,19 @@ pub async fn set_dependencies(ctx: &Ctx, id: Uuid, depends_on: Vec<Uuid>) -> Res
     };
     ctx.feed.commit(tx).await?;
     Ok(task)
+}
+
+/// A person answered the task's question: the answer goes to the run's agent as a message, and
+/// the iteration goes on until the agent stops after reading it. When the agent asks on its
+/// screen (a dialog), the answer goes as it was given (an option's number or text), since it is
+/// typed into that dialog; a question it asked with `task ask` gets it with its context.
+async fn answered(conn: &mut PgConnection, task: &Task, question: Option<&str>, answer: &str) -> Result<()> {
+    let Some(run) = task_runs::live(&mut *conn, task.id).await? else { return Ok(()) };
+    let Some(agent_id) = run.agent_id else { return Ok(()) };
+    let Some(agent) = agents::get(&mut *conn, agent_id).await? else { return Ok(()) };
+    let body =
+        if agent.state == AgentState::Question { answer.trim().to_owned() } else { briefs::answer(question, answer) };
+    let prompt = tell(&mut *conn, &agent, body).await?;
+    task_runs::set_prompt(conn, run.id, prompt).await?;
+    Ok(())
 }

@@ -1,4 +1,4 @@
-//! Teams (Genie's model): a branch-named group of agents sharing one `git clone --shared` of the
+//! Teams: a branch-named group of agents sharing one `git clone --shared` of the
 //! project's repository. The clone is made by the worker of the node that runs the team's agents
 //! (when it spawns the first of them), never by the process that served the call: an API replica
 //! on another machine could not make it there.

@@ -109,7 +109,10 @@ pub async fn create_first_admin(
     db: &sqlx::PgPool,
     feed: &crate::feed::EventFeed,
 ) -> Result<Option<tokens::FirstAdmin>> {
-    Ok(tokens::create_first_admin(db, feed).await?)
+    let mut tx = db.begin().await?;
+    let first = tokens::create_first_admin(&mut tx).await?;
+    feed.commit(tx).await?;
+    Ok(first)
 }
 
 /// A token was used: its `last_used_at` moves (at most once a minute); true when it moved.

@@ -260,7 +260,7 @@ pub async fn report(ctx: &Ctx, scope: &Scope) -> Result<UsageReport> {
     // hooks with transcripts too, and a Claude Code agent may not have finished a turn yet.
     let unreported = async { Ok::<_, Error>(agent_usage::unreported(&mut *ctx.db.acquire().await?, scope).await?) };
     let (by_model, unreported) = tokio::try_join!(by_model, unreported)?;
-    let cost = ctx.providers.prices().cost(&by_model);
+    let cost = ctx.providers.current().prices().cost(&by_model);
     let unreported = unreported.into_iter().map(|(provider, agents)| Unreported { provider, agents }).collect();
     Ok(UsageReport { cost, unreported })
 }

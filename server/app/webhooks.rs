@@ -10,13 +10,13 @@ use uuid::Uuid;
 
 use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, Fields, Result};
-use crate::config::AllowList;
 use crate::db::webhook_deliveries::{self, Delivery};
 use crate::db::webhooks::{self as subscriptions, NewSubscription, Subscription, SubscriptionPatch};
 use crate::domain::project::is_valid_slug;
 use crate::domain::webhook::EventFilter;
 use crate::domain::webhook_format::WebhookFormat;
 use crate::webhooks::signature;
+use crate::webhooks::ssrf::AllowList;
 
 /// What a new subscription is made of; `None` takes the default.
 #[derive(Debug)]

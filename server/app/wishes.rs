@@ -1,15 +1,16 @@
-//! Wishes: create one with its plan, walk its lifecycle (v0's operation state machine), review
+//! Wishes: create one with its plan, walk its lifecycle, review
 //! it, record the merge queue's verdict, move its card. Group progress is [`super::groups`].
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::idempotency::{self, Idempotency};
+use super::wish_lifecycle::{act, detail, find, refused_provider, start_waiting, WishDetail};
 use super::{boards, Ctx, Error, FieldError, Fields, Result};
 use crate::db::board_columns::{Card, LockedColumn};
 use crate::db::projects as projects_db;
-use crate::db::wishes::{self, Blocker, Group, NewGroup, Outcome, Wish};
+use crate::db::wishes::{self, NewGroup, Wish};
 use crate::domain::agent_kind::is_valid_branch;
 use crate::domain::plan::{self, PlanError};
 use crate::domain::project::ConductorConfig;
@@ -17,15 +18,6 @@ use crate::domain::review::Verdict;
 use crate::domain::typed;
 use crate::domain::wish::{WishEvent, WishStatus};
 use crate::providers::Providers;
-
-/// A wish with its groups (states and dependencies) and what it waits for.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct WishDetail {
-    #[serde(flatten)]
-    pub wish: Wish,
-    pub groups: Vec<Group>,
-    pub blocked_by: Vec<Blocker>,
-}
 
 /// What a new wish is made of.
 #[derive(Debug, Default)]
@@ -51,16 +43,6 @@ pub enum MergeOutcome {
     Merged,
     Conflict,
     Failed,
-}
-
-pub async fn find(conn: &mut PgConnection, slug: &str) -> Result<Wish> {
-    wishes::get(conn, slug).await?.ok_or_else(|| Error::NotFound(format!("no wish `{slug}`")))
-}
-
-pub async fn detail(conn: &mut PgConnection, wish: Wish) -> Result<WishDetail> {
-    let groups = wishes::groups(conn, wish.id).await?;
-    let blocked_by = wishes::blockers(conn, wish.id).await?;
-    Ok(WishDetail { wish, groups, blocked_by })
 }
 
 /// Validates and inserts a wish with its plan, in the caller's transaction.
@@ -122,18 +104,10 @@ pub async fn create(conn: &mut PgConnection, providers: &Providers, new: NewWish
 #[tracing::instrument(skip_all, fields(slug = ?new.slug), err(level = "debug"))]
 pub async fn create_now(ctx: &Ctx, new: NewWish, idem: Option<&Idempotency>) -> Result<WishDetail> {
     let mut tx = ctx.db.begin().await?;
-    let detail = create(&mut tx, &ctx.providers, new).await?;
+    let detail = create(&mut tx, &ctx.providers.current(), new).await?;
     idempotency::record(&mut tx, idem, &detail).await?;
     ctx.feed.commit(tx).await?;
     Ok(detail)
-}
-
-/// Applies one lifecycle event to a wish and answers with the wish as it is now.
-pub async fn act(conn: &mut PgConnection, wish: &Wish, event: WishEvent, reason: Option<&str>) -> Result<Wish> {
-    match wishes::apply(conn, wish, event, reason).await? {
-        Outcome::Applied(wish) => Ok(wish),
-        Outcome::Refused { error, current } => Err(Error::conflict(error.to_string(), Some(current.status.as_str()))),
-    }
 }
 
 /// One lifecycle event that needs nothing but the wish: queue, start, hold, release, cancel,
@@ -162,7 +136,7 @@ pub async fn plan(ctx: &Ctx, slug: &str, groups: Option<Vec<NewGroup>>) -> Resul
         }
         let groups = checked_groups(groups)?;
         let order = validate_plan(&groups)?;
-        confined_plan(&mut tx, &ctx.providers, &wish, &groups).await?;
+        confined_plan(&mut tx, &ctx.providers.current(), &wish, &groups).await?;
         wishes::delete_groups(&mut tx, wish.id).await?;
         wish = wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
     }
@@ -185,7 +159,7 @@ pub async fn replace_plan(ctx: &Ctx, slug: &str, groups: Vec<NewGroup>) -> Resul
     if wish.status != WishStatus::Draft {
         return Err(Error::conflict("only a draft's plan can be edited", Some(wish.status.as_str())));
     }
-    confined_plan(&mut tx, &ctx.providers, &wish, &groups).await?;
+    confined_plan(&mut tx, &ctx.providers.current(), &wish, &groups).await?;
     wishes::delete_groups(&mut tx, wish.id).await?;
     let wish = wishes::insert_groups(&mut tx, &wish, &groups, &order).await?;
     let keys: Vec<&str> = groups.iter().map(|g| g.key.as_str()).collect();
@@ -201,13 +175,13 @@ pub async fn replace_plan(ctx: &Ctx, slug: &str, groups: Vec<NewGroup>) -> Resul
     Ok(detail)
 }
 
-/// Records a review of a wish under review (agentmux's loop): a pass completes it, a fail sends
-/// the notes to a fix agent, a fail at the cap fails it ([`super::conductor::review::verdict`]).
+/// Records a review of a wish under review: a pass completes it, a fail sends
+/// the notes to a fix agent, a fail at the cap fails it ([`super::wish_lifecycle::verdict`]).
 #[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
 pub async fn review(ctx: &Ctx, slug: &str, verdict: Verdict, notes: &str) -> Result<WishDetail> {
     let mut tx = ctx.db.begin().await?;
     let wish = find(&mut tx, slug).await?;
-    let updated = super::conductor::review::verdict(&mut tx, wish, verdict, notes).await?;
+    let updated = super::wish_lifecycle::verdict(&mut tx, wish, verdict, notes).await?;
     let detail = detail(&mut tx, updated).await?;
     ctx.feed.commit(tx).await?;
     Ok(detail)
@@ -231,17 +205,6 @@ pub async fn record_merge(ctx: &Ctx, slug: &str, outcome: MergeOutcome, why: Opt
     let detail = detail(&mut tx, wish).await?;
     ctx.feed.commit(tx).await?;
     Ok(detail)
-}
-
-/// The wish merged: queued wishes that waited for it start, unless something else still blocks
-/// them (or they changed meanwhile); they stay queued then.
-pub async fn start_waiting(conn: &mut PgConnection, wish: &Wish) -> Result<()> {
-    for waiting in wishes::waiting_on(&mut *conn, wish.id).await? {
-        if let Some(dependent) = wishes::get(&mut *conn, &waiting).await? {
-            let _ = wishes::apply(&mut *conn, &dependent, WishEvent::Start, None).await?;
-        }
-    }
-    Ok(())
 }
 
 /// Moves wish `slug` to a column of its board (or, on no board yet, of a board of its project)
@@ -295,36 +258,6 @@ fn checked_groups(groups: Vec<NewGroup>) -> Result<Vec<NewGroup>> {
     }
     errors.finish()?;
     Ok(groups.into_iter().map(|g| NewGroup { title: g.title.trim().to_owned(), ..g }).collect())
-}
-
-/// Why a group of a wish may not name provider `named`: the wish's own provider (its planner's:
-/// the wish's, else the project's) may not hand work to it, or to one of the providers `any`
-/// stands for ([`Providers::may_hand_to`]). A sandboxed planner cannot have its groups run
-/// unsandboxed, or with more network than it has.
-pub fn refused_provider(
-    providers: &Providers,
-    config: &ConductorConfig,
-    wish_provider: Option<&str>,
-    named: &str,
-) -> Option<String> {
-    let own = wish_provider.filter(|p| *p != "any").unwrap_or(&config.provider);
-    config.providers_for(Some(named)).into_iter().find_map(|p| providers.may_hand_to(own, p).err())
-}
-
-/// [`refused_provider`] for group `key` of `wish` named `provider` after its plan was checked (a
-/// task edit, a redispatch); the error names `provider`.
-pub async fn confined_group(
-    conn: &mut PgConnection,
-    providers: &Providers,
-    wish: &Wish,
-    key: &str,
-    named: &str,
-) -> Result<()> {
-    let config = projects_db::conductor_config(conn, wish.project_id).await?;
-    match refused_provider(providers, &config, wish.provider.as_deref(), named) {
-        Some(why) => Err(Error::invalid("provider", format!("group `{key}`: {why}"))),
-        None => Ok(()),
-    }
 }
 
 /// [`refused_provider`] for each group of a plan; errors name `groups[i].provider`.

@@ -31,11 +31,12 @@ const CLIENTS: &[(&str, &[&str])] = &[
 ];
 
 impl Cli {
-    /// The command line as clap builds it, with two changes to `--help`: an environment
+    /// The command line as clap builds it, with three changes to `--help`: an environment
     /// variable's value is never printed (`[env: X=]` for unset ones was noise, and values may be
-    /// secret), and the clients' help lists only the settings they use. The settings stay
-    /// accepted everywhere (they are global): a client gets hidden copies, which clap keeps
-    /// instead of propagating the visible ones.
+    /// secret); `switchyard --help` lists the commands, not the settings; and each command's help
+    /// lists the settings it uses (a client its few, `serve` all). The settings stay accepted
+    /// everywhere (they are global): each command gets its own copies, shown or hidden, which clap
+    /// keeps instead of propagating the top level's hidden ones.
     pub fn command_line() -> clap::Command {
         let command = <Cli as clap::CommandFactory>::command().mut_args(|arg| {
             if arg.is_global_set() {
@@ -45,10 +46,16 @@ impl Cli {
             }
         });
         let settings: Vec<clap::Arg> = command.get_arguments().filter(|a| a.is_global_set()).cloned().collect();
-        CLIENTS.iter().fold(command, |command, (name, used)| {
-            let hidden = settings.iter().filter(|a| !used.contains(&a.get_id().as_str())).map(|a| a.clone().hide(true));
-            command.mut_subcommand(name, |sub| sub.args(hidden))
-        })
+        let names: Vec<String> = command.get_subcommands().map(|c| c.get_name().to_owned()).collect();
+        let command = names.iter().fold(command, |command, name| {
+            let used = CLIENTS.iter().find(|(client, _)| client == name).map(|(_, used)| *used);
+            let copies = settings.iter().map(|a| {
+                let shown = used.is_none_or(|used| used.contains(&a.get_id().as_str()));
+                a.clone().hide(!shown)
+            });
+            command.mut_subcommand(name, |sub| sub.args(copies))
+        });
+        command.mut_args(|arg| if arg.is_global_set() { arg.hide(true) } else { arg })
     }
 
     /// Parses the process's arguments (exits with clap's message on an error, or after `--help`).
@@ -160,7 +167,8 @@ pub enum ReviewCommand {
 pub enum WishCommand {
     /// Make a draft wish from TEXT (its first line is the title); prints its slug.
     New {
-        /// What you wish for; its first line is the title, all of it the description.
+        /// What you wish for; its first line is the title, all of it the description. `-`: read
+        /// it from standard input.
         text: String,
         /// The project's slug.
         #[arg(long)]

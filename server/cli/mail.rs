@@ -197,7 +197,7 @@ impl Api {
 }
 
 /// BODY as given, or standard input (byte for byte) when it is `-` or absent.
-fn body_or_stdin(body: Option<String>) -> Result<String, String> {
+pub(super) fn body_or_stdin(body: Option<String>) -> Result<String, String> {
     match body {
         Some(body) if body != "-" => Ok(body),
         _ => {

@@ -43,7 +43,7 @@ pub fn run(command: OperatorCommand, global: &GlobalArgs) -> Result<(), String> 
                     text(&a["name"]),
                     text(&a["state"]),
                     text(&a["provider"]),
-                    text(&a["last_activity"]),
+                    ago(&a["last_activity"]),
                     line(&a["task"]),
                 ]
             });
@@ -56,8 +56,9 @@ pub fn run(command: OperatorCommand, global: &GlobalArgs) -> Result<(), String> 
         }
         OperatorCommand::Attach { agent } => attach(&api, global, &agent)?,
         OperatorCommand::Wish(WishCommand::New { text, project, slug }) => {
+            let text = super::mail::body_or_stdin(Some(text))?;
             let title = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_owned();
-            let slug = slug.unwrap_or_else(|| slug_of(&title));
+            let slug = slug.unwrap_or_else(|| crate::domain::wish::slug_of(&title));
             let body = json!({"slug": slug, "project": project, "title": title, "description": text});
             let key = uuid::Uuid::new_v4().to_string();
             let made = api.call_with_key(reqwest::Method::POST, "/wishes", Some(body), Some(&key))?;
@@ -160,6 +161,12 @@ fn print_rows(rows: &[Value], json: bool, header: &[&str], cells: impl Fn(&Value
 }
 
 /// A JSON value as a cell: strings as they are, null as `-`.
+/// A timestamp as how long ago it was ("3 min ago"); `-` when there is none.
+fn ago(value: &Value) -> String {
+    let at = value.as_str().and_then(|v| chrono::DateTime::parse_from_rfc3339(v).ok());
+    at.map_or_else(|| text(value), |at| crate::domain::when::ago(at.to_utc(), chrono::Utc::now()))
+}
+
 fn text(value: &Value) -> String {
     match value {
         Value::Null => "-".to_owned(),
@@ -196,39 +203,4 @@ fn with_query(path: &str, params: &[(&str, Option<String>)]) -> String {
 /// A name as one path segment: anything but a slug's characters is escaped.
 fn path_segment(name: &str) -> String {
     form_urlencoded::byte_serialize(name.as_bytes()).collect()
-}
-
-/// A wish slug made from its title: lowercase words joined by `-`, at most 40 characters.
-fn slug_of(title: &str) -> String {
-    let mut slug = String::new();
-    for word in title.to_lowercase().split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
-        if slug.len() + word.len() + 1 > 40 && !slug.is_empty() {
-            break;
-        }
-        if !slug.is_empty() {
-            slug.push('-');
-        }
-        slug.push_str(word);
-    }
-    slug.truncate(40);
-    if slug.is_empty() {
-        "wish".to_owned()
-    } else {
-        slug
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::slug_of;
-
-    #[test]
-    fn a_slug_is_the_titles_words_within_forty_characters() {
-        assert_eq!(slug_of("Add a login page!"), "add-a-login-page");
-        assert_eq!(slug_of("Über — café"), "ber-caf");
-        assert_eq!(slug_of("   "), "wish");
-        let long = slug_of("make the dashboard readable on a phone and every other screen");
-        assert_eq!(long, "make-the-dashboard-readable-on-a-phone");
-        assert!(crate::domain::project::is_valid_slug(&long));
-    }
 }

@@ -25,7 +25,7 @@ use crate::domain::agent::AgentState;
 use crate::domain::agent_kind::{AgentKind, AgentRole};
 use row::AgentRow;
 
-/// An agent as stored and as the API shows it (Genie's registry with multiclaude's fields).
+/// An agent as stored and as the API shows it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"id": "6f1c2d9e-8a4b-4c3d-9e2f-1a2b3c4d5e6f", "name": "clever-fox", "project_id": "0b9f6a86-4c5e-4a43-9a59-7d5f6e1e8c11",
     "kind": "worker", "role": "engineer", "provider": "claude", "state": "working", "tmux_session": "switchyard-node-1",

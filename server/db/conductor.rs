@@ -255,7 +255,9 @@ pub async fn record_merge_commit(conn: &mut PgConnection, task_id: Uuid, commit:
 pub async fn groups_due(conn: &mut PgConnection, backlog: i64) -> Result<(bool, bool), sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT EXISTS (SELECT 1 FROM tasks t
-                          WHERE t.reported_at IS NOT NULL AND t.status = 'in_progress' AND t.wish_id IS NOT NULL)
+                          WHERE t.reported_at IS NOT NULL AND t.status = 'in_progress' AND t.wish_id IS NOT NULL
+                            AND NOT EXISTS (SELECT 1 FROM stalled_steps s
+                                            WHERE s.subject = 'wish:' || t.wish_id AND s.retry_at > now()))
                       AS "integrate!",
                   EXISTS (SELECT 1 FROM tasks t JOIN wishes w ON w.id = t.wish_id
                           WHERE t.status = 'ready' AND t.assignee IS NULL AND w.status = 'executing' AND NOT w.held
@@ -273,11 +275,15 @@ pub async fn agents_spawning(conn: &mut PgConnection) -> Result<i64, sqlx::Error
     sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM agents WHERE state = 'spawning'"#).fetch_one(conn).await
 }
 
-/// Executing wishes with a group reported done and waiting to be merged.
+/// Executing wishes with a group reported done and waiting to be merged, but for those whose
+/// integration failed and waits before its next try.
 pub async fn wishes_to_integrate(conn: &mut PgConnection, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
-        "SELECT DISTINCT t.wish_id AS \"wish_id!\" FROM tasks t
-         WHERE t.reported_at IS NOT NULL AND t.status = 'in_progress' AND t.wish_id IS NOT NULL LIMIT $1",
+        r#"SELECT DISTINCT t.wish_id AS "wish_id!" FROM tasks t
+           WHERE t.reported_at IS NOT NULL AND t.status = 'in_progress' AND t.wish_id IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM stalled_steps s
+                             WHERE s.subject = 'wish:' || t.wish_id AND s.retry_at > now())
+           LIMIT $1"#,
         limit
     )
     .fetch_all(conn)
@@ -402,12 +408,54 @@ pub async fn suspended_of_ended_wishes(conn: &mut PgConnection, limit: i64) -> R
     super::agents::get_all(conn, ids).await
 }
 
-/// Concluded conductor agents still in a live state: to be stopped.
+/// Concludes every agent of a wish whose work ended (cancelled, or failed while executing): the
+/// live ones are stopped ([`concluded_live`]) and none of their steps goes to a person.
+pub async fn conclude_agents_of(conn: &mut PgConnection, wish_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE agents SET ready_for_cleanup = true, version = version + 1, updated_at = now()
+         WHERE wish_id = $1 AND NOT ready_for_cleanup",
+        wish_id
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Conductor agents still in a live state whose step concluded, or whose wish was cancelled
+/// (however it was cancelled): to be stopped.
 pub async fn concluded_live(conn: &mut PgConnection, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
     let ids = sqlx::query_scalar!(
-        "SELECT id FROM agents WHERE ready_for_cleanup AND state NOT IN ('done', 'error', 'suspended')
-         ORDER BY updated_at LIMIT $1",
+        "SELECT a.id FROM agents a LEFT JOIN wishes w ON w.id = a.wish_id
+         WHERE (a.ready_for_cleanup OR w.status = 'cancelled') AND a.state NOT IN ('done', 'error', 'suspended')
+         ORDER BY a.updated_at LIMIT $1",
         limit
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    super::agents::get_all(conn, ids).await
+}
+
+/// Live agents of held wishes whose step has not concluded: to be parked (suspended).
+pub async fn live_of_held(conn: &mut PgConnection, limit: i64) -> Result<Vec<Agent>, sqlx::Error> {
+    let ids = sqlx::query_scalar!(
+        "SELECT a.id FROM agents a JOIN wishes w ON w.id = a.wish_id
+         WHERE w.held AND NOT a.ready_for_cleanup AND a.state NOT IN ('done', 'error', 'suspended')
+         ORDER BY a.updated_at LIMIT $1",
+        limit
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    super::agents::get_all(conn, ids).await
+}
+
+/// The agents a hold parked on wish `wish_id`: suspended, their step not concluded, and not
+/// waiting for a time (a usage limit's reset, the wait after an interruption). Locked.
+pub async fn parked(conn: &mut PgConnection, wish_id: Uuid) -> Result<Vec<Agent>, sqlx::Error> {
+    let ids = sqlx::query_scalar!(
+        "SELECT id FROM agents
+         WHERE wish_id = $1 AND state = 'suspended' AND NOT ready_for_cleanup AND suspended_until IS NULL
+         ORDER BY created_at FOR NO KEY UPDATE",
+        wish_id
     )
     .fetch_all(&mut *conn)
     .await?;

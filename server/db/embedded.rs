@@ -77,7 +77,7 @@ pub struct EmbeddedPostgres {
 }
 
 /// The cluster's directory in the data directory, owned by `postgres` when we are root.
-pub const ROOT: &str = "pg";
+pub const ROOT: &str = crate::data_dir::EMBEDDED_CLUSTER;
 
 impl EmbeddedPostgres {
     /// Finds the binaries and checks the cluster's directory can be used; touches nothing yet.

@@ -1,5 +1,5 @@
 //! What the conductor left to a person, read for the dashboard: wish groups and wishes assigned
-//! to `human` (v0's handoff), and the agents that worked on a wish.
+//! to `human`, and the agents that worked on a wish.
 
 use sqlx::types::Json;
 use sqlx::PgConnection;

@@ -67,11 +67,13 @@ pub async fn list(conn: &mut PgConnection, filter: &Filter, limit: i64) -> Resul
     .await
 }
 
-/// The wish merged: its workers' rows say so (a failed one stays failed).
+/// The wish merged: the rows of the workers whose work merged say so (a failed one stays failed;
+/// a planner's or reviewer's work was never on the branch).
 pub async fn mark_merged(conn: &mut PgConnection, wish_id: Uuid) -> Result<u64, sqlx::Error> {
     let done = sqlx::query!(
         "UPDATE task_history SET status = 'merged', updated_at = now()
-         WHERE wish_id = $1 AND status IN ('no-pr', 'open', 'unknown')",
+         WHERE wish_id = $1 AND status IN ('no-pr', 'open', 'unknown')
+           AND (role IS NULL OR role NOT IN ('planner', 'reviewer'))",
         wish_id
     )
     .execute(conn)

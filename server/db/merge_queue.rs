@@ -17,7 +17,7 @@ use crate::domain::merge_queue::EntryState;
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"id": "5d0c1f7e-2a3b-4c5d-8e9f-0a1b2c3d4e5f", "wish": "login-page", "title": "Add a login page",
     "project": "shop", "target_branch": "main", "wish_branch": "wish/login-page", "position": 7, "state": "pending",
-    "held": false, "held_for": "cart-rework", "prediction": {"target": {"outcome": "clean"},
+    "held": false, "held_for": "cart-rework", "waiting": null, "prediction": {"target": {"outcome": "clean"},
     "conflicts_ahead": [{"wish": "cart-rework", "files": ["src/app.rs"]}],
     "wish_commit": "9f3c2e1d0b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e", "target_commit": "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b"},
     "base_commit": null, "wish_commit": null, "merge_commit": null, "gate_log": null, "conflict_files": [],
@@ -41,6 +41,10 @@ pub struct Entry {
     pub held: bool,
     /// Predicted to conflict with this wish ahead of it: waits until that one leaves the queue.
     pub held_for: Option<String>,
+    /// Why it waits for something outside the queue, e.g. `uncommitted changes in /home/me/shop`
+    /// (its target branch is checked out in a working tree that is not clean): it goes on by
+    /// itself once that is resolved.
+    pub waiting: Option<String>,
     /// The last conflict prediction of the branch at `wish_commit`: against the target branch
     /// (at `target_commit`, where it was last predicted) and the entries ahead it conflicts with
     /// (`conflicts_ahead`: the others merge cleanly with it). Rewritten only when it changes.
@@ -87,6 +91,7 @@ struct EntryRow {
     state: String,
     held: bool,
     held_for: Option<String>,
+    waiting: Option<String>,
     prediction: Option<Value>,
     base_commit: Option<String>,
     wish_commit: Option<String>,
@@ -125,6 +130,7 @@ impl TryFrom<EntryRow> for Entry {
             position: r.position,
             held: r.held,
             held_for: r.held_for,
+            waiting: r.waiting,
             prediction: r.prediction,
             base_commit: r.base_commit,
             wish_commit: r.wish_commit,
@@ -166,7 +172,7 @@ pub async fn list(conn: &mut PgConnection, filter: &Filter, limit: i64) -> Resul
     let rows = sqlx::query_as!(
         EntryRow,
         r#"SELECT q.id, q.wish_id, w.slug AS wish, w.title, q.project_id, p.slug AS project, q.target_branch,
-                  q.wish_branch, q.position, q.state, q.held, q.held_for, q.prediction, q.base_commit,
+                  q.wish_branch, q.position, q.state, q.held, q.held_for, q.waiting, q.prediction, q.base_commit,
                   q.wish_commit, q.merge_commit, q.gate_log, q.conflict_files, q.failure_reason, q.attempts,
                   q.fix_attempts, q.assignee, q.fix_agent, q.claimed_by, q.claimed_run, q.lease_until,
                   q.started_at, q.finished_at, q.version, q.created_at, q.updated_at
@@ -213,7 +219,7 @@ fn subject(entry: &Entry) -> String {
 }
 
 /// Records `merge.<what>` about the entry as it is now.
-async fn record(conn: &mut PgConnection, what: &str, entry: &Entry, extra: Value) -> Result<(), sqlx::Error> {
+pub async fn record(conn: &mut PgConnection, what: &str, entry: &Entry, extra: Value) -> Result<(), sqlx::Error> {
     let mut payload = json!({"wish": entry.wish, "project": entry.project, "target_branch": entry.target_branch,
         "state": entry.state, "position": entry.position});
     if let (Some(payload), Value::Object(extra)) = (payload.as_object_mut(), extra) {
@@ -236,7 +242,7 @@ pub async fn enqueue(
         "INSERT INTO merge_queue (id, wish_id, project_id, target_branch, wish_branch)
          VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (wish_id) DO UPDATE SET state = 'pending', target_branch = EXCLUDED.target_branch,
-             wish_branch = EXCLUDED.wish_branch, held_for = NULL, assignee = NULL, failure_reason = NULL,
+             wish_branch = EXCLUDED.wish_branch, held_for = NULL, waiting = NULL, assignee = NULL, failure_reason = NULL,
              conflict_files = '{}', fix_agent = NULL, claimed_by = NULL, claimed_run = NULL, lease_until = NULL,
              finished_at = NULL, version = merge_queue.version + 1, updated_at = now()
          WHERE merge_queue.state <> 'processing'
@@ -272,7 +278,8 @@ pub async fn claim(
         "UPDATE merge_queue SET state = 'processing', claimed_by = $2, claimed_run = $3,
              lease_until = now() + make_interval(secs => $4), attempts = attempts + 1, started_at = now(),
              finished_at = NULL, base_commit = $6, wish_commit = $7, merge_commit = NULL, gate_log = NULL,
-             conflict_files = '{}', failure_reason = NULL, version = version + 1, updated_at = now()
+             conflict_files = '{}', failure_reason = NULL, waiting = NULL, version = version + 1,
+             updated_at = now()
          WHERE id = $1 AND state = 'pending' AND NOT held AND held_for IS NULL AND version = $5
          RETURNING id",
         entry.id,
@@ -472,6 +479,24 @@ pub async fn set_prediction(
     .await?;
     if done.rows_affected() == 1 && entry.held_for.as_deref() != held_for {
         record(conn, "waiting", entry, json!({"held_for": held_for})).await?;
+    }
+    Ok(done.rows_affected() == 1)
+}
+
+/// Records why a pending entry waits for something outside the queue (`None`: it no longer does),
+/// with an event when that changed.
+pub async fn set_waiting(conn: &mut PgConnection, entry: &Entry, waiting: Option<&str>) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE merge_queue SET waiting = $3, updated_at = now()
+         WHERE id = $1 AND state = 'pending' AND version = $2 AND waiting IS DISTINCT FROM $3",
+        entry.id,
+        entry.version,
+        waiting
+    )
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 1 {
+        record(conn, "waiting", entry, json!({"waiting": waiting})).await?;
     }
     Ok(done.rows_affected() == 1)
 }

@@ -21,7 +21,8 @@ pub mod nodes;
 pub mod projects;
 pub mod sessions;
 pub mod spare_connections;
-pub mod state_file;
+pub mod stalled_steps;
+pub mod state_document;
 pub mod task_runs;
 pub mod tasks;
 pub mod team_chat;
@@ -31,6 +32,7 @@ pub mod webhook_deliveries;
 pub mod webhooks;
 pub mod wishes;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,7 +41,6 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
-use crate::config::Settings;
 use crate::data_dir::DataDir;
 use embedded::{Durability, EmbeddedPostgres, SharedEmbeddedHealth};
 use tokio_util::sync::CancellationToken;
@@ -74,15 +75,24 @@ impl Supervised {
 /// the process from exiting).
 const CLOSE_DEADLINE: Duration = Duration::from_secs(5);
 
+/// Where the database is: `DATABASE_URL`, else the embedded cluster in the data directory, run
+/// with the PostgreSQL programs in `pg_bindir` (else the system's).
+#[derive(Debug, Clone, Copy)]
+pub struct Location<'a> {
+    pub database_url: Option<&'a secrecy::SecretString>,
+    pub data_dir: &'a Path,
+    pub pg_bindir: Option<&'a Path>,
+}
+
 impl Database {
     /// Connects to `DATABASE_URL`, or starts the embedded cluster when it is unset.
-    pub async fn open(settings: &Settings) -> anyhow::Result<Database> {
-        let (options, embedded) = match &settings.database_url {
+    pub async fn open(settings: Location<'_>) -> anyhow::Result<Database> {
+        let (options, embedded) = match settings.database_url {
             Some(url) => (url.expose_secret().parse::<PgConnectOptions>()?, None),
             None => {
                 let pg = EmbeddedPostgres::new(
                     &settings.data_dir.join(embedded::ROOT),
-                    settings.pg_bindir.as_deref(),
+                    settings.pg_bindir,
                     Durability::Durable,
                 )?;
                 (pg.start().await?, Some(pg))
@@ -99,11 +109,11 @@ impl Database {
 
     /// For one-shot commands (`migrate`, `token …`): when a running Switchyard owns the embedded
     /// cluster, use it as it is; otherwise start it for the command and stop it after.
-    pub async fn open_for_command(settings: &Settings) -> anyhow::Result<(Database, Option<DataDir>)> {
-        if settings.database_url.is_none() && DataDir::is_claimed(&settings.data_dir) {
+    pub async fn open_for_command(settings: Location<'_>) -> anyhow::Result<(Database, Option<DataDir>)> {
+        if settings.database_url.is_none() && DataDir::is_claimed(settings.data_dir) {
             let pg = EmbeddedPostgres::new(
                 &settings.data_dir.join(embedded::ROOT),
-                settings.pg_bindir.as_deref(),
+                settings.pg_bindir,
                 Durability::Durable,
             )?;
             let pool = pool(pg.connect_options(embedded::DATABASE)).await?;
@@ -111,7 +121,7 @@ impl Database {
         }
         let claim = match settings.database_url {
             Some(_) => None,
-            None => Some(DataDir::claim(&settings.data_dir)?),
+            None => Some(DataDir::claim(settings.data_dir)?),
         };
         Ok((Database::open(settings).await?, claim))
     }

@@ -7,7 +7,6 @@ use uuid::Uuid;
 
 use crate::auth::{generate_token, Scope};
 use crate::db::events;
-use crate::feed::EventFeed;
 
 /// A token as listed: everything but the secret.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -87,18 +86,16 @@ pub struct FirstAdmin {
 }
 
 /// On the very first start there is no token at all: make one admin token, once, and a login code
-/// for the dashboard. The advisory lock makes two servers starting together agree on a single
-/// bootstrap token.
-pub async fn create_first_admin(pool: &PgPool, feed: &EventFeed) -> Result<Option<FirstAdmin>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+/// for the dashboard, in the caller's transaction. Its advisory lock (held to the transaction's
+/// end) makes two servers starting together agree on a single bootstrap token.
+pub async fn create_first_admin(tx: &mut PgConnection) -> Result<Option<FirstAdmin>, sqlx::Error> {
     sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('switchyard.bootstrap_token'))").execute(&mut *tx).await?;
     let any = sqlx::query_scalar!("SELECT EXISTS (SELECT 1 FROM tokens) AS \"any!\"").fetch_one(&mut *tx).await?;
     if any {
         return Ok(None);
     }
-    let (token, secret) = create(&mut tx, "bootstrap-admin", Scope::Admin).await?;
-    let login_code = crate::db::sessions::create_login_code(&mut tx, token.id).await?;
-    feed.commit(tx).await?;
+    let (token, secret) = create(&mut *tx, "bootstrap-admin", Scope::Admin).await?;
+    let login_code = crate::db::sessions::create_login_code(&mut *tx, token.id).await?;
     Ok(Some(FirstAdmin { secret, login_code }))
 }
 

@@ -37,7 +37,7 @@ pub struct Wish {
     pub held: bool,
     pub held_at: Option<DateTime<Utc>>,
     pub branch: Option<String>,
-    /// Reviews recorded so far (agentmux's loop counter).
+    /// Reviews recorded so far.
     pub review_iteration: i32,
     /// After this many failed reviews the wish fails.
     pub review_cap: i32,

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
-use super::screen::{self, Matched, ReadContext, ScreenRules};
+use super::screen::{self, Matched, ReadContext, ScreenRules, StartChoice};
 use crate::domain::agent::Activity;
 
 /// How long a hook's word outranks the screen, by default.
@@ -83,6 +83,8 @@ pub struct Decision {
     /// For a decision of the screen: the rule that decided it and the line it matched (the
     /// line is empty for rules about the whole screen, such as an unchanged one).
     pub matched: Option<Matched>,
+    /// For a screen's permission or question: what it asks ([`screen::ScreenReading::asked`]).
+    pub asked: Option<String>,
 }
 
 /// One agent's detector. Feed it every signal for that agent; write what it decides.
@@ -105,9 +107,31 @@ pub struct Detector {
     reported: Option<Reported>,
     /// What made the screen's view what it is (see [`Decision::matched`]).
     matched: Option<Matched>,
+    /// What the screen's prompt asks, while it asks.
+    asked: Option<String>,
     /// How far a new pane's first readings got (see [`FirstPrompt`]).
     first_prompt: FirstPrompt,
+    /// Where the pane is with a dialog its CLI opens at ([`StartDialog`]).
+    start_dialog: StartDialog,
 }
+
+/// A dialog the CLI opens at, before it is ready, because of how Switchyard configured it
+/// (Codex's "Folder access" in its untrusted clone), answered by the worker ([`StartChoice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StartDialog {
+    /// None expected, or it came and went: the screen is read as it is.
+    Over,
+    /// Expected and not shown yet. A prompt on the screen is the CLI still starting, not idle
+    /// (Codex 0.169 draws its composer for a moment before the dialog): until the dialog shows,
+    /// or a prompt has shown for [`START_DIALOG_WAIT`] without it.
+    Awaited { prompt_since: Option<Instant> },
+    /// On the screen: not a question for a person; gone, the CLI is ready.
+    Showing(StartChoice),
+}
+
+/// How long a prompt may show without an expected start dialog before the dialog is taken as
+/// answered already (a worker restarted between the answer and the CLI's first prompt).
+pub const START_DIALOG_WAIT: Duration = Duration::from_secs(20);
 
 /// A usage limit a new pane shows the first time it is read at its prompt is the one its agent
 /// was suspended for, drawn again by the session resumed after the reset (the last entry of its
@@ -125,6 +149,24 @@ enum FirstPrompt {
 }
 
 type Reported = (Activity, Option<DateTime<Utc>>, Option<String>, Option<String>);
+
+impl StartDialog {
+    /// Where the pane is after `reading`, taken at `now`.
+    fn after(self, reading: &screen::ScreenReading, now: Instant) -> StartDialog {
+        match (self, reading.start_choice) {
+            (StartDialog::Over, _) => StartDialog::Over,
+            (_, Some(choice)) => StartDialog::Showing(choice),
+            (StartDialog::Showing(_), None) => StartDialog::Over,
+            (StartDialog::Awaited { prompt_since }, None) => {
+                let since = if reading.at_prompt { prompt_since.or(Some(now)) } else { prompt_since };
+                match since {
+                    Some(since) if now.duration_since(since) >= START_DIALOG_WAIT => StartDialog::Over,
+                    _ => StartDialog::Awaited { prompt_since: since },
+                }
+            }
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Stamped {
@@ -153,8 +195,15 @@ impl Detector {
             reported: None,
             baseline: false,
             matched: None,
+            asked: None,
             first_prompt: FirstPrompt::Awaited,
+            start_dialog: StartDialog::Over,
         }
+    }
+
+    /// This detector's pane opens at a start dialog the worker answers ([`StartDialog`]).
+    pub fn expecting_start_dialog(self) -> Detector {
+        Detector { start_dialog: StartDialog::Awaited { prompt_since: None }, ..self }
     }
 
     /// A detector for an agent whose state was recorded before this worker started watching it:
@@ -175,6 +224,16 @@ impl Detector {
     #[cfg(test)]
     pub(crate) fn past_its_first_prompt(rules: ScreenRules, config: DetectorConfig) -> Detector {
         Detector { first_prompt: FirstPrompt::Passed, ..Detector::new(rules, config) }
+    }
+
+    /// The start dialog the pane showed on its last reading, to be answered ([`StartChoice`]):
+    /// only the dialog its pane was expected to open at, before the CLI was ready (later, the
+    /// same words are text on the screen, maybe the agent's).
+    pub fn start_choice(&self) -> Option<StartChoice> {
+        match self.start_dialog {
+            StartDialog::Showing(choice) => Some(choice),
+            StartDialog::Over | StartDialog::Awaited { .. } => None,
+        }
     }
 
     /// The activity last decided, if any.
@@ -211,7 +270,16 @@ impl Detector {
 
     /// A fresh capture of the pane (`wall` is the wall clock at `now`, for reset times).
     pub fn on_screen(&mut self, now: Instant, wall: DateTime<Utc>, text: &str) -> Option<Decision> {
-        let reading = screen::read(self.rules, text, &ReadContext { now: wall, zone: self.config.zone });
+        let mut reading = screen::read(self.rules, text, &ReadContext { now: wall, zone: self.config.zone });
+        self.start_dialog = self.start_dialog.after(&reading, now);
+        if self.start_dialog != StartDialog::Over {
+            // The CLI is not ready yet: no prompt to be idle at, and its dialog is the worker's.
+            reading.at_prompt = false;
+            if reading.start_choice.is_some() && reading.activity == Some(Activity::Question) {
+                reading.activity = None;
+                reading.matched = None;
+            }
+        }
         let baseline = std::mem::take(&mut self.baseline);
         let limit = self.current_limit(&reading);
         // A limit stays at the time first read: "try again in 2 hours" would move on every reading.
@@ -222,6 +290,7 @@ impl Detector {
             Some(activity) => {
                 self.view = Some(View { activity, source: Source::Screen, at: now });
                 self.matched = reading.matched;
+                self.asked = reading.asked;
                 self.quiet = None;
             }
             // A provider not drawing its input area yet (starting, a blank pane) is not idle.
@@ -312,6 +381,7 @@ impl Detector {
             error: self.error.clone(),
             fatal: self.fatal.clone(),
             matched: if source == Source::Screen { self.matched.clone() } else { None },
+            asked: if source == Source::Screen { self.asked.clone() } else { None },
         })
     }
 }

@@ -277,3 +277,42 @@ fn a_limit_from_before_the_last_prompt_is_not_this_turns() {
     let decision = c.screen(&mut d, 1000, &claude(&going_on, "")).expect("working");
     assert_eq!((decision.activity, decision.usage_limit_until), (Activity::Working, None));
 }
+
+#[test]
+fn a_pane_expected_to_open_at_a_start_dialog_is_not_idle_before_it_and_answers_it_not_a_person() {
+    let fixture = |name: &str| {
+        std::fs::read_to_string(format!("{}/tests/fixtures/screens/codex/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    };
+    let (dialog, prompt) = (fixture("start-folder-access-0.169.0.txt"), fixture("idle-start-api-key-0.169.0.txt"));
+    let (c, d) = (Clock::new(), detector(ScreenRules::Codex));
+    let mut d = d.expecting_start_dialog();
+    // Codex 0.169 draws its composer for a moment before the dialog: not idle yet.
+    assert_eq!(c.screen(&mut d, 0, &prompt), None);
+    assert_eq!(c.screen(&mut d, 1_000, &prompt), None);
+    assert_eq!(c.screen(&mut d, 2_000, &dialog), None, "not a question for a person");
+    let choice = d.start_choice().expect("a choice to make");
+    assert_eq!((choice.option, choice.label), (1, "Open restricted"));
+    // Answered: the prompt is the CLI ready, and the same words drawn later are not a dialog to answer.
+    assert_eq!(c.screen(&mut d, 2_100, &prompt), None);
+    assert_eq!(d.start_choice(), None);
+    assert_eq!(activity(c.screen(&mut d, 3_000, &prompt)), Some((Activity::Idle, Source::Screen)));
+    assert_eq!(activity(c.screen(&mut d, 3_100, &dialog)), Some((Activity::Question, Source::Screen)));
+    assert_eq!(d.start_choice(), None);
+}
+
+#[test]
+fn an_expected_start_dialog_that_never_shows_stops_being_waited_for() {
+    let prompt = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/screens/codex/idle-start-api-key-0.169.0.txt",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let (c, d) = (Clock::new(), detector(ScreenRules::Codex));
+    let mut d = d.expecting_start_dialog();
+    let wait = crate::detect::decision::START_DIALOG_WAIT.as_millis() as u64;
+    assert_eq!(c.screen(&mut d, 0, &prompt), None);
+    assert_eq!(c.screen(&mut d, wait - 1, &prompt), None);
+    // Answered before this worker watched the pane (it restarted): the prompt is the CLI ready.
+    assert_eq!(c.screen(&mut d, wait, &prompt), None, "the first quiet reading at the prompt");
+    assert_eq!(activity(c.screen(&mut d, wait + 1_000, &prompt)), Some((Activity::Idle, Source::Screen)));
+}

@@ -1,8 +1,10 @@
 //! Every screen under `tests/fixtures/screens/{claude,codex,gemini}/` against its provider's
 //! rules. The file name says the expected result — `working`, `idle`, `permission`, `question`,
 //! `usage_limit`, `error` or `fatal` (the provider needs a login, key or network: the agent is
-//! `error`), then optionally `-what-is-special` and, for screens recorded from the real CLIs,
-//! the CLI's version — so a new fixture is a new case.
+//! `error`) or `start` (a dialog Switchyard answers itself before the first prompt: nothing
+//! decided, a [`StartChoice`](super::screen::StartChoice) to make), then optionally
+//! `-what-is-special` and, for screens recorded from the real CLIs, the CLI's version — so a
+//! new fixture is a new case.
 //! Each goes through a fresh [`Detector`] the way the worker would: read, then read again after
 //! the settle time (idle needs both) — once as captured, and once printed into a pane mirror
 //! ([`crate::tmux::mirror`]), which is how the worker reads screens.
@@ -64,7 +66,15 @@ fn check(path: &Path, mirrored: bool) -> Result<(), String> {
     let expected = name.split(['-', '.', ' ']).next().unwrap();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
     let text = if mirrored { through_mirror(&text) } else { text };
+    if expected == "start" {
+        return start(rules_for(provider), &text).map_err(|e| format!("{provider}/{name}: {e}"));
+    }
     let (first, second) = read_twice(rules_for(provider), &text);
+    if expected == "starting" {
+        // A CLI not ready for input yet: neither idle nor anything else.
+        let decided = second.or(first);
+        return decided.map_or(Ok(()), |d| Err(format!("{provider}/{name}: decided {d:?} while starting")));
+    }
     if expected == "idle" && first.is_some() {
         return Err(format!("{provider}/{name}: decided on one reading: {first:?}"));
     }
@@ -87,6 +97,25 @@ fn check(path: &Path, mirrored: bool) -> Result<(), String> {
         other => return Err(format!("{provider}/{name}: unknown expectation {other:?}")),
     };
     ok.then_some(()).ok_or_else(|| format!("{provider}/{name}: expected {expected}, got {decision:?}"))
+}
+
+/// A start dialog on a pane expected to open at it: read twice, nothing decided (not a question
+/// for a person, not idle) and a choice to make; on any other pane it is a question.
+fn start(rules: ScreenRules, text: &str) -> Result<(), String> {
+    let config = DetectorConfig::default();
+    let mut detector = Detector::new(rules, config).expecting_start_dialog();
+    let (now, wall) = (Instant::now(), "2026-11-22T10:00:00Z".parse().unwrap());
+    let decided = [detector.on_screen(now, wall, text), detector.on_screen(now + config.settle, wall, text)];
+    if decided.iter().any(Option::is_some) {
+        return Err(format!("decided {decided:?}"));
+    }
+    detector.start_choice().ok_or("no choice to make")?;
+    let mut other = Detector::new(rules, config);
+    let asked = other.on_screen(now, wall, text).map(|d| d.activity);
+    match (asked, other.start_choice()) {
+        (Some(Activity::Question), None) => Ok(()),
+        unexpected => Err(format!("on a pane not expecting it: {unexpected:?}")),
+    }
 }
 
 #[test]
@@ -127,6 +156,9 @@ fn usage_limit_fixtures_carry_their_reset_times() {
         ("claude/usage_limit-5-hour.ansi", ScreenRules::ClaudeCode, "2026-11-23T01:00:00Z"),
         ("codex/usage_limit.txt", ScreenRules::Codex, "2026-11-22T15:28:00Z"),
         ("gemini/usage_limit.txt", ScreenRules::Gemini, "2026-11-23T09:00:00Z"),
+        ("gemini/usage_limit-api-key-0.61.0.txt", ScreenRules::Gemini, "2026-11-23T03:15:00Z"),
+        // An API key's rate limit names no reset: the API's limits are per minute.
+        ("claude/usage_limit-api-key-rate-limit-2.1.332.txt", ScreenRules::ClaudeCode, "2026-11-22T10:01:00Z"),
     ] {
         let text = std::fs::read_to_string(fixtures().join(file)).unwrap();
         let decision = settle(rules, &text).unwrap();

@@ -43,9 +43,66 @@ pub fn options(screen: &str) -> Vec<PromptOption> {
         } else if number.parse::<usize>().ok() != Some(found.len() + 1) {
             continue;
         }
-        found.push(PromptOption { number, label: caps[3].to_owned(), selected: caps.get(1).is_some() });
+        found.push(PromptOption { number, label: label(&caps[3]).to_owned(), selected: caps.get(1).is_some() });
     }
     found
+}
+
+/// The most lines of what a prompt asks that are kept (those nearest its options).
+const ASKED_LINES: usize = 8;
+
+/// The longest line of what a prompt asks that is kept whole.
+const ASKED_LINE_CHARS: usize = 300;
+
+/// What the prompt whose options [`options`] reads asks, in the CLI's own words: the lines above
+/// its first option (a dialog's title, the command or file, the question), without box edges and
+/// blank lines, up to the dialog's top edge, a rule, or the blank gap that parts it from the
+/// transcript. `None` when the screen shows no options.
+pub fn asked(screen: &str) -> Option<String> {
+    let lines: Vec<&str> = screen.trim_end().lines().collect();
+    let start = lines.len().saturating_sub(LOOK_BACK);
+    let options = options(screen);
+    let first = options.first()?;
+    // The last line that is option 1 (as `options` reads the last run).
+    let at = (start..lines.len()).rev().find(|&i| {
+        OPTION
+            .captures(lines[i])
+            .is_some_and(|caps| &caps[2] == first.number.as_str() && label(&caps[3]) == first.label)
+    })?;
+    let mut asked: Vec<String> = Vec::new();
+    let mut blanks = 0;
+    for line in lines[..at].iter().rev() {
+        let raw = line.trim();
+        // A box's top or bottom edge or a rule at the outer level ends the dialog.
+        if raw.starts_with(['╭', '╰', '─', '┌', '└', '━']) {
+            break;
+        }
+        let text = raw.trim_matches(|c: char| c == '│' || c == '┃' || c.is_whitespace());
+        if !text.chars().any(char::is_alphanumeric) {
+            // A blank line, or an inner box's edge or arrows: two blanks in a row part the
+            // dialog from the transcript above it, once it has words.
+            blanks += usize::from(text.is_empty());
+            if blanks >= 2 && !asked.is_empty() && text.is_empty() {
+                break;
+            }
+            continue;
+        }
+        blanks = 0;
+        asked.push(text.chars().take(ASKED_LINE_CHARS).collect());
+        if asked.len() == ASKED_LINES {
+            break;
+        }
+    }
+    asked.reverse();
+    (!asked.is_empty()).then(|| asked.join("\n"))
+}
+
+/// An option's label without the description a CLI draws beside it in a column of its own
+/// (Codex: `› 1. Retry up to 3 times  Deliver again after 200 ms.`): the label ends where a gap
+/// of two or more spaces starts. A label never holds such a gap; a box's right edge is already
+/// gone.
+fn label(text: &str) -> &str {
+    text.split("  ").next().unwrap_or(text).trim_end()
 }
 
 #[cfg(test)]
@@ -72,6 +129,28 @@ mod tests {
         let options = options(&screen("claude/question.txt"));
         let labels: Vec<&str> = options.iter().map(|o| o.label.as_str()).collect();
         assert_eq!(labels, ["Retry up to 3 times", "Never retry", "Type something."]);
+    }
+
+    #[test]
+    fn a_codex_question_offers_its_labels_without_the_description_column() {
+        let options = options(&screen("codex/question.txt"));
+        let labels: Vec<&str> = options.iter().map(|o| o.label.as_str()).collect();
+        assert_eq!(labels, ["Retry up to 3 times", "Never retry", "None of the above"]);
+        assert_eq!(selected(&options), Some(0));
+    }
+
+    #[test]
+    fn the_real_clis_questions_offer_the_options_asked_by_label_with_the_first_highlighted() {
+        for fixture in [
+            "claude/question-asked-2.1.332.txt",
+            "codex/question-asked-0.169.0.txt",
+            "gemini/question-asked-0.61.0.txt",
+        ] {
+            let options = options(&screen(fixture));
+            let labels: Vec<&str> = options.iter().map(|o| o.label.as_str()).collect();
+            assert_eq!(labels[..3], ["Red", "Blue", "Green"], "{fixture}: {options:?}");
+            assert_eq!(selected(&options), Some(0), "{fixture}");
+        }
     }
 
     #[test]
@@ -103,6 +182,38 @@ mod tests {
         let labels: Vec<&str> = gemini.iter().map(|o| o.label.as_str()).collect();
         assert_eq!(labels, ["Allow once", "Allow for this session", "No, suggest changes (esc)"]);
         assert_eq!(selected(&gemini), Some(0));
+    }
+
+    #[test]
+    fn what_a_prompt_asks_is_read_above_its_options_in_each_clis_words() {
+        let asked = |path: &str| asked(&screen(path)).unwrap_or_default();
+        assert_eq!(
+            asked("claude/permission.txt"),
+            "Bash command\nrm -rf target/debug/incremental\nRemove stale incremental build output\nDo you want to proceed?"
+        );
+        assert_eq!(asked("claude/question.txt"), "☐ Retries\nShould a failed input delivery be retried?");
+        assert_eq!(asked("claude/question-asked-2.1.332.txt"), "☐ Choice\nWhich colour should claude-ask use?");
+        assert_eq!(
+            asked("claude/permission-edit-v1-box.txt").lines().last(),
+            Some("Do you want to make this edit to input.rs?")
+        );
+        let codex = asked("codex/permission-escalated-0.169.0.txt");
+        assert!(codex.starts_with("Would you like to run the following command?"), "{codex}");
+        assert!(codex.ends_with("$ python3 -c \"open('no.txt', 'w').write('ran')\""), "{codex}");
+        assert_eq!(
+            asked("codex/question.txt"),
+            "Question 1/1 (1 unanswered)\nShould a failed input delivery be retried?"
+        );
+        assert_eq!(
+            asked("gemini/permission-shell-allow-once-0.61.0.txt"),
+            "? Shell  touch outside-the-list.txt\ntouch outside-the-list.txt\nAllow execution of [Shell]?"
+        );
+        assert!(asked("gemini/permission.txt").ends_with("rm -rf target/debug/incremental\nAllow execution of: 'rm'?"));
+        assert_eq!(
+            asked("gemini/question-asked-0.61.0.txt"),
+            "Answer Questions\nWhich colour should gemini-listed use?"
+        );
+        assert_eq!(asked("claude/working.txt"), "", "no options, nothing asked");
     }
 
     #[test]

@@ -106,6 +106,22 @@ pub struct ScreenReading {
     /// The rule that decided `activity` (working, permission or question) and the line it
     /// matched, so a state can be explained ("spinner" on `✻ Thinking…`).
     pub matched: Option<Matched>,
+    /// While it asks (permission, question): what, in the CLI's words ([`super::prompt::asked`]).
+    pub asked: Option<String>,
+    /// A dialog the CLI starts at that Switchyard answers itself, and how.
+    pub start_choice: Option<StartChoice>,
+}
+
+/// The option Switchyard chooses in a dialog a CLI opens at because of how Switchyard configured
+/// it (Codex's "Folder access" for the untrusted clone). The screen reads it as a question too;
+/// on a pane expected to open at it, before the CLI was ready, it is not a person's
+/// ([`super::decision::Detector::expecting_start_dialog`]): the worker chooses it with key
+/// presses checked on the screen, under this label only
+/// ([`crate::app::local_panes::Typist::choose_labelled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartChoice {
+    pub option: u32,
+    pub label: &'static str,
 }
 
 /// A screen rule that matched, and the line (colour codes stripped) it matched on.
@@ -138,13 +154,19 @@ pub fn read(rules: ScreenRules, text: &str, ctx: &ReadContext) -> ScreenReading 
         ScreenRules::ClaudeCode => claude::LAYOUT,
         ScreenRules::Codex => codex::LAYOUT,
         ScreenRules::Gemini => gemini::LAYOUT,
-        ScreenRules::Generic => {
-            Layout { prompts: &[], bare_prompt: false, bullets: &[], hint_above_prompt: false, composer_hints: &[] }
-        }
+        ScreenRules::Generic => Layout {
+            prompts: &[],
+            bare_prompt: false,
+            bullets: &[],
+            hint_above_prompt: false,
+            composer_hints: &[],
+            starting: None,
+        },
     };
     let input_area = layout.input_area(&lines);
-    let at_prompt = layout.prompts.is_empty() || input_area.is_some();
     let (region, below) = lines.split_at(input_area.unwrap_or(lines.len()));
+    let at_prompt = (layout.prompts.is_empty() || input_area.is_some())
+        && !layout.starting.is_some_and(|starting| starting(region));
     let mut hasher = std::hash::DefaultHasher::new();
     // Trailing blank lines come and go as the input area grows; they are not news.
     let trimmed = region.iter().rposition(|l| !l.is_empty()).map_or(&region[..0], |last| &region[..=last]);
@@ -157,7 +179,11 @@ pub fn read(rules: ScreenRules, text: &str, ctx: &ReadContext) -> ScreenReading 
         ScreenRules::Gemini => gemini::marks(&live, ctx),
         ScreenRules::Generic => Marks::default(),
     };
-    marks.into_reading(region_hash, at_prompt)
+    let mut reading = marks.into_reading(region_hash, at_prompt);
+    if matches!(reading.activity, Some(Activity::Permission | Activity::Question)) {
+        reading.asked = super::prompt::asked(&plain);
+    }
+    reading
 }
 
 /// What one provider's rules found in the live region.
@@ -169,6 +195,7 @@ struct Marks {
     usage_limit: Option<DateTime<Utc>>,
     error: Option<String>,
     fatal: Option<String>,
+    start_choice: Option<StartChoice>,
 }
 
 impl Marks {
@@ -194,6 +221,8 @@ impl Marks {
             at_prompt,
             region_hash,
             matched,
+            asked: None,
+            start_choice: self.start_choice,
         }
     }
 }
@@ -212,6 +241,9 @@ struct Layout {
     /// A bare prompt is the composer only with one of these in its footer (Codex hides its
     /// composer while a turn starts, leaving the user's echoed `›` line last on the screen).
     composer_hints: &'static [&'static str],
+    /// Whether what stands above the input area says the CLI is still starting, its input area
+    /// drawn but not yet taking keys (Gemini CLI before its configuration is loaded).
+    starting: Option<fn(&[&str]) -> bool>,
 }
 
 impl Layout {
@@ -298,6 +330,11 @@ fn is_box_top(line: &str) -> bool {
 /// A numbered option of a selection dialog: `❯ 1. Yes`, `  2. No`, `● 1. Allow once`.
 /// Returns whether the cursor is on it, and its text.
 fn option(text: &str) -> Option<(bool, &str)> {
+    numbered(text).map(|(cursor, _, label)| (cursor, label))
+}
+
+/// [`option`] with its number.
+fn numbered(text: &str) -> Option<(bool, u32, &str)> {
     let trimmed = text.trim_start();
     let rest = trimmed.trim_start_matches(['❯', '›', '●', '○', '▶', '>', '▌', '→']);
     let cursor = rest.len() != trimmed.len();
@@ -307,7 +344,12 @@ fn option(text: &str) -> Option<(bool, &str)> {
         return None;
     }
     let label = rest[digits..].strip_prefix(". ")?;
-    Some((cursor, label.trim()))
+    Some((cursor, rest[..digits].parse().ok()?, label.trim()))
+}
+
+/// The number of the option of `live`'s dialog that says `label`.
+fn option_saying(live: &[&str], label: &str) -> Option<u32> {
+    live.iter().filter_map(|l| numbered(l)).find(|(_, _, said)| *said == label).map(|(_, number, _)| number)
 }
 
 /// A dialog of numbered options with a cursor on one of them: the option under the cursor.

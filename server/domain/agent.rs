@@ -1,4 +1,4 @@
-//! Agent state and its state machine (Genie's registry states).
+//! Agent state and its state machine (registered, working, idle, …).
 //!
 //! ```text
 //! spawning → working ⇄ idle → done
@@ -104,6 +104,15 @@ impl FromStr for AgentState {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         super::parse_status("agent", &Self::ALL, Self::as_str, s)
     }
+}
+
+/// How the failure reason of an agent the worker could not start begins (its provider missing,
+/// a clone it cannot make, a link it refuses to follow): another try meets the same refusal.
+pub const SPAWN_FAILED: &str = "spawning failed";
+
+/// Whether `reason` says the agent could not be started at all ([`SPAWN_FAILED`]).
+pub fn never_started(reason: &str) -> bool {
+    reason.starts_with(SPAWN_FAILED)
 }
 
 /// What a provider needs from the user, read from the words it failed with (the screen rules

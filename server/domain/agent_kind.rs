@@ -1,5 +1,5 @@
 //! What an agent is, as opposed to what it is doing ([`super::agent`]): its kind (multiclaude's
-//! agent types), its role (Genie's), and the rule for its name.
+//! agent types), its role, and the rule for its name.
 
 use std::fmt;
 use std::str::FromStr;
@@ -52,7 +52,7 @@ impl AgentKind {
     }
 }
 
-/// Genie's agent roles.
+/// What an agent does in a wish or a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentRole {

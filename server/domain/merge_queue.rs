@@ -1,4 +1,4 @@
-//! The merge queue's rules: an entry's states (v0's `pending → processing → completed | failed |
+//! The merge queue's rules: an entry's states (`pending → processing → completed | failed |
 //! conflict`), what happens after a failed attempt (a fix agent, up to the project's cap, or a
 //! person), and which entry ahead a predicted conflict makes an entry wait for.
 //!

@@ -8,11 +8,11 @@
 //! - [`interruption`]: when an agent whose pane vanished is resumed on its own, and what it is told.
 //! - [`agent_kind`]: an agent's kind, role and name rule.
 //! - [`task`]: the task status set and its transitions (standalone tasks and wish groups).
-//! - [`wish`]: a wish's lifecycle (v0's operation state machine), hold, blockers and resume.
+//! - [`wish`]: a wish's lifecycle, hold, blockers and resume.
 //! - [`plan`]: validation of a wish's execution groups (keys, dependencies, cycles).
 //! - [`progress`]: in-memory dependency progress over a validated plan.
 //! - [`merge_queue`]: a merge queue entry's states, fix-agent handoff and predicted waits.
-//! - [`review`]: agentmux's review loop against an iteration cap.
+//! - [`review`]: the review loop against an iteration cap.
 //! - [`project`]: the project slug rule and its typed settings (multiclaude's configs).
 //! - [`board`]: column gates and column blueprints, with their validation.
 //! - [`team`]: a team's lifecycle and its name rule.
@@ -22,10 +22,12 @@
 //! - [`usage`]: token use read from a Claude Code transcript, per model.
 //! - [`cost`]: prices per model and what per-model sums cost.
 //! - [`webhook_format`]: what a delivery looks like on the wire (standard, Slack, ntfy).
+//! - [`when`]: times as people read them ("3 min ago").
 
 pub mod agent;
 pub mod agent_kind;
 pub mod board;
+pub mod briefs;
 pub mod cost;
 pub mod interruption;
 pub mod merge_queue;
@@ -41,6 +43,7 @@ pub mod typed;
 pub mod usage;
 pub mod webhook;
 pub mod webhook_format;
+pub mod when;
 pub mod wish;
 
 /// A status string that names no known status, e.g. from an API request or a database row.

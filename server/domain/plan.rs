@@ -1,5 +1,5 @@
-//! Validation of a wish's plan: its execution groups and their dependencies (Genie's
-//! `dependsOn`). A valid plan is a non-empty DAG of uniquely, safely keyed groups; validation
+//! Validation of a wish's plan: its execution groups and their dependencies
+//! (`dependsOn`). A valid plan is a non-empty DAG of uniquely, safely keyed groups; validation
 //! returns a topological order so callers can create the groups' tasks dependencies-first.
 //!
 //! Checks run in a fixed order and stop at the first failure, so the same bad plan always gives

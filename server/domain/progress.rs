@@ -1,6 +1,6 @@
 //! Dependency progress over a validated plan, in memory: each group's [`TaskStatus`], moved
 //! only through [`task::transition`](super::task::transition), and the rule that a group becomes
-//! `ready` exactly once, when its last dependency becomes `done` (Genie's `completeGroup`).
+//! `ready` exactly once, when its last dependency becomes `done`.
 //!
 //! Each group keeps a count of its unmet dependencies, so completing a group costs time
 //! proportional to its direct dependents, not to the size of the wish. The database layer keeps

@@ -1,7 +1,7 @@
-//! agentmux's review loop for an executing wish: review → (fail) fix → review …, until a
+//! The review loop for an executing wish: review → (fail) fix → review …, until a
 //! review passes or the loop cap is reached.
 //!
-//! `iteration` is agentmux's `review_iteration`: how many reviews have been recorded. Each
+//! `iteration`: how many reviews have been recorded. Each
 //! recorded verdict increments it, and the outcome carries the new value to store. `cap` is
 //! the most reviews a wish gets: a fail on review number `cap` ends the loop with
 //! [`ReviewOutcome::CapReached`], where the wish should fail or go to a human rather than get
@@ -20,7 +20,7 @@ pub enum Verdict {
 /// Where a wish's review loop stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReviewState {
-    /// Reviews recorded so far (agentmux's `review_iteration`).
+    /// Reviews recorded so far.
     pub iteration: u32,
     /// The most reviews allowed; at least 1.
     pub cap: u32,

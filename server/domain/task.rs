@@ -1,5 +1,5 @@
-//! Task status and its state machine: the one status set shared by standalone tasks (Fetch)
-//! and a wish's execution groups (Genie).
+//! Task status and its state machine: the one status set shared by standalone tasks
+//! and a wish's execution groups.
 //!
 //! ```text
 //! blocked → ready → in_progress ⇄ waiting_input → done | failed | cancelled
@@ -33,7 +33,7 @@ pub enum TaskStatus {
     Ready,
     /// An agent (or human) is working on it.
     InProgress,
-    /// The agent asked a question and waits for an answer (Fetch's `ask_user`).
+    /// The agent asked a question and waits for an answer.
     WaitingInput,
     Done,
     Failed,
@@ -181,6 +181,20 @@ pub fn transition(from: TaskStatus, event: &TaskEvent) -> Result<TaskStatus, Ill
         _ => return Err(IllegalTransition { from, event: event.name() }),
     };
     Ok(to)
+}
+
+/// A sentence naming the dependencies (title, status) that are not done, and what each needs.
+pub fn blocked_reason<'a>(dependencies: impl IntoIterator<Item = (&'a str, TaskStatus)>) -> String {
+    let dependencies: Vec<(&str, TaskStatus)> = dependencies.into_iter().collect();
+    let open: Vec<String> = dependencies
+        .iter()
+        .filter(|(_, status)| *status != TaskStatus::Done)
+        .map(|(title, status)| match status {
+            TaskStatus::Failed | TaskStatus::Cancelled => format!("`{title}` is {status} and needs a retry"),
+            other => format!("`{title}` is {other}"),
+        })
+        .collect();
+    format!("waiting for {} of {} dependencies: {}", open.len(), dependencies.len(), open.join("; "))
 }
 
 #[cfg(test)]

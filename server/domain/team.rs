@@ -1,4 +1,4 @@
-//! A team's lifecycle (Genie's model) and its name rule.
+//! A team's lifecycle and its name rule.
 //!
 //! ```text
 //! created → in_progress → done

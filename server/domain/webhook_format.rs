@@ -118,10 +118,19 @@ pub fn render(format: WebhookFormat, body: &serde_json::Value, dashboard: Option
         format!("{event_type} — {about} ({said})")
     };
     let link = dashboard.zip(page_of(&subject)).map(|(base, page)| format!("{}{page}", base.trim_end_matches('/')));
+    // An agent that starts asking is answered on its page: the notice says who asks, and its
+    // action opens that page (the login form first, which comes back to it).
+    let asks = match (event_type.as_str(), payload.get("to").and_then(|v| v.as_str())) {
+        ("agent.state_changed", Some("permission")) => Some("asks for permission"),
+        ("agent.state_changed", Some("question")) => Some("asks a question"),
+        _ => None,
+    };
+    let asker = asks.zip(subject.split_once(':')).map(|(asks, (_, name))| format!("{name} {asks}"));
+    let open = if asks.is_some() { "Answer in Switchyard" } else { "Open in Switchyard" };
     match format {
         WebhookFormat::Slack => {
             let text = match &link {
-                Some(link) => format!("Switchyard: {line}\n<{link}|Open in Switchyard>"),
+                Some(link) => format!("Switchyard: {line}\n<{link}|{open}>"),
                 None => format!("Switchyard: {line}"),
             };
             Rendered {
@@ -133,7 +142,11 @@ pub fn render(format: WebhookFormat, body: &serde_json::Value, dashboard: Option
         _ => {
             // Header values must stay one line of visible ASCII: anything else is left out.
             let header = |v: String| v.chars().filter(|c| c.is_ascii_graphic() || *c == ' ').collect::<String>();
-            let mut headers = vec![("title", header(format!("Switchyard: {event_type}")))];
+            let title = asker.unwrap_or(event_type);
+            let mut headers = vec![("title", header(format!("Switchyard: {title}")))];
+            if let (Some(link), true) = (&link, asks.is_some()) {
+                headers.push(("actions", header(format!("view, {open}, {link}"))));
+            }
             headers.extend(link.map(|link| ("click", header(link))));
             Rendered { content_type: "text/plain; charset=utf-8", body: line.into_bytes(), headers }
         }
@@ -147,7 +160,7 @@ mod tests {
     fn delivery() -> serde_json::Value {
         serde_json::json!({"type": "agent.state_changed", "timestamp": "2026-11-22T09:30:00Z",
             "data": {"id": 42, "subject": "agent:fox", "project": "alpha",
-                "payload": {"from": "working", "to": "permission", "detail": "permission to use Bash"}}})
+                "payload": {"from": "working", "to": "permission", "detail": "permission to use Bash: rm -rf build"}}})
     }
 
     #[test]
@@ -163,8 +176,8 @@ mod tests {
         let body: serde_json::Value = serde_json::from_slice(&rendered.body).unwrap();
         assert_eq!(
             body["text"],
-            "Switchyard: agent.state_changed — agent:fox (to: permission · detail: permission to use Bash)\n\
-             <https://sy.example.com/agents/fox|Open in Switchyard>"
+            "Switchyard: agent.state_changed — agent:fox (to: permission · detail: permission to use Bash: rm -rf build)\n\
+             <https://sy.example.com/agents/fox|Answer in Switchyard>"
         );
     }
 
@@ -192,14 +205,24 @@ mod tests {
     fn ntfy_is_text_with_a_title_and_a_click_link() {
         let rendered = render(WebhookFormat::Ntfy, &delivery(), Some("https://sy.example.com"));
         assert!(rendered.content_type.starts_with("text/plain"));
-        assert!(String::from_utf8(rendered.body).unwrap().starts_with("agent.state_changed — agent:fox"));
+        let body = String::from_utf8(rendered.body).unwrap();
+        assert!(body.starts_with("agent.state_changed — agent:fox") && body.contains("rm -rf build"), "{body}");
         assert_eq!(
             rendered.headers,
             [
-                ("title", "Switchyard: agent.state_changed".to_owned()),
+                ("title", "Switchyard: fox asks for permission".to_owned()),
+                ("actions", "view, Answer in Switchyard, https://sy.example.com/agents/fox".to_owned()),
                 ("click", "https://sy.example.com/agents/fox".to_owned())
             ]
         );
+        let done = serde_json::json!({"type": "wish.merged", "data": {"subject": "wish:login", "payload": {}}});
+        let rendered = render(WebhookFormat::Ntfy, &done, Some("https://sy.example.com"));
+        assert_eq!(
+            rendered.headers[0],
+            ("title", "Switchyard: wish.merged".to_owned()),
+            "other events keep their type"
+        );
+        assert_eq!(rendered.headers.len(), 2, "and only the click: {:?}", rendered.headers);
         assert_eq!("ntfy".parse(), Ok(WebhookFormat::Ntfy));
         assert!("teams".parse::<WebhookFormat>().is_err());
     }

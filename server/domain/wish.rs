@@ -1,4 +1,4 @@
-//! A wish's lifecycle: v0's operation state machine, with its hold flag, `blocked_by` wishes
+//! A wish's lifecycle: its state machine, with its hold flag, `blocked_by` wishes
 //! and resume from an error state.
 //!
 //! ```text
@@ -14,18 +14,18 @@
 //! - **Cancel** is accepted from every state but `merged` and `cancelled`, error states
 //!   included (giving up on a failed wish). `cancelled` can only be left by an explicit resume.
 //! - **Merge failure.** Besides `conflict`, the merge queue can end in `failed` (fetch or push
-//!   error); `merge_failed` moves `pending_merge → failed`, as in v0.
+//!   error); `merge_failed` moves `pending_merge → failed`.
 //! - **Merge queue round trips.** `requeue` sends a wish the merge queue gave back (`conflict`,
 //!   or `failed` there) to `pending_merge` again once a fix agent or a person has fixed its branch;
 //!   the merge queue only uses it for a wish it holds an entry of. `withdraw` takes a
 //!   `pending_merge` wish out of the queue, back to `completed`.
 //! - **Resume** (from `failed`, `conflict`, `interrupted`, `cancelled`) goes to the last good
-//!   state, derived from stored data rather than a remembered status, as v0 does:
+//!   state, derived from stored data rather than a remembered status:
 //!   a `conflict` resumes to `pending_merge` (once fixed, the branch goes back to the merge
-//!   queue); otherwise a wish whose groups exist as tasks (it was queued; v0's `epic_id`)
+//!   queue); otherwise a wish whose groups exist as tasks (it was queued)
 //!   resumes to `queued`, one with only a plan to `planned`, anything else to `draft`.
 //!   It never resumes to `executing`: going through `queued` makes `start` check the blockers
-//!   again, and groups already `done` stay done. An explicit target (v0's `--resume queued`)
+//!   again, and groups already `done` stay done. An explicit target
 //!   may be `draft`, `planned` or `queued`, and only if the data supports it.
 
 use std::fmt;
@@ -39,7 +39,7 @@ use super::UnknownStatus;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WishStatus {
-    /// Stated, not planned yet (v0's `init`).
+    /// Stated, not planned yet.
     Draft,
     /// Has a plan of execution groups.
     Planned,
@@ -165,9 +165,9 @@ pub struct WishSnapshot {
     pub held: bool,
     /// How many of the wishes in its `blocked_by` have not merged yet.
     pub blockers_unmerged: usize,
-    /// A validated plan with at least one execution group is stored (v0's `plan_file`).
+    /// A validated plan with at least one execution group is stored.
     pub has_plan: bool,
-    /// The plan's groups exist as tasks, created when the wish was queued (v0's `epic_id`).
+    /// The plan's groups exist as tasks, created when the wish was queued.
     pub has_tasks: bool,
 }
 
@@ -338,6 +338,27 @@ fn resume(w: &WishSnapshot, from: WishStatus, to: Option<WishStatus>) -> Result<
         Some(WishStatus::Queued) if w.has_tasks => Ok(WishStatus::Queued),
         Some(WishStatus::Queued) => Err(WishError::NeverQueued),
         Some(other) => Err(WishError::InvalidResumeTarget { to: other }),
+    }
+}
+
+/// A wish slug made from its title, for a wish made without one: lowercase words joined by `-`,
+/// at most 40 characters (`wish` when the title has no letters or digits).
+pub fn slug_of(title: &str) -> String {
+    let mut slug = String::new();
+    for word in title.to_lowercase().split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+        if slug.len() + word.len() + 1 > 40 && !slug.is_empty() {
+            break;
+        }
+        if !slug.is_empty() {
+            slug.push('-');
+        }
+        slug.push_str(word);
+    }
+    slug.truncate(40);
+    if slug.is_empty() {
+        "wish".to_owned()
+    } else {
+        slug
     }
 }
 

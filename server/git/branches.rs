@@ -165,6 +165,12 @@ pub async fn head_and_tree(repo: &Path, branch: &str) -> Result<Option<(String, 
     }))
 }
 
+/// The message of `commit` (a full hash), as git has it.
+pub async fn message(repo: &Path, commit: &str) -> Result<String, GitError> {
+    let object = format!("{commit}^{{commit}}");
+    Ok(git(repo, &["show", "--no-patch", "--format=%B", &object]).await?.trim_end().to_owned())
+}
+
 /// The diff of `head` against its merge base with `base`: a `--stat` summary, then the patch.
 pub async fn diff(repo: &Path, base: &str, head: &str) -> Result<(String, String), GitError> {
     let range = format!("{base}...{head}");

@@ -1,6 +1,6 @@
 //! Agents' clones: `git clone --shared` of the project's repository under
 //! `<data_dir>/clones/<agent-name>`, on the agent's own branch; never `git worktree` (an agent
-//! could flip `core.bare` in a shared `.git` and corrupt the project's repository — Genie's finding).
+//! could flip `core.bare` in a shared `.git` and corrupt the project's repository).
 //!
 //! Before a clone is removed, [`unmerged_work`] says what would be lost: commits not in the
 //! project's target branch (and how many are not pushed anywhere) and uncommitted files.

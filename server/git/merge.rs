@@ -1,5 +1,5 @@
-//! What the merge queue asks of git, in the project's repository (bare or not) without ever
-//! touching its index or working tree:
+//! What the merge queue asks of git, in the project's repository (bare or not) without touching
+//! its index or working tree (a target checked out there is advanced by [`super::checked_out`]):
 //! - the merge itself is [`super::branches::merge_as`] (`git merge-tree --write-tree`, then `git
 //!   commit-tree` with both as parents — a `--no-ff` merge commit made in memory; no ref moves),
 //!   made by [`MERGE_QUEUE`].
@@ -11,7 +11,7 @@
 //! - [`move_branch`]: `git update-ref refs/heads/<target> <merge> <base>`, a compare-and-swap that
 //!   moves the target only from the commit the merge was made on.
 //! - [`heads`]: one `git for-each-ref` says where each branch is and where it is checked out
-//!   under a working tree (so the queue never moves a branch under someone's files);
+//!   under a working tree (so the queue moves such a branch only with its files);
 //!   [`checked_out`] reads the latter again from git's `HEAD` files just before a move.
 //! - [`delete_branches`]: merged branches deleted in one `git update-ref --stdin` transaction.
 

@@ -1,11 +1,12 @@
 //! The one place that runs git: agents' and teams' clones ([`clones`]), conflict prediction
-//! ([`conflicts`]), the merge queue's merges ([`merge`]) and the check that a project's
-//! `repo_path` is a repository. git always runs as an argument list (never through a shell),
+//! ([`conflicts`]), the merge queue's merges ([`merge`]) and the working trees it advances
+//! ([`checked_out`]), and the check that a project's `repo_path` is a repository. git always runs as an argument list (never through a shell),
 //! never prompts, and answers about the directory it is given, whatever repository called us.
 //! Nothing a repository's own configuration names is run ([`safe`]): agents write their clones'.
 
 pub mod branches;
 pub mod bundles;
+pub mod checked_out;
 pub mod clones;
 pub mod conflicts;
 pub mod merge;

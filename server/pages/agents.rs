@@ -9,14 +9,14 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use crate::api::error::ApiError;
+use crate::app::agent_panes::MenuOption;
 use crate::app::{self, agent_panes};
 use crate::db::agents::{self, Agent, ListFilter};
 use crate::db::events;
 use crate::db::sessions::Session;
-use crate::detect::prompt::{self, PromptOption};
 use crate::domain::agent::{AgentEvent, AgentState};
 use crate::domain::agent_kind::{AgentKind, AgentRole};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::events::EventRow;
 use crate::pages::live::topic;
@@ -87,7 +87,7 @@ struct ListQuery {
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn list(State(state): State<AppState>, session: Session, PageQuery(query): PageQuery<ListQuery>) -> PageResult {
-    let filter = crate::api::query::filter::<AgentState>("state", query.state.as_deref().filter(|s| !s.is_empty()))?;
+    let filter = crate::http::query::filter::<AgentState>("state", query.state.as_deref().filter(|s| !s.is_empty()))?;
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "agents", "Agents").await?;
     let now = Utc::now();
@@ -102,7 +102,7 @@ async fn list(State(state): State<AppState>, session: Session, PageQuery(query):
         filter: filter.map(|s| s.as_str().to_owned()),
         states,
         projects,
-        providers: state.providers.names().into_iter().map(str::to_owned).collect(),
+        providers: state.providers.current().names().into_iter().map(str::to_owned).collect(),
         kinds: AgentKind::ALL.iter().map(AgentKind::as_str).collect(),
         roles: AgentRole::ALL.iter().map(AgentRole::as_str).collect(),
     };
@@ -117,7 +117,16 @@ async fn list(State(state): State<AppState>, session: Session, PageQuery(query):
 struct PaneView {
     text: Option<String>,
     unavailable: Option<String>,
-    options: Vec<PromptOption>,
+}
+
+/// What an asking agent asks and its options as one-tap buttons (`agents/_ask.html`), wherever
+/// it is shown: the overview, its wish's page, its own page.
+pub struct AskView {
+    pub agent: String,
+    pub asked: Option<String>,
+    pub options: Vec<MenuOption>,
+    /// The page an answer comes back to.
+    pub back: String,
 }
 
 #[derive(Template)]
@@ -133,6 +142,8 @@ struct DetailPage {
     created: String,
     pane: PaneView,
     asking: bool,
+    /// While it asks: what, and its options.
+    ask: Option<AskView>,
     live: bool,
     resumable: bool,
     /// Why it is in its state, in a sentence.
@@ -165,12 +176,16 @@ async fn detail(
     let usage = crate::app::usage::report(&state.app, &scope).await?;
     drop(conn);
     let pane = match agent_panes::screen(&state.app, &name, PANE_HISTORY).await {
-        Ok(screen) => {
-            let options = if agent.state.needs_person() { prompt::options(&screen.text) } else { Vec::new() };
-            PaneView { text: Some(screen.text.trim_end().to_owned()), unavailable: None, options }
-        }
-        Err(app::Error::Conflict { detail, .. }) => PaneView { text: None, unavailable: Some(detail), options: vec![] },
+        Ok(screen) => PaneView { text: Some(screen.text.trim_end().to_owned()), unavailable: None },
+        Err(app::Error::Conflict { detail, .. }) => PaneView { text: None, unavailable: Some(detail) },
         Err(other) => return Err(other.into()),
+    };
+    let ask = if agent.state.needs_person() {
+        let ask = app::needs::ask(&state.app, &agent).await?;
+        let back = format!("/agents/{}", agent.name);
+        Some(AskView { agent: agent.name.clone(), asked: ask.asked, options: ask.options, back })
+    } else {
+        None
     };
     let why = crate::app::agent_states::explain(&state.app, &name).await?.summary;
     let page = DetailPage {
@@ -183,6 +198,7 @@ async fn detail(
         topic: topic("agent", &agent.name),
         created: ago(agent.created_at, now),
         asking: agent.state.needs_person(),
+        ask,
         live: agent.state.is_live(),
         resumable: matches!(agent.state, AgentState::Suspended | AgentState::Error),
         pane,
@@ -223,6 +239,10 @@ struct AnswerForm {
     /// Free text (the words field).
     #[serde(default)]
     answer: Option<String>,
+    /// The page the answer was given on (the overview, a wish's page), where it comes back to;
+    /// a path on this site only, else the agent's page.
+    #[serde(default)]
+    back: Option<String>,
 }
 
 /// Answers a permission or question prompt: an option's button chooses it on the menu with key
@@ -234,18 +254,22 @@ async fn answer(
     PagePath(name): PagePath<String>,
     PageForm(form): PageForm<AnswerForm>,
 ) -> PageResult {
+    let back = match form.back.as_deref() {
+        Some(back) => crate::pages::login::safe_next(Some(back)),
+        None => format!("/agents/{name}"),
+    };
     if let Some(option) = form.option.as_deref() {
         let option = option.trim().parse::<u32>().ok().filter(|n| *n > 0);
         let option = option.ok_or_else(|| ApiError::validation("option", "must be an option's number"))?;
         agent_panes::choose(&state.app, &name, option).await?;
-        return Ok(see_other(&format!("/agents/{name}")));
+        return Ok(see_other(&back));
     }
     let answer = form.answer.as_deref().unwrap_or_default().trim();
     if answer.is_empty() {
         return Err(ApiError::validation("answer", "choose an option or type an answer").into());
     }
     agent_panes::input(&state.app, &name, answer, true).await?;
-    Ok(see_other(&format!("/agents/{name}")))
+    Ok(see_other(&back))
 }
 
 #[tracing::instrument(skip_all, fields(agent = ?name, action = ?action), err(Debug, level = "debug"))]
@@ -283,8 +307,9 @@ struct AgentForm {
 /// Registers an agent as the API does; a worker claims it and opens its pane.
 #[tracing::instrument(skip_all, fields(project = ?form.project), err(Debug, level = "debug"))]
 async fn create(State(state): State<AppState>, PageForm(form): PageForm<AgentForm>) -> PageResult {
-    let kind = crate::api::query::filter::<AgentKind>("kind", Some(form.kind.as_str()))?.unwrap_or(AgentKind::Worker);
-    let role = crate::api::query::filter::<AgentRole>("role", Some(form.role.as_str()))?.unwrap_or(AgentRole::Engineer);
+    let kind = crate::http::query::filter::<AgentKind>("kind", Some(form.kind.as_str()))?.unwrap_or(AgentKind::Worker);
+    let role =
+        crate::http::query::filter::<AgentRole>("role", Some(form.role.as_str()))?.unwrap_or(AgentRole::Engineer);
     let input = app::agents::NewAgentInput {
         name: filled(&form.name),
         project: form.project,

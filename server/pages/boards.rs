@@ -12,7 +12,6 @@ use axum::Router;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::api::error::ApiError;
 use crate::app::boards::flow::Mover;
 use crate::app::boards::{self as boards_app, no_board, NewBoard};
 use crate::app::tasks::{self as tasks_app, NewTask};
@@ -21,6 +20,7 @@ use crate::db::board_columns as columns_db;
 use crate::db::boards::{self, Board};
 use crate::db::sessions::Session;
 use crate::db::{board_templates, projects, tasks, wishes};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::live::topic;
 use crate::pages::view::{
@@ -48,6 +48,8 @@ struct ProjectBoards {
     slug: String,
     name: String,
     boards: Vec<BoardRow>,
+    /// Its target branch is checked out in a working tree the merge queue will move.
+    warning: Option<String>,
 }
 
 #[derive(Template)]
@@ -74,7 +76,8 @@ async fn list(State(state): State<AppState>, session: Session, PageQuery(query):
                 name: b.name,
             })
             .collect();
-        listed.push(ProjectBoards { slug: project.slug, name: project.name, boards });
+        let warning = crate::app::projects::target_checked_out(&project.repo_path, &project.target_branch);
+        listed.push(ProjectBoards { slug: project.slug, name: project.name, boards, warning });
     }
     let templates = board_templates::list(&mut conn, None, 1000).await?.into_iter().map(|t| t.name).collect();
     let page = ListPage { chrome, projects: listed, templates };

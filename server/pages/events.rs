@@ -11,12 +11,12 @@ use serde::Deserialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::api::error::ApiError;
 use crate::db::boards;
 use crate::db::events::{self, Event};
 use crate::db::sessions::Session;
 use crate::db::tasks;
 use crate::domain::webhook_format::{page_of, payload_name};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::view::{ago, iso, no_block, render, truncate, words, Chrome, PageQuery, PageResult};
 
@@ -113,11 +113,31 @@ fn summary(payload: &serde_json::Value, named: &[&str]) -> String {
                 format!("{} item(s)", items.len())
             }
             Value::String(text) => text.clone(),
-            other => other.to_string(),
+            other => tokens(other).unwrap_or_else(|| other.to_string()),
         };
         parts.push(format!("{}: {shown}", key.replace('_', " ")));
     }
     truncate(&parts.join(" · "), 160)
+}
+
+/// Tokens counted by model (`agent.usage_counted`'s `added`) in words: `claude-sonnet-4: 1200 in,
+/// 300 out, 5000 cache read, 0 cache written`; `None` for any other value.
+fn tokens(value: &serde_json::Value) -> Option<String> {
+    let models = value.as_object().filter(|m| !m.is_empty())?;
+    let lines = models
+        .iter()
+        .map(|(model, usage)| {
+            let n = |key: &str| usage.get(key).and_then(serde_json::Value::as_i64);
+            Some(format!(
+                "{model}: {} in, {} out, {} cache read, {} cache written",
+                n("input_tokens")?,
+                n("output_tokens")?,
+                n("cache_read_input_tokens").unwrap_or(0),
+                n("cache_creation_input_tokens").unwrap_or(0)
+            ))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(lines.join("; "))
 }
 
 #[derive(Template)]
@@ -178,6 +198,18 @@ async fn feed(State(state): State<AppState>, session: Session, PageQuery(query):
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_counted_read_as_words_not_json() {
+        let payload = serde_json::json!({"added": {"claude-sonnet-4": {"input_tokens": 1200, "output_tokens": 300,
+            "cache_read_input_tokens": 5000, "cache_creation_input_tokens": 0}}});
+        assert_eq!(
+            summary(&payload, &[]),
+            "added: claude-sonnet-4: 1200 in, 300 out, 5000 cache read, 0 cache written"
+        );
+        let other = serde_json::json!({"extra": {"a": 1}});
+        assert_eq!(summary(&other, &[]), r#"extra: {"a":1}"#);
+    }
 
     #[test]
     fn a_subject_links_to_its_page_and_a_payload_reads_as_one_line() {

@@ -12,13 +12,14 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use crate::app::conductor::handoff;
+use crate::app::provider_status::{self, Readiness};
 use crate::app::{agent_panes, groups, messages, Ctx};
 use crate::db::agents::Agent;
 use crate::db::tasks::Change;
 use crate::db::{events, handoffs, wishes};
 use crate::domain::message::OPERATOR;
 use crate::domain::task::TaskEvent;
-use crate::domain::wish::{WishPhase, WishStatus};
+use crate::domain::wish::WishStatus;
 use crate::http::AppState;
 use crate::pages::view::{ago, iso, see_other, truncate, PageForm, PageResult};
 
@@ -52,13 +53,15 @@ pub struct WishLink {
 }
 
 /// A provider, until when it is at a usage limit (none: available), and whether this node can
-/// start its program at all.
+/// start its program and it can reach its model ([`provider_status`]).
 pub struct ProviderState {
     pub name: String,
     pub until: Option<String>,
     pub until_iso: Option<String>,
     /// The program this node cannot find (`claude`, not installed): never "available".
     pub missing: Option<String>,
+    /// What it lacks to reach its model (an API key, a login): "installed, not configured".
+    pub unconfigured: Option<String>,
 }
 
 /// Everything of the conductor's that waits for a person.
@@ -87,27 +90,19 @@ impl Handoffs {
     ) -> Handoffs {
         let link = |w: wishes::Wish| WishLink { since: ago(w.updated_at, now), slug: w.slug, title: w.title };
         let approvals = planned.into_iter().filter(|w| !w.held).map(link).collect();
-        let reviews = executing
+        let reviews = executing.into_iter().filter(crate::app::needs::awaits_review).take(limit).map(link).collect();
+        // Looked up on each view: a few stat calls, and an install or a login shows at once.
+        let providers = provider_status::statuses(ctx)
             .into_iter()
-            .filter(|w| w.phase == WishPhase::HumanReview && w.assignee.is_none())
-            .take(limit)
-            .map(link)
-            .collect();
-        let providers = ctx
-            .providers
-            .names()
-            .into_iter()
-            .map(|name| {
-                let until = limited.iter().find(|(p, _)| p == name).map(|(_, until)| *until);
-                // Looked up on each view: a few stat calls, and an install shows at once.
-                let provider = ctx.providers.get(name);
-                let missing =
-                    provider.filter(|p| p.program_found() == Some(false)).and_then(|p| p.command.first().cloned());
+            .map(|p| {
+                let until = limited.iter().find(|(name, _)| *name == p.name).map(|(_, until)| *until);
+                let detail = |readiness| p.detail.clone().filter(|_| p.status == readiness);
                 ProviderState {
-                    name: name.to_owned(),
                     until: until.map(|t| format!("{} UTC", t.format("%Y-%m-%d %H:%M:%S"))),
                     until_iso: until.map(iso),
-                    missing,
+                    missing: p.program.clone().filter(|_| p.status == Readiness::NotInstalled),
+                    unconfigured: detail(Readiness::NotConfigured),
+                    name: p.name,
                 }
             })
             .collect();
@@ -139,7 +134,7 @@ async fn group_steps(ctx: &Ctx, now: DateTime<Utc>, limit: i64) -> PageResult<Ve
     for (task, slug) in handoffs::groups(&mut *conn, limit).await? {
         // The latest hand-off says why, and which agent had the group.
         let assigned = events::about(&mut *conn, &format!("task:{}", task.id), "task.assigned", 1000).await?;
-        let last = assigned.iter().rev().find(|e| e.payload["assignee"] == handoff::HUMAN);
+        let last = assigned.iter().rev().find(|e| e.payload["assignee"] == crate::app::wish_lifecycle::HUMAN);
         let text = |field: &str| last.and_then(|e| e.payload[field].as_str()).map(str::to_owned);
         let agent = match text("previous") {
             Some(name) => crate::db::agents::by_name(&mut *conn, &name).await?,

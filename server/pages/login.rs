@@ -17,9 +17,9 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
 
-use crate::api::error::ApiError;
 use crate::app::tokens::{self, TokenLogin};
 use crate::db::sessions::{self, Session};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::assets;
 use crate::pages::session::{cookie, session_cookie, SESSION_COOKIE};
@@ -72,7 +72,7 @@ struct LoginQuery {
 /// Only a path on this site: never `//elsewhere`, `/\\elsewhere` or a full URL (an open
 /// redirect), and no control characters (a browser drops tabs and newlines, so `/\t/evil` is
 /// `//evil`; CR, LF or DEL cannot go in a `Location` header at all).
-fn safe_next(next: Option<&str>) -> String {
+pub(crate) fn safe_next(next: Option<&str>) -> String {
     let on_this_site = |n: &str| {
         n.starts_with('/')
             && !n.starts_with("//")

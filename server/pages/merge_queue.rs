@@ -10,12 +10,12 @@ use axum::Router;
 use chrono::Utc;
 use serde::Deserialize;
 
-use crate::api::error::ApiError;
 use crate::app::history::{self, HistoryPage};
 use crate::app::merge_queue::{self as use_cases, Queue};
 use crate::db::merge_queue::Entry;
 use crate::db::sessions::Session;
 use crate::domain::merge_queue::{removable, EntryState};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::view::{ago, no_block, render, see_other, words, Chrome, PageResult};
 
@@ -35,6 +35,8 @@ pub struct EntryRow {
     pub state_label: String,
     pub held: bool,
     pub held_for: Option<String>,
+    /// Why it waits outside the queue (`uncommitted changes in <path>`).
+    pub waiting: Option<String>,
     /// One line: against the target, and the entries ahead it would conflict with.
     pub prediction: String,
     pub failure: Option<String>,
@@ -67,6 +69,7 @@ impl EntryRow {
             state_label: words(entry.state.as_str()),
             held: entry.held,
             held_for: entry.held_for.clone(),
+            waiting: entry.waiting.clone().filter(|_| entry.state == EntryState::Pending),
             prediction: prediction_line(entry.prediction.as_ref()),
             failure: entry.failure_reason.clone(),
             fixer: entry.fix_agent.clone(),

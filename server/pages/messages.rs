@@ -10,12 +10,12 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use crate::api::pagination::Position;
 use crate::app::messages::send;
 use crate::db::agents::{self, ListFilter};
 use crate::db::messages::{self, Message};
 use crate::db::sessions::Session;
 use crate::domain::message::OPERATOR;
+use crate::http::pagination::Position;
 use crate::http::AppState;
 use crate::pages::paging::{ListAt, PageLinks, Paged};
 use crate::pages::view::{ago, iso, no_block, render, see_other, truncate, Chrome, PageForm, PageQuery, PageResult};

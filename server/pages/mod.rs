@@ -12,6 +12,7 @@ mod boards;
 mod dag;
 mod diff;
 mod events;
+mod first_run;
 mod handoffs;
 mod live;
 mod login;
@@ -56,7 +57,7 @@ pub fn wants_a_page(request: &axum::extract::Request) -> bool {
 }
 
 /// An API error shown as the dashboard's error page.
-pub fn error_page(error: crate::api::error::ApiError) -> axum::response::Response {
+pub fn error_page(error: crate::http::error::ApiError) -> axum::response::Response {
     axum::response::IntoResponse::into_response(view::PageError(error))
 }
 

@@ -53,7 +53,7 @@ async fn notifications(
 ) -> PageResult<Response> {
     let mut conn = state.db.acquire().await?;
     // Read as the API's event list reads it: 0 is the beginning, as no cursor is.
-    let cursor = crate::api::events::cursor(&mut conn, query.after, "after").await?;
+    let cursor = crate::app::events::cursor(&mut conn, query.after, "after").await?;
     // Every event after the cursor is scanned (not only the wanted types), so the cursor moves
     // past what needs nobody and the next call starts where this one stopped.
     let scanned = events::after(&mut conn, cursor, SCAN, &events::Only::default()).await?;

@@ -3,46 +3,89 @@
 //! (wishes pending merge), what agents' tokens cost (in all and per project) and the latest events.
 
 use askama::Template;
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
+use axum::Extension;
 use axum::Router;
 use chrono::Utc;
 
+use crate::app::needs;
 use crate::db::agents;
 use crate::db::handoffs as handoffs_db;
 use crate::db::sessions::Session;
 use crate::db::{boards, events, merge_queue, tasks, wishes};
-use crate::domain::agent::{provider_need, AgentState};
+use crate::domain::agent::AgentState;
 use crate::http::AppState;
-use crate::pages::agents::AgentRow;
+use crate::pages::agents::{AgentRow, AskView};
 use crate::pages::events::EventRow;
+use crate::pages::first_run::FirstRun;
 use crate::pages::handoffs::{self, Handoffs};
-use crate::pages::overview_cache::Progressing;
+use crate::pages::overview_cache::{OverviewCache, Progressing};
 use crate::pages::view::{ago, no_block, render, BlockQuery, Chrome, PageQuery, PageResult};
 use crate::pages::wishes::WishRow;
 
+/// The overview, with the cache of its parts that this router's requests share.
 pub fn router() -> Router<AppState> {
-    Router::new().route("/", get(overview))
+    Router::new().route("/", get(overview)).layer(Extension(Arc::new(OverviewCache::default())))
 }
 
-/// One thing waiting for a person.
-pub struct Need {
+/// One thing waiting for a person, as a row of "Needs you".
+pub struct NeedRow {
+    pub need: needs::Need,
+    /// What it is about, in a word (`agent`, `provider`, `task`, `card`, `wish`).
     pub what: &'static str,
-    pub name: String,
-    pub link: String,
-    pub detail: String,
+    /// Its badge's style.
     pub state: &'static str,
     pub since: String,
-    /// More words after the name (the provider's own, for a provider that needs something).
-    pub note: String,
+    /// For an agent that asks: what it asks and its options as buttons.
+    pub ask: Option<AskView>,
+}
+
+impl NeedRow {
+    /// `here`: the page the row is on, where an answer comes back to.
+    pub fn new(need: needs::Need, now: chrono::DateTime<Utc>, here: &str) -> NeedRow {
+        use needs::NeedKind as K;
+        let (what, state) = match need.kind {
+            K::Permission => ("agent", AgentState::Permission.as_str()),
+            K::Question => ("agent", AgentState::Question.as_str()),
+            K::Unreported => ("agent", AgentState::Idle.as_str()),
+            K::Provider => ("provider", AgentState::Error.as_str()),
+            K::Task => ("task", "human"),
+            K::Card => ("card", "human"),
+            K::Handoff | K::Approval | K::Review => ("wish", "human"),
+            K::Merge => ("wish", "conflict"),
+            K::Stalled => ("wish", "error"),
+        };
+        let ask = matches!(need.kind, K::Permission | K::Question).then(|| AskView {
+            agent: need.name.clone(),
+            asked: need.asked.clone(),
+            options: need.options.clone(),
+            back: here.to_owned(),
+        });
+        NeedRow { what, state, since: ago(need.since, now), ask, need }
+    }
+
+    /// More words after the name (a provider's own, why an agent stopped), for rows that ask
+    /// nothing with buttons.
+    pub fn note(&self) -> &str {
+        if self.ask.is_some() {
+            return "";
+        }
+        self.need.asked.as_deref().unwrap_or_default()
+    }
 }
 
 #[derive(Template)]
 #[template(path = "overview.html", blocks = ["needs", "agents", "wishes", "merge_queue", "costs", "recent"])]
 struct OverviewPage {
     chrome: Chrome,
-    needs: Vec<Need>,
+    needs: Vec<NeedRow>,
+    /// An agent asks: the list is read again every few seconds too (its options are drawn after
+    /// the state changes).
+    asking: bool,
     handoffs: Handoffs,
     counts: Vec<(&'static str, String, i64)>,
     agents: Vec<AgentRow>,
@@ -54,9 +97,14 @@ struct OverviewPage {
     events: Vec<EventRow>,
     /// bubblewrap is not installed on this node: its agents run unsandboxed.
     unsandboxed: bool,
+    /// The first steps, until each is done (read for the whole page only).
+    first_run: Option<FirstRun>,
+    /// Why `providers.toml` as it is now is not used (the last good providers are).
+    providers_error: Option<String>,
 }
 
-const IN_FLIGHT: [&str; 4] = ["planned", "queued", "executing", "completed"];
+/// A draft is in flight too: a planner may be planning it.
+const IN_FLIGHT: [&str; 5] = ["draft", "planned", "queued", "executing", "completed"];
 const PENDING_MERGE: [&str; 1] = ["pending_merge"];
 /// How many of each list are shown (the agents' list: as many as [`agents::at_a_glance`] reads, 50).
 const SHOWN: i64 = 50;
@@ -68,6 +116,7 @@ const BLOCKS: [&str; 6] = ["needs", "agents", "wishes", "merge_queue", "costs", 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn overview(
     State(state): State<AppState>,
+    Extension(cache): Extension<Arc<OverviewCache>>,
     session: Session,
     PageQuery(query): PageQuery<BlockQuery>,
 ) -> PageResult {
@@ -79,7 +128,6 @@ async fn overview(
     // First: the live stream starts where the log stood before any part was read, so a change
     // while they are read is not missed. The same statement says which parts kept from earlier
     // requests still hold, and reads the latest events.
-    let cache = &state.overview;
     let newest = if shows("recent") { RECENT } else { 0 };
     let changes = events::changes_since(&mut *state.db.acquire().await?, cache.oldest(), newest).await?;
     let chrome = Chrome::after(changes.head, &session, "overview", "Overview");
@@ -138,7 +186,8 @@ async fn overview(
             let by_project =
                 async { PageResult::Ok(crate::db::agent_usage::by_project(&mut *state.db.acquire().await?).await?) };
             let (usage, by_project) = tokio::try_join!(usage, by_project)?;
-            let prices = state.providers.prices();
+            let providers = state.providers.current();
+            let prices = providers.prices();
             let by_project = by_project.into_iter().map(|(slug, by_model)| (slug, prices.cost(&by_model).summary()));
             PageResult::Ok((usage, by_project.collect()))
         };
@@ -150,20 +199,27 @@ async fn overview(
         }
         Ok(EventRow::load(&mut *state.db.acquire().await?, &changes.newest, now).await?)
     };
-    let (glance, needs, in_flight, merge_queue, (usage, project_costs), events) =
-        tokio::try_join!(agents, needs, in_flight, merge_queue, costs, recent)?;
+    let first_run = async {
+        match block {
+            Some(_) => PageResult::Ok(None),
+            None => FirstRun::read(&state).await,
+        }
+    };
+    let (glance, needs, in_flight, merge_queue, (usage, project_costs), events, first_run) =
+        tokio::try_join!(agents, needs, in_flight, merge_queue, costs, recent, first_run)?;
     let (needs, handoffs) = match needs {
         Some((human, cards, handed, steps, waiting, unreported)) => {
             let handoffs = Handoffs::new(ctx, steps, waiting, &glance.at_limit, now, SHOWN as usize);
-            let needs = asking_agents(&glance.pressing, now)
-                .chain(provider_needs(&glance.failed, now))
-                .chain(unreported_needs(unreported, now))
-                .chain(others_needs(human, cards, handed, now))
-                .collect();
-            (needs, handoffs)
+            let mut needs = needs::asking(ctx, &glance.pressing).await?;
+            needs.extend(needs::providers(&glance.failed));
+            needs.extend(needs::unreported(unreported, &glance.pressing));
+            needs.extend(needs::others(human, cards, handed, SHOWN as usize));
+            needs.extend(needs::stalled(ctx).await?);
+            (needs.into_iter().map(|n| NeedRow::new(n, now, "/")).collect(), handoffs)
         }
         None => (Vec::new(), Handoffs::default()),
     };
+    let asking = needs.iter().any(|n: &NeedRow| n.ask.is_some());
     let agents = glance.pressing.iter().map(|a| AgentRow::new(a, now)).collect();
     let counts = AgentState::ALL
         .iter()
@@ -180,6 +236,7 @@ async fn overview(
     let page = OverviewPage {
         chrome,
         needs,
+        asking,
         handoffs,
         counts,
         agents,
@@ -189,6 +246,8 @@ async fn overview(
         project_costs,
         events,
         unsandboxed,
+        first_run,
+        providers_error: state.providers.error(),
     };
     let response: Response = match block {
         Some("needs") => render(&page.as_needs()),
@@ -209,114 +268,4 @@ async fn progressing(state: &AppState, states: &[&str]) -> PageResult<Progressin
     let ids: Vec<uuid::Uuid> = list.iter().map(|w| w.id).collect();
     let progress = wishes::progress(&mut conn, &ids).await?;
     Ok((list, progress))
-}
-
-/// The agents asking a person (from `pressing`, where they come first).
-fn asking_agents(pressing: &[agents::Agent], now: chrono::DateTime<Utc>) -> impl Iterator<Item = Need> + '_ {
-    pressing.iter().filter(|a| a.state.needs_person()).map(move |a| Need {
-        what: "agent",
-        name: a.name.clone(),
-        link: format!("/agents/{}", a.name),
-        detail: if a.state == AgentState::Permission { "asks permission" } else { "asks a question" }.to_owned(),
-        state: a.state.as_str(),
-        since: ago(a.last_activity.unwrap_or(a.updated_at), now),
-        note: String::new(),
-    })
-}
-
-/// Idle agents whose group or task is still open and unreported: their turn ended without the
-/// report the conductor waits for.
-fn unreported_needs(idle: Vec<handoffs_db::Unreported>, now: chrono::DateTime<Utc>) -> impl Iterator<Item = Need> {
-    idle.into_iter().map(move |u| Need {
-        what: "agent",
-        link: format!("/agents/{}", u.agent),
-        detail: "idle, not reported".to_owned(),
-        state: AgentState::Idle.as_str(),
-        since: ago(u.since, now),
-        note: match u.wish {
-            Some(wish) => format!("stopped without reporting group `{}` of wish `{wish}`", u.work),
-            None => format!("stopped without reporting task “{}”", u.work),
-        },
-        name: u.agent,
-    })
-}
-
-/// What else waits for a person besides agents and the conductor's hand-offs: tasks handed to a
-/// human, cards in a person's column, merge queue entries no fix agent can take.
-fn others_needs(
-    human: Vec<tasks::Task>,
-    cards: Vec<boards::WaitingCard>,
-    handed: Vec<merge_queue::Entry>,
-    now: chrono::DateTime<Utc>,
-) -> impl Iterator<Item = Need> {
-    // A wish's groups handed to a person are the conductor's hand-offs, listed with their actions.
-    let human = human.into_iter().filter(|t| !t.status.is_terminal() && t.wish_id.is_none());
-    let human = human.take(SHOWN as usize).map(move |t| Need {
-        what: "task",
-        name: t.title,
-        link: t.board_id.map(|b| format!("/boards/{b}")).unwrap_or_else(|| "/boards".to_owned()),
-        detail: "handed to a human".to_owned(),
-        state: "human",
-        since: ago(t.updated_at, now),
-        note: String::new(),
-    });
-    // Cards in a `human` column (not the last): only a person moves them on.
-    let cards = cards.into_iter().map(move |c| Need {
-        what: "card",
-        name: c.title,
-        link: format!("/boards/{}", c.board_id),
-        detail: format!("waits in `{}` for a person", c.column),
-        state: "human",
-        since: ago(c.updated_at, now),
-        note: String::new(),
-    });
-    // Merge queue entries no fix agent can take (the cap is reached, or only a person can help).
-    let handed = handed.into_iter().map(move |e| Need {
-        what: "wish",
-        link: "/merge-queue".to_owned(),
-        detail: match e.state {
-            crate::domain::merge_queue::EntryState::Conflict => {
-                format!("merge conflict in {}", e.conflict_files.join(", "))
-            }
-            _ => format!("merge failed: {}", e.failure_reason.as_deref().unwrap_or("see the entry")),
-        },
-        state: e.state.as_str(),
-        since: ago(e.updated_at, now),
-        note: String::new(),
-        name: e.wish,
-    });
-    human.chain(cards).chain(handed)
-}
-
-/// Providers that stopped agents for want of something from the user (a login, an API key,
-/// network access), one line per provider and need: the provider's own words and its agents.
-fn provider_needs(failed: &[agents::Agent], now: chrono::DateTime<Utc>) -> Vec<Need> {
-    let mut needs: Vec<(Need, Vec<String>)> = Vec::new();
-    for agent in failed {
-        let Some(words) = agent.failure_reason.as_deref() else { continue };
-        let Some(need) = provider_need(words) else { continue };
-        let detail = format!("needs {need}");
-        match needs.iter_mut().find(|(n, _)| n.name == agent.provider && n.detail == detail) {
-            Some((_, names)) => names.push(agent.name.clone()),
-            None => {
-                let need = Need {
-                    what: "provider",
-                    name: agent.provider.clone(),
-                    link: format!("/agents/{}", agent.name),
-                    detail,
-                    state: AgentState::Error.as_str(),
-                    since: ago(agent.updated_at, now),
-                    note: format!("“{words}”"),
-                };
-                needs.push((need, vec![agent.name.clone()]));
-            }
-        }
-    }
-    needs
-        .into_iter()
-        .map(|(mut need, names)| {
-            need.note = format!("{} (agents: {})", need.note, names.join(", "));
-            need
-        })
-        .collect()
 }

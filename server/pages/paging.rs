@@ -7,8 +7,8 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::api::error::ApiError;
-use crate::api::pagination::{self, Position};
+use crate::http::error::ApiError;
+use crate::http::pagination::{self, Position};
 use crate::pages::view::PageResult;
 
 /// One page of a list, newest first, from up to `limit + 1` rows read newest first, and the links

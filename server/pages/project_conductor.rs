@@ -13,12 +13,12 @@ use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
 
-use crate::api::error::ApiError;
 use crate::app::projects::{self as projects_app, ProjectPatch};
 use crate::app::{Error, IfMatch};
 use crate::db::projects;
 use crate::db::sessions::Session;
 use crate::domain::project::{ConductorConfig, PlanApproval, Planning, ReviewMode};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::view::{render, see_other, Chrome, PageForm, PageResult};
 
@@ -159,7 +159,7 @@ async fn page(
     let project =
         projects::find(&mut conn, slug, false).await?.ok_or_else(|| ApiError::from(projects_app::no_project(slug)))?;
     let fields = fields.unwrap_or_else(|| ConductorFields::of(&project.conductor_config, project.version));
-    let providers = state.providers.names().into_iter().map(str::to_owned).collect();
+    let providers = state.providers.current().names().into_iter().map(str::to_owned).collect();
     Ok(SettingsPage {
         chrome,
         slug: project.slug,

@@ -21,6 +21,9 @@ struct ProjectForm {
     repo_path: String,
     /// Empty: `main`.
     target_branch: String,
+    /// The page the form was on (`overview`: the overview's first steps); else Boards.
+    #[serde(default)]
+    back: String,
 }
 
 #[tracing::instrument(skip_all, fields(slug = ?form.slug), err(Debug, level = "debug"))]
@@ -33,7 +36,7 @@ async fn create(State(state): State<AppState>, PageForm(form): PageForm<ProjectF
         ..NewProject::default()
     };
     projects_app::create(&state, new, None).await?;
-    Ok(see_other("/boards"))
+    Ok(see_other(if form.back == "overview" { "/" } else { "/boards" }))
 }
 
 #[tracing::instrument(skip_all, fields(slug = ?slug), err(Debug, level = "debug"))]

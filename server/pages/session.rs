@@ -8,8 +8,8 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use crate::api::error::ApiError;
 use crate::db::sessions::{self, Session, SESSION_DAYS};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::view::{is_htmx, PageError};
 

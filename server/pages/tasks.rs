@@ -13,14 +13,14 @@ use chrono::Utc;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::api::error::ApiError;
-use crate::api::tasks::blocked_reason;
 use crate::app::tasks as tasks_app;
 use crate::db::boards;
 use crate::db::events;
 use crate::db::sessions::Session;
 use crate::db::tasks::{self, Change, Edit, ListFilter, Task};
+use crate::domain::task::blocked_reason;
 use crate::domain::task::{transition, TaskEvent, TaskStatus};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::events::EventRow;
 use crate::pages::live::topic;
@@ -131,7 +131,8 @@ async fn detail(
         None => None,
     };
     let dependencies = tasks::dependencies(&mut conn, id).await?;
-    let blocked = (task.status == TaskStatus::Blocked).then(|| blocked_reason(&dependencies));
+    let blocked = (task.status == TaskStatus::Blocked)
+        .then(|| blocked_reason(dependencies.iter().map(|d| (d.title.as_str(), d.status))));
     let standalone = task.wish_id.is_none();
     let actions = ACTIONS
         .iter()

@@ -59,7 +59,7 @@ async fn set_status(
     PagePath(name): PagePath<String>,
     PageForm(form): PageForm<StatusForm>,
 ) -> PageResult {
-    let status = crate::api::query::filter::<TeamStatus>("status", Some(form.status.as_str()))?;
+    let status = crate::http::query::filter::<TeamStatus>("status", Some(form.status.as_str()))?;
     teams_app::update(&state, &name, &IfMatch::new(None), TeamEdit { status, leader: None }).await?;
     Ok(see_other(&format!("/teams/{name}")))
 }

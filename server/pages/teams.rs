@@ -10,7 +10,6 @@ use axum::Router;
 use chrono::Utc;
 use serde::Deserialize;
 
-use crate::api::pagination::Position;
 use crate::app::messages::post_to_team;
 use crate::app::teams::not_found;
 use crate::db::sessions::Session;
@@ -18,6 +17,7 @@ use crate::db::team_chat as chat;
 use crate::db::teams::{self, ListFilter, Team};
 use crate::domain::message::OPERATOR;
 use crate::domain::team::TeamStatus;
+use crate::http::pagination::Position;
 use crate::http::AppState;
 use crate::pages::live::topic;
 use crate::pages::paging::{ListAt, PageLinks};

@@ -11,10 +11,10 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use sqlx::PgConnection;
 
-use crate::api::error::{ApiError, InternalCause};
-use crate::api::extract::refused_path;
 use crate::db::events;
 use crate::db::sessions::Session;
+use crate::http::error::{ApiError, InternalCause};
+use crate::http::extract::refused_path;
 use crate::pages::assets;
 
 /// The dashboard's sections, in the navigation's order: `(key, address, label)`.
@@ -220,7 +220,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for PageForm<T> {
             .map_err(|e| PageError(ApiError::BadRequest(e.body_text())))?;
         let body =
             std::str::from_utf8(&bytes).map_err(|_| PageError(ApiError::BadRequest("the form is not UTF-8".into())))?;
-        crate::api::query::parse(body).map(PageForm).map_err(PageError)
+        crate::http::query::parse(body).map(PageForm).map_err(PageError)
     }
 }
 
@@ -247,7 +247,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for PageQuery<T> {
     type Rejection = PageError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        crate::api::query::parse(parts.uri.query().unwrap_or("")).map(PageQuery).map_err(PageError)
+        crate::http::query::parse(parts.uri.query().unwrap_or("")).map(PageQuery).map_err(PageError)
     }
 }
 
@@ -264,17 +264,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Session {
     }
 }
 
-/// "3 min ago", "2 h ago", "5 d ago": how long ago, in the fewest words that still help.
-pub fn ago(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    let seconds = (now - at).num_seconds();
-    match seconds {
-        s if s < 5 => "just now".to_owned(),
-        s if s < 60 => format!("{s} s ago"),
-        s if s < 3600 => format!("{} min ago", s / 60),
-        s if s < 86_400 => format!("{} h ago", s / 3600),
-        s => format!("{} d ago", s / 86_400),
-    }
-}
+pub use crate::domain::when::ago;
 
 /// A machine-readable timestamp for `<time datetime>`.
 pub fn iso(at: DateTime<Utc>) -> String {
@@ -309,16 +299,6 @@ pub fn words(state: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn relative_times_use_the_largest_unit_that_fits() {
-        let now = Utc::now();
-        assert_eq!(ago(now, now), "just now");
-        assert_eq!(ago(now - chrono::Duration::seconds(42), now), "42 s ago");
-        assert_eq!(ago(now - chrono::Duration::minutes(3), now), "3 min ago");
-        assert_eq!(ago(now - chrono::Duration::hours(5), now), "5 h ago");
-        assert_eq!(ago(now - chrono::Duration::days(9), now), "9 d ago");
-    }
 
     #[test]
     fn long_text_is_cut_on_a_character_boundary_with_an_ellipsis() {

@@ -13,13 +13,13 @@ use sqlx::PgConnection;
 
 use super::webhooks::{list_page, secret_page};
 use super::wish_form::{refused, render_with};
-use crate::api::error::ApiError;
 use crate::app::webhooks::{self as webhooks_app, NewWebhook};
 use crate::app::Error;
 use crate::db::projects;
 use crate::db::sessions::Session;
 use crate::domain::webhook::HOOKS;
 use crate::domain::webhook_format::WebhookFormat;
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::view::{filled, list, PageForm, PageResult};
 

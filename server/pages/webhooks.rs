@@ -13,11 +13,11 @@ use secrecy::ExposeSecret;
 use uuid::Uuid;
 
 use super::webhook_form::{WebhookFields, WebhookForm};
-use crate::api::error::ApiError;
 use crate::app::webhooks::{self as webhooks_app, WebhookWithSecret};
 use crate::db::sessions::Session;
 use crate::db::webhook_deliveries::{self, Delivery};
 use crate::db::webhooks::{self, Subscription, SubscriptionPatch};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::live::topic;
 use crate::pages::view::{ago, iso, no_block, render, see_other, BlockQuery, Chrome, PagePath, PageQuery, PageResult};

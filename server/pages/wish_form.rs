@@ -13,12 +13,12 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::api::error::ApiError;
 use crate::app::wishes::{self, NewWish};
 use crate::app::Error;
 use crate::db::projects;
 use crate::db::sessions::Session;
 use crate::db::wishes::NewGroup;
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::view::{list, render, see_other, Chrome, PageForm, PageResult};
 
@@ -97,7 +97,11 @@ impl WishFields {
             n => Some(n.parse().map_err(|_| Error::invalid("review_cap", "must be a whole number"))?),
         };
         Ok(NewWish {
-            slug: self.slug.trim().to_owned(),
+            // No slug given: made from the title, as the CLI makes one.
+            slug: match self.slug.trim() {
+                "" => crate::domain::wish::slug_of(&self.title),
+                given => given.to_owned(),
+            },
             project: self.project.trim().to_owned(),
             title: self.title.clone(),
             description: self.description.trim().to_owned(),

@@ -10,12 +10,13 @@ use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
 
-use crate::api::error::ApiError;
-use crate::app::wishes::{self, find};
+use crate::app::wish_lifecycle::find;
+use crate::app::wishes;
 use crate::app::Error;
 use crate::db::sessions::Session;
 use crate::db::wishes::groups as wish_groups;
 use crate::domain::wish::WishStatus;
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::view::{render, see_other, Chrome, PageForm, PagePath, PageResult};
 use crate::pages::wish_form::{refused, render_with, GroupFields, WishFields};

@@ -1,5 +1,6 @@
 //! `/wishes/{slug}/changes`: what the wish's branch changes against the project's target branch
-//! (files with their +/− counts, each file's diff in plain text), fetched by the wish page after
+//! (files with their +/− counts, each file's diff in plain text), or once it merged what its merge
+//! commit brought to the target, fetched by the wish page after
 //! it loads (it runs git) and a page of its own without JavaScript; and, while the wish waits for
 //! a person's review, the review: pass, or fail with comments on lines, sent as one verdict whose
 //! notes name each `file:line` ([`crate::app::wishes::review`], as an agent's review is).
@@ -11,16 +12,18 @@ use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::api::error::ApiError;
-use crate::app::wishes::{find, review};
+use crate::app::wish_lifecycle::find;
+use crate::app::wishes::review;
 use crate::app::Fields;
 use crate::db::sessions::Session;
 use crate::domain::review::Verdict;
 use crate::domain::wish::{WishPhase, WishStatus};
 use crate::git::branches;
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::diff::{self, DiffFile};
 use crate::pages::view::{no_block, render, see_other, BlockQuery, Chrome, PageForm, PageResult};
+use crate::pages::wish_conductor::Landed;
 use crate::pages::wishes::project_of;
 
 pub fn router() -> Router<AppState> {
@@ -34,8 +37,10 @@ struct ChangesPage {
     slug: String,
     title: String,
     target: String,
-    /// The wish's branch, when it has one.
+    /// The wish's branch, when it has one and has not merged.
     branch: Option<String>,
+    /// The merged wish's merge commit (short): the diff is what it brought to `target`.
+    merge_commit: Option<String>,
     /// Why the diff cannot be shown (the branch is not in the repository yet, git failed).
     unavailable: Option<String>,
     files: Vec<DiffFile>,
@@ -56,13 +61,27 @@ async fn changes(
     let chrome = Chrome::new(&mut conn, &session, "wishes", format!("Changes of {slug}")).await?;
     let wish = find(&mut conn, &slug).await?;
     let project = project_of(&mut conn, wish.project_id).await?;
-    drop(conn);
     let reviewing = wish.status == WishStatus::Executing && wish.phase == WishPhase::HumanReview && !wish.held;
     let (target, repo) = project.map(|p| (p.target_branch, p.repo_path)).unwrap_or_default();
+    let landed = Landed::load(&mut conn, &wish, &target, &repo).await?;
+    drop(conn);
     let (mut files, mut unavailable) = (Vec::new(), None);
-    match &wish.branch {
-        None => unavailable = Some("The wish has no branch yet: it gets one when it starts.".to_owned()),
-        Some(branch) => match branches::head(FsPath::new(&repo), branch).await {
+    match (&landed, &wish.branch) {
+        // Merged: what landed is the merge commit against the target as it was before it.
+        (Some(Landed { commit: Some(commit), base: Some(base), .. }), _) => {
+            match branches::changes(FsPath::new(&repo), base, commit).await {
+                Ok(changed) => files = changed,
+                Err(e) => unavailable = Some(format!("git could not read the merge commit: {e}")),
+            }
+        }
+        (Some(landed), _) => {
+            unavailable = Some(format!(
+            "The wish merged into {}; its merge was not made by the merge queue, so there is no merge commit to show.",
+            landed.target
+        ))
+        }
+        (None, None) => unavailable = Some("The wish has no branch yet: it gets one when it starts.".to_owned()),
+        (None, Some(branch)) => match branches::head(FsPath::new(&repo), branch).await {
             Ok(Some(_)) => match branches::changes(FsPath::new(&repo), &target, branch).await {
                 Ok(changed) => files = changed,
                 Err(e) => unavailable = Some(format!("git could not compare the branches: {e}")),
@@ -77,8 +96,9 @@ async fn changes(
         chrome,
         slug: wish.slug,
         title: wish.title,
-        target,
-        branch: wish.branch,
+        branch: if landed.is_some() { None } else { wish.branch },
+        merge_commit: landed.as_ref().and_then(|l| l.commit.as_ref().map(|_| l.short().to_owned())),
+        target: landed.map_or(target, |l| l.target),
         unavailable,
         files: diff::files(files),
         added,

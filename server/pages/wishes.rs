@@ -11,17 +11,19 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use sqlx::PgConnection;
 
-use crate::api::error::ApiError;
 use crate::app::groups;
-use crate::app::wishes::{detail as wish_detail, find};
+use crate::app::wish_lifecycle::{detail as wish_detail, find};
 use crate::db::agents;
 use crate::db::sessions::Session;
 use crate::db::tasks::Change;
 use crate::db::wishes::{self, Blocker, Wish};
 use crate::db::{events, projects};
+use crate::domain::agent_kind::AgentRole;
+use crate::domain::project::Planning;
 use crate::domain::task::{transition as task_transition, TaskEvent};
 use crate::domain::wish::{transition, WishEvent, WishStatus};
 use crate::git::conflicts::{self, Outcome};
+use crate::http::error::ApiError;
 use crate::http::AppState;
 use crate::pages::dag::{self, Dag};
 use crate::pages::live::topic;
@@ -101,7 +103,7 @@ struct ListQuery {
 
 #[tracing::instrument(skip_all, err(Debug, level = "debug"))]
 async fn list(State(state): State<AppState>, session: Session, PageQuery(query): PageQuery<ListQuery>) -> PageResult {
-    let filter = crate::api::query::filter::<WishStatus>("status", query.status.as_deref().filter(|s| !s.is_empty()))?;
+    let filter = crate::http::query::filter::<WishStatus>("status", query.status.as_deref().filter(|s| !s.is_empty()))?;
     let mut conn = state.db.acquire().await?;
     let chrome = Chrome::new(&mut conn, &session, "wishes", "Wishes").await?;
     let states: Vec<&str> = match filter {
@@ -165,25 +167,42 @@ struct Action {
     name: &'static str,
     label: &'static str,
     style: &'static str,
+    /// The question asked before it is taken, for an action that stops agents.
+    confirm: Option<&'static str>,
 }
 
 #[derive(Template)]
-#[template(path = "wishes/detail.html", blocks = ["head", "conductor", "plan", "reviews"])]
+#[template(path = "wishes/detail.html", blocks = ["head", "needs", "conductor", "plan", "reviews"])]
 struct DetailPage {
     chrome: Chrome,
+    /// Its agents asking a person, with what they ask and their options.
+    needs: Vec<crate::pages::overview::NeedRow>,
     wish: Wish,
     project: String,
     status_label: String,
     /// htmx triggers: the wish's own events and its groups' (which name the wish by id).
     triggers: String,
     blockers: Vec<Blocker>,
+    /// Merging its reported groups keeps failing: why, and since when.
+    stalled: Option<Stalled>,
     actions: Vec<Action>,
     groups: Vec<GroupRow>,
     dag: Dag,
     reviews: Vec<ReviewRow>,
+    /// The planner agent at work on the draft's plan.
+    planner: Option<String>,
+    /// What the plan part says while there is no plan and no planner at work.
+    no_plan: &'static str,
     conductor: ConductorView,
     /// Its agents' tokens and their cost.
     usage: crate::app::usage::UsageReport,
+}
+
+/// A step that keeps failing, as the wish's head says it.
+struct Stalled {
+    error: String,
+    attempts: i32,
+    since: String,
 }
 
 /// The actions offered, in this order, when the lifecycle allows them.
@@ -198,6 +217,15 @@ const ACTIONS: [(&str, &str, &str); 9] = [
     ("interrupt", "Interrupt", ""),
     ("cancel", "Cancel", "danger"),
 ];
+
+/// What a person is asked before an action that ends or parks the wish's agents.
+fn confirmation(action: &str) -> Option<&'static str> {
+    match action {
+        "cancel" => Some("Cancel this wish? Its agents are stopped; it can be resumed later."),
+        "hold" => Some("Hold this wish? Its agents are suspended until it is released."),
+        _ => None,
+    }
+}
 
 fn event_for(action: &str) -> Option<WishEvent> {
     Some(match action {
@@ -229,10 +257,12 @@ async fn detail(
     let actions = ACTIONS
         .iter()
         .filter(|(name, _, _)| event_for(name).is_some_and(|e| transition(&snapshot, &e).is_ok()))
-        .map(|&(name, label, style)| Action { name, label, style })
+        .map(|&(name, label, style)| Action { name, label, style, confirm: confirmation(name) })
         .collect();
-    let (project, repo) =
-        project_of(&mut conn, wish.project_id).await?.map(|p| (p.slug, p.repo_path)).unwrap_or_default();
+    let (project, repo, target, config) = project_of(&mut conn, wish.project_id)
+        .await?
+        .map(|p| (p.slug, p.repo_path, p.target_branch, p.conductor_config))
+        .unwrap_or_default();
     let reviews = events::about(&mut conn, &wishes::subject(&wish), "wish.reviewed", 200)
         .await?
         .iter()
@@ -243,17 +273,21 @@ async fn detail(
         })
         .collect();
     let full = wish_detail(&mut conn, wish).await?;
-    let conductor = ConductorView::load(&mut conn, &full.wish, &full.groups, &project, &repo).await?;
+    let conductor = ConductorView::load(&mut conn, &full.wish, &full.groups, &project, &repo, &target).await?;
     let executing = full.wish.status == WishStatus::Executing;
     let filter = agents::ListFilter { project_id: Some(full.wish.project_id), ..agents::ListFilter::default() };
     let mut workers: Vec<agents::Agent> =
         agents::list(&mut conn, &filter, 2000).await?.into_iter().filter(|a| a.wish_id == Some(full.wish.id)).collect();
     // The live agent of a group first, then the latest one.
     workers.sort_by_key(|a| (!a.state.is_live(), std::cmp::Reverse(a.created_at)));
+    let here = format!("/wishes/{}", full.wish.slug);
+    let needs = crate::app::needs::asking(&state.app, &workers).await?;
+    let needs = needs.into_iter().map(|n| crate::pages::overview::NeedRow::new(n, Utc::now(), &here)).collect();
     let scope = crate::db::agent_usage::Scope { wish: Some(full.wish.id), ..Default::default() };
     let usage = crate::app::usage::report(&state.app, &scope).await?;
     let group_usage = crate::db::agent_usage::by_group(&mut conn, full.wish.id).await?;
-    let prices = state.providers.prices();
+    let providers = state.providers.current();
+    let prices = providers.prices();
     let dag = dag::layout(&full.groups);
     // The table lists the groups in the drawing's order.
     let mut listed: Vec<&wishes::Group> = full.groups.iter().collect();
@@ -280,12 +314,31 @@ async fn detail(
                 .collect(),
         })
         .collect();
+    let planner = workers
+        .iter()
+        .find(|a| a.role == AgentRole::Planner && a.state.is_live() && !a.ready_for_cleanup)
+        .map(|a| a.name.clone());
+    let no_plan = if full.wish.status != WishStatus::Draft {
+        "This wish has no plan."
+    } else if config.planning == Planning::Agent && !full.wish.description.trim().is_empty() {
+        "A planner agent plans this wish from its description: it starts in a moment."
+    } else {
+        "This wish has no plan yet: give its groups with Edit the plan."
+    };
     let page = DetailPage {
         chrome,
+        needs,
         project,
+        planner,
+        no_plan,
         status_label: words(full.wish.status.as_str()),
         triggers: format!("sse:{}, sse:{}", topic("wish", &full.wish.slug), topic("wish", &full.wish.id.to_string())),
         blockers: full.blocked_by,
+        stalled: full.stalled.map(|s| Stalled {
+            error: s.error,
+            attempts: s.attempts,
+            since: s.since.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        }),
         actions,
         dag,
         groups,
@@ -297,6 +350,7 @@ async fn detail(
     match query.block.as_deref() {
         None => Ok(render(&page)),
         Some("head") => Ok(render(&page.as_head())),
+        Some("needs") => Ok(render(&page.as_needs())),
         Some("conductor") => Ok(render(&page.as_conductor())),
         Some("plan") => Ok(render(&page.as_plan())),
         Some("reviews") => Ok(render(&page.as_reviews())),
@@ -344,6 +398,8 @@ struct Prediction {
 struct ConflictsPart {
     branch: Option<String>,
     predictions: Vec<Prediction>,
+    /// Why there is nothing to predict, when there is not.
+    nothing: &'static str,
 }
 
 /// Wishes whose branches are compared with this one's.
@@ -364,8 +420,13 @@ async fn conflicts_part(State(state): State<AppState>, PagePath(slug): PagePath<
         .take(MAX_OTHERS)
         .collect();
     drop(conn);
+    if wish.status.is_terminal() {
+        let nothing = "The wish has ended (merged or cancelled), so there is nothing to predict.";
+        return Ok(render(&ConflictsPart { branch: None, predictions: vec![], nothing }));
+    }
     let (Some(branch), Some(project)) = (wish.branch.clone(), project) else {
-        return Ok(render(&ConflictsPart { branch: None, predictions: vec![] }));
+        let nothing = "The wish has no branch yet, so there is nothing to predict.";
+        return Ok(render(&ConflictsPart { branch: None, predictions: vec![], nothing }));
     };
     let repo = std::path::PathBuf::from(&project.repo_path);
     let mut predictions = vec![predict(&repo, &branch, &project.target_branch, project.target_branch.clone()).await];
@@ -374,7 +435,7 @@ async fn conflicts_part(State(state): State<AppState>, PagePath(slug): PagePath<
         predictions.push(predict(&repo, &branch, &theirs, format!("wish {} ({theirs})", other.slug)).await);
     }
     // What the branch changes is the page's changes part (files, counts, diffs), not shown here.
-    Ok(render(&ConflictsPart { branch: Some(branch), predictions }))
+    Ok(render(&ConflictsPart { branch: Some(branch), predictions, nothing: "" }))
 }
 
 async fn predict(repo: &std::path::Path, ours: &str, theirs: &str, against: String) -> Prediction {

@@ -68,7 +68,7 @@ impl Visible<'_> {
 /// Whether bubblewrap is installed here: `bwrap` on Switchyard's own `PATH`. The built-in agent
 /// CLIs run under it where it is; a node without it says so (its log, `/status`, the overview).
 pub fn bubblewrap_installed() -> bool {
-    crate::providers::on_own_path("bwrap").is_absolute()
+    crate::programs::on_own_path("bwrap").is_absolute()
 }
 
 /// `argv` as it runs under `sandbox`.

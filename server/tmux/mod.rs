@@ -119,8 +119,8 @@ pub struct PaneInfo {
     /// The program exited; the pane remains (remain-on-exit) until its window is killed.
     pub dead: bool,
     /// Exit status, once tmux has reaped the program (`None` while alive, or killed by a signal).
-    /// tmux 3.3 sometimes never records the status of a program that dies within milliseconds
-    /// of starting: a dead pane with neither status nor signal means "exited, reason unknown".
+    /// tmux 3.3 sometimes misses a program's exit until [`Tmux::collect_exits`]: a dead pane
+    /// with neither status nor signal after that means "exited, reason unknown".
     pub dead_status: Option<i32>,
     /// The signal that killed the program, if one did.
     pub dead_signal: Option<i32>,
@@ -154,10 +154,13 @@ impl Tmux {
     /// That also drops the caller's own `TMUX` (which would make some commands default to the
     /// pane the worker happens to run in). `-f /dev/null` (read only when the command starts
     /// the server) keeps the user's `~/.tmux.conf` out of our server: its options
-    /// (`remain-on-exit`, `default-command`, `base-index`, …) are ours to set.
+    /// (`remain-on-exit`, `default-command`, `base-index`, …) are ours to set. `-u`: we read
+    /// UTF-8 whatever the locale — without it, where no UTF-8 locale is set (a container, a
+    /// service's bare environment), tmux writes `_` for our field separator and for every
+    /// character of an agent's screen beyond ASCII.
     pub(crate) fn command(&self) -> Command {
-        let mut cmd = Command::new(crate::providers::on_own_path("tmux"));
-        cmd.args(["-f", "/dev/null", "-L"])
+        let mut cmd = Command::new(crate::programs::on_own_path("tmux"));
+        cmd.args(["-u", "-f", "/dev/null", "-L"])
             .arg(&self.socket)
             .env_clear()
             .envs(inherited_env(std::env::vars_os()))
@@ -298,6 +301,14 @@ impl Tmux {
         }
     }
 
+    /// Makes the tmux server collect the exit status of every program of its that ended. tmux
+    /// 3.3 sometimes misses a child's exit: its pane shows dead, with neither status nor signal,
+    /// until another child of the server exits. A `run-shell` job is such a child (a fixed
+    /// command, run by the server's own `sh`); its exit makes the server collect them all.
+    pub async fn collect_exits(&self) -> Result<()> {
+        self.run(&["run-shell", "true"]).await.map(drop)
+    }
+
     /// Every pane of every window of the session, the [`HOME_WINDOW`] included.
     pub async fn list_panes(&self, session: &str) -> Result<Vec<PaneInfo>> {
         check_name("session name", session)?;
@@ -341,8 +352,11 @@ impl Tmux {
     /// submit per line. Submitting is a separate [`Tmux::send_key`] of [`Key::Enter`].
     pub async fn paste(&self, pane: &str, text: &str) -> Result<()> {
         let buffer = unique_buffer_name();
-        self.run_with_input(&["load-buffer", "-b", &buffer, "-"], Some(text.as_bytes())).await?;
-        let pasted = self.run(&["paste-buffer", "-d", "-p", "-r", "-b", &buffer, "-t", pane]).await;
+        // One tmux call for both (tmux waits for the text before it runs the paste): a message's
+        // delivery waits for each call.
+        let both =
+            ["load-buffer", "-b", &buffer, "-", ";", "paste-buffer", "-d", "-p", "-r", "-b", &buffer, "-t", pane];
+        let pasted = self.run_with_input(&both, Some(text.as_bytes())).await;
         if pasted.is_err() {
             // `-d` only deletes on success; do not leave the text behind in the server.
             let _ = self.run(&["delete-buffer", "-b", &buffer]).await;

@@ -1,9 +1,10 @@
 //! Outgoing webhooks: Standard Webhooks signatures, the SSRF guard on where deliveries may go,
-//! and the delivery loop that drains the outbox (`webhook_deliveries`).
+//! and the sender's settings (its use cases are `app::webhook_deliveries`, its loops
+//! `worker::webhook_sender`).
 
 pub mod ranges;
-pub mod sender;
+pub mod settings;
 pub mod signature;
 pub mod ssrf;
 
-pub use sender::{Sender, TickOutcome};
+pub use settings::WebhookSettings;

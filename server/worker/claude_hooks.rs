@@ -68,7 +68,7 @@ pub fn install(clone: &Path, exe: &Path) -> Result<(), HooksError> {
     }
     let text = serde_json::to_string_pretty(&settings).map_err(|source| HooksError::Json { path: shown, source })?;
     dir.replace(SETTINGS, (text + "\n").as_bytes(), 0o644)?;
-    crate::git::clones::exclude(&clone, &[EXCLUDED])?;
+    crate::app::clones::exclude(&clone, &[EXCLUDED])?;
     Ok(())
 }
 

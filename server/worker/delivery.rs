@@ -20,8 +20,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::app::delivery;
-use crate::app::panes::{Chosen, Highlighted, Typist};
+use crate::app::delivery_records;
+use crate::app::local_panes::{Chosen, Highlighted, Typist};
 use crate::db::agents::{self, Agent};
 use crate::db::messages::delivery::{self as record, Due, Pending};
 use crate::domain::agent::AgentState;
@@ -116,18 +116,19 @@ impl Delivery {
                 if let Err(why) = self.paste(&message, pane, &input).await? {
                     return Ok(Outcome::NotNow(why));
                 }
-                // The pane may have died, or the agent started something, while it settled.
+                // Just pasted: the text is in the line, even if the TUI has not drawn it yet. Enter
+                // waits until the line shows it (a TUI takes Enter as a submission once it has
+                // taken the paste in); where no hook confirms, the line is the evidence (a TUI busy
+                // under load draws late, and an Enter pressed before can be lost while the
+                // unchanged line reads as "Enter took it"); a line that never showed it says
+                // nothing by emptying. The line showing it is recorded with the Enter: a delivery
+                // resumed later presses Enter again only into that line.
+                let shown = self.typist.await_drawn(pane, &input, message.body.len(), hooks(&agent)).await;
+                // The pane may have died, or the agent started something, while it was drawn.
                 agent = match self.agent_at(due, pane).await? {
                     Ok(agent) => agent,
                     Err(why) => return Ok(Outcome::NotNow(why)),
                 };
-                // Just pasted: the text is in the line, even if the TUI has not drawn it yet. Where
-                // no hook confirms, the line is the evidence: Enter waits until it shows the
-                // paste (a TUI busy under load draws late, and an Enter pressed before can be
-                // lost while the unchanged line reads as "Enter took it"); a line that never
-                // showed it says nothing by emptying. The line showing it is recorded with the
-                // Enter: a delivery resumed later presses Enter again only into that line.
-                let shown = self.typist.await_drawn(pane, &input, !hooks(&agent)).await;
                 input_before = (hooks(&agent) || shown.is_some()).then(|| input.clone());
                 input_after = shown;
                 step = Step::PressEnter;
@@ -149,7 +150,7 @@ impl Delivery {
                 Step::GiveUp => {
                     let why = format!("the text stays in the input line after {MAX_ENTER_PRESSES} Enters");
                     let mut conn = self.db.acquire().await?;
-                    delivery::failed(&mut conn, due.message_id, &why).await?;
+                    delivery_records::failed(&mut conn, due.message_id, &why).await?;
                     return Ok(Outcome::Stuck(why));
                 }
             }
@@ -190,11 +191,11 @@ impl Delivery {
         self.typist.input_line(pane).await
     }
 
-    /// Records the attempt (with the input line as it is), pastes, records the paste, settles.
+    /// Records the attempt (with the input line as it is), pastes, records the paste.
     async fn paste(&self, message: &Pending, pane: &str, input: &str) -> anyhow::Result<Result<(), String>> {
         {
             let mut conn = self.db.acquire().await?;
-            if !delivery::attempt(&mut conn, message.id, pane, input).await? {
+            if !delivery_records::attempt(&mut conn, message.id, pane, input).await? {
                 return Ok(Err("delivered meanwhile".into()));
             }
         }
@@ -203,14 +204,13 @@ impl Delivery {
         if let Err(e) = self.typist.paste(pane, &text).await {
             let why = format!("pasting failed: {e}");
             let mut conn = self.db.acquire().await?;
-            delivery::failed(&mut conn, message.id, &why).await?;
+            delivery_records::failed(&mut conn, message.id, &why).await?;
             return Ok(Err(why));
         }
         {
             let mut conn = self.db.acquire().await?;
-            delivery::pasted(&mut conn, message.id, pane).await?;
+            delivery_records::pasted(&mut conn, message.id, pane).await?;
         }
-        self.typist.settle(text.len()).await;
         Ok(Ok(()))
     }
 
@@ -226,7 +226,7 @@ impl Delivery {
         let pane = due.pane.as_str();
         let submitted_at = {
             let mut conn = self.db.acquire().await?;
-            let Some(at) = delivery::enter(&mut conn, due.message_id, pane, input_after).await? else {
+            let Some(at) = delivery_records::enter(&mut conn, due.message_id, pane, input_after).await? else {
                 return Ok(Some(self.settled(due.message_id).await?));
             };
             at
@@ -234,7 +234,7 @@ impl Delivery {
         if let Err(e) = self.typist.press_enter(pane).await {
             let why = format!("pressing Enter failed: {e}");
             let mut conn = self.db.acquire().await?;
-            delivery::failed(&mut conn, due.message_id, &why).await?;
+            delivery_records::failed(&mut conn, due.message_id, &why).await?;
             return Ok(None);
         }
         let confirmed = || self.confirmed(due, submitted_at, hooks, input_before);
@@ -299,7 +299,7 @@ impl Delivery {
         }
         {
             let mut conn = self.db.acquire().await?;
-            if delivery::choice(&mut conn, due.message_id, pane, option, &highlighted.labels).await?.is_none() {
+            if delivery_records::choice(&mut conn, due.message_id, pane, option, &highlighted.labels).await?.is_none() {
                 return self.settled(due.message_id).await;
             }
         }
@@ -338,7 +338,7 @@ impl Delivery {
             Err(e) => {
                 let why = format!("pressing Enter failed: {e}");
                 let mut conn = self.db.acquire().await?;
-                delivery::failed(&mut conn, due.message_id, &why).await?;
+                delivery_records::failed(&mut conn, due.message_id, &why).await?;
                 Ok(Outcome::NotNow(why))
             }
         }
@@ -351,10 +351,10 @@ impl Delivery {
         if presses >= MAX_ENTER_PRESSES {
             let why =
                 format!("option {} stays highlighted on the menu after {presses} Enters", highlighted.chosen.option);
-            delivery::failed(&mut conn, due.message_id, &why).await?;
+            delivery_records::failed(&mut conn, due.message_id, &why).await?;
             return Ok(Outcome::Stuck(why));
         }
-        if !delivery::choice_enter(&mut conn, due.message_id, &due.pane).await? {
+        if !delivery_records::choice_enter(&mut conn, due.message_id, &due.pane).await? {
             drop(conn);
             return self.settled(due.message_id).await;
         }
@@ -364,7 +364,7 @@ impl Delivery {
 
     async fn mark_delivered(&self, id: Uuid, by: Confirmation) -> anyhow::Result<()> {
         let mut tx = self.db.begin().await?;
-        delivery::delivered(&mut tx, id, by).await?;
+        delivery_records::delivered(&mut tx, id, by).await?;
         self.feed.commit(tx).await?;
         Ok(())
     }

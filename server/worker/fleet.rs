@@ -16,21 +16,21 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::agent_panes;
-use crate::app::fleet;
-use crate::app::panes::Typist;
+use crate::app::local_panes::Typist;
 use crate::app::usage::SessionLogOf;
-use crate::config::WorkerConfig;
+use crate::app::worker_records;
 use crate::db::agents;
 use crate::detect::screen::ScreenRules;
 use crate::domain::agent::Activity;
 use crate::node::NodeInfo;
-use crate::providers::Providers;
+use crate::providers::LiveProviders;
 use crate::tmux::{Control, Notification, Tmux};
 use crate::worker::delivery::Delivery;
 use crate::worker::mailbox::Mailbox;
 use crate::worker::reconciler::Reconciler;
 use crate::worker::spawner::Spawner;
 use crate::worker::watcher::{self, Watch, Watches, Writer};
+use crate::worker::WorkerConfig;
 
 /// The worker's health as the status endpoint shows it.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -66,7 +66,7 @@ pub struct Fleet {
     pub tmux: Tmux,
     pub node: NodeInfo,
     pub role: &'static str,
-    pub providers: Arc<Providers>,
+    pub providers: LiveProviders,
     /// Reconcile interval, nudges (from `SWITCHYARD_*` settings).
     pub settings: WorkerConfig,
     /// The API address given to agents (`SWITCHYARD_URL`).
@@ -254,6 +254,7 @@ impl Running {
                 tick.read = due.len();
                 let decisions = self.watches.read_all(c, &due).await;
                 self.fleet.decide_all(decisions, &self.watches, &self.writer).await;
+                self.fleet.answer_start_dialogs(self.watches.start_dialogs(Instant::now()));
             }
         }
         tick
@@ -332,7 +333,7 @@ impl Fleet {
     fn heartbeat(&self, shutdown: CancellationToken) -> impl std::future::Future<Output = ()> + Send + 'static {
         let (db, feed, node) = (self.db.clone(), self.feed.clone(), self.node.node_id.clone());
         let every = self.settings.heartbeat_every;
-        let stale_after = every * crate::config::HEARTBEATS_MISSED;
+        let stale_after = every * super::HEARTBEATS_MISSED;
         async move {
             loop {
                 match super::reconciler::heartbeat_and_settle(&db, &feed, &node, stale_after).await {
@@ -352,7 +353,7 @@ impl Fleet {
     async fn touch_activity(&self, agents: &[uuid::Uuid]) {
         let result = async {
             let mut conn = self.db.acquire().await?;
-            fleet::touch_activity(&mut conn, agents).await?;
+            worker_records::touch_activity(&mut conn, agents).await?;
             anyhow::Ok(())
         };
         if let Err(e) = result.await {
@@ -373,7 +374,7 @@ impl Fleet {
     async fn register(&self) -> anyhow::Result<()> {
         let mut tx = self.db.begin().await?;
         let host = hostname();
-        fleet::register_node(&mut tx, &self.node.node_id, &host, self.role, self.node.started_at).await?;
+        worker_records::register_node(&mut tx, &self.node.node_id, &host, self.role, self.node.started_at).await?;
         self.feed.commit(tx).await?;
         Ok(())
     }
@@ -410,10 +411,13 @@ impl Fleet {
             if !watches.contains(pane) {
                 // A provider gone from the config since the agent started: its pane is read
                 // without markers, as output alone.
-                let provider = self.providers.get(&agent.provider);
+                let providers = self.providers.current();
+                let provider = providers.get(&agent.provider);
                 let rules = provider.map_or(ScreenRules::Generic, |p| p.screen_rules);
                 let shell = provider.and_then(|p| p.shell());
-                let mut watch = Watch::new(agent, rules, shell);
+                let dialog =
+                    provider.is_some_and(|p| crate::worker::provider_setup::opens_at_a_dialog(p.setup, &p.env));
+                let mut watch = Watch::new(agent, rules, shell, dialog);
                 watch.session_log = provider.and_then(|p| SessionLogOf::of(p, &self.data_dir, &agent.name));
                 watches.insert(pane.clone(), watch);
             }
@@ -425,7 +429,7 @@ impl Fleet {
     async fn claim_and_spawn(&self) -> usize {
         let claimed = async {
             let mut tx = self.db.begin().await?;
-            let claimed = fleet::claim(&mut tx, &self.node.node_id, 8).await?;
+            let claimed = worker_records::claim(&mut tx, &self.node.node_id, 8).await?;
             if claimed.is_empty() {
                 tx.commit().await?
             } else {
@@ -462,7 +466,7 @@ impl Fleet {
             feed: &self.feed,
             tmux: &self.tmux,
             session: &self.session,
-            providers: &self.providers,
+            providers: self.providers.current(),
             data_dir: &self.data_dir,
             api_url: &self.api_url,
             api_socket: self.api_socket.as_deref(),
@@ -512,6 +516,23 @@ impl Fleet {
             tokio::spawn(async move {
                 if let Err(e) = crate::app::usage::read_session_log(&db, &feed, agent, &name, &log).await {
                     tracing::warn!(agent = %name, error = %e, "reading the agent's session log");
+                }
+            });
+        }
+    }
+
+    /// Answers the dialogs new panes show because of how Switchyard configured their CLI
+    /// ([`crate::detect::screen::StartChoice`]) by key presses checked on the screen, beside the
+    /// loop (the screen is watched for seconds). One that fails is answered again while the
+    /// dialog shows ([`watcher::START_ANSWER_EVERY`]).
+    fn answer_start_dialogs(&self, dialogs: Vec<(String, String, crate::detect::screen::StartChoice)>) {
+        for (pane, agent, choice) in dialogs {
+            let typist = self.typist();
+            tokio::spawn(async move {
+                match typist.choose_labelled(&pane, choice.option, choice.label).await {
+                    Ok(Ok(_)) => tracing::info!(agent, answer = choice.label, "answered the CLI's start dialog"),
+                    Ok(Err(why)) => tracing::warn!(agent, why, "answering the CLI's start dialog"),
+                    Err(e) => tracing::warn!(agent, error = %e, "answering the CLI's start dialog"),
                 }
             });
         }

@@ -16,9 +16,9 @@ use crate::worker::delivery::{Delivery, Outcome};
 /// The longest the loop sleeps without being woken.
 const POLL: Duration = Duration::from_secs(1);
 /// The shortest time between two looks for mail: a busy fleet's events (every agent's every
-/// state change wakes the loop) then cost one query per gap, not one each; a delivery waits for
-/// at most this long on top of its agent's settle time.
-const MIN_GAP: Duration = Duration::from_millis(250);
+/// state change wakes the loop) then cost one query per gap, not one each (at most 20 a second,
+/// an indexed read); a message waits for at most this long before its delivery starts.
+const MIN_GAP: Duration = Duration::from_millis(50);
 /// How long an agent whose message stays in its input line is left alone.
 const STUCK_BACKOFF: Duration = Duration::from_secs(30);
 /// How long an agent that was not ready (its pane unreadable, a turn just started) is left alone.

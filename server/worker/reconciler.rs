@@ -2,7 +2,7 @@
 //! timer: a live agent whose pane vanished or died is `suspended` (its provider can resume the
 //! session) or `error`. One interrupted mid-work is resumed on its own after a short wait (a few
 //! times at most) and keeps its work; any other's task goes to a person rather than being
-//! silently lost ([`fleet::settle_vanished`]); a window
+//! silently lost ([`worker_records::settle_vanished`]); a window
 //! of ours with no agent is reported as an orphan (never killed); a claimed agent with no pane
 //! yet is adopted if its window exists, else spawned — so a restart never duplicates an agent.
 //! The same pass nudges quiet agents and resumes agents whose usage limit has reset. The node's
@@ -10,17 +10,16 @@
 //! ([`heartbeat_and_settle`]), so a slow pass never makes a live node look gone.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::app::fleet;
+use crate::app::worker_records;
 use crate::db::agents::{self, Agent};
 use crate::db::events;
 use crate::domain::agent::AgentState;
 use crate::feed::EventFeed;
-use crate::providers::Providers;
+use crate::providers::LiveProviders;
 use crate::tmux::{PaneInfo, Tmux, HOME_WINDOW};
 
 /// What one pass found and did, for the status endpoint and tests.
@@ -46,7 +45,7 @@ pub struct Reconciler {
     pub session: String,
     pub node_id: String,
     /// Whose agents can be resumed (suspended rather than failed when their pane goes).
-    pub providers: Arc<Providers>,
+    pub providers: LiveProviders,
     reported_orphans: HashSet<String>,
 }
 
@@ -58,7 +57,7 @@ impl Reconciler {
         tmux: Tmux,
         session: String,
         node_id: String,
-        providers: Arc<Providers>,
+        providers: LiveProviders,
     ) -> Reconciler {
         let reported_orphans = orphans_reported(&db, &node_id).await.unwrap_or_else(|e| {
             tracing::warn!(error = %e, "reading the orphans reported before");
@@ -71,7 +70,7 @@ impl Reconciler {
     /// one, reports new orphans, and resumes agents whose usage limit reset. Spawning what it
     /// lists is the caller's.
     pub async fn tick(&mut self) -> anyhow::Result<Outcome> {
-        let providers = self.providers.clone();
+        let providers = self.providers.current();
         let resumable = move |name: &str| providers.get(name).is_some_and(|p| p.resume.is_some());
         let mut outcome = reconcile(
             &self.db,
@@ -99,11 +98,17 @@ pub async fn reconcile(
     reported_orphans: &mut HashSet<String>,
 ) -> anyhow::Result<Outcome> {
     // No session at all: every pane went at once (the tmux server killed, or a reboot).
-    let (panes, session_gone) = match tmux.list_panes(session).await {
+    let (mut panes, session_gone) = match tmux.list_panes(session).await {
         Ok(panes) => (panes, false),
         Err(e) if e.is_missing() => (Vec::new(), true),
         Err(e) => return Err(e.into()),
     };
+    if panes.iter().any(|p| p.dead && p.dead_status.is_none() && p.dead_signal.is_none()) {
+        // An exit tmux has not collected yet: collect it, so the agent's story says how it ended.
+        if tmux.collect_exits().await.is_ok() {
+            panes = tmux.list_panes(session).await.unwrap_or(panes);
+        }
+    }
     let mut conn = db.acquire().await?;
     let live = agents::list_live_on_node(&mut conn, node_id).await?;
     let mut outcome = Outcome::default();
@@ -129,7 +134,9 @@ pub async fn reconcile(
         };
         // The state, its events and the task handed on (or the resume planned) commit together.
         let mut tx = db.begin().await?;
-        if let Some(state) = fleet::settle_vanished(&mut tx, agent, resumable(&agent.provider), &reason).await? {
+        if let Some(state) =
+            worker_records::settle_vanished(&mut tx, agent, resumable(&agent.provider), &reason).await?
+        {
             outcome.settled.push((agent.name.clone(), state));
         }
         feed.commit(tx).await?;
@@ -147,7 +154,7 @@ pub async fn reconcile(
             let payload = serde_json::json!({"window": pane.window_id, "window_name": pane.window_name,
                 "pane": pane.pane_id, "node_id": node_id});
             let mut tx = db.begin().await?;
-            fleet::report_orphan(&mut tx, node_id, payload).await?;
+            worker_records::report_orphan(&mut tx, node_id, payload).await?;
             feed.commit(tx).await?;
             outcome.orphans.push(pane.window_name.clone());
         }
@@ -180,7 +187,7 @@ fn exit_of(pane: &PaneInfo) -> String {
 async fn adopt(db: &PgPool, feed: &EventFeed, session: &str, agent: &Agent, pane: &PaneInfo) -> anyhow::Result<()> {
     let mut tx = db.begin().await?;
     let pid = i32::try_from(pane.pid).ok();
-    fleet::record_pane(&mut tx, agent.id, session, &pane.window_id, &pane.pane_id, pid, None).await?;
+    worker_records::record_pane(&mut tx, agent.id, session, &pane.window_id, &pane.pane_id, pid, None).await?;
     feed.commit(tx).await?;
     tracing::info!(agent = %agent.name, pane = %pane.pane_id, "adopted the existing window of a claimed agent");
     Ok(())
@@ -196,10 +203,10 @@ pub async fn heartbeat_and_settle(
 ) -> anyhow::Result<usize> {
     let mut conn = db.acquire().await?;
     let mut settled = 0;
-    for node in fleet::heartbeat(&mut conn, node_id, stale_after).await? {
+    for node in worker_records::heartbeat(&mut conn, node_id, stale_after).await? {
         for agent in agents::list_live_on_node(&mut conn, &node.id).await? {
             let mut tx = db.begin().await?;
-            fleet::settle_on_stale_node(&mut tx, &agent, &node).await?;
+            worker_records::settle_on_stale_node(&mut tx, &agent, &node).await?;
             feed.commit(tx).await?;
             settled += 1;
         }
@@ -216,7 +223,7 @@ pub async fn resume_after_limits(db: &PgPool, feed: &EventFeed, node_id: &str) -
     let mut resumed = Vec::new();
     for agent in due {
         let mut tx = db.begin().await?;
-        let changed = fleet::resume_after_limit(&mut tx, agent.id).await?;
+        let changed = worker_records::resume_after_limit(&mut tx, agent.id).await?;
         feed.commit(tx).await?;
         if changed {
             resumed.push(agent.name);

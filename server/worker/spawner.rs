@@ -10,12 +10,10 @@ use std::path::{Path, PathBuf};
 use sqlx::PgPool;
 
 use crate::agent_writable::AgentWritable;
-use crate::app::fleet;
-use crate::db::agents;
+use crate::app::{clones, worker_records};
 use crate::db::agents::{Agent, Cause};
-use crate::domain::agent::AgentEvent;
+use crate::domain::agent::{AgentEvent, SPAWN_FAILED};
 use crate::feed::EventFeed;
-use crate::git::clones;
 use crate::providers::sandbox::{self, Visible};
 use crate::providers::{Placeholders, Provider, Providers, Sandbox};
 use crate::tmux::{Pane, Tmux, WindowSpec};
@@ -29,7 +27,7 @@ pub struct Spawner<'a> {
     pub feed: &'a EventFeed,
     pub tmux: &'a Tmux,
     pub session: &'a str,
-    pub providers: &'a Providers,
+    pub providers: std::sync::Arc<Providers>,
     pub data_dir: &'a Path,
     /// The API address agents (and `switchyard hook`) call back.
     pub api_url: &'a str,
@@ -52,9 +50,9 @@ impl Spawner<'_> {
         match self.try_spawn(agent).await {
             Ok(pane) => Ok(pane),
             Err(e) => {
-                let cause = Cause { detail: Some(format!("spawning failed: {e:#}")), ..Cause::from("worker") };
+                let cause = Cause { detail: Some(format!("{SPAWN_FAILED}: {e:#}")), ..Cause::from("worker") };
                 let mut tx = self.db.begin().await?;
-                fleet::observe(&mut tx, agent.id, None, AgentEvent::Fail, &cause).await?;
+                worker_records::observe(&mut tx, agent.id, None, AgentEvent::Fail, &cause).await?;
                 self.feed.commit(tx).await?;
                 Err(e)
             }
@@ -66,15 +64,15 @@ impl Spawner<'_> {
             .providers
             .get(&agent.provider)
             .ok_or_else(|| anyhow::anyhow!("provider `{}` is not configured on this node", agent.provider))?;
-        let cwd = self.workspace(agent).await?;
+        let cwd = clones::workspace(self.db, self.feed, self.data_dir, agent).await?;
         if (agent.wish_id.is_some() || agent.task_id.is_some()) && agent.clone_mode == "agent" {
             // The conductor's agents are told how to report where their provider reads standing
             // instructions; kept out of their commits. A task's agent (no wish) reports on its task.
             let text = match agent.wish_id {
-                Some(_) => crate::app::conductor::briefs::standing_instructions(agent.role),
-                None => crate::app::conductor::briefs::task_instructions(),
+                Some(_) => crate::domain::briefs::standing_instructions(agent.role),
+                None => crate::domain::briefs::task_instructions(),
             };
-            clones::write_excluded(&cwd, &crate::app::conductor::briefs::INSTRUCTION_FILES, &text)?;
+            clones::write_excluded(&cwd, &crate::domain::briefs::INSTRUCTION_FILES, &text)?;
         }
         let session_id = agent.provider_session_id.to_string();
         let clone = cwd.to_string_lossy();
@@ -89,7 +87,7 @@ impl Spawner<'_> {
         };
         let path = provider.search_path();
         let program = command.first().map(String::as_str).unwrap_or_default();
-        if crate::providers::find_program(program, &path, &cwd).is_none() {
+        if crate::programs::find_program(program, &path, &cwd).is_none() {
             anyhow::bail!("command not found: {program}");
         }
         let own_dir = crate::app::agents::own_dir(self.data_dir, &agent.name);
@@ -111,7 +109,7 @@ impl Spawner<'_> {
         }
         command.extend(prepared.args);
         let mut tx = self.db.begin().await?;
-        let token = fleet::issue_token(&mut tx, agent.id).await?;
+        let token = worker_records::issue_token(&mut tx, agent.id).await?;
         let token_file = write_token(self.data_dir, &agent.name, &token)?;
         self.feed.commit(tx).await?;
         let api_url = match self.api_socket(provider) {
@@ -154,8 +152,16 @@ impl Spawner<'_> {
         let mut tx = self.db.begin().await?;
         let pid = i32::try_from(pane.pid).ok();
         let clone_path = (agent.clone_mode != "none").then(|| cwd.to_string_lossy().into_owned());
-        fleet::record_pane(&mut tx, agent.id, self.session, &pane.window_id, &pane.pane_id, pid, clone_path.as_deref())
-            .await?;
+        worker_records::record_pane(
+            &mut tx,
+            agent.id,
+            self.session,
+            &pane.window_id,
+            &pane.pane_id,
+            pid,
+            clone_path.as_deref(),
+        )
+        .await?;
         self.feed.commit(tx).await?;
         Ok(pane)
     }
@@ -176,13 +182,13 @@ impl Spawner<'_> {
         if provider.sandbox == Sandbox::None {
             return Ok(command);
         }
-        if crate::providers::find_program("bwrap", path, cwd).is_none() {
+        if crate::programs::find_program("bwrap", path, cwd).is_none() {
             anyhow::bail!("provider `{}` has sandbox = \"bwrap\": install bubblewrap (bwrap)", provider.name);
         }
         let mut read_only = vec![PathBuf::from(&agent.repo), self.exe()?];
         read_only.extend(Visible::tools(path));
         // A program named by its path (not on the PATH) is shown too, outside its clone.
-        let program = command.first().and_then(|program| crate::providers::find_program(program, path, cwd));
+        let program = command.first().and_then(|program| crate::programs::find_program(program, path, cwd));
         if let Some(dir) = program.as_deref().and_then(Path::parent).filter(|dir| !dir.starts_with(cwd)) {
             read_only.extend(Visible::tools(&dir.to_string_lossy()));
         }
@@ -206,49 +212,6 @@ impl Spawner<'_> {
     fn api_socket(&self, provider: &Provider) -> Option<&Path> {
         let offline = provider.sandbox == Sandbox::Bwrap && provider.network == sandbox::Network::None;
         self.api_socket.filter(|_| offline)
-    }
-
-    /// The directory the agent works in: its own clone on its branch, or the project's repository.
-    async fn workspace(&self, agent: &Agent) -> anyhow::Result<PathBuf> {
-        match agent.clone_mode.as_str() {
-            "agent" => {}
-            // A team's members share its clone, which this node makes for the first of them.
-            "team" => return self.team_clone(agent).await,
-            _ => return Ok(PathBuf::from(&agent.repo)),
-        }
-        let dest = clones::clone_dir(self.data_dir, &agent.name);
-        let branch = agent.branch.clone().unwrap_or_else(|| clones::default_branch(&agent.name));
-        let target = {
-            let mut conn = self.db.acquire().await?;
-            agents::project_target_branch(&mut conn, agent.project_id).await?
-        };
-        clones::make(Path::new(&agent.repo), &dest, &branch, &target).await?;
-        Ok(dest)
-    }
-
-    /// The clone of the agent's team on this node (the node the team was pinned to when the
-    /// agent was claimed): made now for its first agent, and recorded once made. git runs with
-    /// no row locked.
-    async fn team_clone(&self, agent: &Agent) -> anyhow::Result<PathBuf> {
-        let name = agent.team.as_deref().ok_or_else(|| anyhow::anyhow!("the agent's team was disbanded"))?;
-        let node = agent.node_id.as_deref().ok_or_else(|| anyhow::anyhow!("the agent was not claimed"))?;
-        let team = {
-            let mut conn = self.db.acquire().await?;
-            crate::db::teams::get(&mut conn, name).await?
-        };
-        let team = team.ok_or_else(|| anyhow::anyhow!("team `{name}` was disbanded"))?;
-        if team.node_id.as_deref().is_some_and(|pinned| pinned != node) {
-            anyhow::bail!("team `{name}` runs on node `{}`", team.node_id.unwrap_or_default());
-        }
-        if let Some(path) = &team.clone_path {
-            return Ok(PathBuf::from(path));
-        }
-        let dest = clones::team_clone_dir(self.data_dir, name);
-        clones::make(Path::new(&agent.repo), &dest, &team.branch, &team.base_branch).await?;
-        let mut tx = self.db.begin().await?;
-        fleet::record_team_clone(&mut tx, name, node, &dest.to_string_lossy()).await?;
-        self.feed.commit(tx).await?;
-        Ok(dest)
     }
 }
 

@@ -12,12 +12,12 @@ use chrono::Utc;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::app::fleet;
 use crate::app::usage::SessionLogOf;
+use crate::app::worker_records;
 use crate::db::agents::{self, Agent, Applied, Cause};
 use crate::db::spare_connections::SpareConnections;
 use crate::detect::decision::{Decision, Detector, DetectorConfig, Source};
-use crate::detect::screen::ScreenRules;
+use crate::detect::screen::{ScreenRules, StartChoice};
 use crate::domain::agent::{AgentEvent, AgentState};
 use crate::tmux::Control;
 
@@ -27,6 +27,9 @@ const HISTORY: u32 = 20;
 /// several writes (a clear, then the text), and reading after the first would cost a reading
 /// of a half-drawn screen, which never decides anything.
 pub const OUTPUT_SETTLE: Duration = Duration::from_millis(3);
+/// How long an answer to a start dialog ([`Watches::start_dialogs`]) is given before the dialog,
+/// still showing, is answered again: longer than [`crate::app::local_panes::Typist::choose`] takes.
+pub const START_ANSWER_EVERY: Duration = Duration::from_secs(30);
 /// How often output may move an agent's `last_activity`: a pane prints in bursts of many
 /// notifications a second, and the column is read by people (seconds are plenty), so a write
 /// per burst would be the worker's busiest statement for nothing.
@@ -55,18 +58,27 @@ pub struct Watch {
     activity_at: Option<Instant>,
     /// The session log its tokens are read from when it goes idle (Codex, Gemini CLI).
     pub session_log: Option<SessionLogOf>,
+    /// When the start dialog its screen shows was last handed out to be answered.
+    start_answered: Option<Instant>,
 }
 
 impl Watch {
     /// `shell`: for panes without screen rules, the program the pane runs (`bash`): another
-    /// process group holding its terminal means the agent is busy.
-    pub fn new(agent: &Agent, rules: ScreenRules, shell: Option<String>) -> Watch {
+    /// process group holding its terminal means the agent is busy. `start_dialog`: the
+    /// provider's CLI opens at a dialog the worker answers
+    /// ([`crate::worker::provider_setup::opens_at_a_dialog`]), expected while the agent is
+    /// still spawning.
+    pub fn new(agent: &Agent, rules: ScreenRules, shell: Option<String>, start_dialog: bool) -> Watch {
+        // A state recorded before this worker watched it (a restart) is where it starts.
+        let mut detector = Detector::resuming(rules, DetectorConfig::default(), activity_of(agent.state));
+        if start_dialog && agent.state == AgentState::Spawning {
+            detector = detector.expecting_start_dialog();
+        }
         Watch {
             shell,
             agent_id: agent.id,
             name: agent.name.clone(),
-            // A state recorded before this worker watched it (a restart) is where it starts.
-            detector: Detector::resuming(rules, DetectorConfig::default(), activity_of(agent.state)),
+            detector,
             last_output: Instant::now(),
             hook_seen: agent.last_hook_at,
             hook_new: None,
@@ -75,6 +87,7 @@ impl Watch {
             read_at: Some(Instant::now()),
             activity_at: None,
             session_log: None,
+            start_answered: None,
         }
     }
 
@@ -122,9 +135,11 @@ impl Watch {
         Some(decision)
     }
 
-    /// When the screen is to be read next: for unread output, or for the detector.
+    /// When the screen is to be read next: for unread output, for the detector, or to answer
+    /// a start dialog still showing again ([`Watches::start_dialogs`]).
     fn next_reading_at(&self) -> Option<Instant> {
-        [self.read_at, self.detector.next_reading_at()].into_iter().flatten().min()
+        let answer_again = self.detector.start_choice().and(self.start_answered).map(|at| at + START_ANSWER_EVERY);
+        [self.read_at, self.detector.next_reading_at(), answer_again].into_iter().flatten().min()
     }
 }
 
@@ -190,6 +205,21 @@ impl Watches {
             .filter(|(_, w)| w.next_reading_at().is_some_and(|at| at <= now))
             .map(|(p, _)| p.clone())
             .collect()
+    }
+
+    /// The panes whose screen shows a dialog Switchyard answers itself ([`StartChoice`]), with
+    /// their agent's name and the answer, each once per [`START_ANSWER_EVERY`] while it shows.
+    pub fn start_dialogs(&mut self, now: Instant) -> Vec<(String, String, StartChoice)> {
+        let mut due = Vec::new();
+        for (pane, watch) in &mut self.panes {
+            let Some(choice) = watch.detector.start_choice() else { continue };
+            if watch.start_answered.is_some_and(|at| now.duration_since(at) < START_ANSWER_EVERY) {
+                continue;
+            }
+            watch.start_answered = Some(now);
+            due.push((pane.clone(), watch.name.clone(), choice));
+        }
+        due
     }
 
     /// The earliest time a pane is to be read.
@@ -288,7 +318,7 @@ fn activity_of(state: AgentState) -> Option<crate::domain::agent::Activity> {
     }
 }
 
-/// The connections the watcher writes its swaps on ([`fleet::swap`]), kept (see
+/// The connections the watcher writes its swaps on ([`worker_records::swap`]), kept (see
 /// [`crate::db::spare_connections`]): a round's swaps for different agents are written at once, as many as
 /// [`WRITERS`] on kept connections.
 pub struct Writer(SpareConnections);
@@ -308,7 +338,7 @@ impl Writer {
         cause: &Cause,
     ) -> Result<Option<(String, AgentState)>, sqlx::Error> {
         let mut conn = self.0.take().await?;
-        let swapped = fleet::swap(&mut conn, agent, to, cause).await;
+        let swapped = worker_records::swap(&mut conn, agent, to, cause).await;
         self.0.give_back(conn, &swapped);
         swapped
     }
@@ -337,8 +367,9 @@ pub async fn apply(
     }
     // A screen's decision names its rule and the line it matched, so it can be explained.
     let matched = decision.matched.as_ref();
+    // A prompt read on the screen says what it asks, for the agent's task and the notices.
     let cause = Cause {
-        detail: decision.error.clone(),
+        detail: decision.error.clone().or_else(|| decision.asked.clone()),
         signal: matched.map(|m| m.rule.to_owned()),
         line: matched.map(|m| m.line.clone()).filter(|line| !line.is_empty()),
         ..Cause::from(source)
@@ -356,7 +387,7 @@ pub async fn apply(
     let mut tx = db.begin().await?;
     if let Some(words) = &decision.fatal {
         let cause = Cause { detail: Some(words.clone()), ..Cause::from(source) };
-        let applied = fleet::observe(&mut tx, agent_id, None, AgentEvent::Fail, &cause).await?;
+        let applied = worker_records::observe(&mut tx, agent_id, None, AgentEvent::Fail, &cause).await?;
         feed.commit(tx).await?;
         return Ok(matches!(applied, Some(Applied::Changed { .. })));
     }
@@ -375,19 +406,20 @@ pub async fn apply(
             suspended_until: Some(until),
             ..Cause::from(source)
         };
-        let applied = fleet::observe(&mut tx, agent_id, None, AgentEvent::Suspend, &cause).await?;
+        let applied = worker_records::observe(&mut tx, agent_id, None, AgentEvent::Suspend, &cause).await?;
         let Some(Applied::Changed { agent, .. }) = applied else {
             tx.commit().await?;
             return Ok(false);
         };
         // Resumed into its session after the reset, it is told to go on: the limit cut its turn.
-        if fleet::has_unreported_work(&mut tx, &agent).await? {
-            fleet::tell_to_go_on(&mut tx, &agent, "its usage limit was reached; it has reset").await?;
+        if worker_records::has_unreported_work(&mut tx, &agent).await? {
+            worker_records::tell_to_go_on(&mut tx, &agent, "its usage limit was reached; it has reset").await?;
         }
         feed.commit(tx).await?;
         return Ok(true);
     }
-    let applied = fleet::observe(&mut tx, agent_id, None, AgentEvent::Observed(decision.activity), &cause).await?;
+    let applied =
+        worker_records::observe(&mut tx, agent_id, None, AgentEvent::Observed(decision.activity), &cause).await?;
     if matches!(applied, Some(Applied::Changed { .. })) {
         feed.commit(tx).await?
     } else {
@@ -427,6 +459,7 @@ mod tests {
             read_at: None,
             activity_at: None,
             session_log: None,
+            start_answered: None,
         }
     }
 
@@ -472,5 +505,23 @@ mod tests {
         watch.hook_new = Some((Utc::now(), AgentState::Working));
         assert!(watch.read(start + Duration::from_millis(10), WORKING, None).is_none());
         assert_eq!(watch.detector.activity(), Some(Activity::Working));
+    }
+
+    #[test]
+    fn a_start_dialog_is_handed_out_to_be_answered_once_and_again_only_while_it_stays() {
+        const DIALOG: &str = include_str!("../../tests/fixtures/screens/codex/start-folder-access-0.169.0.txt");
+        let mut codex = watch();
+        codex.detector = Detector::new(ScreenRules::Codex, DetectorConfig::default()).expecting_start_dialog();
+        let mut watches = Watches::default();
+        watches.insert("%1".into(), codex);
+        let start = Instant::now();
+        assert!(watches.panes.get_mut("%1").unwrap().read(start, DIALOG, None).is_none(), "not a question");
+        let due = watches.start_dialogs(start);
+        assert_eq!(due.len(), 1, "{due:?}");
+        assert_eq!((due[0].0.as_str(), due[0].2.label), ("%1", "Open restricted"));
+        assert!(watches.start_dialogs(start + Duration::from_secs(1)).is_empty(), "being answered");
+        // Still there when the answer had its time: read again then, and answered again.
+        assert_eq!(watches.next_due(), Some(start + START_ANSWER_EVERY));
+        assert_eq!(watches.start_dialogs(start + START_ANSWER_EVERY).len(), 1);
     }
 }

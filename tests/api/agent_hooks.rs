@@ -237,7 +237,7 @@ async fn an_agents_tokens_are_summed_per_model_from_its_transcript_a_turn_at_a_t
     // A price of $1 per million tokens of every kind, set in providers.toml, so the cost is the
     // tokens over a million.
     let prices = "[prices.\"claude-opus-4-5\"]\ninput = 1.0\noutput = 1.0\ncache_write = 1.0\ncache_read = 1.0\n";
-    let app = crate::helpers::spawn_app_with_providers(prices).await;
+    let app = crate::helpers::TestApp::builder().providers(prices).spawn().await;
     app.create_project("alpha").await;
     app.create_agent(engineer("alpha", "fox")).await;
     let dir = tempfile::tempdir().expect("dir");

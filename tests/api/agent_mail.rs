@@ -60,11 +60,14 @@ async fn a_body_may_not_carry_a_line_that_passes_for_the_line_naming_its_sender(
 #[tokio::test]
 async fn a_delivered_message_starts_with_a_line_naming_its_sender() {
     let logs = tempfile::tempdir().expect("logs");
-    let app = spawn_app_with_worker_settings(&providers_toml(logs.path(), &[]), |worker| {
-        worker.message_settle = Duration::from_millis(50);
-        worker.message_confirm = Duration::from_secs(3);
-    })
-    .await;
+    let app = TestApp::builder()
+        .providers(&providers_toml(logs.path(), &[]))
+        .worker(|worker| {
+            worker.message_settle = Duration::from_millis(50);
+            worker.message_confirm = Duration::from_secs(3);
+        })
+        .spawn()
+        .await;
     app.create_project("alpha").await;
     app.create_wish(json!({"slug": "w", "project": "alpha", "title": "w"})).await;
     let inbox = json!({"provider": "fake-inbox", "clone": "none", "wish": "w"});

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{engineer, eventually, merged, spawn_app, spawn_app_with, spawn_app_with_worker_and_providers};
+use crate::helpers::{engineer, eventually, merged, spawn_app, TestApp};
 
 #[tokio::test]
 async fn a_suspended_agent_keeps_no_dead_pane_or_pid() {
@@ -24,7 +24,7 @@ async fn a_suspended_agent_keeps_no_dead_pane_or_pid() {
 
 #[tokio::test]
 async fn a_project_scoped_webhook_is_sent_its_agents_idle_and_stopped_events() {
-    let app = spawn_app_with(crate::webhooks::test_settings()).await;
+    let app = TestApp::builder().webhooks(crate::webhooks::test_settings()).spawn().await;
     app.create_project("alpha").await;
     let hook = json!({"url": "http://127.0.0.1:9/hook", "project": "alpha",
         "events": ["on_agent_started", "on_agent_idle", "on_agent_stopped"]});
@@ -56,8 +56,11 @@ async fn a_project_scoped_webhook_is_sent_its_agents_idle_and_stopped_events() {
 
 #[tokio::test]
 async fn an_agent_whose_program_is_not_installed_fails_saying_command_not_found() {
-    let app =
-        spawn_app_with_worker_and_providers("[providers.ghost]\ncommand = [\"switchyard-test-no-such-cli\"]\n").await;
+    let app = TestApp::builder()
+        .providers("[providers.ghost]\ncommand = [\"switchyard-test-no-such-cli\"]\n")
+        .worker(|_| {})
+        .spawn()
+        .await;
     app.create_project("alpha").await;
     app.create_agent(merged(engineer("alpha", "fox"), json!({"provider": "ghost"}))).await;
     eventually("fox stops", std::time::Duration::from_secs(20), || async {
@@ -100,7 +103,7 @@ async fn the_explanation_names_the_signal_that_decided_the_state_and_what_the_ot
 
 #[tokio::test]
 async fn a_shell_agent_running_a_quiet_command_is_working_until_the_command_ends() {
-    let app = crate::helpers::spawn_app_with_worker().await;
+    let app = crate::helpers::TestApp::builder().worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     app.create_agent(merged(engineer("alpha", "kit"), json!({"provider": "shell", "clone": "none"}))).await;
     eventually("the shell is idle at its prompt", std::time::Duration::from_secs(20), || async {
@@ -146,7 +149,7 @@ async fn a_state_the_screen_decided_is_explained_by_its_rule_and_the_line_it_mat
     let providers = format!(
         "[providers.asker]\ncommand = [\"sh\", \"-c\", \"cat '{dialog}'; exec sleep 600\"]\nscreen_rules = \"claude\"\ninstall_hooks = false\n"
     );
-    let app = spawn_app_with_worker_and_providers(&providers).await;
+    let app = TestApp::builder().providers(&providers).worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     app.create_agent(merged(engineer("alpha", "fox"), json!({"provider": "asker", "clone": "none"}))).await;
     eventually("fox asks for permission", std::time::Duration::from_secs(20), || async {
@@ -165,9 +168,14 @@ async fn a_state_the_screen_decided_is_explained_by_its_rule_and_the_line_it_mat
         (Some("permission dialog"), Some("Do you want to proceed?")),
         "read now too: {why}"
     );
+    // What the dialog asks, read above its options, comes with it.
+    let asked = why["detail"].as_str().unwrap_or_default();
+    assert!(asked.starts_with("Bash command\nrm -rf target/debug/incremental"), "{why}");
     let summary = why["summary"].as_str().unwrap_or_default();
     assert!(
-        summary.contains("decided by a screen rule (permission dialog: on the line “Do you want to proceed?”)"),
+        summary.contains(
+            "decided by a screen rule (permission dialog: on the line “Do you want to proceed?”: Bash command"
+        ),
         "{summary}"
     );
 }

@@ -60,7 +60,7 @@ env = {{ SWITCHYARD_BIN = "{bin}", FAKE_DIR = "{dir}" }}
 
 /// The app with its worker and conductor running the fake agents.
 async fn conducted(fakes: &Fakes) -> TestApp {
-    spawn_app_with_worker_settings(&fakes.providers(), |w| w.conductor = true).await
+    TestApp::builder().providers(&fakes.providers()).worker(|w| w.conductor = true).spawn().await
 }
 
 /// A project whose agents are the fakes, with these conductor settings over the defaults.
@@ -233,8 +233,8 @@ async fn an_agent_token_reports_only_on_its_own_work() {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_nodes_on_one_database_dispatch_every_group_exactly_once() {
     let fakes = Fakes::new();
-    let node = |w: &mut switchyard::config::WorkerConfig| w.conductor = true;
-    let first = spawn_app_with_worker_settings(&fakes.providers(), node).await;
+    let node = |w: &mut switchyard::worker::WorkerConfig| w.conductor = true;
+    let first = TestApp::builder().providers(&fakes.providers()).worker(node).spawn().await;
     let second = spawn_node_beside(&first, &fakes.providers(), node).await;
     let (_, repo) = project(&first, "epsilon", json!({"review": "none", "max_agents": 8})).await;
     let groups: Vec<Value> = (0..8).map(|i| json!({"key": format!("g{i}"), "title": format!("G{i}")})).collect();
@@ -403,4 +403,58 @@ async fn a_target_branch_that_moved_is_merged_into_the_wish_before_the_next_grou
     assert_eq!(app.count_events("wish.caught_up", "wish:stale").await, 0);
     assert_eq!(predicted.len(), 1, "recorded once: {predicted:?}");
     assert_eq!(predicted[0]["payload"]["files"], json!(["one.txt"]));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_merge_git_refuses_is_shown_with_gits_words_tried_again_after_growing_waits_and_lands_once_git_lets_it() {
+    let fakes = Fakes::new();
+    fakes.say("hold-api", "");
+    let app = conducted(&fakes).await;
+    let (_, repo) = project(&app, "gamma", json!({"review": "none"})).await;
+    app.create_wish(json!({"slug": "locked", "project": "gamma", "title": "t",
+                           "groups": [{"key": "api", "title": "The API"}]}))
+        .await;
+    app.post_ok("/api/v1/wishes/locked/plan", json!({})).await;
+    wait_for_wish(&app, "locked", "the wish has its branch and the group its engineer", |w| {
+        w["branch"] == "wish/locked" && group(w, "api")["assignee"].as_str().is_some_and(|a| a.starts_with("engineer-"))
+    })
+    .await;
+    // Git cannot lock the wish's branch, as while another git holds it; the engineer reports.
+    let lock = repo.join(".git/refs/heads/wish/locked.lock");
+    std::fs::write(&lock, "").expect("lock");
+    fakes.say("go-api", "");
+
+    let stalled = wait_for_wish(&app, "locked", "the wish says its merge keeps failing", |w| {
+        w["stalled"]["attempts"].as_i64().is_some_and(|n| n >= 4)
+    })
+    .await;
+    let error = stalled["stalled"]["error"].as_str().expect("error");
+    assert!(error.contains("cannot lock ref 'refs/heads/wish/locked'"), "git's words: {error}");
+    assert_eq!(group(&stalled, "api")["status"], "in_progress", "{stalled}");
+    // Each try waits twice as long as the one before (1 s, 2 s, 4 s, 8 s, …): the fourth's next try
+    // is at least 15 s after the first failure, where four tries a second would be the next moment.
+    let at = |field: &str| {
+        stalled["stalled"][field].as_str().expect(field).parse::<chrono::DateTime<chrono::Utc>>().expect("time")
+    };
+    assert!(at("retry_at") - at("since") >= chrono::Duration::seconds(15), "{}", stalled["stalled"]);
+    let failing = app.get_ok("/api/v1/events?subject=wish:locked&types=wish.step_failing").await;
+    assert_eq!(failing["items"].as_array().expect("events").len(), 1, "one event, however many tries: {failing}");
+    let needs = app.get_ok("/api/v1/needs").await;
+    let need = needs["items"].as_array().expect("needs").iter().find(|n| n["kind"] == "stalled").cloned();
+    let need = need.unwrap_or_else(|| panic!("needs you lists it: {needs}"));
+    assert_eq!((&need["wish"], &need["link"]), (&json!("locked"), &json!("/wishes/locked")), "{need}");
+    assert!(need["asked"].as_str().unwrap_or_default().contains("cannot lock ref"), "{need}");
+    let dashboard = crate::dashboard::Dashboard::login(&app).await;
+    let (status, page) = dashboard.get("/wishes/locked").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Merging its reported groups keeps failing"), "{page}");
+    assert!(page.contains("cannot lock ref"), "{page}");
+
+    // Git can lock the branch again: the group lands by itself and the wish says no more.
+    std::fs::remove_file(&lock).expect("unlock");
+    let done = wait_for_wish(&app, "locked", "the group lands once git lets it", |w| w["status"] == "completed").await;
+    assert!(done["stalled"].is_null(), "{done}");
+    let recovered = app.get_ok("/api/v1/events?subject=wish:locked&types=wish.step_recovered").await;
+    assert_eq!(recovered["items"].as_array().expect("events").len(), 1, "{recovered}");
+    assert!(!app.get_ok("/api/v1/needs").await.to_string().contains("\"stalled\""));
 }

@@ -50,7 +50,7 @@ async fn a_wish_survives_sigkill_after_a_dispatch_and_after_a_merge_with_one_age
     };
     let repo = installation.repo.path().to_path_buf();
     // Measured up to `completed`: the merge queue (its own tests) would take the wish on from
-    // there, and refuse it, `main` being checked out in the test's repository.
+    // there.
     let project = json!({"slug": "alpha", "name": "Alpha", "repo_path": repo,
                          "conductor_config": {"provider": "fake", "review": "none"},
                          "merge_queue_config": {"enabled": false, "track_mode": "all"}});

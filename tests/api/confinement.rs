@@ -25,7 +25,7 @@ sandbox = "bwrap"
 /// An app whose project `alpha` runs its agents with `boxed` (no worker: agents are only
 /// recorded, and report with their tokens as they would from their panes).
 async fn sandboxed_project() -> TestApp {
-    let app = spawn_app_with_providers(PROVIDERS).await;
+    let app = TestApp::builder().providers(PROVIDERS).spawn().await;
     app.create_project("alpha").await;
     app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "boxed"}})).await;
     app

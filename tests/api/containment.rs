@@ -61,7 +61,8 @@ sandbox = "bwrap"
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sandboxed_agent_reports_its_task_done_and_its_branch_reaches_the_repository_through_the_api() {
-    let app = crate::helpers::spawn_app_with_worker_settings(REPORTING_SHELL, |w| w.conductor = true).await;
+    let app =
+        crate::helpers::TestApp::builder().providers(REPORTING_SHELL).worker(|w| w.conductor = true).spawn().await;
     let project = app.create_project("alpha").await;
     let repo = repo_of(&project);
     app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "boxed"}})).await;

@@ -54,7 +54,7 @@ async fn idle_working_idle(app: &TestApp) {
 
 #[tokio::test]
 async fn a_python_script_agent_is_idle_at_its_prompt_and_working_while_its_command_runs() {
-    let app = crate::helpers::spawn_app_with_worker_and_providers(&providers(false)).await;
+    let app = crate::helpers::TestApp::builder().providers(&providers(false)).worker(|_| {}).spawn().await;
     idle_working_idle(&app).await;
 }
 

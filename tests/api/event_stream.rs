@@ -5,9 +5,9 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::Value;
-use switchyard::config::WebhookSettings;
+use switchyard::webhooks::WebhookSettings;
 
-use crate::helpers::{assert_problem, spawn_app, spawn_app_on, TestApp};
+use crate::helpers::{assert_problem, spawn_app, TestApp};
 
 /// An open SSE response and what has been read of it.
 struct Stream {
@@ -120,8 +120,11 @@ async fn the_stream_filters_by_type_and_pattern() {
 #[tokio::test]
 async fn two_instances_on_one_database_both_stream_an_event_written_by_either() {
     let first = spawn_app().await;
-    let second =
-        spawn_app_on(first.database_url.clone(), first.database_name.clone(), WebhookSettings::default()).await;
+    let second = TestApp::builder()
+        .on(first.database_url.clone(), first.database_name.clone())
+        .webhooks(WebhookSettings::default())
+        .spawn()
+        .await;
     let start = *all_event_ids(&first).await.last().expect("the admin tokens' events");
     let mut on_first = Stream::open(&first, "?types=token.*", Some(start)).await;
     let mut on_second = Stream::open(&second, "?types=token.*", Some(start)).await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::{assert_json, eventually, restart, spawn_app_with_worker_and_providers, stop, TestApp};
+use crate::helpers::{assert_json, eventually, restart, stop, TestApp};
 
 /// The fake agent as a provider; its resume command passes `resumed`.
 pub(crate) fn providers_toml() -> String {
@@ -130,7 +130,7 @@ async fn reconcile_passes(app: &TestApp, n: usize) {
 
 #[tokio::test]
 async fn a_fake_claude_code_goes_through_each_state_in_order_and_its_task_waits_while_it_asks() {
-    let app = spawn_app_with_worker_and_providers(&providers_toml()).await;
+    let app = TestApp::builder().providers(&providers_toml()).worker(|_| {}).spawn().await;
     let task = fake_agent_on_a_task(&app, "fox").await;
     play_to_idle(&app, "fox", &task).await;
 
@@ -150,7 +150,7 @@ async fn a_fake_claude_code_goes_through_each_state_in_order_and_its_task_waits_
 
 #[tokio::test]
 async fn a_usage_limit_suspends_the_agent_until_the_reset_and_the_worker_resumes_its_session() {
-    let app = spawn_app_with_worker_and_providers(&providers_toml()).await;
+    let app = TestApp::builder().providers(&providers_toml()).worker(|_| {}).spawn().await;
     let task = fake_agent_on_a_task(&app, "fox").await;
     play_to_idle(&app, "fox", &task).await;
 
@@ -183,7 +183,7 @@ async fn a_usage_limit_suspends_the_agent_until_the_reset_and_the_worker_resumes
 
 #[tokio::test]
 async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stray_window_once() {
-    let app = spawn_app_with_worker_and_providers(&providers_toml()).await;
+    let app = TestApp::builder().providers(&providers_toml()).worker(|_| {}).spawn().await;
     let task = fake_agent_on_a_task(&app, "fox").await;
     wait_for_state(&app, "fox", "idle").await;
     go_on(&app, "fox").await;

@@ -10,8 +10,11 @@ use secrecy::SecretString;
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
 use switchyard::auth::Scope;
-use switchyard::config::{LogFormat, RateLimitSettings, Settings, WebhookSettings, WorkerConfig};
+use switchyard::config::{LogFormat, Settings};
 use switchyard::db::embedded::{Durability, EmbeddedPostgres};
+use switchyard::http::rate_limit::RateLimitSettings;
+use switchyard::webhooks::WebhookSettings;
+use switchyard::worker::WorkerConfig;
 use switchyard::{Application, Role};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
@@ -148,55 +151,83 @@ pub async fn fresh_database() -> (String, String) {
     (server.url_template.replace("{db}", &name), name)
 }
 
+/// A test instance with the defaults: a fresh database, no worker, no conductor, default webhook
+/// settings, no rate limits.
 pub async fn spawn_app() -> TestApp {
-    spawn_app_with(WebhookSettings::default()).await
+    TestApp::builder().spawn().await
 }
 
-/// The application with these webhook settings (allow-list, retry schedule, inbound secrets).
-pub async fn spawn_app_with(webhooks: WebhookSettings) -> TestApp {
-    let (database_url, database_name) = fresh_database().await;
-    spawn_app_on(database_url, database_name, webhooks).await
+/// How a test instance is made: [`TestApp::builder`], then what differs from the defaults of
+/// [`spawn_app`], then `spawn().await`.
+pub struct AppBuilder {
+    /// An existing database (URL, name), as a second replica would use; else a fresh one.
+    database: Option<(String, String)>,
+    /// Written to `<data_dir>/providers.toml` before the instance starts.
+    providers: Option<String>,
+    /// The worker's settings when the worker runs.
+    worker: Option<WorkerConfig>,
+    webhooks: WebhookSettings,
+    rate_limits: RateLimitSettings,
 }
 
-/// The application with these rate limits (elsewhere tests run without any).
-pub async fn spawn_app_with_rate_limits(rate_limits: RateLimitSettings) -> TestApp {
-    let (database_url, database_name) = fresh_database().await;
-    let data_dir = tempfile::tempdir().expect("temp data dir");
-    let worker = worker_config(false, new_tmux_socket());
-    launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker, rate_limits).await
+impl TestApp {
+    pub fn builder() -> AppBuilder {
+        AppBuilder {
+            database: None,
+            providers: None,
+            worker: None,
+            webhooks: WebhookSettings::default(),
+            rate_limits: RateLimitSettings::default(),
+        }
+    }
 }
 
-/// The application without its worker, and `providers` written to `<data_dir>/providers.toml`
-/// before it starts (prices of models, for instance).
-pub async fn spawn_app_with_providers(providers: &str) -> TestApp {
-    let (database_url, database_name) = fresh_database().await;
-    let data_dir = tempfile::tempdir().expect("temp data dir");
-    std::fs::write(data_dir.path().join("providers.toml"), providers).expect("write providers.toml");
-    let worker = worker_config(false, new_tmux_socket());
-    launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker, Default::default()).await
-}
+impl AppBuilder {
+    /// These webhook settings (allow-list, retry schedule, inbound secrets).
+    pub fn webhooks(mut self, webhooks: WebhookSettings) -> AppBuilder {
+        self.webhooks = webhooks;
+        self
+    }
 
-/// The application with its worker running agents in tmux on a private socket.
-pub async fn spawn_app_with_worker() -> TestApp {
-    let (database_url, database_name) = fresh_database().await;
-    launch(database_url, database_name, WebhookSettings::default(), true).await
-}
+    /// These rate limits (elsewhere tests run without any).
+    pub fn rate_limits(mut self, rate_limits: RateLimitSettings) -> AppBuilder {
+        self.rate_limits = rate_limits;
+        self
+    }
 
-/// The application with its worker, and `providers` written to `<data_dir>/providers.toml`
-/// before it starts (custom providers such as the fake Claude Code agent).
-pub async fn spawn_app_with_worker_and_providers(providers: &str) -> TestApp {
-    spawn_app_with_worker_settings(providers, |_| {}).await
-}
+    /// `providers.toml` (custom providers such as the fake Claude Code agent, prices of models).
+    pub fn providers(mut self, providers: &str) -> AppBuilder {
+        self.providers = Some(providers.to_owned());
+        self
+    }
 
-/// Like [`spawn_app_with_worker_and_providers`], with the worker's settings changed by `tweak`
-/// (shorter message settle and confirmation times, for instance).
-pub async fn spawn_app_with_worker_settings(providers: &str, tweak: impl FnOnce(&mut WorkerConfig)) -> TestApp {
-    let (database_url, database_name) = fresh_database().await;
-    let data_dir = tempfile::tempdir().expect("temp data dir");
-    std::fs::write(data_dir.path().join("providers.toml"), providers).expect("write providers.toml");
-    let mut worker = worker_config(true, new_tmux_socket());
-    tweak(&mut worker);
-    launch_with(database_url, database_name, WebhookSettings::default(), data_dir, worker, Default::default()).await
+    /// The worker running agents in tmux on a private socket, its settings changed by `tweak`
+    /// (the conductor on, shorter settle and confirmation times, …).
+    pub fn worker(mut self, tweak: impl FnOnce(&mut WorkerConfig)) -> AppBuilder {
+        let mut worker = worker_config(true, new_tmux_socket());
+        tweak(&mut worker);
+        self.worker = Some(worker);
+        self
+    }
+
+    /// On an existing database, as another replica would be.
+    pub fn on(mut self, database_url: String, database_name: String) -> AppBuilder {
+        self.database = Some((database_url, database_name));
+        self
+    }
+
+    pub async fn spawn(self) -> TestApp {
+        let (database_url, database_name) = match self.database {
+            Some(database) => database,
+            None => fresh_database().await,
+        };
+        let data_dir = tempfile::tempdir().expect("temp data dir");
+        if let Some(providers) = &self.providers {
+            std::fs::write(data_dir.path().join("providers.toml"), providers).expect("write providers.toml");
+        }
+        let worker = self.worker.unwrap_or_else(|| worker_config(false, new_tmux_socket()));
+        launch_with(database_url, database_name, self.webhooks, data_dir, worker, self.rate_limits).await
+    }
 }
 
 /// Another node on `app`'s database, as a second machine would be: its own data directory
@@ -262,24 +293,14 @@ pub async fn restart_with(mut stopped: Stopped, tweak: impl FnOnce(&mut WorkerCo
     app
 }
 
-/// Another instance on an existing database, as a second replica would be.
-pub async fn spawn_app_on(database_url: String, database_name: String, webhooks: WebhookSettings) -> TestApp {
-    launch(database_url, database_name, webhooks, false).await
-}
-
 fn new_tmux_socket() -> String {
     format!("sy-test-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
-}
-
-async fn launch(database_url: String, database_name: String, webhooks: WebhookSettings, with_worker: bool) -> TestApp {
-    let data_dir = tempfile::tempdir().expect("temp data dir");
-    launch_in(database_url, database_name, webhooks, with_worker, data_dir, new_tmux_socket()).await
 }
 
 /// The worker settings of a test instance.
 fn worker_config(with_worker: bool, tmux_socket: String) -> WorkerConfig {
     WorkerConfig {
-        // Only the worker's own tests run it (`spawn_app_with_worker`): elsewhere agents stay
+        // Only the worker's own tests run it (`TestApp::builder().worker(…)`): elsewhere agents stay
         // where the test puts them. Likewise the conductor runs only where a test asks for it.
         enabled: with_worker,
         conductor: false,
@@ -295,18 +316,6 @@ fn worker_config(with_worker: bool, tmux_socket: String) -> WorkerConfig {
         nice_sessions: false,
         ..WorkerConfig::default()
     }
-}
-
-async fn launch_in(
-    database_url: String,
-    database_name: String,
-    webhooks: WebhookSettings,
-    with_worker: bool,
-    data_dir: tempfile::TempDir,
-    tmux_socket: String,
-) -> TestApp {
-    let worker = worker_config(with_worker, tmux_socket);
-    launch_with(database_url, database_name, webhooks, data_dir, worker, Default::default()).await
 }
 
 /// Test shells start without the machine's dotfiles: a `.bashrc` that runs `pyenv rehash` (as
@@ -356,6 +365,7 @@ async fn launch_with(
         log_format: LogFormat::Text,
         pg_bindir: None,
         worker,
+        gate: Default::default(),
         webhooks,
         rate_limits,
     };
@@ -505,14 +515,16 @@ impl TestApp {
 
     /// The merge queue's loop over this app's database and data directory, as a node runs it;
     /// the test drives it with `tick()`.
-    pub fn merge_queue(&self) -> switchyard::merge_queue::MergeQueue {
+    pub fn merge_queue(&self) -> switchyard::app::merge_queue::MergeQueue {
         let data_dir = self._data_dir.path();
-        switchyard::merge_queue::MergeQueue::new(switchyard::app::Ctx::new(switchyard::app::Parts {
+        switchyard::app::merge_queue::MergeQueue::new(switchyard::app::Ctx::new(switchyard::app::Parts {
             db: self.pool.clone(),
             feed: self.feed.clone(),
             node: switchyard::node::NodeInfo::load(data_dir).expect("node id"),
             data_dir: data_dir.to_path_buf(),
-            providers: std::sync::Arc::new(switchyard::providers::Providers::load(data_dir).expect("providers")),
+            providers: switchyard::providers::LiveProviders::fixed(
+                switchyard::providers::Providers::load(data_dir).expect("providers"),
+            ),
             panes: None,
         }))
     }

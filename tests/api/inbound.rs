@@ -5,21 +5,23 @@ use hmac::{Hmac, Mac};
 use secrecy::SecretString;
 use serde_json::{json, Value};
 use sha2::Sha256;
-use switchyard::config::WebhookSettings;
+use switchyard::webhooks::WebhookSettings;
 
-use crate::helpers::{assert_problem, engineer, merged, spawn_app_with, TestApp};
+use crate::helpers::{assert_problem, engineer, merged, TestApp};
 use crate::receiver::sign;
 
 const GITHUB_SECRET: &str = "gh-test-secret";
 const HOOK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 async fn app() -> TestApp {
-    spawn_app_with(WebhookSettings {
-        github_secret: Some(SecretString::from(GITHUB_SECRET)),
-        inbound: vec![("tracker".into(), SecretString::from(HOOK_SECRET))],
-        ..WebhookSettings::default()
-    })
-    .await
+    TestApp::builder()
+        .webhooks(WebhookSettings {
+            github_secret: Some(SecretString::from(GITHUB_SECRET)),
+            inbound: vec![("tracker".into(), SecretString::from(HOOK_SECRET))],
+            ..WebhookSettings::default()
+        })
+        .spawn()
+        .await
 }
 
 /// GitHub's scheme: `sha256=` and the hex HMAC-SHA256 of the raw body.

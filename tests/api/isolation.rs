@@ -9,7 +9,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_problem, engineer, eventually, merged, spawn_app, spawn_app_with_worker, TestApp};
+use crate::helpers::{assert_problem, engineer, eventually, merged, spawn_app, TestApp};
 
 /// The environment a process started with, from `/proc/<pid>/environ`.
 fn environ(pid: u64) -> HashMap<String, String> {
@@ -41,7 +41,7 @@ async fn a_pane_gets_its_own_variables_and_a_token_of_its_own_but_not_the_server
     // (and so the tmux server it starts) runs with this canary in its environment.
     let canary = format!("SY_CANARY_{}", uuid::Uuid::new_v4().simple());
     std::env::set_var(&canary, "a server secret");
-    let app = spawn_app_with_worker().await;
+    let app = TestApp::builder().worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     let shell = |name: &str| merged(engineer("alpha", name), json!({"provider": "shell", "clone": "none"}));
     app.create_agent(shell("fox")).await;
@@ -213,7 +213,7 @@ pub(crate) async fn app_with_bwrap(providers: &str) -> crate::helpers::TestApp {
     if std::process::Command::new("bwrap").arg("--version").output().is_err() {
         panic!("bubblewrap (bwrap) is not installed: ./dev deps installs it");
     }
-    crate::helpers::spawn_app_with_worker_and_providers(providers).await
+    crate::helpers::TestApp::builder().providers(providers).worker(|_| {}).spawn().await
 }
 
 /// Types `commands` into the agent's shell with their output going to `probe.txt` in `clone`,
@@ -240,7 +240,7 @@ fn niceness(pid: &str) -> i64 {
 #[tokio::test]
 async fn agents_run_niced_below_switchyard_unless_their_provider_says_otherwise() {
     let providers = "[providers.eager]\ncommand = [\"bash\"]\nnice = 0\n";
-    let app = crate::helpers::spawn_app_with_worker_settings(providers, |w| w.nice_sessions = true).await;
+    let app = crate::helpers::TestApp::builder().providers(providers).worker(|w| w.nice_sessions = true).spawn().await;
     app.create_project("alpha").await;
     for (name, provider) in [("fox", "shell"), ("owl", "eager")] {
         app.create_agent(merged(engineer("alpha", name), json!({"provider": provider, "clone": "none"}))).await;

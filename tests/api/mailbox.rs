@@ -9,15 +9,18 @@ use reqwest::Method;
 use uuid::Uuid;
 
 use crate::fake_inbox::{prompts, providers_toml, submitted};
-use crate::helpers::{eventually, spawn_app_with_worker_settings, TestApp};
+use crate::helpers::{eventually, TestApp};
 
 /// The app with the fake agent and quick message settle and confirmation times.
 async fn app_with_fake_agents(log_dir: &std::path::Path, settle_ms: u64) -> TestApp {
-    spawn_app_with_worker_settings(&providers_toml(log_dir, &[]), |worker| {
-        worker.message_settle = Duration::from_millis(settle_ms);
-        worker.message_confirm = Duration::from_secs(3);
-    })
-    .await
+    TestApp::builder()
+        .providers(&providers_toml(log_dir, &[]))
+        .worker(|worker| {
+            worker.message_settle = Duration::from_millis(settle_ms);
+            worker.message_confirm = Duration::from_secs(3);
+        })
+        .spawn()
+        .await
 }
 
 /// When delivery recorded the paste and the Enter of a message.
@@ -164,8 +167,17 @@ async fn bodies_arrive_byte_exact_whatever_they_hold() {
 #[tokio::test]
 async fn a_pane_that_dies_mid_delivery_loses_nothing_and_types_nothing_twice() {
     let logs = tempfile::tempdir().expect("logs");
-    // A long settle: the pane dies between the paste and the Enter.
-    let app = app_with_fake_agents(logs.path(), 2500).await;
+    // A long settle: the pane dies between the paste and the Enter. An agent without hooks,
+    // whose Enter waits for the settle; one with hooks gets it as soon as its line shows the
+    // paste (a few milliseconds here).
+    let app = TestApp::builder()
+        .providers(&providers_toml(logs.path(), &[("FAKE_HOOKS", "0")]))
+        .worker(|worker| {
+            worker.message_settle = Duration::from_millis(2500);
+            worker.message_confirm = Duration::from_secs(3);
+        })
+        .spawn()
+        .await;
     app.create_project("alpha").await;
     let fox = app.idle_inbox_agent("alpha", "fox").await;
     let id = app.send_message("fox", "survive the pane").await;
@@ -205,11 +217,14 @@ async fn an_agent_without_hooks_busy_under_load_gets_enter_only_once_it_shows_th
     let providers = providers_toml(logs.path(), &[("FAKE_HOOKS", "0"), ("FAKE_DRAW_MS", "800")]);
     // A long confirm time: it bounds the wait for the paste to show, which a loaded machine
     // stretches; a delivery that goes well ends as soon as the line empties.
-    let app = spawn_app_with_worker_settings(&providers, |worker| {
-        worker.message_settle = Duration::from_millis(50);
-        worker.message_confirm = Duration::from_secs(10);
-    })
-    .await;
+    let app = TestApp::builder()
+        .providers(&providers)
+        .worker(|worker| {
+            worker.message_settle = Duration::from_millis(50);
+            worker.message_confirm = Duration::from_secs(10);
+        })
+        .spawn()
+        .await;
     app.create_project("alpha").await;
     app.idle_inbox_agent("alpha", "fox").await;
     let id = app.send_message("fox", "taken in slowly").await;

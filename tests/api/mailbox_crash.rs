@@ -162,8 +162,12 @@ impl Installation {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_killed_between_the_paste_and_enter_submits_the_message_once_after_a_restart() {
-    let mut installation = Installation::new(false).await;
-    // A long settle: the server dies while the pasted text waits in the input line.
+    // A long settle: the server dies while the pasted text waits in the input line. An agent
+    // without hooks, whose Enter waits for the settle; one with hooks gets it as soon as its
+    // line shows the paste.
+    let logs = tempfile::tempdir().expect("logs");
+    let providers = providers_toml(logs.path(), &[("FAKE_HOOKS", "0")]);
+    let mut installation = Installation::with_providers(&providers, logs).await;
     installation.start(4000, 3000);
     let token = installation.token().await;
     installation.fox(&token).await;

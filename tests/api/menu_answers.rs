@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_json, assert_problem, eventually, spawn_app_with_worker_and_providers, TestApp};
+use crate::helpers::{assert_json, assert_problem, eventually, TestApp};
 
 fn providers_toml() -> String {
     let script = format!("{}/tests/fake_agent/menu.py", env!("CARGO_MANIFEST_DIR"));
@@ -44,7 +44,7 @@ async fn input(app: &TestApp, name: &str, body: Value) -> reqwest::Response {
 
 /// The app with agent `fox`, the fake, showing its menu.
 async fn menu_agent() -> TestApp {
-    let app = spawn_app_with_worker_and_providers(&providers_toml()).await;
+    let app = TestApp::builder().providers(&providers_toml()).worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     app.create_agent(
         json!({"name": "fox", "project": "alpha", "kind": "worker", "role": "engineer", "provider": "menu"}),
@@ -113,4 +113,12 @@ async fn the_agent_pages_option_button_chooses_that_option_on_the_menu() {
     assert_eq!(refused.status(), 422);
     assert!(refused.text().await.expect("body").contains("option"), "the field is named");
     assert_eq!(screen(&app, "fox").await.matches("chose").count(), 1, "nothing pressed");
+
+    // An answer given on another page comes back to it, if it is a page of this site.
+    let answered = dashboard.post_form("/agents/fox/answer", &[("option", "2"), ("back", "/wishes/login")]).await;
+    assert_eq!(crate::dashboard::redirected(answered).await, "/wishes/login");
+    shows(&app, "fox", "chose 2: Yes, and don't ask again").await;
+    ask_again(&app).await;
+    let answered = dashboard.post_form("/agents/fox/answer", &[("option", "1"), ("back", "//evil.example/")]).await;
+    assert_eq!(crate::dashboard::redirected(answered).await, "/", "never to another site");
 }

@@ -4,16 +4,17 @@
 //! `state.json` export after each.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchyard::domain::merge_queue::EntryState;
 
-use crate::helpers::{assert_json, assert_problem, git, spawn_app, TestApp};
+use crate::helpers::{assert_json, assert_problem, eventually, git, spawn_app, TestApp};
 use crate::state_schema::assert_state_file;
 
 /// Which shape the project's repository has.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Shape {
+pub(crate) enum Shape {
     Bare,
     /// Non-bare with `elsewhere` checked out.
     OtherBranchOut,
@@ -23,13 +24,13 @@ enum Shape {
 
 /// A project over a repository of `shape`, and a developer clone of it where the test commits and
 /// pushes branches.
-struct Project {
+pub(crate) struct Project {
     repo: PathBuf,
     dev: PathBuf,
     _dir: tempfile::TempDir,
 }
 
-async fn project(app: &TestApp, slug: &str, shape: Shape, files: &[(&str, &str)]) -> Project {
+pub(crate) async fn project(app: &TestApp, slug: &str, shape: Shape, files: &[(&str, &str)]) -> Project {
     let project = repos(shape, files);
     let body = json!({"slug": slug, "name": slug, "repo_path": project.repo});
     assert_json(app.post("/api/v1/projects", body).await, 201).await;
@@ -66,7 +67,7 @@ fn repos(shape: Shape, files: &[(&str, &str)]) -> Project {
 
 impl Project {
     /// Commits `files` on `branch` (made from `origin/main` if new) in the dev clone and pushes it.
-    fn push(&self, branch: &str, files: &[(&str, &str)]) {
+    pub(crate) fn push(&self, branch: &str, files: &[(&str, &str)]) {
         git(&self.dev, &["fetch", "--quiet", "origin"]);
         let exists = git(&self.dev, &["branch", "-r", "--list", &format!("origin/{branch}")]);
         let start = if exists.trim().is_empty() { "origin/main".to_owned() } else { format!("origin/{branch}") };
@@ -112,7 +113,7 @@ impl Project {
 }
 
 /// Wish `slug` on branch `wish/<slug>` (which must exist), walked to `completed` by hand.
-async fn completed_wish(app: &TestApp, project: &str, slug: &str) {
+pub(crate) async fn completed_wish(app: &TestApp, project: &str, slug: &str) {
     let body = json!({"slug": slug, "project": project, "title": format!("Wish {slug}"), "branch": format!("wish/{slug}"),
         "groups": [{"key": "work", "title": "Work"}]});
     app.create_wish(body).await;
@@ -131,7 +132,7 @@ async fn completed_wish(app: &TestApp, project: &str, slug: &str) {
     assert_eq!(wish["status"], "completed", "{wish}");
 }
 
-async fn entry(app: &TestApp, slug: &str) -> Value {
+pub(crate) async fn entry(app: &TestApp, slug: &str) -> Value {
     app.get_ok(&format!("/api/v1/merge-queue/{slug}")).await
 }
 
@@ -145,7 +146,7 @@ async fn set_gate(app: &TestApp, project: &str, check: &str) {
 }
 
 /// What `tick` processed, as (wish, state) pairs.
-fn processed(tick: &switchyard::merge_queue::Tick) -> Vec<(&str, EntryState)> {
+pub(crate) fn processed(tick: &switchyard::app::merge_queue::Tick) -> Vec<(&str, EntryState)> {
     tick.processed.iter().map(|(w, s)| (w.as_str(), *s)).collect()
 }
 
@@ -357,27 +358,112 @@ async fn the_fix_cap_hands_the_entry_to_a_person() {
     assert_eq!(app.count_events("merge.needs_human", "merge:w").await, 1);
 }
 
+/// Programs a person's repository could run on git's behalf (hooks, fsmonitor), each leaving a
+/// marker in `markers` if it ever runs.
+fn plant_programs(repo: &Path, markers: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(markers).unwrap();
+    let hooks = repo.join(".git/hooks");
+    let program = |dir: &Path, name: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\ntouch '{}/{name}'\n", markers.display())).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    for hook in ["post-checkout", "post-merge", "post-index-change", "reference-transaction"] {
+        program(&hooks, hook);
+    }
+    let fsmonitor = program(markers.parent().unwrap(), "fsmonitor");
+    git(repo, &["config", "core.fsmonitor", &fsmonitor.to_string_lossy()]);
+}
+
+/// The target branch checked out in the project's repository, as most people keep it: a clean
+/// working tree moves with the merge, as `git merge --ff-only` would, running nothing the
+/// repository names.
 #[tokio::test]
-async fn a_checked_out_target_branch_is_never_moved_under_the_users_working_tree() {
+async fn a_clean_checked_out_target_moves_with_its_working_tree() {
     let app = spawn_app().await;
     let p = project(&app, "home", Shape::TargetOut, &[]).await;
-    p.push("wish/w", &[("w.txt", "w\n")]);
+    p.push("wish/w", &[("w.txt", "w\n"), ("README.md", "one\ntwo\nthree\nfour\n")]);
     completed_wish(&app, "home", "w").await;
+    // Planted after the push (which runs the repository's hooks, as git does for any push), and
+    // looked at before the test's own git commands run them.
+    let markers = p.repo.parent().unwrap().join("markers");
+    plant_programs(&p.repo, &markers);
     let queue = app.merge_queue();
-    let main_before = git(&p.repo, &["rev-parse", "main"]);
-    assert_eq!(processed(&queue.tick().await.unwrap()), [("w", EntryState::Failed)]);
-    let e = entry(&app, "w").await;
-    assert!(e["failure_reason"].as_str().unwrap().contains("is checked out in"), "{e}");
-    assert_eq!(e["assignee"], "human", "only a person can change that");
-    assert_eq!(git(&p.repo, &["rev-parse", "main"]), main_before);
-    p.assert_never_mid_merge();
-
-    // The user checks out another branch and retries the entry.
-    git(&p.repo, &["checkout", "--quiet", "-b", "mine"]);
-    let retried = app.post_ok("/api/v1/merge-queue/w/retry", json!({})).await;
-    assert_eq!(retried["state"], "pending");
     assert_eq!(processed(&queue.tick().await.unwrap()), [("w", EntryState::Completed)]);
-    assert_eq!(p.file_on_main("w.txt").as_deref(), Some("w\n"));
+    let ran: Vec<_> = std::fs::read_dir(&markers).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(ran.is_empty(), "nothing the repository names ran: {ran:?}");
+    git(&p.repo, &["config", "--unset", "core.fsmonitor"]);
+    assert_eq!(wish_status(&app, "w").await, "merged");
+    assert_eq!(p.merges(), ["Merge wish `w`: Wish w"]);
+    assert_eq!(git(&p.repo, &["symbolic-ref", "HEAD"]).trim(), "refs/heads/main");
+    assert_eq!(std::fs::read_to_string(p.repo.join("w.txt")).unwrap(), "w\n");
+    assert_eq!(std::fs::read_to_string(p.repo.join("README.md")).unwrap(), "one\ntwo\nthree\nfour\n");
+    p.assert_never_mid_merge();
+}
+
+/// A person's work in the tree where the target is checked out: what `git` says of it, and the
+/// bytes of each file, which nothing the queue does may change.
+fn work_of(repo: &Path, files: &[&str]) -> (String, String, Vec<Vec<u8>>) {
+    let bytes = files.iter().map(|f| std::fs::read(repo.join(f)).unwrap()).collect();
+    let staged = files.iter().map(|f| git(repo, &["show", &format!(":{f}")])).collect::<Vec<_>>().join("|");
+    (git(repo, &["status", "--porcelain"]), staged, bytes)
+}
+
+/// Uncommitted work where the target is checked out: the first entry free to go waits, visibly,
+/// with the work untouched byte for byte and `main` where it was — never `failed` — and merges by
+/// itself once the tree is clean.
+#[tokio::test]
+async fn a_dirty_checked_out_target_makes_the_entry_wait_until_the_tree_is_clean() {
+    use crate::dashboard::Dashboard;
+    let app = spawn_app().await;
+    let p = project(&app, "desk", Shape::TargetOut, &[("notes.txt", "a\n")]).await;
+    p.push("wish/w", &[("w.txt", "w\n")]);
+    completed_wish(&app, "desk", "w").await;
+    p.push("wish/v", &[("v.txt", "v\n")]);
+    completed_wish(&app, "desk", "v").await;
+    // A staged new file and an unstaged edit.
+    std::fs::write(p.repo.join("staged.txt"), "staged\n").unwrap();
+    git(&p.repo, &["add", "staged.txt"]);
+    std::fs::write(p.repo.join("notes.txt"), "a\nunstaged\n").unwrap();
+    let work = work_of(&p.repo, &["staged.txt", "notes.txt"]);
+    assert_eq!(work.0, " M notes.txt\nA  staged.txt\n");
+    let main_before = git(&p.repo, &["rev-parse", "main"]);
+
+    let queue = app.merge_queue();
+    for _ in 0..2 {
+        assert!(queue.tick().await.unwrap().processed.is_empty());
+    }
+    let e = entry(&app, "w").await;
+    let waiting = format!("uncommitted changes in {}", p.repo.display());
+    assert_eq!((e["state"].as_str(), e["waiting"].as_str()), (Some("pending"), Some(waiting.as_str())), "{e}");
+    assert_eq!(wish_status(&app, "w").await, "pending_merge");
+    assert_eq!(git(&p.repo, &["rev-parse", "main"]), main_before);
+    assert_eq!(work_of(&p.repo, &["staged.txt", "notes.txt"]), work, "the person's work is untouched");
+    let (status, html) = Dashboard::login(&app).await.get("/merge-queue?project=desk").await;
+    assert_eq!(status, 200);
+    assert!(html.contains(&format!("waiting: {waiting}")), "{html}");
+    assert_eq!(entry(&app, "v").await["waiting"], Value::Null, "only the entry that would go waits");
+
+    // Held by a person, it gives way to the next, which waits the same.
+    app.post_ok("/api/v1/merge-queue/w/hold", json!({})).await;
+    assert!(queue.tick().await.unwrap().processed.is_empty());
+    assert_eq!(entry(&app, "v").await["waiting"], waiting.as_str());
+
+    // The person commits their work: the entry goes on by itself, onto it; what the held one
+    // waited for is over too.
+    git(&p.repo, &["commit", "--quiet", "-am", "mine"]);
+    assert_eq!(processed(&queue.tick().await.unwrap()), [("v", EntryState::Completed)]);
+    assert_eq!(entry(&app, "v").await["waiting"], Value::Null);
+    assert_eq!(entry(&app, "w").await["waiting"], Value::Null);
+    app.post_ok("/api/v1/merge-queue/w/release", json!({})).await;
+    assert_eq!(processed(&queue.tick().await.unwrap()), [("w", EntryState::Completed)]);
+    assert_eq!(std::fs::read_to_string(p.repo.join("w.txt")).unwrap(), "w\n");
+    assert_eq!(std::fs::read_to_string(p.repo.join("v.txt")).unwrap(), "v\n");
+    assert_eq!(std::fs::read_to_string(p.repo.join("notes.txt")).unwrap(), "a\nunstaged\n");
+    let log = git(&p.repo, &["log", "--first-parent", "--format=%s", "-3", "main"]);
+    assert_eq!(log, "Merge wish `w`: Wish w\nMerge wish `v`: Wish v\nmine\n");
     p.assert_never_mid_merge();
 }
 
@@ -386,10 +472,11 @@ fn scratch(app: &TestApp, project: &str) -> PathBuf {
     app._data_dir.path().join("merge-queue").join(project).join("main")
 }
 
-/// The pass saw the target free; the user checks it out (here: in a linked working tree) while
-/// the gate runs: the move is refused all the same, looked at again just before it.
+/// The pass saw the target free; the user checks it out (here: in a linked working tree, with a
+/// file of their own in it) while the gate runs: the target is not moved, looked at again just
+/// before the move, and the entry waits for that tree; once the file is gone, it moves with it.
 #[tokio::test]
-async fn a_target_checked_out_while_the_gate_runs_is_not_moved() {
+async fn a_target_checked_out_while_the_gate_runs_waits_for_that_tree_then_moves_with_it() {
     let app = spawn_app().await;
     let p = project(&app, "late", Shape::OtherBranchOut, &[]).await;
     let tree = p.repo.parent().unwrap().join("user-tree");
@@ -406,15 +493,23 @@ async fn a_target_checked_out_while_the_gate_runs_is_not_moved() {
         })
         .await;
         git(&p.repo, &["worktree", "add", "--quiet", &tree.to_string_lossy(), "main"]);
+        std::fs::write(tree.join("draft.txt"), "mine\n").unwrap();
         std::fs::write(scratch.join("go"), "").unwrap();
     };
     let (tick, ()) = tokio::join!(queue.tick(), user);
-    assert_eq!(processed(&tick.unwrap()), [("w", EntryState::Failed)]);
+    assert_eq!(processed(&tick.unwrap()), [("w", EntryState::Pending)]);
     let e = entry(&app, "w").await;
-    let reason = e["failure_reason"].as_str().unwrap();
-    assert!(reason.contains("is checked out in") && reason.contains("user-tree"), "{e}");
+    let waiting = format!("uncommitted changes in {}", tree.display());
+    assert_eq!((e["state"].as_str(), e["waiting"].as_str()), (Some("pending"), Some(waiting.as_str())), "{e}");
     assert_eq!(git(&p.repo, &["rev-parse", "main"]), main_before);
-    assert!(tree.join("README.md").exists(), "the user's tree is as they made it");
+    assert_eq!(std::fs::read_to_string(tree.join("draft.txt")).unwrap(), "mine\n");
+    assert!(!tree.join("w.txt").exists(), "the user's tree is as they made it");
+
+    std::fs::remove_file(tree.join("draft.txt")).unwrap();
+    set_gate(&app, "late", "true").await;
+    assert_eq!(processed(&queue.tick().await.unwrap()), [("w", EntryState::Completed)]);
+    assert_eq!(std::fs::read_to_string(tree.join("w.txt")).unwrap(), "w\n");
+    assert_eq!(git(&tree, &["status", "--porcelain"]), "");
 }
 
 #[tokio::test]
@@ -762,7 +857,7 @@ async fn the_dashboard_shows_each_queue_with_its_log_acts_on_entries_and_lists_h
 /// sandbox of its own: none of it reaches the host, and the gate still passes and merges.
 #[tokio::test]
 async fn a_gate_script_rewritten_on_a_branch_reaches_neither_the_host_nor_the_agents_tokens() {
-    let app = crate::helpers::spawn_app_with_worker().await;
+    let app = crate::helpers::TestApp::builder().worker(|_| {}).spawn().await;
     let legit = "#!/bin/sh\nfor f in *.txt; do [ -e \"$f\" ] || continue; grep -q ok \"$f\" || exit 1; done\n";
     let p = project(&app, "shop", Shape::Bare, &[("ci/test.sh", legit)]).await;
     set_gate(&app, "shop", "sh ./ci/test.sh").await;
@@ -804,4 +899,38 @@ async fn a_gate_script_rewritten_on_a_branch_reaches_neither_the_host_nor_the_ag
     p.push("wish/bad", &[("ci/test.sh", legit), ("bad.txt", "not good\n")]);
     completed_wish(&app, "shop", "bad").await;
     assert_eq!(processed(&queue.tick().await.unwrap()), [("bad", EntryState::Failed)]);
+}
+
+#[tokio::test]
+async fn a_merge_git_refuses_goes_back_to_pending_saying_why_waits_before_the_next_try_and_lands_once_git_lets_it() {
+    let app = spawn_app().await;
+    let p = project(&app, "locked", Shape::Bare, &[]).await;
+    p.push("wish/a", &[("a.txt", "ok\n")]);
+    completed_wish(&app, "locked", "a").await;
+    // Git cannot lock the target branch, as while another git holds it.
+    let lock = p.repo.join("refs/heads/main.lock");
+    std::fs::write(&lock, "").expect("lock");
+    let queue = app.merge_queue();
+    assert_eq!(processed(&queue.tick().await.expect("tick")), [("a", EntryState::Pending)]);
+    let e = entry(&app, "a").await;
+    assert_eq!(e["state"], "pending", "never left processing: {e}");
+    let waiting = e["waiting"].as_str().unwrap_or_default();
+    assert!(waiting.starts_with("git refuses: ") && waiting.contains("cannot lock ref 'refs/heads/main'"), "{e}");
+    // The next pass waits (a second, doubling) instead of trying again at once.
+    assert!(queue.tick().await.expect("tick").processed.is_empty());
+    assert_eq!(app.count_events("merge.step_failing", "merge:a").await, 1);
+    let dashboard = crate::dashboard::Dashboard::login(&app).await;
+    let (_, page) = dashboard.get("/merge-queue").await;
+    assert!(page.contains("cannot lock ref"), "the queue's page says why: {page}");
+
+    std::fs::remove_file(&lock).expect("unlock");
+    eventually("the entry merges once git lets it", Duration::from_secs(30), || async {
+        let tick = queue.tick().await.expect("tick");
+        processed(&tick) == [("a", EntryState::Completed)]
+    })
+    .await;
+    assert_eq!(p.file_on_main("a.txt").as_deref(), Some("ok\n"));
+    assert_eq!(p.merges(), ["Merge wish `a`: Wish a"], "merged once");
+    assert!(entry(&app, "a").await["waiting"].is_null());
+    assert_eq!(app.count_events("merge.step_recovered", "merge:a").await, 1);
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::binary::BIN;
-use crate::helpers::{engineer, eventually, spawn_app, spawn_app_with_worker, TestApp};
+use crate::helpers::{engineer, eventually, spawn_app, TestApp};
 use crate::messages::cli;
 use crate::worker::shell_agent;
 
@@ -38,6 +38,13 @@ async fn the_operator_lists_agents_and_tasks_and_makes_shows_and_lists_wishes() 
     assert!(lines[0].starts_with("NAME") && lines[0].contains("LAST ACTIVITY") && lines[0].ends_with("TASK"), "{out}");
     let fox = lines.iter().find(|l| l.starts_with("fox ")).expect("fox listed");
     assert!(fox.contains("spawning") && fox.contains("claude") && fox.ends_with("Add a login page"), "{out}");
+    // Times read as people say them.
+    sqlx::query("UPDATE agents SET last_activity = now() - interval '3 minutes' WHERE name = 'fox'")
+        .execute(&app.pool)
+        .await
+        .expect("fox's last activity");
+    let (_, out, _) = cli(&["agents", "--project", "alpha"], &env, None).await;
+    assert!(out.lines().any(|l| l.starts_with("fox ") && l.contains(" 3 min ago ")), "{out}");
     let (ok, out, err) = cli(&["agents", "--project", "beta", "--json"], &env, None).await;
     assert!(ok, "{err}");
     let names: Vec<Value> = json_lines(&out).iter().map(|a| a["name"].clone()).collect();
@@ -67,6 +74,14 @@ async fn the_operator_lists_agents_and_tasks_and_makes_shows_and_lists_wishes() 
     let (ok, _, err) =
         cli(&["wish", "new", "Again", "--project", "alpha", "--slug", "dark-mode-for-the-dashboard"], &env, None).await;
     assert!(!ok && err.contains("409"), "a taken slug is the API's conflict: {err}");
+    // `-` reads what is wished for from standard input, as `msg send -` reads its body.
+    let (ok, out, err) =
+        cli(&["wish", "new", "-", "--project", "alpha"], &env, Some("Faster builds\nCache more.\n")).await;
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "faster-builds (draft)");
+    let piped = app.get_ok("/api/v1/wishes/faster-builds").await;
+    assert_eq!(piped["title"], "Faster builds", "{piped}");
+    assert!(piped["description"].as_str().is_some_and(|d| d.starts_with("Faster builds\nCache more.")), "{piped}");
     let (ok, _, err) = cli(&["wish", "new", "Nowhere", "--project", "ghost"], &env, None).await;
     assert!(!ok && err.contains("ghost"), "{err}");
 
@@ -81,7 +96,7 @@ async fn the_operator_lists_agents_and_tasks_and_makes_shows_and_lists_wishes() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn attach_shows_the_agents_pane_in_the_persons_terminal_and_names_the_node_of_one_elsewhere() {
-    let app = spawn_app_with_worker().await;
+    let app = TestApp::builder().worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     let fox = shell_agent(&app, "fox").await;
     let pane = fox["tmux_pane"].as_str().expect("pane").to_owned();
@@ -150,6 +165,10 @@ fn the_clients_help_shows_their_own_options_and_no_environment_values() {
     assert!(help(&["attach"]).contains("--tmux-socket"));
     let serve = help(&["serve"]);
     assert!(serve.contains("--database-url") && serve.contains("--webhook-timeout"), "{serve}");
+    // The top level lists the commands; the server's settings are `serve --help`'s.
+    let top = help(&[]);
+    assert!(top.contains("serve") && top.contains("wish") && !top.contains("--database-url"), "{top}");
+    assert!(!top.contains("--listen") && !top.contains("--webhook-timeout"), "{top}");
     // Hidden is not refused: a client still takes a server setting (one shell profile for all).
     let out = Command::new(BIN)
         .args(["msg", "inbox", "--tmux-socket", "x"])

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{engineer, eventually, git, merged, repo_of, spawn_app_with_worker_settings, TestApp};
+use crate::helpers::{engineer, eventually, git, merged, repo_of, TestApp};
 
 /// What a root-only file holds: it must never show up where an agent can read it.
 const SECRET: &str = r#"{"root_only": "s3cret-never-in-a-clone"}"#;
@@ -98,12 +98,15 @@ async fn typed(app: &TestApp, name: &str, commands: &str) -> Value {
 async fn respawned(app: &TestApp, name: &str, pid: &Value) -> Value {
     app.post_ok(&format!("/api/v1/agents/{name}/kill"), json!({})).await;
     app.post_ok(&format!("/api/v1/agents/{name}/resume"), json!({})).await;
-    eventually(&format!("{name} is spawned again, or fails"), Duration::from_secs(40), || async {
-        let agent = app.agent(name).await;
-        agent["state"] == "error" || (agent["pid"].is_u64() && agent["pid"] != *pid)
-    })
-    .await;
-    app.agent(name).await
+    let story = format!("/api/v1/events?subject=agent:{name}");
+    app.get_until(
+        &format!("/api/v1/agents/{name}"),
+        &format!("{name} is spawned again, or fails"),
+        Duration::from_secs(40),
+        &[&story],
+        |agent| agent["state"] == "error" || (agent["pid"].is_u64() && agent["pid"] != *pid),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -112,7 +115,7 @@ async fn links_a_sandboxed_agent_plants_for_its_next_spawn_reach_nothing_outside
         panic!("bubblewrap (bwrap) is not installed: ./dev deps installs it");
     }
     let outside = Outside::new();
-    let app = spawn_app_with_worker_settings(BOXED, |_| {}).await;
+    let app = TestApp::builder().providers(BOXED).worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     let shown = |name: &str| outside.path(name).display().to_string();
     // Each agent plants one link, typed in its sandboxed pane, where the spawner works.
@@ -166,8 +169,8 @@ install_hooks = true
 "#;
 
 /// Creates a task, commits `links` (name → target) on the branch its agent will be spawned on,
-/// dispatches it, and answers its agent once spawned or failed.
-async fn dispatched_onto(app: &TestApp, project: &Value, title: &str, links: &[(&str, PathBuf)]) -> Value {
+/// dispatches it, and answers the task's id and its agent once spawned or failed.
+async fn dispatched_onto(app: &TestApp, project: &Value, title: &str, links: &[(&str, PathBuf)]) -> (String, Value) {
     let task = app.create_task(json!({"project": "alpha", "title": title, "goal": "look around"})).await;
     let id = task["id"].as_str().expect("id").to_owned();
     let branch = format!("task/{}", &id.replace('-', "")[..8]);
@@ -191,19 +194,19 @@ async fn dispatched_onto(app: &TestApp, project: &Value, title: &str, links: &[(
     })
     .await;
     let name = app.get_ok(&runs).await["items"][0]["agent_name"].as_str().expect("agent").to_owned();
-    app.agent(&name).await
+    (id, app.agent(&name).await)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn links_committed_on_the_branch_a_new_agent_is_spawned_on_reach_nothing_outside() {
     let outside = Outside::new();
-    let app = spawn_app_with_worker_settings(LINKED, |w| w.conductor = true).await;
+    let app = TestApp::builder().providers(LINKED).worker(|w| w.conductor = true).spawn().await;
     let project = app.create_project("alpha").await;
     app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "linked"}})).await;
 
     // CLAUDE.md pointing outside: the instructions are not written through it (the other
     // instruction files get them), and the agent starts.
-    let first = dispatched_onto(&app, &project, "claude md", &[("CLAUDE.md", outside.path("planted"))]).await;
+    let (_, first) = dispatched_onto(&app, &project, "claude md", &[("CLAUDE.md", outside.path("planted"))]).await;
     assert!(first["pid"].is_u64(), "{first}");
     let clone = PathBuf::from(first["clone_path"].as_str().expect("clone"));
     assert!(std::fs::symlink_metadata(clone.join("CLAUDE.md")).expect("link").file_type().is_symlink());
@@ -211,12 +214,20 @@ async fn links_committed_on_the_branch_a_new_agent_is_spawned_on_reach_nothing_o
     assert!(agents_md.contains("switchyard"), "{agents_md}");
 
     // Claude Code's settings pointing at a root-only file: refused, naming it, not copied.
-    let second =
+    let (task, second) =
         dispatched_onto(&app, &project, "settings", &[(".claude/settings.local.json", outside.path("secret.json"))])
             .await;
     assert_eq!(second["state"], "error", "{second}");
     let reason = second["failure_reason"].as_str().unwrap_or_default();
     assert!(reason.contains(".claude/settings.local.json is a symbolic link"), "{reason}");
+    // Another start would meet the same refusal: the task fails saying why, its agent not retried.
+    let task = app
+        .get_until(&format!("/api/v1/tasks/{task}"), "the task fails", Duration::from_secs(60), &[], |t| {
+            t["status"] == "failed"
+        })
+        .await;
+    assert!(task["result"].as_str().unwrap_or_default().contains("symbolic link"), "{task}");
+    assert_eq!(app.agent(second["name"].as_str().expect("name")).await["state"], "error");
 
     outside.assert_untouched();
     assert_eq!(holding_the_secret(app._data_dir.path()), Vec::<PathBuf>::new());

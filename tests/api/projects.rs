@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_problem, git_repo, id, spawn_app};
+use crate::helpers::{assert_problem, git, git_repo, id, spawn_app};
 
 #[tokio::test]
 async fn a_project_is_created_with_defaults_and_read_back_with_its_etag() {
@@ -31,7 +31,10 @@ async fn a_project_is_created_with_defaults_and_read_back_with_its_etag() {
     assert_eq!(fetched.status(), 200);
     assert_eq!(fetched.headers()["etag"], "\"1\"");
     let fetched: Value = fetched.json().await.expect("json");
-    assert_eq!(fetched, created);
+    // The created project is the one read back, with what its creator was told besides.
+    let mut told = created.clone();
+    told.as_object_mut().expect("an object").remove("warnings").expect("its warnings");
+    assert_eq!(fetched, told);
 
     assert_eq!(app.count_events("project.created", "project:alpha").await, 1);
 }
@@ -291,4 +294,31 @@ async fn a_target_branch_must_exist_in_the_repository_and_not_be_head() {
         .expect("request");
     let body = assert_problem(response, 422).await;
     assert_eq!(body["errors"][0]["field"], "target_branch", "{body}");
+}
+
+#[tokio::test]
+async fn a_project_whose_target_is_checked_out_is_accepted_with_a_warning_on_the_response_and_the_boards_page() {
+    let app = spawn_app().await;
+    // The helper's repository has `main` checked out in its own working tree.
+    let checked_out = app.create_project("alpha").await;
+    let warnings = checked_out["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{checked_out}");
+    let warning = warnings[0].as_str().expect("a sentence");
+    assert!(
+        warning.contains("`main` is checked out in") && warning.contains("the merge queue will advance"),
+        "{warning}"
+    );
+
+    // A bare repository has no working tree to move: nothing to say.
+    let source = git_repo();
+    let bare = tempfile::tempdir().expect("temp dir");
+    let bare_repo = bare.path().join("repo.git");
+    git(bare.path(), &["clone", "--quiet", "--bare", &source.path().to_string_lossy(), &bare_repo.to_string_lossy()]);
+    let body = json!({"slug": "beta", "name": "Beta", "repo_path": bare_repo});
+    let quiet = crate::helpers::assert_json(app.post("/api/v1/projects", body).await, 201).await;
+    assert_eq!(quiet["warnings"], json!([]), "{quiet}");
+
+    let dashboard = crate::dashboard::Dashboard::login(&app).await;
+    let (_, boards) = dashboard.get("/boards").await;
+    assert_eq!(boards.matches("the merge queue will advance that working tree").count(), 1, "alpha's only: {boards}");
 }

@@ -8,9 +8,9 @@ use std::num::NonZeroU32;
 
 use reqwest::{Response, StatusCode};
 use switchyard::auth::Scope;
-use switchyard::config::{Rate, RateLimitSettings};
+use switchyard::http::rate_limit::{Rate, RateLimitSettings};
 
-use crate::helpers::{assert_problem, spawn_app_with_rate_limits, TestApp};
+use crate::helpers::{assert_problem, TestApp};
 
 const BURST: u32 = 3;
 
@@ -19,12 +19,14 @@ fn low() -> Option<Rate> {
 }
 
 async fn app(trusted_proxies: &[&str]) -> TestApp {
-    spawn_app_with_rate_limits(RateLimitSettings {
-        per_token: low(),
-        per_address: low(),
-        trusted_proxies: trusted_proxies.iter().map(|p| p.parse().expect("cidr")).collect(),
-    })
-    .await
+    TestApp::builder()
+        .rate_limits(RateLimitSettings {
+            per_token: low(),
+            per_address: low(),
+            trusted_proxies: trusted_proxies.iter().map(|p| p.parse().expect("cidr")).collect(),
+        })
+        .spawn()
+        .await
 }
 
 /// A token made in the database, so making it spends nothing of the admin token's budget.

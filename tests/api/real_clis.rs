@@ -19,9 +19,8 @@ use switchyard::providers::Providers;
 
 use crate::dashboard::Dashboard;
 use crate::fake_agent::{state_change_events, state_changes};
-use crate::helpers::{
-    assert_json, eventually, git, spawn_app_with_worker_and_providers, spawn_app_with_worker_settings, TestApp,
-};
+use crate::helpers::{assert_json, eventually, git, TestApp};
+use crate::scripted_model::ScriptedModel;
 
 /// The CLIs start slowly on a loaded machine (Codex about 8 s alone).
 pub(crate) const START: Duration = Duration::from_secs(60);
@@ -42,6 +41,17 @@ pub(crate) fn agent_clis() -> Option<PathBuf> {
     Some(bin)
 }
 
+/// TOML for the `env` of a provider outside the sandbox: `HOME` an empty directory of the test
+/// run's own, as the sandbox gives its agents. The machine's start-up files are not the tests'
+/// business, and here they hurt: `~/.bashrc` runs pyenv's `rehash`, which waits 60 s on a lock
+/// file that a shell killed with an earlier test's pane left behind, and Claude Code's and
+/// Codex's shells source it before each command.
+pub(crate) fn bare_home_env() -> String {
+    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let home = HOME.get_or_init(|| tempfile::tempdir().expect("a home"));
+    format!("HOME = {:?}", home.path().to_string_lossy())
+}
+
 /// The CLI's version as it reports it (`2.1.332 (Claude Code)`, `codex-cli 0.169.0`, `0.61.0`).
 pub(crate) fn version(bin: &Path, cli: &str) -> String {
     let out = Command::new(bin.join(cli)).arg("--version").output().expect("run --version");
@@ -49,16 +59,19 @@ pub(crate) fn version(bin: &Path, cli: &str) -> String {
     text.split_whitespace().find(|w| w.starts_with(|c: char| c.is_ascii_digit())).expect("a version").to_owned()
 }
 
+/// A provider's argv as TOML, its program named by its path in `bin` (the pinned CLIs,
+/// whatever else is on the PATH).
+pub(crate) fn located(bin: &Path, args: &[String]) -> String {
+    let mut args = args.to_vec();
+    args[0] = bin.join(&args[0]).to_string_lossy().into_owned();
+    serde_json::to_string(&args).expect("json is toml here")
+}
+
 /// The built-in `claude`, `codex` and `gemini` with their own arguments and the program named by
 /// its path in `bin` (the pinned CLIs, whatever else is on the PATH); plus `codex-key` and `gemini-key`: the same
 /// CLIs given an API key (a made-up one: nothing is reachable anyway).
 pub(crate) fn providers_toml(bin: &Path) -> String {
     let builtin = Providers::builtin();
-    let located = |args: &[String]| {
-        let mut args = args.to_vec();
-        args[0] = bin.join(&args[0]).to_string_lossy().into_owned();
-        serde_json::to_string(&args).expect("json is toml here")
-    };
     let mut toml = String::new();
     for (name, base, key) in [
         ("claude", "claude", ""),
@@ -72,8 +85,8 @@ pub(crate) fn providers_toml(bin: &Path) -> String {
         toml.push_str(&format!(
             "[providers.{name}]\ncommand = {}\nresume = {}\nscreen_rules = \"{base}\"\nsetup = \"{base}\"\n\
              env = {{ {key} }}\n\n",
-            located(&provider.command),
-            located(resume),
+            located(bin, &provider.command),
+            located(bin, resume),
         ));
     }
     toml
@@ -81,7 +94,7 @@ pub(crate) fn providers_toml(bin: &Path) -> String {
 
 async fn app_with_real_clis() -> Option<(TestApp, PathBuf)> {
     let bin = agent_clis()?;
-    let app = spawn_app_with_worker_and_providers(&providers_toml(&bin)).await;
+    let app = TestApp::builder().providers(&providers_toml(&bin)).worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     Some((app, bin))
 }
@@ -393,7 +406,8 @@ async fn needs_a_login_or_starts_with_a_key(provider: &str, keyed: &str, words: 
     start(&app, "owl", keyed).await;
     let up = latency(&app, "owl", "idle", started, START).await;
     let idle = screen(&app, "owl");
-    assert!(!idle.contains("trust"), "{idle}");
+    // No trust dialog (Gemini CLI's footer may say the clone is "untrusted": that is ours).
+    assert!(!idle.contains("Do you trust") && !idle.contains("Folder access"), "{idle}");
     record(provider, "idle-start-api-key", &v, &idle);
 
     let sent = Instant::now();
@@ -433,7 +447,7 @@ async fn gemini_says_it_needs_a_sign_in_and_with_an_api_key_starts_works_and_is_
 #[tokio::test]
 async fn the_conductor_gives_a_group_to_real_claude_code_which_gets_its_brief_and_hands_back_needing_a_login() {
     let Some(bin) = agent_clis() else { return };
-    let app = spawn_app_with_worker_settings(&providers_toml(&bin), |w| w.conductor = true).await;
+    let app = TestApp::builder().providers(&providers_toml(&bin)).worker(|w| w.conductor = true).spawn().await;
     app.create_project("alpha").await;
     app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "claude", "review": "none"}})).await;
     app.create_wish(json!({"slug": "hello", "project": "alpha", "title": "Say hello",
@@ -484,4 +498,22 @@ async fn the_conductor_gives_a_group_to_real_claude_code_which_gets_its_brief_an
     let reason = handed.iter().find(|e| human(e)).unwrap()["payload"]["reason"].as_str().unwrap().to_owned();
     assert!(reason.contains("Not logged in"), "{reason}");
     assert_eq!(app.agent(&name).await["state"], "error");
+}
+
+/// Waits for `check` to hold; on the deadline, fails showing `name`'s story, screen and what
+/// the scripted model answered.
+pub(crate) async fn until(app: &TestApp, model: &ScriptedModel, name: &str, what: &str, check: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        if started.elapsed() > START {
+            let log: Vec<String> = model.log().iter().map(|l| format!("{:?} {:?}", l.action, l.results)).collect();
+            panic!(
+                "timed out waiting for: {what}\n{}\n{}\n{}\nmodel: {log:#?}",
+                app.agent(name).await,
+                story(app, name).await,
+                screen(app, name)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

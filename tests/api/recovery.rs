@@ -33,7 +33,7 @@ env = {{ SWITCHYARD_BIN = "{bin}", FAKE_DIR = "{dir}" }}
 }
 
 /// The worker with the conductor and the merge queue running.
-fn conducted(w: &mut switchyard::config::WorkerConfig) {
+fn conducted(w: &mut switchyard::worker::WorkerConfig) {
     w.conductor = true;
     w.merge_queue = true;
 }
@@ -129,7 +129,7 @@ async fn assert_resumed_and_finished(app: &TestApp, fakes: &Fakes, wish: &Value,
 async fn an_engineer_whose_pane_is_killed_is_resumed_told_to_go_on_and_its_group_lands() {
     let fakes = Fakes::new();
     fakes.say("hold-a", "");
-    let app = spawn_app_with_worker_settings(&providers(&fakes), conducted).await;
+    let app = TestApp::builder().providers(&providers(&fakes)).worker(conducted).spawn().await;
     let repo = wish_running(&app, "cut", &["a"]).await;
     let (name, pane) = engineer_at_work(&app, "cut", "a").await;
 
@@ -145,7 +145,7 @@ async fn two_engineers_whose_tmux_server_is_killed_are_both_resumed_and_finish()
     let fakes = Fakes::new();
     fakes.say("hold-a", "");
     fakes.say("hold-b", "");
-    let app = spawn_app_with_worker_settings(&providers(&fakes), conducted).await;
+    let app = TestApp::builder().providers(&providers(&fakes)).worker(conducted).spawn().await;
     let repo = wish_running(&app, "both", &["a", "b"]).await;
     let (a, _) = engineer_at_work(&app, "both", "a").await;
     let (b, _) = engineer_at_work(&app, "both", "b").await;
@@ -165,7 +165,7 @@ async fn two_engineers_whose_tmux_server_is_killed_are_both_resumed_and_finish()
 async fn after_a_reboot_the_engineer_is_resumed_by_the_restarted_server_and_finishes() {
     let fakes = Fakes::new();
     fakes.say("hold-a", "");
-    let app = spawn_app_with_worker_settings(&providers(&fakes), conducted).await;
+    let app = TestApp::builder().providers(&providers(&fakes)).worker(conducted).spawn().await;
     let repo = wish_running(&app, "boot", &["a"]).await;
     let (name, _) = engineer_at_work(&app, "boot", "a").await;
 
@@ -185,7 +185,7 @@ async fn an_engineer_that_dies_each_time_it_is_resumed_goes_to_a_person_after_th
     let fakes = Fakes::new();
     fakes.say("hold-a", "");
     fakes.say("die-a", "");
-    let app = spawn_app_with_worker_settings(&providers(&fakes), conducted).await;
+    let app = TestApp::builder().providers(&providers(&fakes)).worker(conducted).spawn().await;
     wish_running(&app, "doomed", &["a"]).await;
     let (name, pane) = engineer_at_work(&app, "doomed", "a").await;
 
@@ -215,7 +215,7 @@ async fn an_engineer_that_dies_each_time_it_is_resumed_goes_to_a_person_after_th
 async fn a_persons_suspend_is_not_resumed_on_its_own() {
     let fakes = Fakes::new();
     fakes.say("hold-a", "");
-    let app = spawn_app_with_worker_settings(&providers(&fakes), conducted).await;
+    let app = TestApp::builder().providers(&providers(&fakes)).worker(conducted).spawn().await;
     wish_running(&app, "pause", &["a"]).await;
     let (name, _) = engineer_at_work(&app, "pause", "a").await;
 
@@ -246,7 +246,7 @@ async fn a_persons_suspend_is_not_resumed_on_its_own() {
 async fn a_suspended_agent_of_a_wish_that_ended_is_finished_and_its_waiting_mail_cancelled() {
     let fakes = Fakes::new();
     fakes.say("hold-a", "");
-    let app = spawn_app_with_worker_settings(&providers(&fakes), conducted).await;
+    let app = TestApp::builder().providers(&providers(&fakes)).worker(conducted).spawn().await;
     wish_running(&app, "gone", &["a"]).await;
     let (name, _) = engineer_at_work(&app, "gone", "a").await;
     app.post_ok(&format!("/api/v1/agents/{name}/suspend"), json!({})).await;
@@ -269,7 +269,7 @@ async fn a_suspended_agent_of_a_wish_that_ended_is_finished_and_its_waiting_mail
 async fn an_agent_a_redispatch_replaced_is_finished_once_the_wish_merged_and_its_mail_cancelled() {
     let fakes = Fakes::new();
     fakes.say("hold-a", "");
-    let app = spawn_app_with_worker_settings(&providers(&fakes), conducted).await;
+    let app = TestApp::builder().providers(&providers(&fakes)).worker(conducted).spawn().await;
     wish_running(&app, "again", &["a"]).await;
     let (first, _) = engineer_at_work(&app, "again", "a").await;
     app.post_ok(&format!("/api/v1/agents/{first}/suspend"), json!({})).await;

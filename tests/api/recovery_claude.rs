@@ -3,16 +3,20 @@
 //! Switchyard resumes it into its own session
 //! (`claude --resume <session id>`), tells it to go on, and the conversation goes on — the
 //! scripted model finds the assignment further up it — to the group done and the wish merged.
-//! Skipped, saying why, exactly as `real_clis` is when the CLIs are not installed.
+//! Skipped, saying why, exactly as `real_clis` is when the CLIs are not installed. The kill and
+//! what must hold after it ([`killed_mid_turn_and_merged`]) are shared with `recovery_codex` and
+//! `recovery_gemini`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use switchyard::worker::WorkerConfig;
 
-use crate::helpers::{git, spawn_app_with_worker_settings, TestApp};
+use crate::helpers::{git, TestApp};
 use crate::real_clis::{agent_clis, tmux};
-use crate::scripted_model::{Action, Cue, ScriptedModel};
+use crate::scripted_model::script::unframed;
+use crate::scripted_model::{Action, Cue, ScriptedModel, Turn};
 
 /// Long enough for Claude Code to start, be resumed and do its group on a loaded machine.
 const RUN: Duration = Duration::from_secs(300);
@@ -61,16 +65,54 @@ fn find(dir: &Path, name: &str) -> Vec<PathBuf> {
     found
 }
 
-/// Polls until `check` holds; on the deadline, fails showing the agents and what the model did.
+/// Polls until `check` holds; on the deadline, fails as [`timed_out`] says.
 async fn until(app: &TestApp, model: &ScriptedModel, what: &str, check: impl Fn() -> bool) {
     let started = std::time::Instant::now();
     while !check() {
         if started.elapsed() > RUN {
-            let log: Vec<String> = model.log().iter().map(|l| format!("{:?} {:?}", l.action, l.cue)).collect();
-            panic!("timed out waiting for: {what}\n{:#}\nmodel: {log:#?}", app.get_ok("/api/v1/agents").await);
+            timed_out(app, model, what, &Value::Null).await;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Polls the wish `letters` until it is merged, and answers it; on the deadline, fails as
+/// [`timed_out`] says.
+async fn merged(app: &TestApp, model: &ScriptedModel) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let wish = app.get_ok("/api/v1/wishes/letters").await;
+        if wish["status"] == "merged" {
+            return wish;
+        }
+        if started.elapsed() > RUN {
+            timed_out(app, model, "the wish merges", &wish).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Fails waiting for `what`, showing `wish`, the agents, their screens and what the model was
+/// asked (the start of each prompt, how many results and earlier prompts it came with) and did.
+async fn timed_out(app: &TestApp, model: &ScriptedModel, what: &str, wish: &Value) -> ! {
+    let agents = app.get_ok("/api/v1/agents?limit=100").await;
+    let mut screens = String::new();
+    for agent in agents["items"].as_array().into_iter().flatten() {
+        let name = agent["name"].as_str().unwrap_or_default();
+        let mail = app.get_ok(&format!("/api/v1/agents/{name}/messages")).await;
+        let (story, screen) = (crate::real_clis::story(app, name).await, crate::real_clis::screen(app, name));
+        screens.push_str(&format!("\n--- {name} ({}):\n{story}\nmessages: {mail:#}\n{screen}", agent["state"]));
+    }
+    let log: Vec<String> = model
+        .log()
+        .iter()
+        .map(|l| {
+            let prompt: String = unframed(&l.prompt).chars().take(60).collect();
+            let (results, earlier) = (l.results.len(), l.earlier.len());
+            format!("{prompt:?} ({results} results, {earlier} earlier): {:?} {:?}", l.action, l.cue)
+        })
+        .collect();
+    panic!("timed out waiting for: {what}\n{wish:#}\n{agents:#}\n{screens}\nmodel: {log:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -86,7 +128,7 @@ async fn claude_code_whose_tmux_server_is_killed_goes_on_in_its_own_conversation
 
 /// What the test kills under the working engineer.
 #[derive(Clone, Copy)]
-enum Kill {
+pub(crate) enum Kill {
     Pane,
     Server,
 }
@@ -95,45 +137,10 @@ async fn interrupted_and_resumed(kill: Kill) {
     let Some(bin) = agent_clis() else { return };
     let model = ScriptedModel::start().await;
     let (app, repo) = conducted(&providers_toml(&bin, &model)).await;
-    // The engineer's first step (its `Write`) is answered at once, so its session has a turn to
-    // resume; the answer after it streams slowly: it is mid-turn when its pane is killed.
-    let stalled = Cue::Slow { pause: Duration::from_secs(600) };
-    model.cue(Cue::Slow { pause: Duration::ZERO }, 1);
-    model.cue(stalled.clone(), 1);
-    plan_letters(&app).await;
-
-    until(&app, &model, "the engineer's brief is being answered", || {
-        model.log().iter().any(|l| l.cue.as_ref() == Some(&stalled) && l.prompt.contains("Your assignment: group"))
-    })
-    .await;
-    let wish = app.get_ok("/api/v1/wishes/letters").await;
-    let name = group(&wish, "a")["assignee"].as_str().expect("the engineer").to_owned();
-    let engineer = app.agent(&name).await;
-    let pane = engineer["tmux_pane"].as_str().expect("its pane").to_owned();
-    let session = engineer["provider_session_id"].as_str().expect("its session").to_owned();
-    match kill {
-        Kill::Pane => tmux(&app, &["kill-pane", "-t", &pane]),
-        Kill::Server => tmux(&app, &["kill-server"]),
-    };
-
-    let merged = app
-        .get_until("/api/v1/wishes/letters", "the wish merges", RUN, &["/api/v1/agents?limit=100"], |w| {
-            w["status"] == "merged"
-        })
-        .await;
-    let g = group(&merged, "a");
-    assert_eq!((&g["status"], &g["assignee"]), (&json!("done"), &json!(name)), "{g}");
-    assert_eq!(git(&repo, &["show", "main:a.txt"]), "a\n");
+    let (name, engineer) = killed_mid_turn_and_merged(&app, &repo, &model, kill).await;
     // The same agent in the same session: resumed, not replaced.
-    let engineer = app.agent(&name).await;
-    assert_eq!(engineer["provider_session_id"], session.as_str());
-    let agents = app.get_ok("/api/v1/agents?limit=100").await;
-    let engineers = agents["items"].as_array().unwrap().iter().filter(|a| a["role"] == "engineer").count();
-    assert_eq!(engineers, 1, "{agents:#}");
-    // Told to go on, it did the assignment it found further up its conversation.
-    let went_on = model.log().into_iter().find(|l| l.prompt.contains("Your session was interrupted"));
-    let went_on = went_on.unwrap_or_else(|| panic!("the model was told to go on: {:#?}", model.log()));
-    assert!(matches!(&went_on.action, Some(Action::Write { path, .. }) if path == "a.txt"), "{:?}", went_on.action);
+    let session = engineer["provider_session_id"].as_str().expect("its session").to_owned();
+    assert_eq!(app.agent(&name).await["provider_session_id"], session.as_str());
     // Its transcript goes on: one file holds the brief's turn and the turn after the resume.
     let transcripts = find(app._data_dir.path(), &format!("{session}.jsonl"));
     assert_eq!(transcripts.len(), 1, "{transcripts:?}");
@@ -143,24 +150,90 @@ async fn interrupted_and_resumed(kill: Kill) {
     assert!(brief_at < resumed_at, "the old turn, then the new one");
 }
 
+/// The engineer's request after its first step (its write of a.txt): a session with a turn to
+/// resume, mid-turn. Only the engineer's own requests count (not a title its CLI asks for).
+fn engineers_second_step(turn: &Turn) -> bool {
+    turn.prompt.contains("Your assignment: group") && turn.results.len() == 1
+}
+
+/// The wish `letters` planned in `app` (its project conducted by the CLI under test, no review),
+/// its engineer's pane — or the whole tmux server, as `kill` says — killed while the model
+/// streams the answer to its second step, and the wish merged with no person: the group done
+/// by the same engineer (the only one), a.txt on the target, and the model, told to go on,
+/// finding the assignment further up the conversation (the resumed request carries it) and
+/// doing it. Answers the engineer's name and the engineer as it was before the kill.
+pub(crate) async fn killed_mid_turn_and_merged(
+    app: &TestApp,
+    repo: &Path,
+    model: &ScriptedModel,
+    kill: Kill,
+) -> (String, Value) {
+    let stalled = Cue::Slow { pause: Duration::from_secs(600) };
+    model.cue_when(stalled.clone(), 1, engineers_second_step);
+    plan_letters(app).await;
+
+    until(app, model, "the engineer's brief is being answered", || {
+        model.log().iter().any(|l| l.cue.as_ref() == Some(&stalled) && l.prompt.contains("Your assignment: group"))
+    })
+    .await;
+    let wish = app.get_ok("/api/v1/wishes/letters").await;
+    let name = group(&wish, "a")["assignee"].as_str().expect("the engineer").to_owned();
+    let engineer = app.agent(&name).await;
+    let pane = engineer["tmux_pane"].as_str().expect("its pane").to_owned();
+    match kill {
+        Kill::Pane => tmux(app, &["kill-pane", "-t", &pane]),
+        Kill::Server => tmux(app, &["kill-server"]),
+    };
+
+    let merged = merged(app, model).await;
+    let g = group(&merged, "a");
+    assert_eq!((&g["status"], &g["assignee"]), (&json!("done"), &json!(name)), "{g}");
+    assert_eq!(git(repo, &["show", "main:a.txt"]), "a\n");
+    let agents = app.get_ok("/api/v1/agents?limit=100").await;
+    let engineers = agents["items"].as_array().unwrap().iter().filter(|a| a["role"] == "engineer").count();
+    assert_eq!(engineers, 1, "{agents:#}");
+    // Told to go on, it did the assignment it found further up its conversation.
+    let went_on = model.log().into_iter().find(|l| unframed(&l.prompt).starts_with("Your session was interrupted"));
+    let went_on = went_on.unwrap_or_else(|| panic!("the model was told to go on: {:#?}", model.log()));
+    assert!(went_on.earlier.iter().any(|p| p.contains("Your assignment: group `a`")), "{:#?}", went_on.earlier);
+    assert!(matches!(&went_on.action, Some(Action::Write { path, .. }) if path == "a.txt"), "{:?}", went_on.action);
+    (name, engineer)
+}
+
 /// The app with its conductor and merge queue, Claude Code as `providers` says, and the project
 /// `alpha` conducted by it with no review; the project's repository.
 async fn conducted(providers: &str) -> (TestApp, PathBuf) {
-    let app = spawn_app_with_worker_settings(providers, |w| {
-        w.conductor = true;
-        w.merge_queue = true;
-    })
-    .await;
+    let (app, repo) = conducted_by("claude", providers, |_| {}).await;
     // Until the policies are written by Switchyard, the user's own settings allow both tools.
     let home = app._data_dir.path().join("home/.claude");
     std::fs::create_dir_all(&home).unwrap();
     let settings =
         json!({"permissions": {"allow": ["Write", "Bash"], "defaultMode": "default", "disableAutoMode": "disable"}});
     std::fs::write(home.join("settings.json"), settings.to_string()).unwrap();
+    (app, repo)
+}
+
+/// The app with its conductor and merge queue (and the worker's settings as `tweak` says), its
+/// providers as `providers` says, and the project `alpha` conducted by `provider` with no
+/// review; the project's repository, its target branch free for the merge queue.
+pub(crate) async fn conducted_by(
+    provider: &str,
+    providers: &str,
+    tweak: impl FnOnce(&mut WorkerConfig),
+) -> (TestApp, PathBuf) {
+    let app = TestApp::builder()
+        .providers(providers)
+        .worker(|w| {
+            w.conductor = true;
+            w.merge_queue = true;
+            tweak(w);
+        })
+        .spawn()
+        .await;
     let project = app.create_project("alpha").await;
     let repo = PathBuf::from(project["repo_path"].as_str().expect("repo"));
     git(&repo, &["checkout", "--quiet", "--detach"]);
-    let config = json!({"conductor_config": {"provider": "claude", "review": "none", "max_agents": 2}});
+    let config = json!({"conductor_config": {"provider": provider, "review": "none", "max_agents": 2}});
     app.patch_ok("/api/v1/projects/alpha", config).await;
     (app, repo)
 }

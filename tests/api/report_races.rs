@@ -38,7 +38,7 @@ async fn a_group_reported_done_while_a_permission_holds_it_is_accepted_and_a_lat
     // Sent once, by the command alone: a refused report is not tried again until a person
     // (or the screen) moves the group back.
     fakes.say("no-retry", "");
-    let app = spawn_app_with_worker_settings(&fakes.providers(), |w| w.conductor = true).await;
+    let app = TestApp::builder().providers(&fakes.providers()).worker(|w| w.conductor = true).spawn().await;
     fake_project(&app, "alpha").await;
     app.create_wish(json!({"slug": "perm", "project": "alpha", "title": "t", "groups": [{"key": "a", "title": "A"}]}))
         .await;
@@ -99,7 +99,7 @@ async fn a_group_reported_done_while_a_permission_holds_it_is_accepted_and_a_lat
 async fn an_idle_agent_whose_group_is_unreported_is_on_needs_you() {
     let fakes = Fakes::new();
     fakes.say("idle-a", "");
-    let app = spawn_app_with_worker_settings(&fakes.providers(), |w| w.conductor = true).await;
+    let app = TestApp::builder().providers(&fakes.providers()).worker(|w| w.conductor = true).spawn().await;
     fake_project(&app, "alpha").await;
     app.create_wish(json!({"slug": "quiet", "project": "alpha", "title": "t", "groups": [{"key": "a", "title": "A"}]}))
         .await;

@@ -27,7 +27,11 @@ fn starts(fakes: &Fakes, name: &str) -> usize {
 
 /// The app with its worker and conductor, and project `alpha` whose agents are the fake.
 async fn app_with(fakes: &Fakes) -> (TestApp, Value) {
-    let app = spawn_app_with_worker_settings(&fakes.providers_for("task-agent.sh"), |w| w.conductor = true).await;
+    let app = TestApp::builder()
+        .providers(&fakes.providers_for("task-agent.sh"))
+        .worker(|w| w.conductor = true)
+        .spawn()
+        .await;
     let project = app.create_project("alpha").await;
     app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "fake"}})).await;
     (app, project)
@@ -151,14 +155,18 @@ async fn answered_on_screen(answer: &str) -> (Value, Value) {
     // terminal, so the answer must be typed into the pane while the agent asks (it is never idle).
     let providers =
         fakes.providers_for("task-agent.sh").replacen("screen_rules = \"generic\"", "screen_rules = \"codex\"", 1);
-    let app = spawn_app_with_worker_settings(&providers, |w| w.conductor = true).await;
+    let app = TestApp::builder().providers(&providers).worker(|w| w.conductor = true).spawn().await;
     let project = app.create_project("alpha").await;
     app.patch_ok("/api/v1/projects/alpha", json!({"conductor_config": {"provider": "fake"}})).await;
     let id = new_task(&app, "Choose").await;
     assert_json(app.post(&format!("/api/v1/tasks/{id}/dispatch"), json!({})).await, 202).await;
 
     let waiting = wait_for_task(&app, &id, "the task waits for input", |t| t["status"] == "waiting_input").await;
-    assert!(waiting["question"].as_str().unwrap_or_default().contains("is asking a question"), "{waiting}");
+    // The task says what the dialog asks, read off the screen.
+    assert!(
+        waiting["question"].as_str().unwrap_or_default().contains("Should a failed input delivery be retried?"),
+        "{waiting}"
+    );
     let agent = runs(&app, &id).await[0]["agent_name"].as_str().expect("agent").to_owned();
     assert_eq!(agent_state(&app, &agent).await, "question");
     app.post_ok(&format!("/api/v1/tasks/{id}/answer"), json!({"answer": answer})).await;

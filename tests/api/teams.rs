@@ -9,9 +9,7 @@ use std::path::PathBuf;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{
-    assert_json, assert_problem, engineer, eventually, git, merged, repo_of, spawn_app, spawn_app_with_worker, TestApp,
-};
+use crate::helpers::{assert_json, assert_problem, engineer, eventually, git, merged, repo_of, spawn_app, TestApp};
 
 async fn team(app: &TestApp, name: &str) -> Value {
     app.get_ok(&format!("/api/v1/teams/{name}")).await
@@ -38,7 +36,7 @@ async fn team_member(app: &TestApp, name: &str) -> PathBuf {
 
 #[tokio::test]
 async fn a_team_gets_a_shared_clone_on_its_new_branch_from_the_worker_that_runs_its_agents() {
-    let app = spawn_app_with_worker().await;
+    let app = TestApp::builder().worker(|_| {}).spawn().await;
     let (repo, login) = login_team(&app).await;
     assert_eq!(login["status"], "created");
     assert_eq!((&login["branch"], &login["base_branch"]), (&json!("login"), &json!("main")));
@@ -81,7 +79,7 @@ async fn a_team_gets_a_shared_clone_on_its_new_branch_from_the_worker_that_runs_
 
 #[tokio::test]
 async fn disbanding_refuses_to_delete_a_clone_holding_unmerged_commits_unless_forced_and_says_so() {
-    let app = spawn_app_with_worker().await;
+    let app = TestApp::builder().worker(|_| {}).spawn().await;
     login_team(&app).await;
     let clone = team_member(&app, "fox").await;
     std::fs::write(clone.join("login.rs"), "fn login() {}\n").expect("write");
@@ -120,7 +118,7 @@ async fn disbanding_refuses_to_delete_a_clone_holding_unmerged_commits_unless_fo
 
 #[tokio::test]
 async fn a_fully_merged_team_disbands_without_force() {
-    let app = spawn_app_with_worker().await;
+    let app = TestApp::builder().worker(|_| {}).spawn().await;
     login_team(&app).await;
     let clone = team_member(&app, "fox").await;
     app.admin(Method::POST, "/api/v1/agents/fox/kill").send().await.expect("kill");
@@ -299,7 +297,7 @@ async fn a_team_with_several_bad_fields_is_refused_naming_each_at_once() {
 
 #[tokio::test]
 async fn a_running_agent_that_joins_moves_into_the_teams_clone_at_its_next_start() {
-    let app = spawn_app_with_worker().await;
+    let app = TestApp::builder().worker(|_| {}).spawn().await;
     let (_, _) = login_team(&app).await;
     app.create_agent(merged(engineer("alpha", "owl"), json!({"provider": "shell"}))).await;
     eventually("owl runs in its own clone", std::time::Duration::from_secs(20), || async {

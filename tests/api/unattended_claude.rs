@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::fake_agent::state_changes;
-use crate::helpers::{commit_files, git, repo_of, spawn_app_with_worker_settings, TestApp};
-use crate::real_clis::{agent_clis, screen, screen_shows, start, wait_for, wait_watching, START};
+use crate::helpers::{commit_files, git, repo_of, TestApp};
+use crate::real_clis::{agent_clis, bare_home_env, screen_shows, start, until, wait_for, wait_watching, START};
 use crate::scripted_model::{Action, Cue, ScriptedModel};
 
 /// A made-up key: nothing but the scripted model ever sees it.
@@ -30,14 +30,15 @@ const IDENTITY: &str = "GIT_AUTHOR_NAME = \"Claude\", GIT_AUTHOR_EMAIL = \"claud
 fn providers_toml(bin: &Path, model: &ScriptedModel) -> String {
     let claude = bin.join("claude").to_string_lossy().into_owned();
     let key = format!("ANTHROPIC_API_KEY = {KEY:?}");
+    let outside = format!("{key}, {}", bare_home_env());
     let mut toml = String::new();
     for (name, more, env) in [
         ("claude", "", key.clone()),
-        ("claude-ask", "sandbox = \"none\"\npermissions = \"ask\"\n", key.clone()),
+        ("claude-ask", "sandbox = \"none\"\npermissions = \"ask\"\n", outside.clone()),
         (
             "claude-listed",
             "sandbox = \"none\"\npermissions = \"allow-list\"\nallow = [\"Bash(echo listed:*)\"]\n",
-            key.clone(),
+            outside,
         ),
         ("claude-sonnet", "", format!("{key}, ANTHROPIC_MODEL = \"claude-sonnet-4-5\"")),
         ("claude-sub", "", "CLAUDE_CODE_OAUTH_TOKEN = \"sk-ant-oat01-switchyard-test-not-a-token\"".to_owned()),
@@ -54,26 +55,13 @@ fn providers_toml(bin: &Path, model: &ScriptedModel) -> String {
 
 /// An app whose worker runs Claude Code against a fresh scripted model, and the project `alpha`.
 async fn app_with_claude(
-    tweak: impl FnOnce(&mut switchyard::config::WorkerConfig),
+    tweak: impl FnOnce(&mut switchyard::worker::WorkerConfig),
 ) -> Option<(TestApp, ScriptedModel)> {
     let bin = agent_clis()?;
     let model = ScriptedModel::start().await;
-    let app = spawn_app_with_worker_settings(&providers_toml(&bin, &model), tweak).await;
+    let app = TestApp::builder().providers(&providers_toml(&bin, &model)).worker(tweak).spawn().await;
     app.create_project("alpha").await;
     Some((app, model))
-}
-
-/// Waits for `check` to hold; on the deadline, fails showing `name`'s screen and what the
-/// scripted model answered.
-async fn until(app: &TestApp, model: &ScriptedModel, name: &str, what: &str, check: impl Fn() -> bool) {
-    let started = Instant::now();
-    while !check() {
-        if started.elapsed() > START {
-            let log: Vec<String> = model.log().iter().map(|l| format!("{:?} {:?}", l.action, l.cue)).collect();
-            panic!("timed out waiting for: {what}\n{}\n{}\nmodel: {log:#?}", app.agent(name).await, screen(app, name));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn clone_of(agent: &serde_json::Value) -> PathBuf {
@@ -122,7 +110,7 @@ async fn journey(provider: &str, verdicts: &[bool]) -> Option<(TestApp, Scripted
     let config = json!({"conductor_config": {"provider": provider, "review": "agent"}});
     app.patch_ok("/api/v1/projects/alpha", config).await;
     let repo = repo_of(&app.get_ok("/api/v1/projects/alpha").await);
-    // The merge queue moves `main` only where no working tree has it checked out.
+    // Off `main`: the merge queue moves it with no working tree to follow.
     git(&repo, &["checkout", "--quiet", "-b", "elsewhere"]);
     app.create_wish(json!({"slug": "letters", "project": "alpha", "title": "Letters",
         "description": "Add a.txt, b.txt and c.txt"}))

@@ -126,7 +126,10 @@ async fn usage_is_summed_per_group_wish_and_project_at_the_configured_prices() {
 #[tokio::test]
 async fn a_provider_one_of_whose_agents_reported_usage_is_never_said_to_report_none() {
     // A provider of the config's own, without hooks installed, whose agents post them anyway.
-    let app = crate::helpers::spawn_app_with_providers("[providers.fakeclaude]\ncommand = [\"fakeclaude\"]\n").await;
+    let app = crate::helpers::TestApp::builder()
+        .providers("[providers.fakeclaude]\ncommand = [\"fakeclaude\"]\n")
+        .spawn()
+        .await;
     app.create_project("alpha").await;
     for name in ["fox", "owl"] {
         app.create_agent(merged(engineer("alpha", name), json!({"provider": "fakeclaude"}))).await;

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{json, Value};
-use switchyard::config::{AllowList, WebhookSettings};
+use switchyard::webhooks::ssrf::AllowList;
+use switchyard::webhooks::WebhookSettings;
 
-use crate::helpers::{assert_json, assert_problem, eventually, spawn_app_with, TestApp};
+use crate::helpers::{assert_json, assert_problem, eventually, TestApp};
 use crate::receiver::{signed_by, Receiver};
 
 /// Loopback allowed (the receiver is on 127.0.0.1) and retries in milliseconds.
@@ -39,7 +40,7 @@ async fn webhook(app: &TestApp, id: &str) -> Value {
 /// An app with one `token.*` subscriber, once it has received the event of a token made; the
 /// subscription's id and secret with it.
 async fn a_first_delivery() -> (TestApp, Receiver, String, String) {
-    let app = spawn_app_with(test_settings()).await;
+    let app = TestApp::builder().webhooks(test_settings()).spawn().await;
     let receiver = Receiver::start(&[], 200).await;
     let (id, secret) = subscribe(&app, &receiver.url, json!(["token.*"])).await;
     app.token("read").await;
@@ -66,7 +67,7 @@ async fn a_subscriber_receives_events_signed_as_the_spec_says() {
 
 #[tokio::test]
 async fn a_receiver_that_fails_three_times_gets_the_same_message_with_growing_gaps_until_it_recovers() {
-    let app = spawn_app_with(test_settings()).await;
+    let app = TestApp::builder().webhooks(test_settings()).spawn().await;
     let receiver = Receiver::start(&[500, 503, 500], 200).await;
     let (id, secret) = subscribe(&app, &receiver.url, json!(["token.created"])).await;
     app.token("read").await;
@@ -98,7 +99,7 @@ async fn a_receiver_that_fails_three_times_gets_the_same_message_with_growing_ga
 
 #[tokio::test]
 async fn a_receiver_asking_to_wait_with_retry_after_is_not_tried_again_sooner() {
-    let app = spawn_app_with(test_settings()).await;
+    let app = TestApp::builder().webhooks(test_settings()).spawn().await;
     let receiver = Receiver::start(&[429, 503], 200).await;
     receiver.retry_after("2");
     let (id, _) = subscribe(&app, &receiver.url, json!(["token.created"])).await;
@@ -117,7 +118,7 @@ async fn a_receiver_asking_to_wait_with_retry_after_is_not_tried_again_sooner() 
 
 #[tokio::test]
 async fn a_410_disables_the_endpoint_with_an_event() {
-    let app = spawn_app_with(test_settings()).await;
+    let app = TestApp::builder().webhooks(test_settings()).spawn().await;
     let receiver = Receiver::start(&[], 410).await;
     let (id, _) = subscribe(&app, &receiver.url, json!(["on_event"])).await;
     app.token("read").await;
@@ -136,7 +137,7 @@ async fn a_410_disables_the_endpoint_with_an_event() {
 #[tokio::test]
 async fn an_endpoint_failing_longer_than_the_limit_is_disabled_with_an_event() {
     let settings = WebhookSettings { disable_after: Duration::from_millis(1), ..test_settings() };
-    let app = spawn_app_with(settings).await;
+    let app = TestApp::builder().webhooks(settings).spawn().await;
     let receiver = Receiver::start(&[], 500).await;
     let (id, _) = subscribe(&app, &receiver.url, json!(["token.created"])).await;
     app.token("read").await;
@@ -157,7 +158,7 @@ async fn an_endpoint_failing_longer_than_the_limit_is_disabled_with_an_event() {
 
 #[tokio::test]
 async fn a_test_event_and_a_redelivery_reach_the_receiver_with_their_ids() {
-    let app = spawn_app_with(test_settings()).await;
+    let app = TestApp::builder().webhooks(test_settings()).spawn().await;
     let receiver = Receiver::start(&[], 200).await;
     let (id, secret) = subscribe(&app, &receiver.url, json!(["on_ci_failed"])).await;
     let response = app.admin(Method::POST, &format!("/api/v1/webhooks/{id}/test")).send().await.expect("request");
@@ -180,7 +181,7 @@ async fn a_test_event_and_a_redelivery_reach_the_receiver_with_their_ids() {
 
 #[tokio::test]
 async fn after_a_rotation_deliveries_carry_both_signatures() {
-    let app = spawn_app_with(test_settings()).await;
+    let app = TestApp::builder().webhooks(test_settings()).spawn().await;
     let receiver = Receiver::start(&[], 200).await;
     let (id, old) = subscribe(&app, &receiver.url, json!(["token.created"])).await;
     let response =
@@ -199,7 +200,7 @@ async fn after_a_rotation_deliveries_carry_both_signatures() {
 
 #[tokio::test]
 async fn events_only_reach_subscriptions_that_want_them() {
-    let app = spawn_app_with(test_settings()).await;
+    let app = TestApp::builder().webhooks(test_settings()).spawn().await;
     let wants = Receiver::start(&[], 200).await;
     let other = Receiver::start(&[], 200).await;
     subscribe(&app, &wants.url, json!(["token.revoked", "token.created"])).await;
@@ -215,7 +216,7 @@ async fn events_only_reach_subscriptions_that_want_them() {
 /// match it, recorded as one batch: the delivery log of each subscription lists exactly its own.
 #[tokio::test]
 async fn each_kind_of_entry_queues_deliveries_for_exactly_its_events() {
-    let app = spawn_app_with(test_settings()).await;
+    let app = TestApp::builder().webhooks(test_settings()).spawn().await;
     let receiver = Receiver::start(&[], 200).await;
     let corpus: &[(&str, Value)] = &[
         ("token.created", json!({})),
@@ -317,7 +318,7 @@ async fn a_deleted_subscription_takes_its_delivery_log_with_it_and_gets_nothing_
 
 #[tokio::test]
 async fn unknown_event_names_and_bad_fields_are_422_naming_the_entry() {
-    let app = spawn_app_with(test_settings()).await;
+    let app = TestApp::builder().webhooks(test_settings()).spawn().await;
     for (body, field) in [
         (json!({"url": "http://127.0.0.1:9/x", "events": ["task.created", "on_agent_sleepy"]}), "events[1]"),
         (json!({"url": "http://127.0.0.1:9/x", "events": []}), "events"),
@@ -367,7 +368,7 @@ async fn private_destinations_are_refused_when_saved_and_when_connecting() {
 
 #[tokio::test]
 async fn redirects_are_not_followed() {
-    let app = spawn_app_with(WebhookSettings { retry_schedule: vec![], ..test_settings() }).await;
+    let app = TestApp::builder().webhooks(WebhookSettings { retry_schedule: vec![], ..test_settings() }).spawn().await;
     let target = Receiver::start(&[], 200).await;
     let redirector = {
         let location = target.url.clone();
@@ -395,7 +396,7 @@ async fn redirects_are_not_followed() {
 
 #[tokio::test]
 async fn deliveries_are_sent_from_a_thread_the_kernel_serves_after_the_api() {
-    let _app = spawn_app_with(test_settings()).await;
+    let _app = TestApp::builder().webhooks(test_settings()).spawn().await;
     let ours = nice_of(&std::fs::read_to_string("/proc/thread-self/stat").expect("this thread"));
     let want = (ours + 10).min(19);
     // Every app of this test process has one; each must be 10 nicer than the rest. (The thread
@@ -428,7 +429,7 @@ fn nice_of(stat: &str) -> i64 {
 
 #[tokio::test]
 async fn a_url_with_an_embedded_or_reserved_address_or_of_any_length_is_a_422_naming_url() {
-    let app = spawn_app_with(WebhookSettings::default()).await;
+    let app = TestApp::builder().webhooks(WebhookSettings::default()).spawn().await;
     let long = format!("https://example.com/{}", "a".repeat(3000));
     for url in
         ["http://[::127.0.0.1]/", "http://[::ffff:0:127.0.0.1]/", "http://[fec0::1]/", "http://192.0.2.2/", &long]
@@ -441,7 +442,7 @@ async fn a_url_with_an_embedded_or_reserved_address_or_of_any_length_is_a_422_na
 
 #[tokio::test]
 async fn slack_and_ntfy_formats_say_what_happened_in_a_line_with_a_signed_link_back() {
-    let app = spawn_app_with(test_settings()).await;
+    let app = TestApp::builder().webhooks(test_settings()).spawn().await;
     let (slack, ntfy) = (Receiver::start(&[], 200).await, Receiver::start(&[], 200).await);
     let mut secrets = Vec::new();
     for (receiver, format) in [(&slack, "slack"), (&ntfy, "ntfy")] {

@@ -8,10 +8,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::fake_inbox::{prompts, providers_toml};
-use crate::helpers::{
-    assert_problem, engineer, eventually, id, merged, restart, spawn_app, spawn_app_with_worker,
-    spawn_app_with_worker_settings, stop, TestApp,
-};
+use crate::helpers::{assert_problem, engineer, eventually, id, merged, restart, spawn_app, stop, TestApp};
 
 async fn screen(app: &TestApp, name: &str) -> String {
     let response = app.get(&format!("/api/v1/agents/{name}/screen")).await;
@@ -31,7 +28,7 @@ pub async fn shell_agent(app: &TestApp, name: &str) -> Value {
 
 #[tokio::test]
 async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_literally() {
-    let app = spawn_app_with_worker().await;
+    let app = TestApp::builder().worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     let fox = shell_agent(&app, "fox").await;
     let node = app.status().await;
@@ -74,7 +71,7 @@ async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_lit
 
 #[tokio::test]
 async fn input_is_text_and_keys_are_pressed_only_by_name() {
-    let app = spawn_app_with_worker().await;
+    let app = TestApp::builder().worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     shell_agent(&app, "kit").await;
     eventually("the shell is idle at its prompt", Duration::from_secs(15), || async {
@@ -114,7 +111,7 @@ async fn input_is_text_and_keys_are_pressed_only_by_name() {
 
 #[tokio::test]
 async fn a_pane_that_dies_is_settled_within_one_reconcile_and_never_duplicated() {
-    let app = spawn_app_with_worker().await;
+    let app = TestApp::builder().worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     let owl = shell_agent(&app, "owl").await;
     let window = owl["tmux_window"].as_str().expect("window").to_owned();
@@ -153,12 +150,15 @@ async fn a_pane_that_dies_is_settled_within_one_reconcile_and_never_duplicated()
 async fn a_quiet_agent_with_work_left_is_nudged_until_it_is_reported_stuck_and_then_left_alone() {
     let logs = tempfile::tempdir().expect("log dir");
     let nudge_after = Duration::from_secs(1);
-    let app = spawn_app_with_worker_settings(&providers_toml(logs.path(), &[]), |worker| {
-        worker.reconcile_every = Duration::from_millis(200);
-        worker.nudge_after = nudge_after;
-        worker.max_nudges = 2;
-    })
-    .await;
+    let app = TestApp::builder()
+        .providers(&providers_toml(logs.path(), &[]))
+        .worker(|worker| {
+            worker.reconcile_every = Duration::from_millis(200);
+            worker.nudge_after = nudge_after;
+            worker.max_nudges = 2;
+        })
+        .spawn()
+        .await;
     app.create_project("alpha").await;
     for (name, task) in [("owl", Some("port the parser")), ("fox", None)] {
         let fields = json!({"provider": "fake-inbox", "clone": "none", "task": task});
@@ -260,13 +260,13 @@ fn worker_of(app: &TestApp, data_dir: &std::path::Path) -> switchyard::worker::f
         role: "worker",
         api_socket: None,
         // As the test apps' shells: without the machine's dotfiles (see helpers' `quiet_shells`).
-        providers: std::sync::Arc::new(
+        providers: switchyard::providers::LiveProviders::fixed(
             switchyard::providers::Providers::parse(
                 "[providers.shell]\ncommand = [\"bash\", \"--norc\", \"--noprofile\"]",
             )
             .expect("providers"),
         ),
-        settings: switchyard::config::WorkerConfig {
+        settings: switchyard::worker::WorkerConfig {
             message_settle: Duration::from_millis(50),
             message_confirm: Duration::from_secs(3),
             nice_sessions: false,
@@ -333,7 +333,7 @@ async fn a_mailbox_tick_starts_one_delivery_per_agent_and_a_delivery_tick_delive
     let data_dir = tempfile::tempdir().expect("data dir");
     let fleet = worker_of(&app, data_dir.path());
     let (typist, node_id) = (
-        switchyard::app::panes::Typist {
+        switchyard::app::local_panes::Typist {
             tmux: fleet.tmux.clone(),
             settle: fleet.settings.message_settle,
             confirm: fleet.settings.message_confirm,
@@ -374,13 +374,13 @@ async fn a_mailbox_tick_starts_one_delivery_per_agent_and_a_delivery_tick_delive
     assert_eq!(text.lines().filter(|l| l.trim() == "second-42").count(), 1, "{text}");
 }
 
-async fn screen_of(typist: &switchyard::app::panes::Typist, pane: &str) -> String {
+async fn screen_of(typist: &switchyard::app::local_panes::Typist, pane: &str) -> String {
     typist.tmux.capture(pane, 100).await.expect("capture")
 }
 
 #[tokio::test]
 async fn last_activity_follows_the_panes_output_while_it_prints() {
-    let app = spawn_app_with_worker().await;
+    let app = TestApp::builder().worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     shell_agent(&app, "fox").await;
     eventually("the shell is idle", Duration::from_secs(15), || async { app.agent("fox").await["state"] == "idle" })

@@ -18,7 +18,8 @@ def draw(at, chosen, asking):
     if not asking:
         os.write(1, (out + "\r\n> ").encode())
         return
-    out += "\r\n Bash command\r\n\r\n   rm -rf build\r\n\r\n Do you want to proceed?\r\n"
+    # Claude Code's dialog: a rule above it, its title, the command, the question.
+    out += "\r\n" + "\u2500" * 60 + "\r\n Bash command\r\n\r\n   rm -rf build\r\n\r\n Do you want to proceed?\r\n"
     for i, label in enumerate(OPTIONS):
         out += (" \u276f " if i == at else "   ") + f"{i + 1}. {label}\r\n"
     out += "\r\n Esc to cancel\r\n"

@@ -1,4 +1,4 @@
-//! Boards act (Genie's model): who may take a card out of a column, and what a card entering one
+//! Boards act: who may take a card out of a column, and what a card entering one
 //! does. Gate `human`: only a person (the dashboard, or a token that is not an agent's) moves a
 //! card out. Gate `agent` with an `action_skill`: entering it records a skill run, which the
 //! conductor gives an agent; the card moves on when that agent reports done. Gate `auto`: the card

@@ -3,13 +3,14 @@
 
 use std::path::Path;
 
-use super::{assign, briefs, Assignment, BATCH};
-use crate::app::wishes::act;
+use super::{assign, Assignment, BATCH};
+use crate::app::wish_lifecycle::act;
 use crate::app::{Ctx, Error, Result};
 use crate::db::conductor::{self, Conducted, Due};
 use crate::db::tasks::{self, Applied, Change, Edit};
 use crate::db::wishes;
 use crate::domain::agent_kind::{AgentKind, AgentRole};
+use crate::domain::briefs;
 use crate::domain::task::TaskEvent;
 use crate::domain::wish::WishEvent;
 use crate::git::branches;
@@ -67,7 +68,7 @@ pub async fn start_queued(ctx: &Ctx) -> Result<usize> {
         let branch = c.wish.branch.clone().unwrap_or_else(|| branches::wish_branch(&c.wish.slug));
         if let Err(why) = wish_branch(c, &branch).await {
             let reason = format!("cannot make the wish's branch `{branch}`: {why}");
-            super::handoff::to_a_person(&mut tx, &c.wish, &reason).await?;
+            crate::app::wish_lifecycle::to_a_person(&mut tx, &c.wish, &reason).await?;
             continue;
         }
         let wish = act(&mut tx, &c.wish, WishEvent::Start, None).await?;

@@ -1,20 +1,17 @@
-//! When the conductor stops and asks a person (v0's handoff): an agent that ended, got stuck
+//! When the conductor stops and asks a person: an agent that ended, got stuck
 //! (`max_nudges`) or said it is blocked before its step concluded leaves the step to `human` —
 //! a group's task, or the wish for a planner's, reviewer's or fixer's step. The wish keeps its
-//! state; the overview lists what waits on a person with the reason. Concluded agents are stopped,
-//! and suspended ones of a wish that ended are finished with their waiting mail cancelled.
+//! state; the overview lists what waits on a person with the reason. Concluded agents and those of
+//! a cancelled wish are stopped, those of a held wish parked (suspended), and suspended ones of a
+//! wish that ended are finished with their waiting mail cancelled.
 
-use sqlx::PgConnection;
-
+use crate::app::wish_lifecycle::{give_up, HUMAN};
 use crate::app::{agent_panes, Ctx, Result};
 use crate::db::agents::{self, Agent, Cause};
-use crate::db::tasks::{self, Edit};
-use crate::db::wishes::{self, Wish};
+use crate::db::tasks;
+use crate::db::wishes;
 use crate::db::{conductor, events, messages};
 use crate::domain::agent::{AgentEvent, AgentState};
-
-/// Who a step is handed to.
-pub const HUMAN: &str = "human";
 
 /// Hands the steps of conductor agents that ended without concluding them to a person.
 pub async fn abandoned(ctx: &Ctx) -> Result<usize> {
@@ -29,57 +26,40 @@ pub async fn abandoned(ctx: &Ctx) -> Result<usize> {
     Ok(agents.len())
 }
 
-/// The agent's step goes to a person, and the agent no longer counts as at work. A group whose
-/// done report was accepted is not handed off: it waits only for its merge.
-pub async fn give_up(conn: &mut PgConnection, agent: &Agent, reason: &str) -> Result<()> {
-    conductor::conclude(&mut *conn, agent.id).await?;
-    if let Some(task_id) = agent.task_id {
-        let Some(task) = tasks::get(&mut *conn, task_id).await? else { return Ok(()) };
-        let still_ours = task.assignee.as_deref() == Some(agent.name.as_str());
-        if task.status.is_terminal() || task.reported_at.is_some() || !still_ours {
-            return Ok(());
-        }
-        let edit = Edit { assignee: Some(Some(HUMAN.to_owned())), ..Edit::default() };
-        // No expected version: handing off cannot lose a race that matters.
-        let _edited = tasks::update_fields(&mut *conn, task_id, None, &edit).await?;
-        let payload = serde_json::json!({"assignee": HUMAN, "previous": agent.name, "reason": reason});
-        events::record(conn, "task.assigned", &format!("task:{task_id}"), payload).await?;
-        return Ok(());
-    }
-    let Some(wish_id) = agent.wish_id else { return Ok(()) };
-    let Some(wish) = wishes::lock(&mut *conn, wish_id).await? else { return Ok(()) };
-    if wish.status.is_terminal() || wish.assignee.is_some() {
-        return Ok(());
-    }
-    to_a_person(conn, &wish, reason).await
-}
-
-/// Hands the wish's current step to a person, with the reason (`wish.handed_off`).
-pub async fn to_a_person(conn: &mut PgConnection, wish: &Wish, reason: &str) -> Result<()> {
-    let wish = conductor::set_wish_assignee(&mut *conn, wish.id, Some(HUMAN), Some(reason)).await?;
-    let payload = serde_json::json!({"slug": wish.slug, "status": wish.status, "phase": wish.phase, "reason": reason});
-    events::record(conn, "wish.handed_off", &wishes::subject(&wish), payload).await?;
-    Ok(())
-}
-
-/// Stops concluded agents that are still live; their windows close where they run.
+/// Stops concluded agents (and those of cancelled wishes) that are still live; their windows
+/// close where they run.
 pub async fn stop_concluded(ctx: &Ctx) -> Result<usize> {
     let agents = {
         let mut conn = ctx.db.acquire().await?;
         conductor::concluded_live(&mut conn, super::BATCH).await?
     };
+    Ok(stop_here(ctx, agents, AgentEvent::Finish, "its step is done or its wish ended").await)
+}
+
+/// Parks the live agents of held wishes: suspended, their windows closed and their sessions
+/// kept, so nothing of a held wish waits on a person; releasing the wish resumes them.
+pub async fn park_held(ctx: &Ctx) -> Result<usize> {
+    let agents = {
+        let mut conn = ctx.db.acquire().await?;
+        conductor::live_of_held(&mut conn, super::BATCH).await?
+    };
+    Ok(stop_here(ctx, agents, AgentEvent::Suspend, "its wish is on hold").await)
+}
+
+/// Applies `event` to those of `agents` this node runs and closes their windows (another node's
+/// conductor stops its own); how many it stopped.
+async fn stop_here(ctx: &Ctx, agents: Vec<Agent>, event: AgentEvent, reason: &str) -> usize {
     let mut stopped = 0;
     for agent in agents {
-        // Only this node can close its windows; another node's conductor stops its own.
         if agent.node_id.as_deref().is_some_and(|node| node != ctx.node.node_id) {
             continue;
         }
-        match agent_panes::stop(ctx, &agent.name, AgentEvent::Finish, "its step is done").await {
+        match agent_panes::stop(ctx, &agent.name, event, reason).await {
             Ok(_) => stopped += 1,
-            Err(e) => tracing::debug!(agent = %agent.name, error = %e, "stopping a concluded agent"),
+            Err(e) => tracing::debug!(agent = %agent.name, error = %e, "stopping an agent"),
         }
     }
-    Ok(stopped)
+    stopped
 }
 
 /// Finishes the suspended agents of wishes that merged or were cancelled (those a redispatch
@@ -103,9 +83,9 @@ pub async fn retire_suspended(ctx: &Ctx) -> Result<usize> {
 /// group goes back to `ready` and the conductor dispatches a new agent from the wish's branch
 /// as it stands.
 #[tracing::instrument(skip_all, fields(slug = ?slug, key = ?key), err(level = "debug"))]
-pub async fn redispatch(ctx: &Ctx, slug: &str, key: &str) -> Result<crate::app::wishes::WishDetail> {
+pub async fn redispatch(ctx: &Ctx, slug: &str, key: &str) -> Result<crate::app::wish_lifecycle::WishDetail> {
     let mut tx = ctx.db.begin().await?;
-    let wish = crate::app::wishes::find(&mut tx, slug).await?;
+    let wish = crate::app::wish_lifecycle::find(&mut tx, slug).await?;
     if wish.status != crate::domain::wish::WishStatus::Executing {
         let why = format!("the wish is {}; its groups are dispatched only while it is executing", wish.status);
         return Err(crate::app::Error::conflict(why, Some(wish.status.as_str())));
@@ -116,7 +96,7 @@ pub async fn redispatch(ctx: &Ctx, slug: &str, key: &str) -> Result<crate::app::
     let before = tasks::get(&mut tx, task_id).await?;
     // The group's provider may have been changed since its plan was checked.
     if let Some(named) = before.as_ref().and_then(|t| t.provider.as_deref()) {
-        crate::app::wishes::confined_group(&mut tx, &ctx.providers, &wish, key, named).await?;
+        crate::app::wish_lifecycle::confined_group(&mut tx, &ctx.providers.current(), &wish, key, named).await?;
     }
     let task = conductor::requeue_group(&mut tx, task_id).await?.ok_or_else(|| {
         let status = before.as_ref().map(|t| t.status.as_str()).unwrap_or("gone");
@@ -132,7 +112,7 @@ pub async fn redispatch(ctx: &Ctx, slug: &str, key: &str) -> Result<crate::app::
     }
     let payload = serde_json::json!({"wish": slug, "group": key});
     events::record(&mut tx, "task.redispatched", &format!("task:{}", task.id), payload).await?;
-    let detail = crate::app::wishes::detail(&mut tx, wish).await?;
+    let detail = crate::app::wish_lifecycle::detail(&mut tx, wish).await?;
     ctx.feed.commit(tx).await?;
     Ok(detail)
 }
@@ -140,16 +120,16 @@ pub async fn redispatch(ctx: &Ctx, slug: &str, key: &str) -> Result<crate::app::
 /// A person hands a wish's step back to the conductor (after fixing what stopped it): the
 /// planner, reviewer or fixer step runs again with a new agent.
 #[tracing::instrument(skip_all, fields(slug = ?slug), err(level = "debug"))]
-pub async fn hand_back(ctx: &Ctx, slug: &str) -> Result<crate::app::wishes::WishDetail> {
+pub async fn hand_back(ctx: &Ctx, slug: &str) -> Result<crate::app::wish_lifecycle::WishDetail> {
     let mut tx = ctx.db.begin().await?;
-    let wish = crate::app::wishes::find(&mut tx, slug).await?;
+    let wish = crate::app::wish_lifecycle::find(&mut tx, slug).await?;
     if wish.assignee.is_none() {
         return Err(crate::app::Error::conflict("the wish is not waiting for a person", Some(wish.status.as_str())));
     }
     let wish = conductor::set_wish_assignee(&mut tx, wish.id, None, None).await?;
     let payload = serde_json::json!({"slug": wish.slug, "status": wish.status, "phase": wish.phase});
     events::record(&mut tx, "wish.handed_back", &wishes::subject(&wish), payload).await?;
-    let detail = crate::app::wishes::detail(&mut tx, wish).await?;
+    let detail = crate::app::wish_lifecycle::detail(&mut tx, wish).await?;
     ctx.feed.commit(tx).await?;
     Ok(detail)
 }

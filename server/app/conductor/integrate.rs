@@ -6,12 +6,14 @@
 
 use std::path::Path;
 
-use super::{briefs, tell};
 use crate::app::groups::act_in;
+use crate::app::messages::tell;
 use crate::app::{Ctx, Error, Result};
 use crate::db::conductor;
+use crate::db::stalled_steps;
 use crate::db::tasks::{Change, Task};
-use crate::db::{agents, events};
+use crate::db::{agents, events, wishes};
+use crate::domain::briefs;
 use crate::domain::task::TaskEvent;
 use crate::git::branches::{self, Merge};
 use crate::git::merge;
@@ -26,17 +28,51 @@ pub enum Integration {
     Conflict { group: String, files: Vec<String> },
 }
 
-/// Integrates every reported group of wishes no other node is integrating.
+/// Integrates every reported group of wishes no other node is integrating. A wish whose
+/// integration git refuses (a ref it cannot lock, a repository gone) is recorded as stalled, in
+/// git's words, once as an event, and tried again after a growing wait ([`stalled_steps`]); the
+/// other wishes go on.
 pub async fn pending(ctx: &Ctx) -> Result<usize> {
-    let wish_ids = {
+    let due = {
         let mut conn = ctx.db.acquire().await?;
         conductor::wishes_to_integrate(&mut conn, super::BATCH).await?
     };
     let mut merged = 0;
-    for wish_id in wish_ids {
-        merged += wish(ctx, wish_id).await?.iter().filter(|i| matches!(i, Integration::Merged { .. })).count();
+    for wish_id in due {
+        match wish(ctx, wish_id).await {
+            Ok(done) => merged += done.iter().filter(|i| matches!(i, Integration::Merged { .. })).count(),
+            Err(Error::Internal(e)) => failing(ctx, wish_id, &format!("{e:#}")).await?,
+            Err(e) => return Err(e),
+        }
     }
     Ok(merged)
+}
+
+async fn failing(ctx: &Ctx, wish_id: uuid::Uuid, error: &str) -> Result<()> {
+    let mut tx = ctx.db.begin().await?;
+    let (stalled, first) =
+        stalled_steps::failed(&mut tx, &stalled_steps::wish_integration(wish_id), "integrate", error).await?;
+    if !first {
+        tracing::debug!(wish = %wish_id, error, attempts = stalled.attempts, "integrating reported groups failed again");
+    } else {
+        tracing::warn!(wish = %wish_id, error, "integrating reported groups failed; tried again after a wait");
+        if let Some(wish) = wishes::by_ids(&mut tx, &[wish_id]).await?.pop() {
+            let payload = serde_json::json!({"step": stalled.step, "error": stalled.error});
+            events::record(&mut tx, "wish.step_failing", &wishes::subject(&wish), payload).await?;
+        }
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(())
+}
+
+/// An integration that failed before went through: its record goes, with an event, in the
+/// integration's own transaction.
+async fn recovered(conn: &mut sqlx::PgConnection, wish: &wishes::Wish) -> Result<()> {
+    if let Some(stalled) = stalled_steps::succeeded(&mut *conn, &stalled_steps::wish_integration(wish.id)).await? {
+        let payload = serde_json::json!({"step": stalled.step, "attempts": stalled.attempts, "since": stalled.since});
+        events::record(conn, "wish.step_recovered", &wishes::subject(wish), payload).await?;
+    }
+    Ok(())
 }
 
 /// Integrates the wish's reported groups, oldest report first, in one transaction holding the
@@ -111,6 +147,7 @@ pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
         branches::compare_and_swap(repo, &branch, &wish_head.commit, &start).await.map_err(git)?;
         merge::delete_branches(repo, &spent).await;
     }
+    recovered(&mut tx, &c.wish).await?;
     ctx.feed.commit(tx).await?;
     Ok(done)
 }

@@ -17,7 +17,6 @@
 //! An agent that ends before its step concluded hands the step to a person ([`handoff`]);
 //! concluded agents are stopped, and their clones removed once their wish merged or was cancelled.
 
-pub mod briefs;
 pub mod catch_up;
 pub mod dispatch;
 pub mod handoff;
@@ -29,10 +28,10 @@ pub mod task_runs;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::messages::tell;
 use super::{Ctx, Result};
 use crate::db::agents::{self, Agent, NewAgent};
 use crate::db::conductor::Conducted;
-use crate::db::messages::{self, NewMessage};
 use crate::domain::agent_kind::{AgentKind, AgentRole};
 
 pub use crate::domain::message::SWITCHYARD;
@@ -45,6 +44,8 @@ const BATCH: i64 = 20;
 pub struct Tick {
     pub handed_off: usize,
     pub stopped: usize,
+    /// Live agents of held wishes, suspended.
+    pub parked: usize,
     /// Suspended agents of ended wishes, finished.
     pub retired: usize,
     pub planners: usize,
@@ -106,6 +107,7 @@ pub async fn tick_rest(ctx: &Ctx) -> Tick {
     Tick {
         handed_off: step("hand off", handoff::abandoned(ctx)).await,
         stopped: step("stop", handoff::stop_concluded(ctx)).await,
+        parked: step("park", handoff::park_held(ctx)).await,
         retired: step("retire", handoff::retire_suspended(ctx)).await,
         planners: step("plan", dispatch::planners(ctx)).await,
         queued: step("queue", dispatch::queue_planned(ctx)).await,
@@ -175,14 +177,4 @@ async fn assign_with_brief(conn: &mut PgConnection, a: Assignment) -> Result<(Ag
     let agent = agents::insert(&mut *conn, &new).await?;
     let brief = tell(conn, &agent, a.brief).await?;
     Ok((agent, brief))
-}
-
-/// Queues a message from Switchyard to `agent`; its node's mailbox types it when the agent is idle.
-/// Answers with the message's id.
-async fn tell(conn: &mut PgConnection, agent: &Agent, body: String) -> Result<Uuid> {
-    let body = crate::domain::typed::plain(&body);
-    let project = agents::project_slug(&mut *conn, agent.id).await?;
-    let new =
-        NewMessage { from: SWITCHYARD.to_owned(), to: agent.name.clone(), recipient_id: Some(agent.id), body, project };
-    Ok(messages::insert(conn, &new).await?.id)
 }

@@ -7,16 +7,18 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::handoff::give_up;
 use super::integrate::{self, Integration};
-use super::{briefs, review, tell};
+use super::review;
 use crate::app::idempotency::{self, Idempotency};
+use crate::app::messages::tell;
+use crate::app::wish_lifecycle::give_up;
 use crate::app::{agents as agents_app, tasks as tasks_app, wishes as wishes_app, Ctx, Error, Result};
 use crate::db::agents::{self, Agent};
 use crate::db::tasks::{self, Change};
 use crate::db::wishes::{NewGroup, Wish};
 use crate::db::{conductor, projects};
 use crate::domain::agent_kind::AgentRole;
+use crate::domain::briefs;
 use crate::domain::review::Verdict;
 use crate::domain::task::{TaskEvent, TaskStatus};
 use crate::domain::wish::WishStatus;
@@ -144,7 +146,7 @@ async fn own_group(ctx: &Ctx, agent: &Agent) -> Result<(tasks::Task, Wish, Strin
 async fn wish_by_id(conn: &mut sqlx::PgConnection, id: uuid::Uuid) -> Result<Wish> {
     let slug =
         tasks::refs::wish_slug(&mut *conn, id).await?.ok_or_else(|| Error::NotFound("the wish is gone".into()))?;
-    wishes_app::find(conn, &slug).await
+    crate::app::wish_lifecycle::find(conn, &slug).await
 }
 
 /// Done needs commits on the group's branch beyond where it started; the report is recorded,
@@ -277,7 +279,7 @@ async fn review_verdict(
     let mut tx = ctx.db.begin().await?;
     let wish =
         crate::db::wishes::lock(&mut tx, wish.id).await?.ok_or_else(|| Error::NotFound("the wish is gone".into()))?;
-    let after = review::verdict(&mut tx, wish, verdict, notes).await?;
+    let after = crate::app::wish_lifecycle::verdict(&mut tx, wish, verdict, notes).await?;
     conductor::conclude(&mut tx, agent.id).await?;
     let detail = format!("recorded; the wish is {} ({})", after.status, after.phase);
     let outcome = ReportOutcome { accepted: "review", detail, integration: vec![] };

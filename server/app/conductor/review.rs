@@ -1,4 +1,4 @@
-//! The review loop (agentmux's): a reviewer agent reads the wish's branch against the target
+//! The review loop: a reviewer agent reads the wish's branch against the target
 //! branch; a pass completes the wish (or, with review `both`, hands it to a person's review); a
 //! fail sends its notes to a fix agent on the wish's branch, then the branch is reviewed again;
 //! a fail at the wish's `review_cap` fails the wish and hands it to a person.
@@ -7,17 +7,15 @@ use std::path::Path;
 
 use sqlx::PgConnection;
 
-use super::handoff::to_a_person;
-use super::{assign, briefs, Assignment, BATCH};
-use crate::app::wishes::act;
+use super::{assign, Assignment, BATCH};
 use crate::app::{Ctx, Error, Result};
 use crate::db::conductor::{self, Due};
-use crate::db::wishes::{self, Wish};
-use crate::db::{events, projects};
+use crate::db::projects;
+use crate::db::wishes::Wish;
 use crate::domain::agent_kind::{AgentKind, AgentRole};
+use crate::domain::briefs;
 use crate::domain::project::ReviewMode;
-use crate::domain::review::{self, ReviewOutcome, ReviewState, Verdict};
-use crate::domain::wish::{WishEvent, WishPhase, WishStatus};
+use crate::domain::wish::{WishPhase, WishStatus};
 use crate::git::branches;
 
 /// A reviewer for each wish in `agent_review` without one, given the diff against the target.
@@ -57,49 +55,6 @@ async fn on_the_wish_branch(ctx: &Ctx, due: Due) -> Result<usize> {
     }
     ctx.feed.commit(tx).await?;
     Ok(assigned)
-}
-
-/// Records a verdict on a wish under review, in the caller's transaction, and moves the wish on.
-pub async fn verdict(conn: &mut PgConnection, wish: Wish, verdict: Verdict, notes: &str) -> Result<Wish> {
-    let under_review = matches!(wish.phase, WishPhase::AgentReview | WishPhase::HumanReview);
-    if wish.status != WishStatus::Executing || wish.held || !under_review {
-        let why = if wish.held {
-            "the wish is on hold".to_owned()
-        } else {
-            format!("only a wish under review gets a verdict; this one is {} ({})", wish.status, wish.phase)
-        };
-        return Err(Error::conflict(why, Some(wish.status.as_str())));
-    }
-    let state = ReviewState { iteration: wish.review_iteration as u32, cap: wish.review_cap as u32 };
-    let outcome =
-        review::record(state, verdict).map_err(|e| Error::conflict(e.to_string(), Some(wish.status.as_str())))?;
-    let payload = serde_json::json!({"slug": wish.slug, "verdict": verdict, "notes": notes, "outcome": outcome,
-                                     "phase": wish.phase});
-    let updated = wishes::record_review(&mut *conn, &wish, outcome.iteration() as i32, payload)
-        .await?
-        .ok_or_else(|| Error::conflict("the wish changed meanwhile; try again", Some(wish.status.as_str())))?;
-    match outcome {
-        ReviewOutcome::Passed { .. } => {
-            let mode = projects::conductor_config(&mut *conn, wish.project_id).await?.review;
-            if wish.phase == WishPhase::AgentReview && mode == ReviewMode::Both {
-                return Ok(conductor::set_phase(conn, updated.id, WishPhase::HumanReview, None).await?);
-            }
-            act(conn, &updated, WishEvent::AllGroupsDone, None).await
-        }
-        ReviewOutcome::FixRequested { .. } => {
-            let notes = if notes.trim().is_empty() { "The review failed without notes." } else { notes };
-            let wish = conductor::set_phase(&mut *conn, updated.id, WishPhase::Fix, Some(notes)).await?;
-            let payload = serde_json::json!({"slug": wish.slug, "review_iteration": wish.review_iteration});
-            events::record(conn, "wish.fix_requested", &wishes::subject(&wish), payload).await?;
-            Ok(wish)
-        }
-        ReviewOutcome::CapReached { iteration } => {
-            let reason = format!("review failed {iteration} times (cap {})", wish.review_cap);
-            let failed = act(&mut *conn, &updated, WishEvent::GroupFailed, Some(&reason)).await?;
-            to_a_person(&mut *conn, &failed, &reason).await?;
-            Ok(wishes::lock(conn, failed.id).await?.unwrap_or(failed))
-        }
-    }
 }
 
 /// A fix agent's work is on the wish's branch: the branch is reviewed again (by an agent unless

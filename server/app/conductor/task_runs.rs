@@ -1,4 +1,4 @@
-//! Standalone tasks (Fetch's model) and board skills (Genie's), run by agents:
+//! Standalone tasks and board skills, run by agents:
 //!
 //! ```text
 //! POST /tasks/{id}/dispatch ─▶ run pending ─(conductor)─▶ running: agent on task/<id>, brief sent
@@ -20,15 +20,17 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::reports::ReportOutcome;
-use super::{assign_with_brief, briefs, tell, Assignment, Place, BATCH};
+use super::{assign_with_brief, Assignment, Place, BATCH};
 use crate::app::boards::flow::{self, Mover};
+use crate::app::messages::tell;
 use crate::app::{Ctx, Error, Result};
 use crate::db::agents::{self, Agent, Cause};
 use crate::db::task_runs::{self, NewRun, TaskRun};
 use crate::db::tasks::{self, Applied, Change, Edit, Task};
 use crate::db::{conductor, events};
-use crate::domain::agent::{AgentEvent, AgentState};
+use crate::domain::agent::{never_started, AgentEvent};
 use crate::domain::agent_kind::{AgentKind, AgentRole};
+use crate::domain::briefs;
 use crate::domain::task::{TaskEvent, TaskStatus};
 use crate::git::branches;
 
@@ -62,8 +64,8 @@ pub fn task_branch(task_id: Uuid) -> String {
 #[tracing::instrument(skip_all, fields(task = %id), err(level = "debug"))]
 pub async fn dispatch(ctx: &Ctx, id: Uuid, provider: Option<String>) -> Result<Dispatched> {
     if let Some(p) = provider.as_deref() {
-        if p.len() > 100 || ctx.providers.get(p).is_none() {
-            let known = ctx.providers.names().join(", ");
+        if p.len() > 100 || ctx.providers.current().get(p).is_none() {
+            let known = ctx.providers.current().names().join(", ");
             return Err(Error::invalid("provider", format!("unknown provider `{p}`; known: {known}")));
         }
     }
@@ -101,7 +103,7 @@ pub async fn dispatch(ctx: &Ctx, id: Uuid, provider: Option<String>) -> Result<D
     let own = task.provider.clone().unwrap_or_else(|| config.provider.clone());
     if let Some(wanted) = provider.as_deref() {
         // The task's own provider is what its author chose; another may be no less confined.
-        ctx.providers.may_hand_to(&own, wanted).map_err(|why| Error::invalid("provider", why))?;
+        ctx.providers.current().may_hand_to(&own, wanted).map_err(|why| Error::invalid("provider", why))?;
     }
     let provider = provider.unwrap_or(own);
     let max_iterations = task.max_iterations.min(i32::try_from(config.max_iterations).unwrap_or(i32::MAX));
@@ -204,9 +206,10 @@ async fn assign_task(conn: &mut PgConnection, task: &Task, agent: &str) -> Resul
 
 /// The task goes to a person (`assignee = human`), with the reason.
 async fn to_a_person(conn: &mut PgConnection, task: &Task, previous: Option<&str>, reason: &str) -> Result<()> {
-    let edit = Edit { assignee: Some(Some(super::handoff::HUMAN.to_owned())), ..Edit::default() };
+    let edit = Edit { assignee: Some(Some(crate::app::wish_lifecycle::HUMAN.to_owned())), ..Edit::default() };
     let _edited = tasks::update_fields(&mut *conn, task.id, None, &edit).await?;
-    let payload = serde_json::json!({"assignee": super::handoff::HUMAN, "previous": previous, "reason": reason});
+    let payload =
+        serde_json::json!({"assignee": crate::app::wish_lifecycle::HUMAN, "previous": previous, "reason": reason});
     events::record(conn, "task.assigned", &format!("task:{}", task.id), payload).await?;
     Ok(())
 }
@@ -233,7 +236,12 @@ pub async fn iterate(ctx: &Ctx) -> Result<usize> {
             give_up(&mut tx, &run, &agent, task, &reason).await?;
             continue;
         }
-        let fresh = ended && ctx.providers.get(&agent.provider).is_none_or(|p| p.resume.is_none());
+        if let Some(why) = agent.failure_reason.as_deref().filter(|r| ended && never_started(r)) {
+            // Its next start would meet the same refusal: the task says why instead.
+            give_up(&mut tx, &run, &agent, task, why).await?;
+            continue;
+        }
+        let fresh = ended && ctx.providers.current().get(&agent.provider).is_none_or(|p| p.resume.is_none());
         let body = briefs::continuation(
             run.iteration + 1,
             run.max_iterations,
@@ -290,21 +298,6 @@ pub async fn questions(ctx: &Ctx) -> Result<usize> {
     }
     ctx.feed.commit(tx).await?;
     Ok(runs.len())
-}
-
-/// A person answered the task's question: the answer goes to the run's agent as a message, and
-/// the iteration goes on until the agent stops after reading it. When the agent asks on its
-/// screen (a dialog), the answer goes as it was given (an option's number or text), since it is
-/// typed into that dialog; a question it asked with `task ask` gets it with its context.
-pub async fn answered(conn: &mut PgConnection, task: &Task, question: Option<&str>, answer: &str) -> Result<()> {
-    let Some(run) = task_runs::live(&mut *conn, task.id).await? else { return Ok(()) };
-    let Some(agent_id) = run.agent_id else { return Ok(()) };
-    let Some(agent) = agents::get(&mut *conn, agent_id).await? else { return Ok(()) };
-    let body =
-        if agent.state == AgentState::Question { answer.trim().to_owned() } else { briefs::answer(question, answer) };
-    let prompt = tell(&mut *conn, &agent, body).await?;
-    task_runs::set_prompt(conn, run.id, prompt).await?;
-    Ok(())
 }
 
 /// An agent's `task done|fail|ask` when it is on a run: `None` when it is not (the report then

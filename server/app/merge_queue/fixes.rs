@@ -8,7 +8,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{project_by_id, requeue, Result};
-use crate::app::wishes::act;
+use crate::app::wish_lifecycle::act;
 use crate::app::Error;
 use crate::db::agents::{self, Agent, NewAgent};
 use crate::db::merge_queue::{self as entries, settings, Entry};
@@ -25,8 +25,8 @@ fn sender() -> String {
 
 /// Hands a failed or conflicting entry to its next fixer, in the caller's transaction; with a fix
 /// agent, its brief — a message in its mailbox, delivered and confirmed like any other — which
-/// the caller appends to the outbox file once the transaction commits
-/// ([`crate::outbox::append`]).
+/// the caller appends to the message log once the transaction commits
+/// ([`crate::message_log::append`]).
 pub(crate) async fn hand_off(
     conn: &mut PgConnection,
     entry: Entry,
@@ -129,7 +129,7 @@ pub async fn fix_done(conn: &mut PgConnection, wish: &Wish, agent: &Agent, summa
 /// CI failed on the branch of wish `slug` (the inbound GitHub hook): a waiting entry fails as a
 /// failed gate would, with the report as its log, and is handed to a fix agent (or a person).
 /// Anything else (not queued, being processed, already failed) is left to the queue. The fix
-/// agent's brief, if one was sent, for the caller to append to the outbox once committed.
+/// agent's brief, if one was sent, for the caller to append to the message log once committed.
 pub async fn ci_failed(conn: &mut PgConnection, slug: &str, details: &Value) -> Result<Option<Message>> {
     let Some(wish) = wishes::get(&mut *conn, slug).await? else { return Ok(None) };
     let Some(entry) = entries::for_wish(&mut *conn, wish.id).await? else { return Ok(None) };

@@ -18,6 +18,7 @@ pub struct NewGroup {
     pub title: String,
     pub goal: String,
     pub depends_on: Vec<String>,
+    /// How many times the group may be tried; none given, its project's `max_iterations`.
     pub max_iterations: Option<i32>,
     /// The provider of the group's agent (`any`: the project's, or a fallback at a usage limit).
     pub provider: Option<String>,
@@ -38,6 +39,9 @@ pub async fn insert_groups(
     order: &[usize],
 ) -> Result<Wish, sqlx::Error> {
     let mut ids = std::collections::HashMap::new();
+    // A group that names no cap of its own gets its project's.
+    let cap = crate::db::projects::conductor_config(&mut *conn, wish.project_id).await?.max_iterations;
+    let cap = i32::try_from(cap).unwrap_or(i32::MAX);
     for &i in order {
         let group = &groups[i];
         let depends_on = group.depends_on.iter().filter_map(|k| ids.get(k.as_str()).copied()).collect();
@@ -50,7 +54,7 @@ pub async fn insert_groups(
                 title: group.title.clone(),
                 goal: group.goal.clone(),
                 depends_on,
-                max_iterations: group.max_iterations,
+                max_iterations: Some(group.max_iterations.unwrap_or(cap)),
                 provider: group.provider.clone(),
                 ..NewTask::default()
             },

@@ -14,8 +14,8 @@
 //! options, a footer that still says `esc to interrupt`) replace the composer.
 
 use super::{
-    first_containing, first_containing_ci, has_yes_option, limit_at, selection, words_of, Layout, Marks, Matched,
-    ReadContext,
+    first_containing, first_containing_ci, has_yes_option, limit_at, option_saying, selection, words_of, Layout, Marks,
+    Matched, ReadContext, StartChoice,
 };
 
 pub(super) const LAYOUT: Layout = Layout {
@@ -24,11 +24,19 @@ pub(super) const LAYOUT: Layout = Layout {
     bullets: &['•', '■', '›'],
     hint_above_prompt: false,
     composer_hints: &["for shortcuts", "⏎ send", "context left"],
+    starting: None,
 };
 
 /// The sign-in chooser Codex starts at without a login (0.169: "Welcome to Codex … Choose how
 /// you want to use Codex." / `> 1. Sign in with ChatGPT`).
 const SIGN_IN: &[&str] = &["Choose how you want to use Codex", "Sign in with ChatGPT"];
+
+/// The dialog 0.169 starts at in a folder its configuration marks untrusted, as Switchyard marks
+/// every clone (`worker::provider_setup::codex`): "Folder access", the folder, what stays
+/// disabled, then `› 1. Open restricted` / `2. Back to Agent Command Center`. Restricted is
+/// the point: the clone's `.codex/` stays disabled.
+const FOLDER_ACCESS: &str = "Folder access";
+const OPEN_RESTRICTED: &str = "Open restricted";
 
 const APPROVALS: &[&str] = &[
     "Would you like to run the following command",
@@ -49,6 +57,13 @@ pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
     let busy = submitted.or_else(|| first_containing_ci(live, "esc to interrupt", "esc to interrupt"));
     let has_yes = has_yes_option(live) || live.iter().any(|l| l.trim_start_matches(['▌', ' ']).starts_with("Yes"));
     let permission = has_yes.then(|| first_containing(live, "approval dialog", APPROVALS)).flatten();
+    let folder_access = live.iter().any(|l| l.trim() == FOLDER_ACCESS);
+    let start_choice = folder_access
+        .then(|| option_saying(live, OPEN_RESTRICTED))
+        .flatten()
+        .map(|option| StartChoice { option, label: OPEN_RESTRICTED });
+    // The dialog reads as a question too: only the detector knows whether the pane was expected
+    // to open at it.
     let question = if permission.is_none() { selection(live) } else { None };
     let limit_line = live.iter().position(|l| l.contains("hit your usage limit"));
     let usage_limit = limit_line.map(|i| limit_at(live, i, 2, ctx));
@@ -62,5 +77,5 @@ pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
         Some(choice) if choice != heading => format!("{heading} {}", choice.trim_start_matches(['>', '›', ' '])),
         _ => heading,
     });
-    Marks { busy, permission, question, usage_limit, error, fatal }
+    Marks { busy, permission, question, usage_limit, error, fatal, start_choice }
 }

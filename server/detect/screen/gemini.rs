@@ -23,6 +23,7 @@ pub(super) const LAYOUT: Layout = Layout {
     bullets: &['✦', '✕'],
     hint_above_prompt: true,
     composer_hints: &[],
+    starting: Some(initializing),
 };
 
 /// The authentication dialog Gemini CLI starts at without a login or key (0.61: "Get started /
@@ -50,7 +51,18 @@ pub(super) fn marks(live: &[&str], ctx: &ReadContext) -> Marks {
         None => live.iter().find(|l| l.starts_with('✕')).map(|l| l.trim_start_matches(['✕', ' ']).to_string()),
     };
     let fatal = words_of(live, SIGN_IN);
-    Marks { busy, permission, question, usage_limit, error, fatal }
+    Marks { busy, permission, question, usage_limit, error, fatal, start_choice: None }
+}
+
+/// Whether Gemini CLI is still initializing its configuration: it draws its input area at once,
+/// and above it nothing but startup warnings (`⚠ Warning: …`) and its composer's `? for
+/// shortcuts` until then (0.61's `MainContent`, its header and transcript, is empty until
+/// `isConfigInitialized`). It is not at its prompt yet: a session it resumes is loaded only
+/// then, its input line hidden meanwhile and the keys pressed into it lost (an Enter after a
+/// pasted message was, and its "Resuming session…" read as the turn the message started).
+fn initializing(region: &[&str]) -> bool {
+    let composers = |l: &str| l.starts_with('⚠') || l == "? for shortcuts";
+    region.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).all(composers)
 }
 
 /// A numbered `Allow once` option (Gemini CLI 0.61's tool confirmations).

@@ -199,3 +199,14 @@ fn status_names_round_trip_through_from_str_display_and_serde() {
     assert_eq!(err.value, "init");
     assert_eq!(err.kind, "wish");
 }
+
+#[test]
+fn a_slug_is_the_titles_words_within_forty_characters() {
+    use super::slug_of;
+    assert_eq!(slug_of("Add a login page!"), "add-a-login-page");
+    assert_eq!(slug_of("Über — café"), "ber-caf");
+    assert_eq!(slug_of("   "), "wish");
+    let long = slug_of("make the dashboard readable on a phone and every other screen");
+    assert_eq!(long, "make-the-dashboard-readable-on-a-phone");
+    assert!(crate::domain::project::is_valid_slug(&long));
+}

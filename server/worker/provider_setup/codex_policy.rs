@@ -18,9 +18,9 @@
 //! "untrusted"` is refused as no longer supported): its own sandbox is what `ask` and
 //! `allow-list` hold the rest to.
 //!
-//! The same keys are also given on Codex's command line (`-c key=value`, [`overrides`]): a
-//! project's `.codex/config.toml` in the trusted clone (which agents write) is a layer above the
-//! agent's `config.toml`, and the command line's is above it.
+//! The same keys are also given on Codex's command line (`-c key=value`, [`overrides`]), the
+//! layer above every file: the clone's `.codex/config.toml` is disabled (the clone is untrusted,
+//! [`super::codex`]), and the command line would outrank it all the same.
 //!
 //! Every policy also sets `allow_login_shell = false`: a login shell reads `/etc/profile`, which
 //! resets `PATH`, and the agent would lose the `switchyard` Switchyard put on it.
@@ -55,8 +55,8 @@ fn keys(permissions: Permissions) -> [(&'static str, &'static str); 3] {
 }
 
 /// Switchyard's keys for `permissions` as Codex's `-c key=value` arguments: the session's own
-/// layer, above the clone's `.codex/config.toml` (a project layer Codex reads in a trusted
-/// folder, and which an agent can write), so no project can choose another policy.
+/// layer, above the clone's `.codex/config.toml` (a project layer an agent can write, read were
+/// the clone trusted), so no project can choose another policy.
 pub(super) fn overrides(permissions: Permissions) -> Vec<String> {
     keys(permissions).iter().flat_map(|(key, value)| ["-c".to_owned(), format!("{key}={value}")]).collect()
 }

@@ -19,11 +19,11 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::fake_agent::{fake_agent_on_a_task, go_on, providers_toml, wait_for_state};
-use crate::helpers::{eventually, spawn_app_with_worker_and_providers, TestApp};
+use crate::helpers::{eventually, TestApp};
 
 /// chromedriver and the Chromium it starts, in a process group of their own: all of them are
 /// stopped when the test ends, however it ends.
-pub(super) struct Driver(Child);
+pub(crate) struct Driver(Child);
 
 impl Drop for Driver {
     fn drop(&mut self) {
@@ -40,7 +40,7 @@ fn on_path(names: &[&str]) -> Option<PathBuf> {
 
 /// Starts chromedriver on a free port and opens a headless Chromium session; `None` (with a
 /// message) when either is not installed.
-pub(super) async fn browser() -> Option<(Client, Driver)> {
+pub(crate) async fn browser() -> Option<(Client, Driver)> {
     let (Some(chromium), Some(chromedriver)) =
         (on_path(&["chromium", "chromium-browser", "google-chrome"]), on_path(&["chromedriver"]))
     else {
@@ -88,7 +88,7 @@ pub(super) async fn browser() -> Option<(Client, Driver)> {
 }
 
 /// A one-time login link for the app's admin token, as `serve` prints at first start.
-pub(super) async fn login_link(app: &TestApp) -> String {
+pub(crate) async fn login_link(app: &TestApp) -> String {
     let token_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM tokens WHERE name LIKE 'test-admin-%'")
         .fetch_one(&app.pool)
         .await
@@ -104,13 +104,13 @@ fn screenshots() -> PathBuf {
     dir
 }
 
-pub(super) async fn screenshot(client: &Client, name: &str) {
+pub(crate) async fn screenshot(client: &Client, name: &str) {
     let png = client.screenshot().await.expect("screenshot");
     std::fs::write(screenshots().join(format!("{name}.png")), png).expect("write screenshot");
 }
 
 /// Waits until `css` matches an element whose text contains `text`.
-pub(super) async fn until_text(client: &Client, css: &str, text: &str) {
+pub(crate) async fn until_text(client: &Client, css: &str, text: &str) {
     eventually(&format!("`{css}` says `{text}`"), Duration::from_secs(20), || async {
         match client.find(Locator::Css(css)).await {
             Ok(element) => element.text().await.is_ok_and(|t| t.contains(text)),
@@ -122,8 +122,13 @@ pub(super) async fn until_text(client: &Client, css: &str, text: &str) {
 
 /// Clicks the button labelled `label`. A live update may swap the part holding it between finding
 /// and clicking (the element is then stale), as it would under a person's pointer: find it again.
-pub(super) async fn click_button(client: &Client, label: &str) {
-    let xpath = format!("//button[normalize-space()='{label}']");
+pub(crate) async fn click_button(client: &Client, label: &str) {
+    // XPath 1.0 has no escapes: a label with an apostrophe is quoted with double quotes.
+    let xpath = if label.contains('\'') {
+        format!("//button[normalize-space()=\"{label}\"]")
+    } else {
+        format!("//button[normalize-space()='{label}']")
+    };
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
         let button = client.wait().for_element(Locator::XPath(&xpath)).await.expect("the button");
@@ -155,7 +160,7 @@ async fn card_lands_in(app: &TestApp, client: &Client, api_path: &str, element: 
 #[tokio::test]
 async fn the_dashboard_works_end_to_end_in_a_real_browser() {
     let Some((client, _driver)) = browser().await else { return };
-    let app = spawn_app_with_worker_and_providers(&providers_toml()).await;
+    let app = TestApp::builder().providers(&providers_toml()).worker(|_| {}).spawn().await;
     // A project `alpha`, its wish `login`, and a fake Claude Code `fox` working on that wish's group.
     fake_agent_on_a_task(&app, "fox").await;
     let base = &app.address;

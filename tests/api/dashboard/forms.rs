@@ -12,7 +12,7 @@ use fantoccini::{Client, Locator};
 use serde_json::json;
 
 use super::browser::{browser, click_button, login_link, screenshot, until_text};
-use crate::helpers::{eventually, git_repo, spawn_app_with, TestApp};
+use crate::helpers::{eventually, git_repo, TestApp};
 
 /// Fills each field (a `<select>` by its option's value), presses `button` and waits for `css` to
 /// say `text`. A live update keeps a form being filled in, but may replace one just before the
@@ -72,7 +72,7 @@ async fn api_says(app: &TestApp, path: &str, what: &str, check: impl Fn(&serde_j
 #[tokio::test]
 async fn a_person_makes_and_changes_projects_agents_teams_webhooks_and_tasks_from_their_forms() {
     let Some((client, _driver)) = browser().await else { return };
-    let app = spawn_app_with(crate::webhooks::test_settings()).await;
+    let app = TestApp::builder().webhooks(crate::webhooks::test_settings()).spawn().await;
     let base = app.address.clone();
     let repo = git_repo();
     client.goto(&login_link(&app).await).await.expect("login link");

@@ -1,12 +1,14 @@
 //! The dashboard: its pages as a browser gets them (HTML asserted, user text escaped), logging in
 //! and out, CSRF, the live stream, and end to end in headless Chromium (`browser`).
 
-mod browser;
+pub(crate) mod browser;
 mod conductor;
 mod costs;
+mod first_run;
 mod forms;
 mod live;
 mod login;
+mod merged;
 mod notify;
 mod pages;
 mod phone;

@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use super::{redirected, Dashboard};
-use crate::helpers::{engineer, merged, spawn_app, spawn_app_with, TestApp};
+use crate::helpers::{engineer, merged, spawn_app, TestApp};
 
 mod operator;
 mod paging;
@@ -322,6 +322,17 @@ async fn the_wish_form_makes_a_wish_with_its_plan_and_explains_a_refusal_beside_
     let again = dashboard.post_form("/wishes", &good).await;
     assert_eq!(again.status(), 409);
     assert!(again.text().await.expect("body").contains("a wish `login` exists already"));
+
+    // No slug and no groups: the slug is made from the title, as the CLI makes it, and the draft
+    // waits for a planner, which the form says it may leave to one.
+    assert!(form.contains("Leave every row empty and a planner agent will plan the wish"), "{form}");
+    let words = [("project", "alpha"), ("title", "Sign in with a passkey"), ("description", "Passkeys, please.")];
+    let made = dashboard.post_form("/wishes", &words).await;
+    assert_eq!(redirected(made).await, "/wishes/sign-in-with-a-passkey");
+    let (_, page) = dashboard.get("/wishes/sign-in-with-a-passkey").await;
+    assert!(page.contains("A planner agent plans this wish from its description"), "{page}");
+    let (_, overview) = dashboard.get("/?block=wishes").await;
+    assert!(overview.contains("sign-in-with-a-passkey"), "a draft to plan is in flight: {overview}");
 }
 
 #[tokio::test]
@@ -336,6 +347,11 @@ async fn a_wish_page_draws_its_plan_and_offers_only_the_legal_actions() {
     assert!(html.contains("class=\"edge\""), "an arrow from api to ui");
     assert!(html.contains("/actions/plan") && !html.contains("/actions/queue"), "a draft can only be planned");
     assert!(html.contains("/actions/hold") && html.contains("/actions/cancel"));
+    // Cancel stops the wish's agents: the page asks first, as Kill does on an agent's page.
+    assert!(
+        html.contains(r#"action="/wishes/login/actions/cancel" hx-confirm="Cancel this wish? Its agents are stopped"#),
+        "{html}"
+    );
 
     for step in ["plan", "queue", "start"] {
         let done = dashboard.post_form(&format!("/wishes/login/actions/{step}"), &[]).await;
@@ -346,7 +362,8 @@ async fn a_wish_page_draws_its_plan_and_offers_only_the_legal_actions() {
     app.post_ok("/api/v1/wishes/login/groups/api/start", json!({})).await;
     app.post_ok("/api/v1/wishes/login/groups/api/fail", json!({"result": "tests red"})).await;
     let (_, plan) = dashboard.get("/wishes/login?block=plan").await;
-    assert!(plan.contains("1 of 10"), "a failed group with iterations left goes back to ready: {plan}");
+    // Its cap is the project's (3 unless the project says otherwise), the group giving none.
+    assert!(plan.contains("1 of 3"), "a failed group with iterations left goes back to ready: {plan}");
     // With every group done the wish is under review.
     for (group, action) in [("api", "start"), ("api", "complete"), ("ui", "start"), ("ui", "complete")] {
         app.post_ok(&format!("/api/v1/wishes/login/groups/{group}/{action}"), json!({})).await;
@@ -384,7 +401,7 @@ async fn the_agent_pages_show_state_and_say_why_a_pane_cannot_be_shown() {
 
 #[tokio::test]
 async fn the_webhook_pages_show_deliveries_and_send_one_again() {
-    let app = spawn_app_with(crate::webhooks::test_settings()).await;
+    let app = TestApp::builder().webhooks(crate::webhooks::test_settings()).spawn().await;
     let created = app
         .post_ok(
             "/api/v1/webhooks",

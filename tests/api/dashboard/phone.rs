@@ -8,7 +8,7 @@ use fantoccini::Locator;
 use serde_json::json;
 
 use super::browser::{browser, login_link, screenshot};
-use crate::helpers::{engineer, git, merged, repo_of, spawn_app_with, TestApp};
+use crate::helpers::{engineer, git, merged, repo_of, TestApp};
 
 /// What does not fit, as sentences (empty when everything does).
 const OVERFLOWS: &str = r#"
@@ -119,7 +119,7 @@ async fn finished_work(app: &TestApp, repo: &std::path::Path) {
 #[tokio::test]
 async fn every_page_fits_a_phone_without_sideways_scrolling_or_words_cut_by_their_cells() {
     let Some((client, _driver)) = browser().await else { return };
-    let app = spawn_app_with(crate::webhooks::test_settings()).await;
+    let app = TestApp::builder().webhooks(crate::webhooks::test_settings()).spawn().await;
     let (board, task, webhook) = a_busy_day(&app).await;
     let base = &app.address;
     client.set_window_size(390, 844).await.expect("phone size");

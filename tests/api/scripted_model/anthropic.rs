@@ -8,7 +8,8 @@
 //! prompt is the last `text` block of a `user` message that is not a `<system-reminder>`, the
 //! tool results since are `tool_result` blocks, and the working directory is named in the
 //! system prompt ("Primary working directory: …"). An action is written as Claude Code's own
-//! tools: `Write` (`file_path` absolute, `content`) and `Bash` (`command`, `description`).
+//! tools: `Write` (`file_path` absolute, `content`), `Bash` (`command`, `description`) and
+//! `AskUserQuestion` (`questions`: one, with its `options`' labels and descriptions).
 //!
 //! Requests without tools are Claude Code's side calls (a session's title, a summary): they are
 //! answered with a short text and neither meet a cue nor enter the log, so a test's cues and
@@ -36,7 +37,7 @@ async fn count_tokens(Json(request): Json<Value>) -> Json<Value> {
     Json(json!({"input_tokens": 1 + request.to_string().len() / 4}))
 }
 
-async fn messages(State(model): State<ScriptedModel>, Json(request): Json<Value>) -> Response {
+async fn messages(State(model): State<ScriptedModel>, headers: HeaderMap, Json(request): Json<Value>) -> Response {
     let stream = request["stream"].as_bool().unwrap_or(false);
     let model_name = request["model"].as_str().unwrap_or("claude-scripted").to_owned();
     let tools = request["tools"].as_array().is_some_and(|t| !t.is_empty());
@@ -47,7 +48,7 @@ async fn messages(State(model): State<ScriptedModel>, Json(request): Json<Value>
     }
     let turn = turn(&request);
     match model.answer("anthropic", &turn) {
-        Answer::Cue(cue) => refusal(&cue),
+        Answer::Cue(cue) => refusal(&cue, headers.contains_key("x-api-key")),
         Answer::Act { action, usage, pause } => {
             let (blocks, stop) = match action {
                 Action::Write { path, content } => {
@@ -57,6 +58,13 @@ async fn messages(State(model): State<ScriptedModel>, Json(request): Json<Value>
                 Action::Run { command } | Action::RunUnsandboxed { command } => {
                     let description = "Run the next step";
                     (vec![Block::Tool("Bash", json!({"command": command, "description": description}))], "tool_use")
+                }
+                Action::Ask { question, options } => {
+                    let options: Vec<_> =
+                        options.iter().map(|o| json!({"label": o, "description": Action::description(o)})).collect();
+                    let asked =
+                        json!({"question": question, "header": "Choice", "options": options, "multiSelect": false});
+                    (vec![Block::Tool("AskUserQuestion", json!({"questions": [asked]}))], "tool_use")
                 }
                 Action::Say(text) => (vec![Block::Text(text)], "end_turn"),
             };
@@ -98,7 +106,7 @@ pub fn turn(request: &Value) -> Turn {
         }
     }
     results.reverse();
-    Turn { prompt: prompt.unwrap_or_default(), results, cwd: cwd(request), earlier }
+    Turn { prompt: prompt.unwrap_or_default(), results, cwd: cwd(request), earlier, instructions: String::new() }
 }
 
 /// A tool result's content: a string, or text blocks.
@@ -207,10 +215,37 @@ fn request_id() -> HeaderMap {
     headers
 }
 
-/// A cue's answer, as Anthropic's API gives it.
-fn refusal(cue: &Cue) -> Response {
+/// A cue's answer, as Anthropic's API gives it. A usage limit is worded as the account meets it:
+/// an API key (`keyed`, sent as `x-api-key`) at its organisation's rate limit, with the API's
+/// `anthropic-ratelimit-requests-*` / `-tokens-*` headers (resets as RFC 3339 times) and
+/// `retry-after`; a subscription at its 5-hour limit, with the `anthropic-ratelimit-unified-*`
+/// headers Claude Code words "You've hit your 5-hour limit · resets …" from.
+fn refusal(cue: &Cue, keyed: bool) -> Response {
     let mut headers = request_id();
     let (status, kind, message) = match cue {
+        Cue::RateLimit { resets_in } if keyed => {
+            let reset = chrono::Utc::now() + *resets_in;
+            let reset = reset.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            for (name, value) in [
+                ("anthropic-ratelimit-requests-limit", "50".to_owned()),
+                ("anthropic-ratelimit-requests-remaining", "0".to_owned()),
+                ("anthropic-ratelimit-requests-reset", reset.clone()),
+                ("anthropic-ratelimit-tokens-limit", "40000".to_owned()),
+                ("anthropic-ratelimit-tokens-remaining", "40000".to_owned()),
+                ("anthropic-ratelimit-tokens-reset", reset.clone()),
+                ("retry-after", resets_in.as_secs().max(1).to_string()),
+            ] {
+                headers.insert(name, HeaderValue::from_str(&value).expect("ascii"));
+            }
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "This request would exceed the rate limit for your organization of 50 requests per minute. \
+                 For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the response \
+                 headers for current usage. Please reduce the prompt length or the maximum tokens requested, \
+                 or try again later.",
+            )
+        }
         Cue::RateLimit { resets_in } => {
             let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970");
             let reset = (now + *resets_in).as_secs().to_string();

@@ -11,7 +11,8 @@
 //! `functionResponse` parts (`response.output`). An answer is
 //! `{candidates: [{content: {role: "model", parts}, finishReason}], usageMetadata}`, streamed as
 //! SSE `data:` events, one candidate chunk each; a tool call is a `functionCall` part
-//! (`write_file {file_path, content}`, `run_shell_command {command, description}`).
+//! (`write_file {file_path, content}`, `run_shell_command {command, description}`,
+//! `ask_user {questions}`: one `choice` question with its options' labels and descriptions).
 //!
 //! Helper requests are answered from their JSON schema (an enum says `user` where it can, so
 //! the next-speaker check hands the turn back) and do not take cues: a cue is for the turn.
@@ -98,24 +99,35 @@ fn from_schema(schema: &Value) -> Value {
 }
 
 /// The turn in `request`: the last user text that is not the CLI's session context, the
-/// function responses after it, and the workspace directory the session context names.
+/// function responses after it, the user texts before it (newest first), and the workspace
+/// directory the session context names.
 pub fn turn(request: &Value) -> Turn {
     let contents = request["contents"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let mut turn = Turn { cwd: workspace(contents), ..Turn::default() };
+    let system = request["systemInstruction"]["parts"].as_array().into_iter().flatten();
+    let instructions = system.filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n");
+    let mut turn = Turn { cwd: workspace(contents), instructions, ..Turn::default() };
     let mut results = Vec::new();
-    'contents: for content in contents.iter().rev() {
+    let mut prompt: Option<String> = None;
+    for content in contents.iter().rev() {
         let parts = content["parts"].as_array().map(Vec::as_slice).unwrap_or_default();
         for part in parts.iter().rev() {
             if let Some(response) = part.get("functionResponse") {
-                results.push(output(&response["response"]));
+                if prompt.is_none() {
+                    results.push(output(&response["response"]));
+                }
             } else if let Some(text) = part["text"].as_str() {
                 if content["role"] == "user" && !text.trim_start().starts_with("<session_context>") {
-                    turn.prompt = text.to_owned();
-                    break 'contents;
+                    // The first typed text walking back is the prompt; those before it are the
+                    // earlier turns a resumed session carries, newest first.
+                    match prompt {
+                        None => prompt = Some(text.to_owned()),
+                        Some(_) => turn.earlier.push(text.to_owned()),
+                    }
                 }
             }
         }
     }
+    turn.prompt = prompt.unwrap_or_default();
     results.reverse();
     turn.results = results;
     turn
@@ -165,6 +177,13 @@ fn chunks(model: &str, action: &Action, turn: &Turn, usage: Usage) -> Vec<Value>
                 "args": {"command": command, "description": "Run the step"}}});
             vec![chunk(model, json!([call]), Some(usage))]
         }
+        Action::Ask { question, options } => {
+            let options: Vec<_> =
+                options.iter().map(|o| json!({"label": o, "description": Action::description(o)})).collect();
+            let asked = json!({"question": question, "header": "Choice", "type": "choice", "options": options});
+            let call = json!({"functionCall": {"name": "ask_user", "args": {"questions": [asked]}}});
+            vec![chunk(model, json!([call]), Some(usage))]
+        }
         Action::Say(text) => {
             let words: Vec<&str> = text.split_inclusive(' ').collect();
             let pieces: Vec<String> = words.chunks(words.len().div_ceil(3).max(1)).map(|w| w.concat()).collect();
@@ -194,7 +213,8 @@ fn chunk(model: &str, parts: Value, usage: Option<Usage>) -> Value {
     response
 }
 
-/// The chunks as an SSE stream (pausing `pause` between them), or merged into one JSON answer.
+/// The chunks as an SSE stream (pausing `pause` between them, or before the only one), or
+/// merged into one JSON answer.
 fn respond(stream: bool, model: &str, chunks: Vec<Value>, pause: Option<Duration>) -> Response {
     if !stream {
         let parts: Vec<Value> = chunks
@@ -205,9 +225,12 @@ fn respond(stream: bool, model: &str, chunks: Vec<Value>, pause: Option<Duration
         whole["candidates"][0]["content"]["parts"] = Value::Array(parts);
         return Json(whole).into_response();
     }
+    // A tool call is one chunk: a slow stream pauses before it, so the call is still coming
+    // (an agent mid-turn) for as long as the pause lasts.
+    let alone = chunks.len() == 1;
     let events = futures::stream::unfold((chunks.into_iter(), true), move |(mut rest, first)| async move {
         let next = rest.next()?;
-        if let (Some(pause), false) = (pause, first) {
+        if let (Some(pause), false) = (pause, first && !alone) {
             tokio::time::sleep(pause).await;
         }
         let event = Bytes::from(format!("data: {next}\r\n\r\n"));
@@ -283,6 +306,21 @@ mod tests {
         assert_eq!(turn.prompt, "Run: true");
         assert_eq!(turn.results, ["ok"]);
         assert_eq!(turn.cwd.as_deref(), Some("/clones/owl"));
+        assert!(turn.earlier.is_empty(), "{:?}", turn.earlier);
+    }
+
+    #[test]
+    fn a_resumed_conversation_carries_what_was_typed_before_newest_first() {
+        let request = json!({"contents": [
+            {"role": "user", "parts": [{"text": "<session_context>\n</session_context>"}, {"text": "Your assignment: group `a`"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "write_file", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "write_file", "response": {"output": "ok"}}}]},
+            {"role": "user", "parts": [{"text": "Your session was interrupted (the pane vanished): go on"}]},
+        ], "tools": [{"functionDeclarations": []}]});
+        let turn = turn(&request);
+        assert!(turn.prompt.starts_with("Your session was interrupted"), "{}", turn.prompt);
+        assert_eq!(turn.earlier, ["Your assignment: group `a`"]);
+        assert!(turn.results.is_empty(), "{:?}", turn.results);
     }
 
     #[test]

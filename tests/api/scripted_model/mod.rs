@@ -36,6 +36,9 @@ pub struct Turn {
     /// What was typed before `prompt` in the same conversation, newest first: a resumed session
     /// sends its old turns too, so a notice to go on finds the assignment there.
     pub earlier: Vec<String>,
+    /// The standing instructions the CLI sent with it (its system prompt, the memory files it
+    /// read), where its format keeps them apart (Codex, Gemini CLI; empty for Claude Code).
+    pub instructions: String,
 }
 
 /// The tokens one answer reports (and the log keeps, so tests can hold costs against it).
@@ -64,16 +67,26 @@ pub struct Logged {
     pub prompt: String,
     /// The tool results the request carried since the prompt.
     pub results: Vec<String>,
+    /// What was typed before the prompt in the same conversation ([`Turn::earlier`]).
+    pub earlier: Vec<String>,
+    /// The standing instructions the request carried ([`Turn::instructions`]).
+    pub instructions: String,
     /// What was answered; `None` when a cue answered instead.
     pub action: Option<Action>,
     pub usage: Usage,
     pub cue: Option<Cue>,
 }
 
+/// A cue for the requests whose turn matches, and how many of them are left.
+type CueWhen = (Cue, usize, fn(&Turn) -> bool);
+
 #[derive(Default)]
 struct State {
     /// Cues waiting, each for as many requests as it was given.
     cues: VecDeque<(Cue, usize)>,
+    /// Cues waiting for the requests whose turn matches, each for as many as it was given;
+    /// taken before [`State::cues`].
+    cues_when: Vec<CueWhen>,
     log: Vec<Logged>,
     /// What reviewers answer, in order (`true` = pass); when none is queued, they pass.
     verdicts: script::Verdicts,
@@ -113,6 +126,12 @@ impl ScriptedModel {
         self.state.lock().unwrap().cues.push_back((cue, count));
     }
 
+    /// The next `count` requests whose turn `matches` meet `cue`; other requests (a CLI's
+    /// title or summary of its own) pass it by, and the cues of [`ScriptedModel::cue`] wait.
+    pub fn cue_when(&self, cue: Cue, count: usize, matches: fn(&Turn) -> bool) {
+        self.state.lock().unwrap().cues_when.push((cue, count, matches));
+    }
+
     /// Reviewers answer these verdicts in order (`false`: fail with notes), then pass.
     pub fn verdicts(&self, verdicts: &[bool]) {
         self.state.lock().unwrap().verdicts.queued.extend(verdicts);
@@ -127,7 +146,9 @@ impl ScriptedModel {
     /// else the script's next action with its usage. Logged either way.
     pub fn answer(&self, vendor: &'static str, turn: &Turn) -> Answer {
         let mut state = self.state.lock().unwrap();
+        let when = take_cue_when(&mut state.cues_when, turn);
         let cue = match state.cues.front_mut() {
+            _ if when.is_some() => when,
             Some((cue, left)) => {
                 let cue = cue.clone();
                 *left -= 1;
@@ -145,6 +166,8 @@ impl ScriptedModel {
                     vendor,
                     prompt: turn.prompt.clone(),
                     results: turn.results.clone(),
+                    earlier: turn.earlier.clone(),
+                    instructions: turn.instructions.clone(),
                     action: None,
                     usage: Usage::default(),
                     cue: Some(cue.clone()),
@@ -162,10 +185,23 @@ impl ScriptedModel {
             vendor,
             prompt: turn.prompt.clone(),
             results: turn.results.clone(),
+            earlier: turn.earlier.clone(),
+            instructions: turn.instructions.clone(),
             action: Some(action.clone()),
             usage,
             cue: cue.clone(),
         });
         Answer::Act { action, usage, pause }
     }
+}
+
+/// The first of `cues` whose turn matches `turn`, counted down (and gone at its last request).
+fn take_cue_when(cues: &mut Vec<CueWhen>, turn: &Turn) -> Option<Cue> {
+    let at = cues.iter().position(|(_, _, matches)| matches(turn))?;
+    let cue = cues[at].0.clone();
+    cues[at].1 -= 1;
+    if cues[at].1 == 0 {
+        cues.remove(at);
+    }
+    Some(cue)
 }

@@ -7,16 +7,21 @@
 //!
 //! Reading a request: the typed prompt is the last `role: "user"` message that is not one Codex
 //! wrote itself (`<environment_context>`, `# AGENTS.md instructions …`, any `<tag>` wrapper);
-//! the results are the `function_call_output` / `custom_tool_call_output` items after it; the
-//! working directory is `<cwd>` of the last environment context.
+//! the results are the `function_call_output` / `custom_tool_call_output` items after it (the
+//! typed messages before it are the earlier turns a resumed session carries); the
+//! working directory is `<cwd>` of the last environment context; the instructions are Codex's
+//! own messages (its `AGENTS.md` among them) and its system prompt.
 //!
 //! Writing an action: [`Action::Write`] is an `apply_patch` call (the freeform tool Codex offers
 //! its known models, a `custom_tool_call` whose input is the patch; as a function with an
 //! `input` argument where offered so; else the `apply_patch` command through `exec_command`,
 //! which Codex intercepts as a patch too); [`Action::Run`] is `exec_command` (`cmd`, waiting up
 //! to 30 s for it: no `write_stdin` polling), [`Action::RunUnsandboxed`] the same with
-//! `sandbox_permissions: "require_escalated"` and a `justification`; [`Action::Say`] an assistant message, which ends
-//! the turn.
+//! `sandbox_permissions: "require_escalated"` and a `justification`; [`Action::Ask`] a
+//! `request_user_input` call (one question with an `id`, a `header` and its options' labels and
+//! descriptions: offered only where the user's configuration turns the tool on in Codex's
+//! default mode, `features.default_mode_request_user_input`); [`Action::Say`] an assistant
+//! message, which ends the turn.
 //!
 //! Cues: a usage limit is the 429 ChatGPT's backend sends (`error.type = "usage_limit_reached"`
 //! with `resets_at`, and the `x-codex-primary-*` headers), which Codex words "You've hit your
@@ -65,15 +70,25 @@ async fn responses(State(model): State<ScriptedModel>, Json(request): Json<Value
 pub fn turn(request: &Value) -> Turn {
     let input = request["input"].as_array().map(Vec::as_slice).unwrap_or_default();
     let cwd = input.iter().rev().filter_map(|i| between(&text_of(i), "<cwd>", "</cwd>")).next();
+    // Codex's own messages (`# AGENTS.md instructions …`, its environment) and its system prompt.
+    let own = input.iter().filter(|i| i["type"] == "message").map(text_of).filter(|t| !is_typed(t));
+    let instructions = own.chain(request["instructions"].as_str().map(str::to_owned)).collect::<Vec<_>>().join("\n");
     let typed = input.iter().rposition(|i| i["type"] == "message" && i["role"] == "user" && is_typed(&text_of(i)));
-    let Some(at) = typed else { return Turn { cwd, ..Turn::default() } };
+    let Some(at) = typed else { return Turn { cwd, instructions, ..Turn::default() } };
     let results = input[at + 1..]
         .iter()
         .filter(|i| ["function_call_output", "custom_tool_call_output"].contains(&i["type"].as_str().unwrap_or("")))
         .map(|i| output_text(&i["output"]))
         .collect();
-    // Earlier prompts (what a resumed session's notice to go on refers to) are not read for Codex.
-    Turn { prompt: text_of(&input[at]), results, cwd, earlier: Vec::new() }
+    // What was typed before, newest first: a resumed session's notice to go on refers to it.
+    let earlier = input[..at]
+        .iter()
+        .rev()
+        .filter(|i| i["type"] == "message" && i["role"] == "user")
+        .map(text_of)
+        .filter(|t| is_typed(t))
+        .collect();
+    Turn { prompt: text_of(&input[at]), results, cwd, earlier, instructions }
 }
 
 /// What Codex adds as user messages of its own (its environment, AGENTS.md, a `<tag>` block)
@@ -115,6 +130,16 @@ fn item(action: &Action, request: &Value) -> Value {
             "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]
         }),
         Action::Run { command } => exec(&call_id, command),
+        Action::Ask { question, options } => {
+            let options: Vec<_> =
+                options.iter().map(|o| json!({"label": o, "description": Action::description(o)})).collect();
+            let asked = json!({"id": "choice", "header": "Choice", "question": question, "options": options});
+            json!({
+                "type": "function_call", "id": format!("fc_{}", uuid::Uuid::new_v4().simple()), "status": "completed",
+                "call_id": call_id, "name": "request_user_input",
+                "arguments": json!({"questions": [asked]}).to_string()
+            })
+        }
         Action::RunUnsandboxed { command } => {
             let mut call = exec(&call_id, command);
             let mut arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap_or("{}")).expect("json");
@@ -256,6 +281,24 @@ mod tests {
         assert_eq!(turn.prompt, "Plan the wish");
         assert_eq!(turn.results, ["Success.", "ran"]);
         assert_eq!(turn.cwd.as_deref(), Some("/clones/fox"));
+        assert!(turn.earlier.is_empty(), "{:?}", turn.earlier);
+    }
+
+    #[test]
+    fn a_resumed_conversation_carries_what_was_typed_before_newest_first() {
+        let said = |role: &str, text: &str| json!({"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]});
+        let request = json!({"input": [
+            said("user", "<environment_context>\n  <cwd>/clones/fox</cwd>\n</environment_context>"),
+            said("user", "Your assignment: group `a`"),
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "Success."},
+            said("user", "A message"),
+            said("assistant", "Noted."),
+            said("user", "Your session was interrupted (the pane vanished): go on"),
+        ]});
+        let turn = turn(&request);
+        assert!(turn.prompt.starts_with("Your session was interrupted"), "{}", turn.prompt);
+        assert_eq!(turn.earlier, ["A message", "Your assignment: group `a`"]);
+        assert!(turn.results.is_empty());
     }
 
     #[test]

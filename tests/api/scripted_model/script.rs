@@ -11,6 +11,7 @@
 //! | `Your assignment: the task` / `Continue (iteration` | write each file its goal names, commit, `switchyard task done` |
 //! | `Your assignment: do` (a board skill) | `switchyard task done` |
 //! | `Run: CMD` (a test's own) | run CMD |
+//! | `Ask: QUESTION \| OPTION \| OPTION …` (a test's own) | ask QUESTION with the CLI's own question tool, offering the OPTIONs (each with a description); then say what was answered |
 //! | `Run outside the sandbox: CMD` (a test's own) | run CMD, asking the CLI to run it outside its own sandbox (Codex: `sandbox_permissions: "require_escalated"`, as its instructions tell a model to when the sandbox is in the way); the others run it as `Run:` |
 //! | `Your session was interrupted` | the steps of the last `Your assignment` further up the conversation, again |
 //! | anything else (a message) | say it was noted |
@@ -26,6 +27,10 @@ pub enum Action {
     Run { command: String },
     /// Run a shell command in the working directory, outside the CLI's own sandbox.
     RunUnsandboxed { command: String },
+    /// Ask the person `question` with the CLI's own question tool (Claude Code's
+    /// `AskUserQuestion`, Codex's `request_user_input`, Gemini CLI's `ask_user`), offering
+    /// `options`, each with a description ([`Action::description`]).
+    Ask { question: String, options: Vec<String> },
     /// Say this and end the turn.
     Say(String),
 }
@@ -36,8 +41,15 @@ impl Action {
         match self {
             Action::Write { path, content } => path.len() + content.len(),
             Action::Run { command } | Action::RunUnsandboxed { command } => command.len(),
+            Action::Ask { question, options } => question.len() + options.iter().map(String::len).sum::<usize>(),
             Action::Say(text) => text.len(),
         }
+    }
+
+    /// The description shown beside (or under) an option of [`Action::Ask`]: words the option's
+    /// label does not hold, so a screen read for labels can tell the two apart.
+    pub fn description(label: &str) -> String {
+        format!("Picks {} for the test", label.to_lowercase())
     }
 }
 
@@ -52,7 +64,7 @@ pub fn next(turn: &super::Turn, verdicts: &mut Verdicts) -> Action {
         }
     }
     let steps = steps(prompt, turn.results.is_empty(), verdicts);
-    steps.into_iter().nth(turn.results.len()).unwrap_or_else(|| Action::Say(done_text(prompt)))
+    steps.into_iter().nth(turn.results.len()).unwrap_or_else(|| Action::Say(done_text(prompt, &turn.results)))
 }
 
 /// A message's body without the line Switchyard types before it (`[message from the operator]`,
@@ -110,6 +122,10 @@ fn steps(prompt: &str, first: bool, verdicts: &mut Verdicts) -> Vec<Action> {
         steps
     } else if p.starts_with("Your assignment: do") {
         vec![run("switchyard task done --result 'Checked: it does what the task says'")]
+    } else if let Some(asked) = p.strip_prefix("Ask: ") {
+        let mut parts = asked.lines().next().unwrap_or_default().split('|').map(|part| part.trim().to_owned());
+        let question = parts.next().unwrap_or_default();
+        vec![Action::Ask { question, options: parts.filter(|o| !o.is_empty()).collect() }]
     } else if let Some(command) = p.strip_prefix("Run outside the sandbox: ") {
         vec![Action::RunUnsandboxed { command: command.lines().next().unwrap_or_default().to_owned() }]
     } else if let Some(command) = p.strip_prefix("Run: ") {
@@ -197,9 +213,12 @@ fn stem(file: &str) -> &str {
     name.split('.').next().unwrap_or(name)
 }
 
-fn done_text(prompt: &str) -> String {
+fn done_text(prompt: &str, results: &[String]) -> String {
     let p = unframed(prompt);
-    if p.starts_with("Your assignment") || p.starts_with("Plan the wish") {
+    if p.starts_with("Ask: ") {
+        // The question tool's result is the answer, in the CLI's words.
+        format!("Answered: {}", one_line(results.first().map_or("", String::as_str)))
+    } else if p.starts_with("Your assignment") || p.starts_with("Plan the wish") {
         "Done: the work is committed and reported.".to_owned()
     } else {
         "Noted.".to_owned()
@@ -241,12 +260,12 @@ mod tests {
     use crate::scripted_model::Turn;
 
     fn turn(prompt: &str, results: usize) -> Turn {
-        Turn { prompt: prompt.to_owned(), results: vec![String::new(); results], cwd: None, earlier: Vec::new() }
+        Turn { prompt: prompt.to_owned(), results: vec![String::new(); results], ..Turn::default() }
     }
 
     #[test]
     fn an_engineer_writes_the_files_its_goal_names_commits_and_reports() {
-        let brief = switchyard::app::conductor::briefs::engineer(
+        let brief = switchyard::domain::briefs::engineer(
             "Letters",
             "Add a.txt",
             "a-txt",
@@ -263,15 +282,26 @@ mod tests {
 
     #[test]
     fn a_brief_is_read_without_the_line_naming_its_sender() {
-        let brief = switchyard::app::conductor::briefs::planner("Letters", "Add a.txt");
+        let brief = switchyard::domain::briefs::planner("Letters", "Add a.txt");
         let typed = format!("[message from Switchyard]\n{brief}");
         assert_eq!(next(&turn(&typed, 0), &mut Verdicts::default()), next(&turn(&brief, 0), &mut Verdicts::default()));
         assert!(matches!(next(&turn(&typed, 0), &mut Verdicts::default()), Action::Write { .. }));
     }
 
     #[test]
+    fn an_ask_cue_asks_its_question_with_its_options_then_says_the_answer() {
+        let prompt = "[message from the operator]\nAsk: Which colour? | Red | Blue | Green";
+        let asked = next(&turn(prompt, 0), &mut Verdicts::default());
+        let options = vec!["Red".to_owned(), "Blue".to_owned(), "Green".to_owned()];
+        assert_eq!(asked, Action::Ask { question: "Which colour?".to_owned(), options });
+        let answered = Turn { results: vec!["\"Which colour?\"=\"Blue\"".to_owned()], ..turn(prompt, 0) };
+        let Action::Say(said) = next(&answered, &mut Verdicts::default()) else { panic!() };
+        assert!(said.starts_with("Answered: ") && said.contains("Blue"), "{said}");
+    }
+
+    #[test]
     fn a_planner_gives_a_group_per_named_file() {
-        let brief = switchyard::app::conductor::briefs::planner("Letters", "Add a.txt, b.txt and c.txt");
+        let brief = switchyard::domain::briefs::planner("Letters", "Add a.txt, b.txt and c.txt");
         let Action::Write { content, .. } = next(&turn(&brief, 0), &mut Verdicts::default()) else { panic!() };
         assert_eq!(content.matches("- key:").count(), 3, "{content}");
         assert!(content.contains("key: b-txt"), "{content}");

@@ -153,7 +153,7 @@ async fn the_wish_page_links_each_groups_agent_and_moves_its_groups() {
 
 #[tokio::test]
 async fn a_webhook_is_disabled_enabled_given_a_new_secret_and_deleted_from_its_page() {
-    let app = crate::helpers::spawn_app_with(crate::webhooks::test_settings()).await;
+    let app = crate::helpers::TestApp::builder().webhooks(crate::webhooks::test_settings()).spawn().await;
     let hook = app.post_ok("/api/v1/webhooks", json!({"url": "http://127.0.0.1:9/hook", "events": ["task.*"]})).await;
     let (id, first_secret) = (hook["id"].as_str().expect("id"), hook["secret"].as_str().expect("secret"));
     let dashboard = Dashboard::login(&app).await;
@@ -291,7 +291,8 @@ async fn notifications_tell_what_needs_a_person_after_the_cursor_once() {
     let cursor = first["after"].as_i64().expect("a cursor");
 
     sqlx::query("UPDATE agents SET state = 'working' WHERE name = 'fox'").execute(&app.pool).await.expect("working");
-    let asks = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash"});
+    let asks = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash",
+        "tool_input": {"command": "rm -rf build", "description": "Clean the build"}});
     app.post_ok("/api/v1/agents/fox/hooks", asks).await;
     let read = || async {
         let (_, body) = dashboard.get(&format!("/notifications?after={cursor}")).await;
@@ -306,11 +307,23 @@ async fn notifications_tell_what_needs_a_person_after_the_cursor_once() {
     assert_eq!(notice["title"], "fox asks for permission", "{notices}");
     assert_eq!(
         (notice["body"].as_str(), notice["link"].as_str()),
-        (Some("permission to use Bash"), Some("/agents/fox"))
+        (Some("permission to use Bash: rm -rf build"), Some("/agents/fox")),
+        "the notice says the command asked for, and opens the page that answers it"
     );
     let next = notices["after"].as_i64().expect("the next cursor");
     let (_, again) = dashboard.get(&format!("/notifications?after={next}")).await;
     assert_eq!(serde_json::from_str::<serde_json::Value>(&again).expect("json")["items"], json!([]), "told once");
+    // Without a screen to read (no worker here), what it asks is what its hook said, on the
+    // list and on the overview, which sends the person to the agent's page to answer.
+    let needs = app.get_ok("/api/v1/needs").await;
+    let fox = &needs["items"][0];
+    assert_eq!(
+        (fox["kind"].as_str(), fox["asked"].as_str()),
+        (Some("permission"), Some("permission to use Bash: rm -rf build")),
+        "{needs}"
+    );
+    assert_eq!(fox["options"], json!([]), "no screen to read options from: {needs}");
     let (_, page) = dashboard.get("/").await;
+    assert!(page.contains("permission to use Bash: rm -rf build") && page.contains("answer on its page"), "{page}");
     assert!(page.contains("id=\"notify-toggle\""), "the opt-in is offered on every page");
 }

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::dashboard::Dashboard;
-use crate::helpers::spawn_app_with;
+use crate::helpers::TestApp;
 
 /// The message shown beside the field whose control carries `marker`.
 fn beside<'a>(html: &'a str, marker: &str) -> &'a str {
@@ -16,7 +16,7 @@ fn beside<'a>(html: &'a str, marker: &str) -> &'a str {
 
 #[tokio::test]
 async fn a_webhook_is_made_from_the_form_as_the_api_makes_it_and_refused_beside_the_field() {
-    let app = spawn_app_with(crate::webhooks::test_settings()).await;
+    let app = TestApp::builder().webhooks(crate::webhooks::test_settings()).spawn().await;
     app.create_project("alpha").await;
     let dashboard = Dashboard::login(&app).await;
     let (_, page) = dashboard.get("/webhooks").await;

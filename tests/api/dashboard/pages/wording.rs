@@ -4,11 +4,11 @@
 use serde_json::json;
 
 use crate::dashboard::Dashboard;
-use crate::helpers::spawn_app_with;
+use crate::helpers::TestApp;
 
 #[tokio::test]
 async fn the_event_log_names_tokens_and_webhooks_instead_of_showing_their_ids() {
-    let app = spawn_app_with(crate::webhooks::test_settings()).await;
+    let app = TestApp::builder().webhooks(crate::webhooks::test_settings()).spawn().await;
     let token = app.post_ok("/api/v1/tokens", json!({"name": "ci-runner", "scope": "read"})).await;
     let described = json!({"url": "http://127.0.0.1:9/hook", "events": ["task.*"], "description": "Deploy alerts"});
     let described = app.post_ok("/api/v1/webhooks", described).await;
@@ -47,7 +47,7 @@ async fn a_bad_id_in_an_address_is_said_to_be_no_id_of_its_kind_with_the_navigat
 #[tokio::test]
 async fn a_provider_whose_program_is_not_installed_is_never_called_available() {
     let providers = "[providers.ghost]\ncommand = [\"switchyard-test-no-such-cli\", \"--flag\"]\n";
-    let app = crate::helpers::spawn_app_with_providers(providers).await;
+    let app = crate::helpers::TestApp::builder().providers(providers).spawn().await;
     let dashboard = Dashboard::login(&app).await;
     let (_, html) = dashboard.get("/").await;
     let ghost = html.split(r#"data-provider="ghost""#).nth(1).and_then(|s| s.split("</span></span>").next());
