@@ -56,8 +56,9 @@ pub struct UpdateColumn {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>)]
     pub action_skill: Option<Option<String>>,
+    /// Greater than 0; `null` removes the limit.
     #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<i32>)]
+    #[schema(value_type = Option<i32>, minimum = 1)]
     pub wip_limit: Option<Option<i32>>,
 }
 

@@ -200,6 +200,8 @@ pub struct UpdateTask {
     pub assignee: Option<Option<String>>,
     #[serde(default, deserialize_with = "nullable")]
     pub provider: Option<Option<String>>,
+    /// How many times the task may be started before it must be retried.
+    #[schema(minimum = 1)]
     pub max_iterations: Option<i32>,
     /// Not patchable: accepted only to explain that the actions change the status.
     #[serde(default)]
