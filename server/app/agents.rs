@@ -10,13 +10,20 @@ use uuid::Uuid;
 use super::clones;
 use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, Fields, IfMatch, Result};
-use crate::db::agents::{self, Agent, Edit, NewAgent};
+use crate::db::agents::{self, Edit, NewAgent};
 use crate::db::projects::Project;
 use crate::db::{projects, teams, wishes};
 use crate::domain::agent::AgentState;
 use crate::domain::agent_kind::{default_name, is_reserved_name, is_valid_branch, is_valid_name, AgentKind, AgentRole};
 use crate::domain::team::TeamStatus;
 use crate::git::clones::{default_branch, UnmergedWork};
+
+pub use crate::db::agents::{Agent, Cause};
+
+/// The agent with id `id`, if it exists.
+pub async fn get(conn: &mut sqlx::PgConnection, id: Uuid) -> Result<Option<Agent>> {
+    Ok(agents::get(conn, id).await?)
+}
 
 pub fn not_found(name: &str) -> Error {
     Error::NotFound(format!("no agent `{name}`"))

@@ -11,6 +11,29 @@ use super::Result;
 use crate::db::messages::delivery as record;
 use crate::domain::message::Confirmation;
 
+pub use crate::db::messages::delivery::{Due, Pending};
+
+/// The oldest undelivered message of each agent on `node_id` that can take one now (idle, or
+/// asking the question the message answers).
+pub async fn due_on_node(conn: &mut PgConnection, node_id: &str) -> Result<Vec<Due>> {
+    Ok(record::due_on_node(conn, node_id).await?)
+}
+
+/// The message and how far its delivery got, while it is undelivered.
+pub async fn pending(conn: &mut PgConnection, id: Uuid) -> Result<Option<Pending>> {
+    Ok(record::pending(conn, id).await?)
+}
+
+/// Whether `agent` started working after `since` (an Enter pressed then started its turn).
+pub async fn worked_since(conn: &mut PgConnection, agent: &str, since: DateTime<Utc>) -> Result<bool> {
+    Ok(record::worked_since(conn, agent, since).await?)
+}
+
+/// How a message no longer pending was confirmed; `None`: it went with its agent, undelivered.
+pub async fn confirmed_by(conn: &mut PgConnection, id: Uuid) -> Result<Option<Confirmation>> {
+    Ok(crate::db::messages::get(conn, id).await?.and_then(|m| m.confirmed_by))
+}
+
 /// About to paste into `pane`, whose input line reads `input_before`; false: delivered meanwhile.
 pub async fn attempt(conn: &mut PgConnection, id: Uuid, pane: &str, input_before: &str) -> Result<bool> {
     Ok(record::record_attempt(conn, id, pane, input_before).await?)

@@ -52,6 +52,15 @@ pub async fn id(conn: &mut PgConnection, slug: &str, field: &str) -> Result<Uuid
     projects::id_by_slug(conn, slug).await?.ok_or_else(|| Error::invalid(field, format!("no project `{slug}`")))
 }
 
+/// The permission policy project `project_id` chose for `provider`'s agents, if it chose one.
+pub async fn permissions_for(
+    conn: &mut PgConnection,
+    project_id: Uuid,
+    provider: &str,
+) -> Result<Option<crate::domain::permissions::Permissions>> {
+    Ok(projects::conductor_config(conn, project_id).await?.permissions.remove(provider))
+}
+
 pub fn no_project(slug: &str) -> Error {
     Error::NotFound(format!("no project `{slug}`"))
 }

@@ -20,10 +20,9 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::app::delivery_records;
+use crate::app::agents::{self, Agent};
+use crate::app::delivery_records::{self, Due, Pending};
 use crate::app::local_panes::{Chosen, Highlighted, Typist};
-use crate::db::agents::{self, Agent};
-use crate::db::messages::delivery::{self as record, Due, Pending};
 use crate::domain::agent::AgentState;
 use crate::domain::message::{next_step, Attempt, Confirmation, PaneNow, Step, MAX_ENTER_PRESSES};
 use crate::feed::EventFeed;
@@ -53,7 +52,7 @@ impl Delivery {
     pub async fn tick(&self, node_id: &str, agent_id: Uuid) -> anyhow::Result<Option<Outcome>> {
         let due = {
             let mut conn = self.db.acquire().await?;
-            record::due_on_node(&mut conn, node_id).await?
+            delivery_records::due_on_node(&mut conn, node_id).await?
         };
         match due.into_iter().find(|due| due.agent_id == agent_id) {
             Some(due) => Ok(Some(self.deliver(&due).await?)),
@@ -84,7 +83,7 @@ impl Delivery {
             let worked = match message.submitted_at {
                 Some(at) => {
                     let mut conn = self.db.acquire().await?;
-                    record::worked_since(&mut conn, &due.agent, at).await?
+                    delivery_records::worked_since(&mut conn, &due.agent, at).await?
                 }
                 None => false,
             };
@@ -160,15 +159,14 @@ impl Delivery {
 
     async fn pending(&self, id: Uuid) -> anyhow::Result<Option<Pending>> {
         let mut conn = self.db.acquire().await?;
-        Ok(record::pending(&mut conn, id).await?)
+        Ok(delivery_records::pending(&mut conn, id).await?)
     }
 
     /// What became of a message that is no longer pending: delivered (by a hook, mostly), or gone
     /// with its agent.
     async fn settled(&self, id: Uuid) -> anyhow::Result<Outcome> {
         let mut conn = self.db.acquire().await?;
-        let message = crate::db::messages::get(&mut conn, id).await?;
-        Ok(match message.and_then(|m| m.confirmed_by) {
+        Ok(match delivery_records::confirmed_by(&mut conn, id).await? {
             Some(by) => Outcome::Delivered(by),
             None => Outcome::NotNow("the message is gone with its agent".into()),
         })
@@ -259,7 +257,7 @@ impl Delivery {
         }
         let worked = {
             let mut conn = self.db.acquire().await?;
-            record::worked_since(&mut conn, &due.agent, submitted_at).await?
+            delivery_records::worked_since(&mut conn, &due.agent, submitted_at).await?
         };
         let emptied = match (input_before, self.input(&due.pane).await) {
             (Some(before), Ok(now)) => before == now,

@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::db::messages::delivery::{self as record, Due};
+use crate::app::delivery_records::{self, Due};
 use crate::worker::delivery::{Delivery, Outcome};
 
 /// The longest the loop sleeps without being woken.
@@ -127,7 +127,7 @@ impl Mailbox {
 
     async fn due(&self) -> anyhow::Result<Vec<Due>> {
         let mut conn = self.delivery.db.acquire().await?;
-        Ok(record::due_on_node(&mut conn, &self.node_id).await?)
+        Ok(delivery_records::due_on_node(&mut conn, &self.node_id).await?)
     }
 }
 

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use sqlx::PgPool;
 
 use crate::agent_writable::AgentWritable;
+use crate::app::agents::{Agent, Cause};
 use crate::app::{clones, worker_records};
-use crate::db::agents::{Agent, Cause};
 use crate::domain::agent::{AgentEvent, SPAWN_FAILED};
 use crate::feed::EventFeed;
 use crate::providers::sandbox::{self, Visible};
@@ -95,10 +95,7 @@ impl Spawner<'_> {
         // The project may choose its agents' permission policy over the provider's own.
         let chosen = {
             let mut conn = self.db.acquire().await?;
-            crate::db::projects::conductor_config(&mut conn, agent.project_id)
-                .await?
-                .permissions
-                .remove(&agent.provider)
+            crate::app::projects::permissions_for(&mut conn, agent.project_id, &agent.provider).await?
         };
         let policy = provider.policy(chosen);
         let exe = self.exe()?;

@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 
 use crate::binary::BIN;
 use crate::helpers::{assert_problem, engineer, eventually, merged, spawn_app, TestApp};
+use switchyard::domain::agent::AgentState;
+use switchyard::domain::task::TaskStatus;
 
 async fn hook(app: &TestApp, token: &str, name: &str, body: Value) -> reqwest::Response {
     app.client
@@ -31,7 +33,7 @@ async fn agent_on_a_started_group(app: &TestApp) -> (Value, String) {
     app.post_ok("/api/v1/wishes/login/groups/api/start", json!({})).await;
     let agent = app.create_agent(merged(engineer("alpha", "fox"), json!({"wish": "login", "group": "api"}))).await;
     let task_id = agent["task_id"].as_str().unwrap().to_owned();
-    assert_eq!(app.task(&task_id).await["status"], "in_progress");
+    assert_eq!(app.task_status(&task_id).await, TaskStatus::InProgress);
     (agent, task_id)
 }
 
@@ -90,7 +92,7 @@ async fn hooks_drive_the_agent_through_its_states_and_its_task_waits_while_it_as
     assert_eq!(outcome["state"], "done");
     // A late hook does not revive a finished agent: its token went with its work.
     assert_problem(hook(&app, &token, "fox", json!({"hook_event_name": "Stop"})).await, 401).await;
-    assert_eq!(app.agent("fox").await["state"], "done");
+    assert_eq!(app.agent_state("fox").await, AgentState::Done);
 }
 
 #[tokio::test]
@@ -104,7 +106,7 @@ async fn a_session_end_while_the_agent_is_spawning_is_its_earlier_panes_and_fini
     let ended = json!({"hook_event_name": "SessionEnd", "reason": "other"});
     let outcome: Value = hook(&app, &token, "fox", ended.clone()).await.json().await.unwrap();
     assert_eq!((&outcome["state"], &outcome["changed"]), (&json!("spawning"), &json!(false)));
-    assert_eq!(app.agent("fox").await["state"], "spawning");
+    assert_eq!(app.agent_state("fox").await, AgentState::Spawning);
     // Once its session started and its work is over, its end is the agent's.
     hook(&app, &token, "fox", json!({"hook_event_name": "SessionStart", "source": "resume"})).await;
     app.patch_ok("/api/v1/agents/fox", json!({"ready_for_cleanup": true})).await;
@@ -130,7 +132,7 @@ async fn a_session_end_of_an_agent_that_owes_its_report_leaves_it_to_the_pane_be
     }
     let fox = app.agent("fox").await;
     assert_eq!(fox["state"], "idle");
-    assert_eq!(app.task(&task_id).await["status"], "in_progress");
+    assert_eq!(app.task_status(&task_id).await, TaskStatus::InProgress);
     // Its token still acts: its report would be taken.
     let state = hook(&app, &token, "fox", json!({"hook_event_name": "UserPromptSubmit", "prompt": "go on"})).await;
     assert_eq!(state.status(), 200);
@@ -198,7 +200,7 @@ async fn the_hook_command_posts_its_stdin_as_the_agent_and_always_exits_0_quietl
     assert!(output.stdout.is_empty(), "Claude Code reads a hook's stdout");
     assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
     eventually("the agent is working", Duration::from_secs(5), || async {
-        app.agent("cat").await["state"] == "working"
+        app.agent_state("cat").await == AgentState::Working
     })
     .await;
 

@@ -5,6 +5,7 @@
 use serde_json::json;
 
 use crate::helpers::{engineer, eventually, merged, spawn_app, TestApp};
+use switchyard::domain::agent::AgentState;
 
 #[tokio::test]
 async fn a_suspended_agent_keeps_no_dead_pane_or_pid() {
@@ -64,7 +65,7 @@ async fn an_agent_whose_program_is_not_installed_fails_saying_command_not_found(
     app.create_project("alpha").await;
     app.create_agent(merged(engineer("alpha", "fox"), json!({"provider": "ghost"}))).await;
     eventually("fox stops", std::time::Duration::from_secs(20), || async {
-        app.agent("fox").await["state"] == "error"
+        app.agent_state("fox").await == AgentState::Error
     })
     .await;
     let fox = app.agent("fox").await;
@@ -107,14 +108,14 @@ async fn a_shell_agent_running_a_quiet_command_is_working_until_the_command_ends
     app.create_project("alpha").await;
     app.create_agent(merged(engineer("alpha", "kit"), json!({"provider": "shell", "clone": "none"}))).await;
     eventually("the shell is idle at its prompt", std::time::Duration::from_secs(20), || async {
-        app.agent("kit").await["state"] == "idle"
+        app.agent_state("kit").await == AgentState::Idle
     })
     .await;
     // A command that prints nothing for a while: the screen is still, the shell is busy.
     let sent = std::time::Instant::now();
     app.post_ok("/api/v1/agents/kit/input", json!({"text": "sleep 12; echo sy-slept"})).await;
     eventually("the command is seen running", std::time::Duration::from_secs(10), || async {
-        app.agent("kit").await["state"] == "working"
+        app.agent_state("kit").await == AgentState::Working
     })
     .await;
     // The explanation reads the shell's screen as the worker does, and names what keeps it busy.
@@ -129,14 +130,14 @@ async fn a_shell_agent_running_a_quiet_command_is_working_until_the_command_ends
     // Well past the screen's settle time (under a second), it is still working while `sleep` runs.
     let quiet_until = sent + std::time::Duration::from_secs(8);
     while std::time::Instant::now() < quiet_until {
-        if app.agent("kit").await["state"] != "working" {
+        if app.agent_state("kit").await != AgentState::Working {
             let changes = app.get_ok("/api/v1/events?subject=agent:kit&types=agent.state_changed").await;
             panic!("not working while a command runs: {}", changes["items"]);
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     eventually("idle once the command ends", std::time::Duration::from_secs(20), || async {
-        app.agent("kit").await["state"] == "idle"
+        app.agent_state("kit").await == AgentState::Idle
     })
     .await;
 }
@@ -153,7 +154,7 @@ async fn a_state_the_screen_decided_is_explained_by_its_rule_and_the_line_it_mat
     app.create_project("alpha").await;
     app.create_agent(merged(engineer("alpha", "fox"), json!({"provider": "asker", "clone": "none"}))).await;
     eventually("fox asks for permission", std::time::Duration::from_secs(20), || async {
-        app.agent("fox").await["state"] == "permission"
+        app.agent_state("fox").await == AgentState::Permission
     })
     .await;
     let why = app.get_ok("/api/v1/agents/fox/state/explain").await;

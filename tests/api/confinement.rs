@@ -6,6 +6,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::*;
+use switchyard::domain::task::TaskStatus;
 
 /// `boxed`: bubblewrap without a network; `boxed-online`: bubblewrap with the machine's network.
 /// (`shell`, built in, runs unsandboxed.)
@@ -142,7 +143,7 @@ async fn a_group_is_not_given_or_dispatched_again_to_a_provider_less_confined_th
 
     let problem = assert_problem(app.post("/api/v1/wishes/w/groups/api/redispatch", json!({})).await, 422).await;
     assert!(error_for(&problem, "provider").starts_with("group `api`: provider `shell` runs unsandboxed"), "{problem}");
-    assert_eq!(app.task(&task).await["status"], "in_progress", "still with its agent, not queued again");
+    assert_eq!(app.task_status(&task).await, TaskStatus::InProgress, "still with its agent, not queued again");
 
     // Nor can the group be given such a provider by an edit.
     let path = format!("/api/v1/tasks/{task}");
@@ -151,7 +152,7 @@ async fn a_group_is_not_given_or_dispatched_again_to_a_provider_less_confined_th
     assert!(error_for(&problem, "provider").contains("has the machine's network"), "{problem}");
     app.patch_ok(&path, json!({"provider": "boxed"})).await;
     app.post_ok("/api/v1/wishes/w/groups/api/redispatch", json!({})).await;
-    assert_eq!(app.task(&task).await["status"], "ready");
+    assert_eq!(app.task_status(&task).await, TaskStatus::Ready);
 }
 
 #[tokio::test]
@@ -168,7 +169,7 @@ async fn a_task_of_a_sandboxed_project_is_dispatched_only_to_a_provider_as_confi
         let problem = assert_problem(dispatch(provider).await, 422).await;
         assert!(error_for(&problem, "provider").contains(says), "{provider}: {problem}");
     }
-    assert_eq!(app.task(id(&task)).await["status"], "ready", "nothing was dispatched");
+    assert_eq!(app.task_status(id(&task)).await, TaskStatus::Ready, "nothing was dispatched");
     let dispatched = dispatch("boxed").await;
     assert!(dispatched.status().is_success(), "{:?}", dispatched.text().await);
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::helpers::{engineer, eventually, merged, TestApp};
+use switchyard::domain::agent::AgentState;
 
 /// The provider `py`: `tests/fake_agent/py-agent.py`, sandboxed or not.
 fn providers(sandboxed: bool) -> String {
@@ -19,10 +20,6 @@ fn providers(sandboxed: bool) -> String {
         "[providers.py]\ncommand = [\"{dir}/py-agent.py\"]\nscreen_rules = \"generic\"\ninstall_hooks = false\n\
          env = {{ PATH = \"/usr/bin:/bin\" }}\n{sandbox}\n"
     )
-}
-
-async fn state(app: &TestApp) -> String {
-    app.agent("py").await["state"].as_str().unwrap_or_default().to_owned()
 }
 
 /// Idle at its prompt, working all through a quiet command it runs in the foreground, idle again.
@@ -39,17 +36,22 @@ async fn idle_working_idle(app: &TestApp) {
 
     let sent = Instant::now();
     app.post_ok("/api/v1/agents/py/input", json!({"text": "run sleep 12"})).await;
-    eventually("the command is seen running", Duration::from_secs(20), || async { state(app).await == "working" })
-        .await;
+    eventually("the command is seen running", Duration::from_secs(20), || async {
+        app.agent_state("py").await == AgentState::Working
+    })
+    .await;
     let why = app.get_ok("/api/v1/agents/py/state/explain").await;
     assert_eq!(why["screen"]["foreground"], "sleep", "{why}");
     // The screen is still for seconds: only the terminal's foreground says the agent is busy.
     let quiet_until = sent + Duration::from_secs(8);
     while Instant::now() < quiet_until {
-        assert_eq!(state(app).await, "working", "not working while its command runs");
+        assert_eq!(app.agent_state("py").await, AgentState::Working, "not working while its command runs");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    eventually("idle once the command ends", Duration::from_secs(30), || async { state(app).await == "idle" }).await;
+    eventually("idle once the command ends", Duration::from_secs(30), || async {
+        app.agent_state("py").await == AgentState::Idle
+    })
+    .await;
 }
 
 #[tokio::test]

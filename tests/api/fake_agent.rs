@@ -11,6 +11,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::helpers::{assert_json, eventually, restart, stop, TestApp};
+use switchyard::domain::task::TaskStatus;
 
 /// The fake agent as a provider; its resume command passes `resumed`.
 pub(crate) fn providers_toml() -> String {
@@ -220,7 +221,7 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
     assert_eq!((&after["tmux_pane"], &after["state"]), (&before["tmux_pane"], &before["state"]), "{after}");
     let agents: i64 = sqlx::query_scalar("SELECT count(*) FROM agents").fetch_one(&app.pool).await.expect("count");
     assert_eq!(agents, 1);
-    assert_eq!(app.task(&task).await["status"], "in_progress");
+    assert_eq!(app.task_status(&task).await, TaskStatus::InProgress);
 
     // Another restart does not report the same stray window again.
     let app = restart(stop(app).await).await;
@@ -235,6 +236,6 @@ async fn a_restarted_worker_keeps_its_agents_panes_and_states_and_reports_a_stra
     go_on(&app, "fox").await;
     wait_for_state(&app, "fox", "permission").await;
     // The task follows in the same transaction as the state.
-    assert_eq!(app.task(&task).await["status"], "waiting_input");
+    assert_eq!(app.task_status(&task).await, TaskStatus::WaitingInput);
     assert_eq!(app.agent("fox").await["tmux_pane"], before["tmux_pane"]);
 }

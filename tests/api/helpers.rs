@@ -12,6 +12,8 @@ use sqlx::{Connection, PgConnection};
 use switchyard::auth::Scope;
 use switchyard::config::{LogFormat, Settings};
 use switchyard::db::embedded::{Durability, EmbeddedPostgres};
+use switchyard::domain::agent::AgentState;
+use switchyard::domain::task::TaskStatus;
 use switchyard::http::rate_limit::RateLimitSettings;
 use switchyard::webhooks::WebhookSettings;
 use switchyard::worker::WorkerConfig;
@@ -513,6 +515,16 @@ impl TestApp {
         self.get_ok(&format!("/api/v1/tasks/{id}")).await
     }
 
+    /// The agent's state as `GET /agents/{name}` shows it.
+    pub async fn agent_state(&self, name: &str) -> AgentState {
+        typed(&self.agent(name).await["state"], "an agent's state")
+    }
+
+    /// The task's status as `GET /tasks/{id}` shows it.
+    pub async fn task_status(&self, id: impl std::fmt::Display) -> TaskStatus {
+        typed(&self.task(id).await["status"], "a task's status")
+    }
+
     /// The merge queue's loop over this app's database and data directory, as a node runs it;
     /// the test drives it with `tick()`.
     pub fn merge_queue(&self) -> switchyard::app::merge_queue::MergeQueue {
@@ -595,6 +607,11 @@ pub fn merged(mut body: Value, fields: Value) -> Value {
 }
 
 /// The `id` of a project, board, task or agent.
+/// `value` read as a `T`, or a failure naming `what` and showing the value.
+pub fn typed<T: serde::de::DeserializeOwned>(value: &Value, what: &str) -> T {
+    serde_json::from_value(value.clone()).unwrap_or_else(|e| panic!("{what}: {value} ({e})"))
+}
+
 pub fn id(value: &Value) -> Uuid {
     value["id"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no id in {value}"))
 }

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::fake_inbox::{prompts, providers_toml, submitted};
 use crate::helpers::{eventually, TestApp};
+use switchyard::domain::agent::AgentState;
 
 /// The app with the fake agent and quick message settle and confirmation times.
 async fn app_with_fake_agents(log_dir: &std::path::Path, settle_ms: u64) -> TestApp {
@@ -57,13 +58,15 @@ async fn a_message_to_a_working_agent_waits_and_is_delivered_once_as_soon_as_it_
     let first = app.send_message("fox", "work 1500ms").await;
     let first = app.delivered(first, Duration::from_secs(10)).await;
     let working_from: DateTime<Utc> = first["delivered_at"].as_str().expect("delivered_at").parse().expect("time");
-    eventually("fox is working", Duration::from_secs(5), || async { app.agent("fox").await["state"] == "working" })
-        .await;
+    eventually("fox is working", Duration::from_secs(5), || async {
+        app.agent_state("fox").await == AgentState::Working
+    })
+    .await;
     let second = app.send_message("fox", "hello after work").await;
     // While it works, the second message is only stored.
     let waiting = app.message(second).await;
     assert_eq!(waiting["state"], "pending", "{waiting}");
-    assert_eq!(app.agent("fox").await["state"], "working");
+    assert_eq!(app.agent_state("fox").await, AgentState::Working);
 
     let delivered = app.delivered(second, Duration::from_secs(15)).await;
     assert_eq!(delivered["attempts"], 1, "typed once: {delivered}");
@@ -192,7 +195,7 @@ async fn a_pane_that_dies_mid_delivery_loses_nothing_and_types_nothing_twice() {
         .expect("tmux");
     assert!(killed.success());
     eventually("fox is suspended", Duration::from_secs(10), || async {
-        app.agent("fox").await["state"] == "suspended"
+        app.agent_state("fox").await == AgentState::Suspended
     })
     .await;
     let waiting = app.message(id).await;

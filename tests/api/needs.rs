@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::dashboard::browser::{browser, click_button, login_link, screenshot, until_text};
 use crate::helpers::{assert_json, assert_problem, eventually, TestApp};
+use switchyard::domain::agent::AgentState;
 
 fn providers_toml() -> String {
     let script = format!("{}/tests/fake_agent/menu.py", env!("CARGO_MANIFEST_DIR"));
@@ -34,7 +35,7 @@ async fn asking_agent() -> TestApp {
         "provider": "menu", "clone": "none", "wish": "login", "group": "api"}))
         .await;
     eventually("fox asks for permission", Duration::from_secs(60), || async {
-        app.agent("fox").await["state"] == "permission"
+        app.agent_state("fox").await == AgentState::Permission
     })
     .await;
     app

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{engineer, eventually, git, merged, repo_of, TestApp};
+use switchyard::domain::agent::AgentState;
 
 /// What a root-only file holds: it must never show up where an agent can read it.
 const SECRET: &str = r#"{"root_only": "s3cret-never-in-a-clone"}"#;
@@ -227,7 +228,7 @@ async fn links_committed_on_the_branch_a_new_agent_is_spawned_on_reach_nothing_o
         })
         .await;
     assert!(task["result"].as_str().unwrap_or_default().contains("symbolic link"), "{task}");
-    assert_eq!(app.agent(second["name"].as_str().expect("name")).await["state"], "error");
+    assert_eq!(app.agent_state(second["name"].as_str().expect("name")).await, AgentState::Error);
 
     outside.assert_untouched();
     assert_eq!(holding_the_secret(app._data_dir.path()), Vec::<PathBuf>::new());

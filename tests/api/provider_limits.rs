@@ -18,6 +18,7 @@ use crate::fake_agent::state_changes;
 use crate::helpers::TestApp;
 use crate::real_clis::{agent_clis, located, record, screen, story, version, wait_for, walk, START};
 use crate::scripted_model::{Cue, ScriptedModel};
+use switchyard::domain::agent::AgentState;
 
 /// A made-up key: nothing but the scripted model ever sees it.
 const CLAUDE_KEY: &str = "sk-ant-switchyard-test-not-a-key-0123456789";
@@ -318,7 +319,7 @@ async fn a_provider_at_its_limit_gets_no_new_group_until_the_reset(limited: &str
     // The conductor went round many times meanwhile: the other group still waits for the reset.
     let waits = group(&wish, "waits");
     assert_eq!((&waits["status"], &waits["assignee"]), (&json!("ready"), &Value::Null), "{wish:#}");
-    assert_eq!(app.agent("owl").await["state"], "suspended");
+    assert_eq!(app.agent_state("owl").await, AgentState::Suspended);
 
     let session = owl["provider_session_id"].clone();
     let reset = chrono::Utc::now();

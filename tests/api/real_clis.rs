@@ -21,6 +21,7 @@ use crate::dashboard::Dashboard;
 use crate::fake_agent::{state_change_events, state_changes};
 use crate::helpers::{assert_json, eventually, git, TestApp};
 use crate::scripted_model::ScriptedModel;
+use switchyard::domain::agent::AgentState;
 
 /// The CLIs start slowly on a loaded machine (Codex about 8 s alone).
 pub(crate) const START: Duration = Duration::from_secs(60);
@@ -497,7 +498,7 @@ async fn the_conductor_gives_a_group_to_real_claude_code_which_gets_its_brief_an
     let handed = app.events_until("types=task.assigned&limit=50", "the hand-off", |e| e.iter().any(human)).await;
     let reason = handed.iter().find(|e| human(e)).unwrap()["payload"]["reason"].as_str().unwrap().to_owned();
     assert!(reason.contains("Not logged in"), "{reason}");
-    assert_eq!(app.agent(&name).await["state"], "error");
+    assert_eq!(app.agent_state(&name).await, AgentState::Error);
 }
 
 /// Waits for `check` to hold; on the deadline, fails showing `name`'s story, screen and what

@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 use crate::conductor::Fakes;
 use crate::helpers::*;
 use crate::mailbox_crash::Installation;
+use switchyard::domain::agent::AgentState;
+use switchyard::domain::task::TaskStatus;
 
 /// Long enough for an agent to spawn, clone, commit and report on a loaded machine.
 const RUN: Duration = Duration::from_secs(120);
@@ -62,7 +64,7 @@ async fn a_group_reported_done_while_a_permission_holds_it_is_accepted_and_a_lat
         assert_eq!(hooked["state"], "permission", "{hooked}");
         let held_until = std::time::Instant::now() + Duration::from_millis(1500);
         while std::time::Instant::now() < held_until {
-            if app.task(&task_id).await["status"] != "waiting_input" {
+            if app.task_status(&task_id).await != TaskStatus::WaitingInput {
                 assert!(std::time::Instant::now() < deadline, "the group never waited for the answer");
                 continue 'ask;
             }
@@ -121,7 +123,7 @@ async fn an_idle_agent_whose_group_is_unreported_is_on_needs_you() {
         assert!(std::time::Instant::now() < deadline, "not on needs you: {needs}\nthe agent: {state}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(app.agent(&agent).await["state"], "idle");
+    assert_eq!(app.agent_state(&agent).await, AgentState::Idle);
     assert_eq!(group(&app.get_ok("/api/v1/wishes/quiet").await, "a")["status"], "in_progress");
 }
 
@@ -144,7 +146,7 @@ async fn a_report_sent_again_with_its_key_is_answered_once_and_without_one_names
         .await
         .expect("assign");
     app.post_ok("/api/v1/agents/fox/hooks", json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash"})).await;
-    assert_eq!(app.task(&task_id).await["status"], "waiting_input");
+    assert_eq!(app.task_status(&task_id).await, TaskStatus::WaitingInput);
 
     let blocked = json!({"kind": "group_blocked", "reason": "the schema is not mine to change"});
     let report = |key: Option<&str>| {

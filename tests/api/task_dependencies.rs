@@ -1,9 +1,10 @@
 //! Choosing what a task waits for after it was created: `PUT /tasks/{id}/dependencies`.
 
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::helpers::{assert_json, assert_problem, spawn_app, TestApp};
+use switchyard::domain::task::TaskStatus;
 
 async fn task(app: &TestApp, title: &str) -> String {
     let task = app.create_task(json!({"project": "alpha", "title": title})).await;
@@ -12,10 +13,6 @@ async fn task(app: &TestApp, title: &str) -> String {
 
 async fn set(app: &TestApp, id: &str, depends_on: &[&str]) -> reqwest::Response {
     app.send(Method::PUT, &format!("/api/v1/tasks/{id}/dependencies"), Some(json!({"depends_on": depends_on}))).await
-}
-
-async fn status(app: &TestApp, id: &str) -> Value {
-    app.task(id).await["status"].clone()
 }
 
 #[tokio::test]
@@ -34,12 +31,12 @@ async fn new_dependencies_block_a_ready_task_until_they_are_done() {
     // Its dependency done, it is released as any dependent is.
     app.post_ok(&format!("/api/v1/tasks/{schema}/start"), json!({})).await;
     app.post_ok(&format!("/api/v1/tasks/{schema}/complete"), json!({})).await;
-    assert_eq!(status(&app, &api).await, "ready");
+    assert_eq!(app.task_status(&api).await, TaskStatus::Ready);
 
     // Waiting for nothing again: ready at once; waiting only for done tasks: ready too.
     let other = task(&app, "Docs").await;
     assert_json(set(&app, &other, &[&api]).await, 200).await;
-    assert_eq!(status(&app, &other).await, "blocked");
+    assert_eq!(app.task_status(&other).await, TaskStatus::Blocked);
     assert_eq!(assert_json(set(&app, &other, &[]).await, 200).await["status"], "ready");
     assert_eq!(assert_json(set(&app, &other, &[&schema]).await, 200).await["status"], "ready");
 }
@@ -59,7 +56,7 @@ async fn a_cycle_a_started_task_and_a_wish_group_are_refused() {
     assert_eq!(itself["errors"][0]["field"], "depends_on");
     let unknown = assert_problem(set(&app, &a, &["7c9e6679-7425-40de-944b-e07fc1f90ae7"]).await, 422).await;
     assert_eq!(unknown["errors"][0]["field"], "depends_on");
-    assert_eq!(status(&app, &a).await, "ready", "nothing changed");
+    assert_eq!(app.task_status(&a).await, TaskStatus::Ready, "nothing changed");
 
     app.post_ok(&format!("/api/v1/tasks/{a}/start"), json!({})).await;
     let started = assert_problem(set(&app, &a, &[]).await, 409).await;

@@ -127,7 +127,7 @@ async fn a_failed_dependency_blocks_the_dependent_until_it_is_retried_and_comple
     assert_eq!(ok(&app, &a, "retry", None).await["status"], "ready");
     ok(&app, &a, "start", None).await;
     ok(&app, &a, "complete", None).await;
-    assert_eq!(app.task(b).await["status"], "ready");
+    assert_eq!(app.task_status(b).await, TaskStatus::Ready);
     assert_eq!(app.count_events("task.ready", &format!("task:{b}")).await, 1);
     let retried = app.task(a).await;
     assert_eq!(retried["iterations"], 2);
@@ -142,7 +142,7 @@ async fn a_cancelled_dependent_retried_after_its_dependencies_finish_comes_back_
     ok(&app, &b, "cancel", None).await;
     ok(&app, &a, "start", None).await;
     ok(&app, &a, "complete", None).await;
-    assert_eq!(app.task(b).await["status"], "cancelled", "completion does not revive a cancelled task");
+    assert_eq!(app.task_status(b).await, TaskStatus::Cancelled, "completion does not revive a cancelled task");
     assert_eq!(ok(&app, &b, "retry", None).await["status"], "ready");
 }
 
@@ -174,7 +174,7 @@ async fn fifty_concurrent_completions_of_one_task_succeed_exactly_once() {
     assert_eq!(app.count_events("task.completed", &format!("task:{task}")).await, 1);
     for dependent in &dependents {
         assert_eq!(app.count_events("task.ready", &format!("task:{dependent}")).await, 1);
-        assert_eq!(app.task(dependent).await["status"], "ready");
+        assert_eq!(app.task_status(dependent).await, TaskStatus::Ready);
     }
 }
 
@@ -249,7 +249,7 @@ async fn two_dependencies_completing_together_release_each_shared_dependent_once
     assert!(results.iter().all(|(status, _)| *status == 200), "{results:?}");
     for dependent in &dependents {
         assert_eq!(app.count_events("task.ready", &format!("task:{dependent}")).await, 1);
-        assert_eq!(app.task(dependent).await["status"], "ready");
+        assert_eq!(app.task_status(dependent).await, TaskStatus::Ready);
     }
 }
 

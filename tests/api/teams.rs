@@ -10,6 +10,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{assert_json, assert_problem, engineer, eventually, git, merged, repo_of, spawn_app, TestApp};
+use switchyard::domain::agent::AgentState;
 
 async fn team(app: &TestApp, name: &str) -> Value {
     app.get_ok(&format!("/api/v1/teams/{name}")).await
@@ -301,7 +302,7 @@ async fn a_running_agent_that_joins_moves_into_the_teams_clone_at_its_next_start
     let (_, _) = login_team(&app).await;
     app.create_agent(merged(engineer("alpha", "owl"), json!({"provider": "shell"}))).await;
     eventually("owl runs in its own clone", std::time::Duration::from_secs(20), || async {
-        app.agent("owl").await["state"] == "idle"
+        app.agent_state("owl").await == AgentState::Idle
     })
     .await;
     let own = app.agent("owl").await["clone_path"].as_str().expect("its clone").to_owned();
@@ -323,7 +324,7 @@ async fn a_running_agent_that_joins_moves_into_the_teams_clone_at_its_next_start
     // Its next start is in the team's clone, on the team's branch.
     app.post_ok("/api/v1/agents/owl/suspend", json!({})).await;
     eventually("owl is suspended", std::time::Duration::from_secs(20), || async {
-        app.agent("owl").await["state"] == "suspended"
+        app.agent_state("owl").await == AgentState::Suspended
     })
     .await;
     app.post_ok("/api/v1/agents/owl/resume", json!({})).await;

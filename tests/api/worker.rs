@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{json, Value};
+use switchyard::domain::agent::AgentState;
 
 use crate::fake_inbox::{prompts, providers_toml};
 use crate::helpers::{assert_problem, engineer, eventually, id, merged, restart, spawn_app, stop, TestApp};
@@ -34,7 +35,7 @@ async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_lit
     let node = app.status().await;
     assert_eq!(fox["node_id"], node["node_id"], "claimed by this node");
     eventually("a quiet shell is idle", Duration::from_secs(15), || async {
-        app.agent("fox").await["state"] == "idle"
+        app.agent_state("fox").await == AgentState::Idle
     })
     .await;
     let metrics = app.client.get(format!("{}/metrics", app.status_address)).send().await.expect("metrics");
@@ -54,13 +55,15 @@ async fn an_agent_gets_a_pane_its_state_follows_the_screen_and_input_arrives_lit
     // A loop printing keeps it working; interrupting it lets it settle back to idle.
     app.post("/api/v1/agents/fox/input", json!({"text": "while true; do date +%N; sleep 0.1; done"})).await;
     eventually("printing is working", Duration::from_secs(10), || async {
-        app.agent("fox").await["state"] == "working"
+        app.agent_state("fox").await == AgentState::Working
     })
     .await;
     let interrupted = app.admin(Method::POST, "/api/v1/agents/fox/interrupt").send().await.expect("interrupt");
     assert_eq!(interrupted.status(), 200);
-    eventually("quiet again is idle", Duration::from_secs(15), || async { app.agent("fox").await["state"] == "idle" })
-        .await;
+    eventually("quiet again is idle", Duration::from_secs(15), || async {
+        app.agent_state("fox").await == AgentState::Idle
+    })
+    .await;
 
     let changes = app.count_events("agent.state_changed", "agent:fox").await;
     assert!(changes >= 3, "spawning → idle → working → idle each wrote an event ({changes})");
@@ -75,7 +78,7 @@ async fn input_is_text_and_keys_are_pressed_only_by_name() {
     app.create_project("alpha").await;
     shell_agent(&app, "kit").await;
     eventually("the shell is idle at its prompt", Duration::from_secs(15), || async {
-        app.agent("kit").await["state"] == "idle"
+        app.agent_state("kit").await == AgentState::Idle
     })
     .await;
     let refused = [
@@ -124,7 +127,7 @@ async fn a_pane_that_dies_is_settled_within_one_reconcile_and_never_duplicated()
     let gone = app.post("/api/v1/agents/owl/input", json!({"text": "hello"})).await;
     assert_eq!(gone.status(), 409, "{:?}", gone.text().await);
     eventually("the vanished pane is settled", Duration::from_secs(10), || async {
-        app.agent("owl").await["state"] == "error"
+        app.agent_state("owl").await == AgentState::Error
     })
     .await;
     let owl = app.agent("owl").await;
@@ -232,7 +235,7 @@ async fn a_node_that_stops_heartbeating_has_its_agents_failed_their_tasks_handed
     // This node's worker starts and finds node-gone silent.
     let app = restart(stop(app).await).await;
     eventually("owl, out of reach, is failed", Duration::from_secs(15), || async {
-        app.agent("owl").await["state"] == "error"
+        app.agent_state("owl").await == AgentState::Error
     })
     .await;
     let owl = app.agent("owl").await;
@@ -315,7 +318,7 @@ async fn one_fleet_tick_reconciles_then_claims_and_spawns_and_one_reconciler_tic
     let outcome = reconciler.tick().await.expect("reconcile");
     assert_eq!(outcome.settled.len(), 1, "{outcome:?}");
     assert_eq!(outcome.settled[0].0, "fox");
-    assert_eq!(app.agent("fox").await["state"], "error", "a shell cannot be resumed");
+    assert_eq!(app.agent_state("fox").await, AgentState::Error, "a shell cannot be resumed");
     let again = reconciler.tick().await.expect("reconcile");
     assert!(again.settled.is_empty() && again.to_spawn.is_empty() && again.orphans.is_empty(), "{again:?}");
 }
@@ -383,8 +386,10 @@ async fn last_activity_follows_the_panes_output_while_it_prints() {
     let app = TestApp::builder().worker(|_| {}).spawn().await;
     app.create_project("alpha").await;
     shell_agent(&app, "fox").await;
-    eventually("the shell is idle", Duration::from_secs(15), || async { app.agent("fox").await["state"] == "idle" })
-        .await;
+    eventually("the shell is idle", Duration::from_secs(15), || async {
+        app.agent_state("fox").await == AgentState::Idle
+    })
+    .await;
     let long_ago = || async {
         sqlx::query("UPDATE agents SET last_activity = '2001-01-01Z' WHERE name = 'fox'")
             .execute(&app.pool)

@@ -5,6 +5,7 @@ use serde_json::json;
 
 use crate::dashboard::{redirected, Dashboard};
 use crate::helpers::{engineer, spawn_app};
+use switchyard::domain::task::TaskStatus;
 
 #[tokio::test]
 async fn bad_addresses_and_filters_get_the_styled_error_page() {
@@ -117,7 +118,7 @@ async fn dependencies_are_chosen_on_the_task_page_and_a_cycle_is_refused() {
     assert!(cycle.text().await.expect("page").contains("a cycle"));
     let none = dashboard.post_form(&format!("/tasks/{second}/dependencies"), &[]).await;
     assert_eq!(redirected(none).await, format!("/tasks/{second}"));
-    assert_eq!(app.task(second).await["status"], "ready");
+    assert_eq!(app.task_status(second).await, TaskStatus::Ready);
 }
 
 #[tokio::test]
