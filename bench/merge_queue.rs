@@ -247,7 +247,7 @@ async fn slow_gate(
     let wishes = common::env_num("BENCH_SLOW_WISHES", 50) as usize;
     let gate_secs = std::env::var("BENCH_GATE_SECS").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(5.0);
     // Every third wish edits the shared file; two, one of each kind, add a file the gate refuses.
-    let overlapping = |i: usize| i % 3 == 0;
+    let overlapping = |i: usize| i.is_multiple_of(3);
     let culprits = [wishes / 5, wishes * 3 / 5 / 3 * 3];
     let seed = dir.join("slow-seed");
     std::fs::create_dir_all(&seed)?;

@@ -400,13 +400,16 @@ pub async fn drop_orphan(ctx: &Ctx, entry: &Entry) -> Result<()> {
     Ok(())
 }
 
+/// An entry to claim, with the commits it will merge: `(base, wish)`.
+pub type ToClaim<'a> = (&'a Entry, (Option<&'a str>, Option<&'a str>));
+
 /// Claims entries of one queue for this process (`pending → processing`), in order, each with
 /// the commits it will merge (`(base, wish)`: the commit it is merged onto and the wish branch's,
 /// as the pass saw them), in one transaction under the queue's lock; the entries claimed (those
 /// before the first one another process got to first), none when the queue is another's.
 pub async fn claim_all(
     ctx: &Ctx,
-    wanted: &[(&Entry, (Option<&str>, Option<&str>))],
+    wanted: &[ToClaim<'_>],
     run: DateTime<Utc>,
     lease: std::time::Duration,
 ) -> Result<Vec<Entry>> {

@@ -383,25 +383,6 @@ pub async fn record_commits(
     }
 }
 
-/// Keeps the claim alive while the gate runs.
-pub async fn renew_lease(
-    conn: &mut PgConnection,
-    id: Uuid,
-    run: DateTime<Utc>,
-    lease: std::time::Duration,
-) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query!(
-        "UPDATE merge_queue SET lease_until = now() + make_interval(secs => $3)
-         WHERE id = $1 AND state = 'processing' AND claimed_run = $2",
-        id,
-        run,
-        lease.as_secs_f64()
-    )
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
 /// How an attempt ended.
 #[derive(Debug, Clone, Default)]
 pub struct Finish<'a> {

@@ -136,9 +136,6 @@ enum Halt {
     Void,
 }
 
-/// A gate's run on a projected head: the cut it gated and, unless cancelled, how it went.
-type Gated = (usize, Option<crate::app::Result<gate::GateRun>>);
-
 impl MergeQueue {
     /// Processes a lane's `entries` (pending, in queue order, as the pass read them) with the
     /// branch commits of `heads`, window after window, until each landed, left or waits.
@@ -288,7 +285,7 @@ impl MergeQueue {
             cars.push((entry, claimed, wish));
         }
         // Claimed before git moves anything: those not claimed yet, each with what it merges.
-        let wanted: Vec<(&Entry, (Option<&str>, Option<&str>))> = cars
+        let wanted: Vec<use_cases::ToClaim> = cars
             .iter()
             .enumerate()
             .filter(|(_, (_, claimed, _))| !claimed)
@@ -432,12 +429,12 @@ impl MergeQueue {
         let mut gates: FuturesUnordered<_> = tokens
             .iter()
             .map(|(cut, token)| async move {
-                let gated: Gated = tokio::select! {
+                // Cancelled: the gate's future goes, and its process group with it.
+                tokio::select! {
                     biased;
                     _ = token.cancelled() => (*cut, None),
                     run = self.gate_at(round, chain.at(*cut)) => (*cut, Some(run)),
-                };
-                gated
+                }
             })
             .collect();
         let mut red: Option<(usize, gate::GateRun)> = None;
