@@ -48,6 +48,7 @@ use crate::git::branches::{self, Merge};
 use crate::git::checked_out::{self, Advance};
 use crate::git::merge as git;
 
+mod scratch;
 mod train;
 
 /// How long a claim lasts without renewal; renewed every [`RENEW`] while gates run.

@@ -6,13 +6,12 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use super::{gate, merge, merged_branches, moving, reason, uncommitted, MergeQueue, Moved, LEASE, RENEW};
+use super::scratch::Slots;
+use super::{gate, merge, merged_branches, moving, reason, uncommitted, MergeQueue, Moved, LEASE};
 use crate::app::merge_queue::{self as use_cases, OpenQueue};
 use crate::db::merge_queue::settings::MergeSettings;
 use crate::db::merge_queue::Entry;
@@ -24,12 +23,12 @@ use crate::git::merge as git;
 /// What a queue's lanes share in a pass: the repository, the settings, the gates' scratch
 /// clones (one per gate that may run at once) and the target's moves (one at a time).
 pub(super) struct Round<'a> {
-    repo: PathBuf,
+    pub(super) repo: PathBuf,
     target: String,
-    settings: &'a MergeSettings,
+    pub(super) settings: &'a MergeSettings,
     /// Batches each lane gates at once (its share of the gates).
     depth: usize,
-    slots: Slots,
+    pub(super) slots: Slots,
     landing: tokio::sync::Mutex<()>,
 }
 
@@ -48,50 +47,13 @@ impl<'a> Round<'a> {
             target: queue.target_branch.clone(),
             settings: &queue.settings,
             depth,
-            slots: Slots {
-                free: Mutex::new(dirs.rev().collect()),
-                permits: tokio::sync::Semaphore::new(gates),
-                running: AtomicUsize::new(0),
-                most: AtomicUsize::new(0),
-            },
+            slots: Slots::new(dirs.collect()),
             landing: tokio::sync::Mutex::new(()),
         }
     }
 
     pub(super) fn most_at_once(&self) -> usize {
-        self.slots.most.load(Ordering::Relaxed)
-    }
-}
-
-/// The scratch clones gates run in, one gate in each at a time.
-struct Slots {
-    free: Mutex<Vec<PathBuf>>,
-    permits: tokio::sync::Semaphore,
-    running: AtomicUsize,
-    most: AtomicUsize,
-}
-
-/// A scratch clone a gate holds; free again when dropped.
-struct Slot<'a> {
-    dir: PathBuf,
-    slots: &'a Slots,
-    _permit: tokio::sync::SemaphorePermit<'a>,
-}
-
-impl Slots {
-    async fn take(&self) -> Slot<'_> {
-        let permit = self.permits.acquire().await.expect("the semaphore is never closed");
-        let dir = self.free.lock().expect("slots lock").pop().expect("a scratch clone per permit");
-        let now = self.running.fetch_add(1, Ordering::Relaxed) + 1;
-        self.most.fetch_max(now, Ordering::Relaxed);
-        Slot { dir, slots: self, _permit: permit }
-    }
-}
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.slots.running.fetch_sub(1, Ordering::Relaxed);
-        self.slots.free.lock().expect("slots lock").push(std::mem::take(&mut self.dir));
+        self.slots.most_at_once()
     }
 }
 
@@ -472,39 +434,6 @@ impl MergeQueue {
             }
         }
         Ok(Ok(red))
-    }
-
-    /// Runs the gate on `commit` in a scratch clone of its own: cleared and checked out there,
-    /// its process group recorded as it starts, the clone cleaned after.
-    async fn gate_at(&self, round: &Round<'_>, commit: &str) -> crate::app::Result<gate::GateRun> {
-        let slot = round.slots.take().await;
-        let dir = slot.dir.clone();
-        // A git run cancelled here before (a moot speculation) may have left its lock behind.
-        let _ = tokio::fs::remove_file(dir.join(".git/index.lock")).await;
-        git::clear_scratch(&round.repo, &dir).await?;
-        git::checkout_scratch(&dir, commit).await?;
-        let check = round.settings.merge_check.as_deref().unwrap_or("true");
-        let timeout = std::time::Duration::from_secs(round.settings.gate_timeout_secs as u64);
-        let confined = self.confinement(&round.repo);
-        let (ctx, run, scratch) = (&self.ctx, self.run, dir.to_string_lossy().into_owned());
-        let scratch = scratch.as_str();
-        let started = move |pgid: i32, leader: String| async move {
-            if let Err(e) = use_cases::gate_started(ctx, scratch, run, pgid, &leader).await {
-                tracing::warn!(error = %e, "recording a gate's process group");
-            }
-        };
-        let alive = move || async move {
-            if let Err(e) = use_cases::renew_run(ctx, run, LEASE).await {
-                tracing::warn!(error = %e, "renewing the merge claims");
-            }
-        };
-        let gated = gate::run(&dir, confined.as_ref(), check, (timeout, RENEW), started, alive).await;
-        use_cases::gate_ended(ctx, scratch, run).await?;
-        if let Err(e) = git::tidy_scratch(&dir).await {
-            tracing::debug!(error = %e, "cleaning the scratch clone");
-        }
-        drop(slot);
-        Ok(gated)
     }
 
     /// Lands the chain's entries `from..to` (their gate passed; `log` its output): their merge
