@@ -5,6 +5,12 @@
 //!   loop of `git merge --no-ff` + `git update-ref` (compare-and-swap) over the same branches in
 //!   a clone of the same repository. `BENCH_ROUNDS` (default 3) rounds of both in turn, and the
 //!   ratio of their medians.
+//! - Slow gate (issue 41): `BENCH_SLOW_WISHES` (default 50) wishes, some touching a file of their
+//!   own and some one shared file (on lines of their own: they merge cleanly), two of which fail
+//!   the gate, through a gate that takes wall time and little CPU (`sleep BENCH_GATE_SECS`,
+//!   default 5) with the project's default batches and gates at once: the wall time against the
+//!   serial floor (wishes × gate), the gate runs spent per culprit, and whether any commit on the
+//!   target's first-parent line fails the gate.
 //! - Prediction: the time of one queue pass that predicts a new entry behind 10, 50 and 200
 //!   entries in flight (held, so nothing merges), and the trial merges it ran.
 //!
@@ -189,6 +195,8 @@ async fn main() -> anyhow::Result<()> {
         100.0 * raw_time.as_secs_f64() / queue_time.as_secs_f64()
     );
 
+    slow_gate(&client, &queue, repos_dir.path()).await?;
+
     // Prediction: one new entry behind N held entries in flight.
     let most = *IN_FLIGHT.last().expect("sizes");
     let (bare, _) = repos(repos_dir.path(), "p", most + IN_FLIGHT.len())?;
@@ -224,5 +232,94 @@ async fn main() -> anyhow::Result<()> {
     }
     app.stop().await?;
     common::drop_database(&common::server_url(), "switchyard_bench_merge_queue").await?;
+    Ok(())
+}
+
+/// Lines of the file the overlapping wishes share, each editing its own.
+const SHARED_LINES: usize = 200;
+
+/// The slow-gate run (see the introduction).
+async fn slow_gate(
+    client: &Client,
+    queue: &switchyard::app::merge_queue::MergeQueue,
+    dir: &Path,
+) -> anyhow::Result<()> {
+    let wishes = common::env_num("BENCH_SLOW_WISHES", 50) as usize;
+    let gate_secs = std::env::var("BENCH_GATE_SECS").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(5.0);
+    // Every third wish edits the shared file; two, one of each kind, add a file the gate refuses.
+    let overlapping = |i: usize| i.is_multiple_of(3);
+    let culprits = [wishes / 5, wishes * 3 / 5 / 3 * 3];
+    let seed = dir.join("slow-seed");
+    std::fs::create_dir_all(&seed)?;
+    git(&seed, &["init", "-q", "-b", "main"])?;
+    let shared: Vec<String> = (0..SHARED_LINES).map(|i| format!("line {i}")).collect();
+    std::fs::write(seed.join("shared.txt"), shared.join("\n") + "\n")?;
+    git(&seed, &["add", "-A"])?;
+    git(&seed, &["commit", "-qm", "start"])?;
+    for i in 0..wishes {
+        git(&seed, &["checkout", "-q", "-b", &format!("wish/s{i}"), "main"])?;
+        if overlapping(i) {
+            let mut lines = shared.clone();
+            lines[(i / 3 * 3 + 1) % SHARED_LINES] = format!("changed by s{i}");
+            std::fs::write(seed.join("shared.txt"), lines.join("\n") + "\n")?;
+        } else {
+            std::fs::write(seed.join(format!("s{i}.txt")), format!("{i}\n"))?;
+        }
+        if culprits.contains(&i) {
+            std::fs::write(seed.join(format!("bad-{i}")), "the gate refuses this\n")?;
+        }
+        git(&seed, &["add", "-A"])?;
+        git(&seed, &["commit", "-qm", &format!("s{i}")])?;
+    }
+    git(&seed, &["checkout", "-q", "main"])?;
+    let bare = dir.join("slow.git");
+    git(dir, &["clone", "-q", "--bare", &seed.to_string_lossy(), &bare.to_string_lossy()])?;
+    client.project("slow", &bare, true).await?;
+    let check = format!("sleep {gate_secs}; for f in bad-*; do [ -e \"$f\" ] && exit 1; done; exit 0");
+    let settings = json!({"merge_check": check});
+    client.send(reqwest::Method::PUT, "/projects/slow/merge-settings", settings).await?;
+    for i in 0..wishes {
+        client.completed_wish("slow", &format!("s{i}")).await?;
+    }
+    let started = Instant::now();
+    let (mut settled, mut gates, mut bisection, mut cancelled, mut most, mut failed) = (0, 0, 0, 0, 0, Vec::new());
+    while settled < wishes {
+        let tick = queue.tick().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        for (wish, state) in &tick.processed {
+            match state.as_str() {
+                "completed" => settled += 1,
+                "failed" | "conflict" => {
+                    settled += 1;
+                    failed.push(wish.clone());
+                }
+                _ => {}
+            }
+        }
+        (gates, bisection, cancelled) =
+            (gates + tick.gates, bisection + tick.bisection_gates, cancelled + tick.cancelled_gates);
+        most = most.max(tick.most_gates_at_once);
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(3600), "the queue stalled at {settled}");
+    }
+    let took = started.elapsed();
+    let floor = gate_secs * wishes as f64;
+    // Every commit on main's first-parent line, checked as the gate checks (without its sleep).
+    let line = git(&bare, &["rev-list", "--first-parent", "main"])?;
+    let red = line
+        .lines()
+        .filter(|c| {
+            git(&bare, &["ls-tree", "--name-only", c]).is_ok_and(|files| files.lines().any(|f| f.starts_with("bad-")))
+        })
+        .count();
+    let merges = git(&bare, &["rev-list", "--count", "--merges", "--first-parent", "main"])?;
+    failed.sort();
+    let culprit_count = culprits.len().max(1) as f64;
+    println!(
+        "slow gate: {wishes} wishes ({} sharing a file), gate `sleep {gate_secs}` (+ a check), 2 culprits: {:.1} s against a serial floor of {floor:.0} s = {:.1}× the serial throughput; {gates} gate runs ({cancelled} more cancelled, at most {most} at once), {:.1} bisection runs per culprit (the target: ≤ 2·⌈log2 batch⌉ = 4 with batches of 4); left the queue: {failed:?}; main's first-parent line: {} merge commits, {red} commits failing the gate",
+        (0..wishes).filter(|&i| overlapping(i)).count(),
+        took.as_secs_f64(),
+        floor / took.as_secs_f64(),
+        bisection as f64 / culprit_count,
+        merges.trim(),
+    );
     Ok(())
 }

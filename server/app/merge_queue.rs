@@ -238,7 +238,7 @@ pub async fn hold(ctx: &Ctx, slug: &str, held: bool) -> Result<Entry> {
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"merge_check": "./ci/test.sh", "gate_timeout_secs": 600, "fix_cap": 2,
-    "on_conflict": "agent", "keep_branches": false}))]
+    "on_conflict": "agent", "keep_branches": false, "batch_max": 4, "gate_concurrency": 4, "retry_flaky": false}))]
 pub struct SettingsInput {
     /// The gate: run with `sh -c` in a scratch clone of the merge; empty or null for none.
     pub merge_check: Option<String>,
@@ -248,6 +248,14 @@ pub struct SettingsInput {
     pub fix_cap: Option<i32>,
     pub on_conflict: Option<OnConflict>,
     pub keep_branches: Option<bool>,
+    /// The most entries merged onto one projected head and gated once.
+    #[schema(minimum = 1, maximum = 64)]
+    pub batch_max: Option<i32>,
+    /// The most gates run at once.
+    #[schema(minimum = 1, maximum = 32)]
+    pub gate_concurrency: Option<i32>,
+    /// Gate a red batch once more before bisecting it.
+    pub retry_flaky: Option<bool>,
 }
 
 /// The merge settings of the project with this id.
@@ -285,6 +293,10 @@ pub async fn put_settings(ctx: &Ctx, project: &str, input: SettingsInput, if_mat
     errors.check("gate_timeout_secs", (1..=86_400).contains(&timeout), "must be 1 to 86400 seconds");
     let fix_cap = input.fix_cap.unwrap_or(defaults.fix_cap);
     errors.check("fix_cap", (0..=20).contains(&fix_cap), "must be 0 to 20");
+    let batch_max = input.batch_max.unwrap_or(defaults.batch_max);
+    errors.check("batch_max", (1..=64).contains(&batch_max), "must be 1 to 64");
+    let gate_concurrency = input.gate_concurrency.unwrap_or(defaults.gate_concurrency);
+    errors.check("gate_concurrency", (1..=32).contains(&gate_concurrency), "must be 1 to 32");
     errors.finish()?;
     let new = MergeSettings {
         merge_check,
@@ -292,6 +304,9 @@ pub async fn put_settings(ctx: &Ctx, project: &str, input: SettingsInput, if_mat
         fix_cap,
         on_conflict: input.on_conflict.unwrap_or(defaults.on_conflict),
         keep_branches: input.keep_branches.unwrap_or(defaults.keep_branches),
+        batch_max,
+        gate_concurrency,
+        retry_flaky: input.retry_flaky.unwrap_or(defaults.retry_flaky),
         ..defaults
     };
     let mut tx = ctx.db.begin().await?;
@@ -385,41 +400,110 @@ pub async fn drop_orphan(ctx: &Ctx, entry: &Entry) -> Result<()> {
     Ok(())
 }
 
-/// Claims the entry for this process (`pending → processing`) with the commits it will merge
-/// (the target's and the wish branch's, as the pass saw them); `None` if another got there first.
-pub async fn claim(
+/// An entry to claim, with the commits it will merge: `(base, wish)`.
+pub type ToClaim<'a> = (&'a Entry, (Option<&'a str>, Option<&'a str>));
+
+/// Claims entries of one queue for this process (`pending → processing`), in order, each with
+/// the commits it will merge (`(base, wish)`: the commit it is merged onto and the wish branch's,
+/// as the pass saw them), in one transaction under the queue's lock; the entries claimed (those
+/// before the first one another process got to first), none when the queue is another's.
+pub async fn claim_all(
     ctx: &Ctx,
-    entry: &Entry,
+    wanted: &[ToClaim<'_>],
     run: DateTime<Utc>,
     lease: std::time::Duration,
-    commits: (Option<&str>, Option<&str>),
-) -> Result<Option<Entry>> {
+) -> Result<Vec<Entry>> {
+    let Some((first, _)) = wanted.first() else { return Ok(Vec::new()) };
     let mut tx = ctx.db.begin().await?;
-    let wish = wishes::lock(&mut tx, entry.wish_id).await?;
-    if wish.as_ref().is_none_or(|w| w.status != WishStatus::PendingMerge || w.held) {
-        return Ok(None);
+    if !entries::lock_queue(&mut tx, first.project_id, &first.target_branch, &ctx.node.node_id, run).await? {
+        return Ok(Vec::new());
     }
-    let claimed = entries::claim(&mut tx, entry, &ctx.node.node_id, run, lease, commits).await?;
+    let mut claimed = Vec::with_capacity(wanted.len());
+    for (entry, commits) in wanted {
+        let wish = wishes::lock(&mut tx, entry.wish_id).await?;
+        if wish.as_ref().is_none_or(|w| w.status != WishStatus::PendingMerge || w.held) {
+            break;
+        }
+        match entries::claim(&mut tx, entry, &ctx.node.node_id, run, lease, *commits).await? {
+            Some(entry) => claimed.push(entry),
+            None => break,
+        }
+    }
     ctx.feed.commit(tx).await?;
     Ok(claimed)
 }
 
-/// Records the attempt's commits before git acts on them; `None` when the claim is void.
-pub async fn record_commits(
-    ctx: &Ctx,
-    entry: &Entry,
-    base: &str,
-    wish: &str,
-    merge: Option<&str>,
-    gate_log: Option<&str>,
-) -> Result<Option<Entry>> {
-    let mut conn = ctx.db.acquire().await?;
-    Ok(entries::record_commits(&mut conn, entry, base, wish, merge, gate_log).await?)
+/// Records, for each claimed entry, the commit it is merged onto and its merge commit, once the
+/// gate passed on them (`log`: its output) and before the target branch moves: one transaction,
+/// all or none; `None`
+/// when a claim is void (then nothing is recorded).
+pub async fn record_all(ctx: &Ctx, chain: &[(&Entry, &str, &str)], log: Option<&str>) -> Result<Option<Vec<Entry>>> {
+    let mut tx = ctx.db.begin().await?;
+    let mut recorded = Vec::with_capacity(chain.len());
+    for (entry, base, merge) in chain {
+        let Some(wish) = entry.wish_commit.as_deref() else { return Ok(None) };
+        match entries::record_commits(&mut tx, entry, base, wish, Some(merge), log).await? {
+            Some(entry) => recorded.push(entry),
+            None => return Ok(None),
+        }
+    }
+    tx.commit().await?;
+    Ok(Some(recorded))
 }
 
-pub async fn renew_lease(ctx: &Ctx, entry: &Entry, lease: std::time::Duration) -> Result<bool> {
-    let (Some(run), mut conn) = (entry.claimed_run, ctx.db.acquire().await?) else { return Ok(false) };
-    Ok(entries::renew_lease(&mut conn, entry.id, run, lease).await?)
+/// Keeps every claim of this process alive while its gates run.
+pub async fn renew_run(ctx: &Ctx, run: DateTime<Utc>, lease: std::time::Duration) -> Result<u64> {
+    let mut conn = ctx.db.acquire().await?;
+    Ok(entries::renew_run(&mut conn, &ctx.node.node_id, run, lease).await?)
+}
+
+/// The gate in `scratch` runs in process group `pgid`, led by `leader`: recorded before the gate
+/// can get anywhere, so a process that starts after this one died ends it.
+pub async fn gate_started(ctx: &Ctx, scratch: &str, run: DateTime<Utc>, pgid: i32, leader: &str) -> Result<()> {
+    let mut conn = ctx.db.acquire().await?;
+    Ok(crate::db::merge_queue::gates::started(&mut conn, &ctx.node.node_id, scratch, run, pgid, leader).await?)
+}
+
+pub async fn gate_ended(ctx: &Ctx, scratch: &str, run: DateTime<Utc>) -> Result<()> {
+    let mut conn = ctx.db.acquire().await?;
+    Ok(crate::db::merge_queue::gates::ended(&mut conn, &ctx.node.node_id, scratch, run).await?)
+}
+
+/// Gates of this node left by processes before `run`.
+pub async fn gates_left(ctx: &Ctx, run: DateTime<Utc>) -> Result<Vec<crate::db::merge_queue::gates::LeftGate>> {
+    let mut conn = ctx.db.acquire().await?;
+    Ok(crate::db::merge_queue::gates::left_before(&mut conn, &ctx.node.node_id, run).await?)
+}
+
+pub async fn gate_forgotten(ctx: &Ctx, gate: &crate::db::merge_queue::gates::LeftGate) -> Result<()> {
+    let mut conn = ctx.db.acquire().await?;
+    Ok(crate::db::merge_queue::gates::forget(&mut conn, &ctx.node.node_id, gate).await?)
+}
+
+/// The target branch moved to the merge commits of `landed` (each in its place on its
+/// first-parent line): every entry `completed` and its wish `merged`, in one transaction.
+pub async fn merged_all(ctx: &Ctx, landed: &[Entry]) -> Result<Vec<Entry>> {
+    let mut tx = ctx.db.begin().await?;
+    let mut done = Vec::with_capacity(landed.len());
+    for entry in landed {
+        done.push(merged_in(&mut tx, entry).await?);
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(done)
+}
+
+/// Claimed entries that did not land this time go back to `pending` in their places, in one
+/// transaction.
+pub async fn release_all(ctx: &Ctx, left: &[Entry]) -> Result<()> {
+    if left.is_empty() {
+        return Ok(());
+    }
+    let mut tx = ctx.db.begin().await?;
+    for entry in left {
+        entries::finish(&mut tx, entry, EntryState::Pending, &Finish::default()).await?;
+    }
+    ctx.feed.commit(tx).await?;
+    Ok(())
 }
 
 /// The target branch moved to the entry's merge commit: entry `completed`, wish `merged`, its
@@ -427,15 +511,21 @@ pub async fn renew_lease(ctx: &Ctx, entry: &Entry, lease: std::time::Duration) -
 #[tracing::instrument(skip_all, fields(wish = %entry.wish), err(level = "debug"))]
 pub async fn merged(ctx: &Ctx, entry: &Entry) -> Result<Entry> {
     let mut tx = ctx.db.begin().await?;
-    let done = entries::finish(&mut tx, entry, EntryState::Completed, &Finish::default())
+    let done = merged_in(&mut tx, entry).await?;
+    ctx.feed.commit(tx).await?;
+    Ok(done)
+}
+
+/// [`merged`] in the caller's transaction.
+async fn merged_in(tx: &mut PgConnection, entry: &Entry) -> Result<Entry> {
+    let done = entries::finish(&mut *tx, entry, EntryState::Completed, &Finish::default())
         .await?
         .ok_or_else(|| changed(entry))?;
-    let wish = wishes::lock(&mut tx, entry.wish_id).await?.ok_or_else(|| Error::NotFound("no wish".into()))?;
+    let wish = wishes::lock(&mut *tx, entry.wish_id).await?.ok_or_else(|| Error::NotFound("no wish".into()))?;
     let reason = entry.merge_commit.as_deref().map(|c| format!("merge commit {c}"));
-    let wish = act(&mut tx, &wish, WishEvent::Merged, reason.as_deref()).await?;
-    history::mark_merged(&mut tx, wish.id).await?;
-    start_waiting(&mut tx, &wish).await?;
-    ctx.feed.commit(tx).await?;
+    let wish = act(&mut *tx, &wish, WishEvent::Merged, reason.as_deref()).await?;
+    history::mark_merged(&mut *tx, wish.id).await?;
+    start_waiting(&mut *tx, &wish).await?;
     Ok(done)
 }
 

@@ -1,7 +1,8 @@
 //! The merge queue in the database: one entry per wish, every change a conditional update on the
 //! entry's state (and, while processing, on the process that claimed it) with its event row.
-//! A project's merge settings are [`settings`].
+//! A project's merge settings are [`settings`]; the gates this node runs, [`gates`].
 
+pub mod gates;
 pub mod settings;
 
 use chrono::{DateTime, Utc};
@@ -261,10 +262,60 @@ pub async fn enqueue(
     Ok(entry)
 }
 
+/// Whether the queue of `project_id` and `target_branch` is free for `node`'s process `run`: no
+/// entry of it is processing under another process's claim. Taken under a transaction-long
+/// advisory lock on the queue, so two processes never both find it free: the caller claims in
+/// the same transaction.
+pub async fn lock_queue(
+    conn: &mut PgConnection,
+    project_id: Uuid,
+    target_branch: &str,
+    node: &str,
+    run: DateTime<Utc>,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || ':' || $2::text, 41))",
+        project_id,
+        target_branch
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let taken = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM merge_queue WHERE project_id = $1 AND target_branch = $2
+               AND state = 'processing' AND (claimed_by <> $3 OR claimed_run <> $4)) AS "taken!""#,
+        project_id,
+        target_branch,
+        node,
+        run
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(!taken)
+}
+
+/// Keeps every claim of `node`'s process `run` alive while its gates run.
+pub async fn renew_run(
+    conn: &mut PgConnection,
+    node: &str,
+    run: DateTime<Utc>,
+    lease: std::time::Duration,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE merge_queue SET lease_until = now() + make_interval(secs => $3)
+         WHERE state = 'processing' AND claimed_by = $1 AND claimed_run = $2",
+        node,
+        run,
+        lease.as_secs_f64()
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// Claims a pending, unheld entry for this process, recording the commits the attempt will merge
-/// (`base`: the target branch's, `wish`: the wish branch's; `None` when the branch is missing)
-/// before git acts on them: one conditional update. `None` when another node took it or its
-/// queue already has an entry processing (the unique index says so).
+/// (`base`: the commit it is merged onto, `wish`: the wish branch's; `None` when the branch is
+/// missing) before git acts on them: one conditional update. `None` when another node took it.
+/// The caller holds the queue ([`lock_queue`]).
 pub async fn claim(
     conn: &mut PgConnection,
     entry: &Entry,
@@ -330,25 +381,6 @@ pub async fn record_commits(
         Some(id) => get(conn, id).await,
         None => Ok(None),
     }
-}
-
-/// Keeps the claim alive while the gate runs.
-pub async fn renew_lease(
-    conn: &mut PgConnection,
-    id: Uuid,
-    run: DateTime<Utc>,
-    lease: std::time::Duration,
-) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query!(
-        "UPDATE merge_queue SET lease_until = now() + make_interval(secs => $3)
-         WHERE id = $1 AND state = 'processing' AND claimed_run = $2",
-        id,
-        run,
-        lease.as_secs_f64()
-    )
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() == 1)
 }
 
 /// How an attempt ended.

@@ -13,6 +13,8 @@
 //! An entry is removed (its row deleted) from `pending`, `failed` or `conflict`, never while it
 //! is processing; held entries are skipped, not moved.
 
+pub mod batches;
+
 use std::fmt;
 use std::str::FromStr;
 

@@ -34,6 +34,7 @@ mod mailbox;
 mod mailbox_crash;
 mod menu_answers;
 mod merge_queue;
+mod merge_queue_batches;
 mod messages;
 mod metrics;
 mod needs;

@@ -25,8 +25,8 @@ pub(crate) enum Shape {
 /// A project over a repository of `shape`, and a developer clone of it where the test commits and
 /// pushes branches.
 pub(crate) struct Project {
-    repo: PathBuf,
-    dev: PathBuf,
+    pub(crate) repo: PathBuf,
+    pub(crate) dev: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -86,7 +86,7 @@ impl Project {
     }
 
     /// The merge commits on `main`'s first-parent line, newest first, by subject.
-    fn merges(&self) -> Vec<String> {
+    pub(crate) fn merges(&self) -> Vec<String> {
         let out = git(&self.repo, &["log", "--first-parent", "--merges", "--format=%s", "main"]);
         out.lines().map(str::to_owned).collect()
     }
@@ -102,7 +102,7 @@ impl Project {
     }
 
     /// The project's repository is never left mid-merge and its working tree (if any) is clean.
-    fn assert_never_mid_merge(&self) {
+    pub(crate) fn assert_never_mid_merge(&self) {
         let git_dir = git(&self.repo, &["rev-parse", "--absolute-git-dir"]);
         let git_dir = Path::new(git_dir.trim());
         assert!(!git_dir.join("MERGE_HEAD").exists(), "no MERGE_HEAD in the project's repository");
@@ -140,8 +140,10 @@ async fn wish_status(app: &TestApp, slug: &str) -> String {
     app.get_ok(&format!("/api/v1/wishes/{slug}")).await["status"].as_str().unwrap().to_owned()
 }
 
+/// The gate, one entry at a time (the queue as it was before batches: each entry gated alone).
 async fn set_gate(app: &TestApp, project: &str, check: &str) {
-    let body = json!({"merge_check": check, "gate_timeout_secs": 60, "fix_cap": 2});
+    let body = json!({"merge_check": check, "gate_timeout_secs": 60, "fix_cap": 2, "batch_max": 1,
+        "gate_concurrency": 1});
     app.send(reqwest::Method::PUT, &format!("/api/v1/projects/{project}/merge-settings"), Some(body)).await;
 }
 
@@ -164,13 +166,10 @@ async fn three_wishes_queued_at_once_merge_in_order_each_gated_by_the_repos_own_
     let queue = app.merge_queue();
     let first = queue.tick().await.expect("tick");
     assert_eq!(first.entered, 3, "completed wishes of an enabled queue enter it on their own");
-    assert_eq!(processed(&first), [("a", EntryState::Completed)]);
-    for slug in ["b", "c"] {
-        assert_eq!(entry(&app, slug).await["state"], "pending");
-    }
-    p.assert_never_mid_merge();
-    assert_eq!(processed(&queue.tick().await.unwrap()), [("b", EntryState::Completed)]);
-    assert_eq!(processed(&queue.tick().await.unwrap()), [("c", EntryState::Completed)]);
+    // One entry at a time (batches of one, one gate at a time): each gated alone, in order.
+    let all = [("a", EntryState::Completed), ("b", EntryState::Completed), ("c", EntryState::Completed)];
+    assert_eq!(processed(&first), all);
+    assert_eq!(first.gates, 3);
     assert!(queue.tick().await.unwrap().processed.is_empty());
 
     assert_eq!(p.merges(), ["Merge wish `c`: Wish c", "Merge wish `b`: Wish b", "Merge wish `a`: Wish a"]);

@@ -12,16 +12,23 @@
 //!    every merge ahead of it: what those merges bring is predicted pair by pair, and the real
 //!    merge tells the rest — so a pass over N entries costs no git work once they are known.
 //!
-//! Processing, with every step recorded in PostgreSQL before git acts on it: the merge (`--no-ff`,
-//! two parents, the message naming the wish) is made where the gate runs, in a scratch clone
-//! whose new objects go to the project's repository ([`git::merge_in_scratch`]), or in memory in
-//! the project's repository when there is no gate ([`branches::merge_as`]); the gate runs
-//! ([`gate`]); the merge commit is recorded; only then does the target branch move, by
-//! compare-and-swap from the commit the merge was made on. A target branch checked out in a
-//! working tree moves with it, as `git merge --ff-only` would ([`checked_out::advance`]), when the
-//! tree is clean; while it is not, the entry waits (`waiting`: "uncommitted changes in <path>")
-//! and goes on by itself once the tree is clean or on another branch. A person's staged, unstaged
-//! or untracked work is never touched.
+//! Processing ([`train`]): the queue's entries free to go are split into lanes whose changed
+//! paths are disjoint; in each lane, a window of entries is merged one after another (`--no-ff`,
+//! one merge commit per wish, the message naming it) onto the target's commit — the projected
+//! heads — and cut into batches of up to `batch_max`, each gated at once (up to
+//! `gate_concurrency` gates, shared by the lanes) on the head of everything ahead of it, each in
+//! a scratch clone of its own. A green batch lands everything up to its head (the entries ahead
+//! with it); a red one cancels the batches built on it and is bisected: its parts are gated in
+//! parallel, each on those before it, the green ones landing, until the one entry that fails
+//! (the culprit) is found, which alone leaves the queue, to its fixer with the gate's log. Every
+//! step is recorded in PostgreSQL before git acts on it: the claims with the commits they merge,
+//! the merge commits once their gate passed; only then does the target branch move, by
+//! compare-and-swap from the commit the merges were made on ([`MergeQueue::move_target`], the
+//! one place it moves). A target branch checked out in a working tree moves with it, as `git
+//! merge --ff-only` would ([`checked_out::advance`]), when the tree is clean; while it is not,
+//! the entry waits (`waiting`: "uncommitted changes in <path>") and goes on by itself once the
+//! tree is clean or on another branch. A person's staged, unstaged or untracked work is never
+//! touched.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -33,17 +40,22 @@ use chrono::{DateTime, Utc};
 use super::{gate, predict};
 use crate::app::merge_queue::{self as use_cases, OpenQueue};
 use crate::app::Ctx;
-use crate::db::merge_queue::settings::MergeSettings;
 use crate::db::merge_queue::Entry;
 use crate::db::stalled_steps;
-use crate::domain::merge_queue::{EntryState, Setback};
+use crate::domain::merge_queue::batches;
+use crate::domain::merge_queue::EntryState;
 use crate::git::branches::{self, Merge};
 use crate::git::checked_out::{self, Advance};
-use crate::git::merge::{self as git, ScratchMerge};
+use crate::git::merge as git;
 
-/// How long a claim lasts without renewal; renewed every [`RENEW`] while the gate runs.
+mod scratch;
+mod train;
+
+/// How long a claim lasts without renewal; renewed every [`RENEW`] while gates run.
 const LEASE: Duration = Duration::from_secs(60);
 const RENEW: Duration = Duration::from_secs(10);
+/// How long a restarted process waits for a gate group its predecessor left to end.
+const GROUP_PATIENCE: Duration = Duration::from_secs(10);
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -59,14 +71,16 @@ pub struct Tick {
     pub disjoint: usize,
     /// Entries processed: `(wish, how it ended)`.
     pub processed: Vec<(String, EntryState)>,
-}
-
-/// What the pass saw of the claimed entry's branches.
-struct Seen {
-    /// The wish branch's commit is already in the target branch (see [`MergeQueue::premerge`]).
-    already_merged: bool,
-    /// Every branch, as the pass listed them.
-    listing: Listing,
+    /// Gates that ran to their end, and those cancelled before (a speculation built on a red
+    /// batch, or one a later green batch made moot).
+    pub gates: usize,
+    pub cancelled_gates: usize,
+    /// Of `gates`, those run to find a culprit (bisection, and a flaky gate's second run).
+    pub bisection_gates: usize,
+    /// The most gates that ran at once.
+    pub most_gates_at_once: usize,
+    /// The lanes the pass's queues were split into.
+    pub lanes: usize,
 }
 
 pub struct MergeQueue {
@@ -78,9 +92,6 @@ pub struct MergeQueue {
     /// The branches of the repository whose target branch this process moved last, as listed
     /// just before the move and changed by it: the listing of a pass that follows at once.
     moved: Mutex<Option<Listing>>,
-    /// Scratch clones being tidied after a gate passed there, left at its merge; each says
-    /// whether it was.
-    tidying: Mutex<HashMap<PathBuf, tokio::task::JoinHandle<bool>>>,
     /// How gates run: under bubblewrap with these settings, or (`None`: it is not installed) as
     /// the server's user.
     gate: Option<gate::GateSettings>,
@@ -94,9 +105,7 @@ struct Listing {
 }
 
 /// How long a listing stands for a new one: git is asked again for the first pass or move after
-/// it, so a branch pushed meanwhile is seen that much later at most. Merges following each other
-/// at once (a quick gate) list once every few merges instead of twice per merge; after a gate of
-/// any length, or a rest, the pass lists again.
+/// it, so a branch pushed meanwhile is seen that much later at most.
 const LISTING_LASTS: Duration = Duration::from_millis(250);
 
 impl MergeQueue {
@@ -106,7 +115,6 @@ impl MergeQueue {
             run: Utc::now(),
             cache: predict::Cache::default(),
             moved: Mutex::default(),
-            tidying: Mutex::default(),
             gate: Self::bwrap_installed().then(gate::GateSettings::default),
         }
     }
@@ -139,6 +147,9 @@ impl MergeQueue {
 
     /// One pass over every open queue (see the module's introduction).
     pub async fn tick(&self) -> crate::app::Result<Tick> {
+        // The gates a dead predecessor of this process left running end first: nothing of theirs
+        // may touch a scratch clone or a claim this pass settles.
+        self.end_left_gates().await?;
         // Three reads at once, a round trip each instead of one after another: a queue of many
         // pays them every pass. The queues are read again only when a wish entered or a void
         // claim was settled meanwhile, which the first reading could not show.
@@ -159,31 +170,39 @@ impl MergeQueue {
         };
         for queue in queues {
             if queue.entries.iter().any(|e| e.state == EntryState::Processing) {
-                continue; // another process has this queue's one entry
+                continue; // another process has this queue's entries
             }
             let subject = stalled_steps::merge_queue(queue.project.id, &queue.target_branch);
             let stalled = stalled.iter().find(|s| s.subject == subject);
             if stalled.is_some_and(|s| s.retry_at > Utc::now()) {
                 continue; // git refused its last step: it waits before the next try
             }
-            if let Some(done) = self.next_in(&queue, stalled.is_some(), &mut tick).await? {
-                tick.processed.push(done);
-            }
+            self.next_in(&queue, stalled.is_some(), &mut tick).await?;
         }
         Ok(tick)
     }
 
-    /// Predicts the queue's pending entries, then processes the first one free to go. One `git
-    /// for-each-ref` (or the listing of the move just made) tells the pass every branch's commit
-    /// and which ones are checked out; the entry is claimed with the commits it will merge while
-    /// the merge is made ([`Self::premerge`]): neither needs the other's result, and a claim
-    /// lost to another node costs only an unreferenced commit.
-    async fn next_in(
-        &self,
-        queue: &OpenQueue,
-        stalled: bool,
-        tick: &mut Tick,
-    ) -> crate::app::Result<Option<(String, EntryState)>> {
+    /// Ends the process groups of gates that earlier runs of this node left (the process was
+    /// killed while they ran), each before its scratch clone is used again.
+    async fn end_left_gates(&self) -> crate::app::Result<()> {
+        for left in use_cases::gates_left(&self.ctx, self.run).await? {
+            if !gate::end_left(left.pgid, &left.leader, GROUP_PATIENCE).await {
+                return Err(crate::app::Error::Internal(anyhow::anyhow!(
+                    "the gate left running in {} (process group {}) does not end",
+                    left.scratch,
+                    left.pgid
+                )));
+            }
+            tracing::info!(scratch = %left.scratch, pgid = left.pgid, "ended a gate a stopped process left running");
+            use_cases::gate_forgotten(&self.ctx, &left).await?;
+        }
+        Ok(())
+    }
+
+    /// Predicts the queue's pending entries, then processes those free to go, lane by lane
+    /// ([`train`]). One `git for-each-ref` (or the listing of the move just made) tells the pass
+    /// every branch's commit and which ones are checked out.
+    async fn next_in(&self, queue: &OpenQueue, stalled: bool, tick: &mut Tick) -> crate::app::Result<()> {
         let repo = PathBuf::from(&queue.project.repo_path);
         let wishes: HashMap<_, _> = queue.wishes.iter().map(|w| (w.id, w)).collect();
         let mut live = Vec::new();
@@ -217,7 +236,7 @@ impl MergeQueue {
             .collect();
         let asked = self.cache.prefetch(&repo, &planned).await;
         tick.trial_merges += asked;
-        let mut next = None;
+        let mut ready = Vec::new();
         let mut ahead: Vec<predict::Ahead> = Vec::new();
         let mut changed = Vec::new();
         for ((entry, wish_held), (against, head)) in live.iter().copied().zip(planned) {
@@ -227,8 +246,8 @@ impl MergeQueue {
             // The answers prefetched this pass were asked of git, not remembered.
             tick.cached += p.cached;
             tick.disjoint += p.disjoint;
-            if next.is_none() && !entry.held && !wish_held && p.held_for.is_none() {
-                next = Some(entry);
+            if !entry.held && !wish_held && p.held_for.is_none() {
+                ready.push((entry, p.changed.clone()));
             }
             if entry.prediction.as_ref() != Some(&p.document) || entry.held_for != p.held_for {
                 changed.push((entry, p.document, p.held_for));
@@ -239,238 +258,104 @@ impl MergeQueue {
         // One transaction for the pass's predictions: the merge of one entry ahead changes those of
         // every entry behind it.
         use_cases::record_predictions(&self.ctx, &changed).await?;
-        let Some(entry) = next else { return Ok(None) };
+        let Some((first, _)) = ready.first() else { return Ok(()) };
         // A target checked out in a working tree that is not clean: nothing to gain from merging
         // now (the tree could not follow), so the entry waits, visibly, until it is.
         if let Some(at) = heads.get(&queue.target_branch).and_then(|h| h.checked_out_at.as_deref()) {
             if checked_out::dirty(at).await? {
-                use_cases::set_waiting(&self.ctx, entry, Some(&uncommitted(at))).await?;
-                return Ok(None);
+                use_cases::set_waiting(&self.ctx, first, Some(&uncommitted(at))).await?;
+                return Ok(());
             }
         }
-        // What an earlier pass said another entry waited for is over (the claim clears this one's).
-        for (stale, _) in live.iter().filter(|(e, _)| e.waiting.is_some() && e.id != entry.id) {
+        // What an earlier pass said an entry waited for is over (a claim clears its own).
+        for (stale, _) in live.iter().filter(|(e, _)| e.waiting.is_some() && !ready.iter().any(|(r, _)| r.id == e.id)) {
             use_cases::set_waiting(&self.ctx, stale, None).await?;
         }
-        let wish = heads.get(&entry.wish_branch);
-        let commits = (target.as_deref(), wish.map(|h| h.commit.as_str()));
-        let scratch = queue.settings.merge_check.as_ref().map(|_| self.scratch(&queue.project.slug, entry));
-        let (claimed, premerge) = tokio::join!(
-            use_cases::claim(&self.ctx, entry, self.run, LEASE, commits),
-            self.premerge(&repo, scratch.as_deref(), entry, commits),
-        );
-        let Some(claimed) = claimed? else { return Ok(None) };
-        let processed = async {
-            let (in_target, merge) = premerge?;
-            let seen = Seen { already_merged: in_target, listing };
-            self.process(&repo, &queue.settings, &claimed, seen, merge, scratch).await
+        // Lanes only pay with gates to share; each lane gets its share of them to speculate with.
+        let settings = &queue.settings;
+        let (batch, concurrency) = (settings.batch_max.max(1) as usize, settings.gate_concurrency.max(1) as usize);
+        let most = match settings.merge_check {
+            Some(_) => concurrency.min(ready.len().div_ceil(batch)),
+            None => 1,
         };
-        match processed.await {
-            Ok(state) => {
-                if stalled {
-                    use_cases::unstalled(&self.ctx, &claimed).await?;
-                }
-                Ok(Some((claimed.wish.clone(), state)))
+        let lanes = batches::lanes(ready.len(), most, |a, b| match (&ready[a].1, &ready[b].1) {
+            (Some(a), Some(b)) => crate::git::conflicts::may_conflict(a, b),
+            _ => true,
+        });
+        let depth = (concurrency / lanes.len().max(1)).max(1);
+        let round = train::Round::new(&self.ctx.data_dir, queue, repo, concurrency, depth);
+        let runs = lanes.iter().map(|lane| {
+            let entries: Vec<Entry> = lane.iter().map(|&i| ready[i].0.clone()).collect();
+            self.lane(&round, entries, heads)
+        });
+        let outcomes = futures_util::future::join_all(runs).await;
+        tick.lanes += lanes.len();
+        tick.most_gates_at_once = tick.most_gates_at_once.max(round.most_at_once());
+        let mut recovered = None;
+        for outcome in outcomes {
+            let outcome = outcome?;
+            tick.processed.extend(outcome.processed);
+            tick.gates += outcome.gates;
+            tick.cancelled_gates += outcome.cancelled;
+            tick.bisection_gates += outcome.bisection;
+            if !outcome.stalled {
+                recovered = recovered.or(outcome.landed);
             }
-            // Git refused a step: said on the entry, back to pending (a merge that went through
-            // before the refusal is found in the target by the next try, never made twice).
-            Err(crate::app::Error::Internal(e)) => {
-                use_cases::stalled(&self.ctx, &claimed, &format!("{e:#}")).await?;
-                Ok(Some((claimed.wish.clone(), EntryState::Pending)))
-            }
-            Err(e) => Err(e),
         }
+        if let Some(entry) = recovered.filter(|_| stalled) {
+            use_cases::unstalled(&self.ctx, &entry).await?;
+        }
+        Ok(())
     }
 
-    /// Whether the wish's commit is in the target's already, and their merge: with a gate, made
-    /// in the scratch clone where the gate runs (`git merge` tells both at once); without one, in
-    /// memory, while git is asked about the first (made even if the wish turns out merged
-    /// already: asking first would wait for git twice).
-    async fn premerge(
+    /// Moves the target branch from `base` to `head` (the last of the merge commits just
+    /// recorded) by compare-and-swap — the one place the queue moves it — deleting the merged
+    /// `doomed` branches with it (unless one moved meanwhile: then after it). A target checked
+    /// out in a working tree moves with the tree, or not at all. `now` is [`moving`]'s listing.
+    async fn move_target(
         &self,
         repo: &Path,
-        scratch: Option<&Path>,
-        entry: &Entry,
-        commits: (Option<&str>, Option<&str>),
-    ) -> crate::app::Result<(bool, Option<Merge>)> {
-        let (Some(base), Some(wish)) = commits else { return Ok((false, None)) };
-        let Some(dir) = scratch else {
-            let (in_target, merge) =
-                tokio::join!(branches::is_ancestor(repo, wish, base), self::merge(repo, entry, base, wish));
-            return Ok((in_target?, Some(merge?)));
-        };
-        let tidying = self.tidying.lock().expect("tidying lock").remove(dir);
-        let ready = match tidying {
-            Some(tidying) => tidying.await.unwrap_or(false),
-            None => false,
-        };
-        match git::merge_in_scratch(repo, dir, (base, wish), &message(entry), git::MERGE_QUEUE, ready).await? {
-            ScratchMerge::Merged(commit) => Ok((false, Some(Merge::Clean(commit)))),
-            ScratchMerge::AlreadyIn => Ok((true, None)),
-            // The files, named as the merge made in memory names them. (Were that one clean, the
-            // gate would run on a clone left at the base: refused.)
-            ScratchMerge::Conflicts => match self::merge(repo, entry, base, wish).await? {
-                Merge::Conflicts(files) => Ok((false, Some(Merge::Conflicts(files)))),
-                Merge::Clean(_) => Err(crate::app::Error::Internal(anyhow::anyhow!(
-                    "`git merge` conflicted where `git merge-tree` did not"
-                ))),
-            },
-        }
-    }
-
-    /// Where the gate of `entry`'s queue runs: one scratch clone per project and target branch.
-    fn scratch(&self, project: &str, entry: &Entry) -> PathBuf {
-        let target = entry.target_branch.replace('/', "+");
-        self.ctx.data_dir.join("merge-queue").join(project).join(target)
-    }
-
-    /// One attempt at merging a claimed entry (its base and wish commits recorded by the claim,
-    /// `merge` made of them by [`Self::premerge`] (with a gate, checked out in `scratch`) unless
-    /// the wish was merged already); its state when it ended.
-    async fn process(
-        &self,
-        repo: &Path,
-        settings: &MergeSettings,
-        entry: &Entry,
-        seen: Seen,
-        merge: Option<Merge>,
-        scratch: Option<PathBuf>,
-    ) -> crate::app::Result<EntryState> {
-        let target = &entry.target_branch;
-        let refused = |why: String| (Setback::Refused, why, Vec::new(), None);
-        let (Some(base), Some(wish)) = (entry.base_commit.clone(), entry.wish_commit.clone()) else {
-            let why = format!("`{target}` or `{}` is not a branch of the project's repository", entry.wish_branch);
-            return self.setback(entry, refused(why)).await;
-        };
-        if seen.already_merged {
-            // Already in the target (merged by someone else, or by us before a crash): nothing to merge.
-            return Ok(use_cases::merged(&self.ctx, entry).await?.state);
-        }
-        // With a gate, the merge was made checked out in the scratch clone.
-        let merged_in_scratch = scratch.is_some() && merge.is_some();
-        let merge = match merge {
-            Some(made) => made,
-            None => self::merge(repo, entry, &base, &wish).await?,
-        };
-        let merge = match merge {
-            Merge::Conflicts(files) => {
-                let why = format!("merging `{}` into `{target}` conflicts in {}", entry.wish_branch, files.join(", "));
-                return self.setback(entry, (Setback::Conflict, why, files, None)).await;
-            }
-            Merge::Clean(merge) => merge,
-        };
-        let mut log = None;
-        if let (Some(check), Some(scratch)) = (&settings.merge_check, &scratch) {
-            if !merged_in_scratch {
-                git::checkout_scratch(scratch, &merge).await?;
-            }
-            let timeout = Duration::from_secs(settings.gate_timeout_secs as u64);
-            let ctx = &self.ctx;
-            let confined = self.confinement(repo);
-            let run = gate::run(scratch, confined.as_ref(), check, (timeout, RENEW), || async move {
-                if let Err(e) = use_cases::renew_lease(ctx, entry, LEASE).await {
-                    tracing::warn!(error = %e, "renewing the merge claim");
-                }
-            })
-            .await;
-            if !run.passed {
-                let why = format!("the gate `{check}` failed ({})", run.outcome);
-                return self.setback(entry, (Setback::GateFailed, why, Vec::new(), Some(run.log))).await;
-            }
-            log = Some(run.log);
-        }
-        // The scratch clone is tidied while the target moves and the next pass reads the queue: it
-        // stays at this merge, which is the next entry's base if the move succeeds.
-        if let Some(dir) = scratch.filter(|_| log.is_some()) {
-            let tidying = tokio::spawn({
-                let dir = dir.clone();
-                async move {
-                    let tidied = git::tidy_scratch(&dir).await;
-                    if let Err(e) = &tidied {
-                        tracing::debug!(error = %e, "tidying the scratch clone");
-                    }
-                    tidied.is_ok()
-                }
-            });
-            self.tidying.lock().expect("tidying lock").insert(dir, tidying);
-        }
-        // The listing the move needs is read while the commits are recorded: both come after the gate.
-        let (recorded, now) = tokio::join!(
-            use_cases::record_commits(&self.ctx, entry, &base, &wish, Some(&merge), log.as_deref()),
-            moving(repo, Some(seen.listing)),
-        );
-        let Some(entry) = recorded? else {
-            return Ok(EntryState::Processing); // the claim is void: whoever settles it decides
-        };
-        self.apply(repo, &entry, &merge, &base, settings.keep_branches, now?).await
-    }
-
-    /// Moves the target branch from `base` to the recorded merge commit; completes the entry and
-    /// deletes its merged branches (unless the project keeps them). `now` is [`moving`]'s listing:
-    /// whether the target is checked out now and which branches to delete.
-    async fn apply(
-        &self,
-        repo: &Path,
-        entry: &Entry,
-        merge: &str,
-        base: &str,
-        keep_branches: bool,
+        target: &str,
+        (head, base): (&str, &str),
+        reason: &str,
+        doomed: &[(String, String)],
         now: Listing,
-    ) -> crate::app::Result<EntryState> {
-        let target = &entry.target_branch;
-        let reason = format!("switchyard merge queue: wish {}", entry.wish);
-        let doomed = if keep_branches { Vec::new() } else { merged_branches(entry, &now.heads) };
-        if let Some(at) = now.heads.get(target).and_then(|h| h.checked_out_at.as_deref()) {
+    ) -> crate::app::Result<Moved> {
+        if let Some(at) = now.heads.get(target).and_then(|h| h.checked_out_at.clone()) {
             // The branch and the working tree move together, or neither does.
-            return match checked_out::advance(repo, at, target, merge, base, &reason).await? {
+            return match checked_out::advance(repo, &at, target, head, base, reason).await? {
                 Advance::Moved => {
-                    let done = use_cases::merged(&self.ctx, entry).await?;
-                    git::delete_branches(repo, &doomed).await;
-                    Ok(done.state)
+                    git::delete_branches(repo, doomed).await;
+                    Ok(Moved::Yes)
                 }
-                Advance::BranchMoved => {
-                    use_cases::recover(&self.ctx, entry).await?;
-                    Ok(EntryState::Pending)
-                }
-                Advance::Dirty => {
-                    use_cases::wait(&self.ctx, entry, &uncommitted(at)).await?;
-                    Ok(EntryState::Pending)
-                }
+                Advance::BranchMoved => Ok(Moved::Raced),
+                Advance::Dirty => Ok(Moved::Dirty(at)),
             };
         }
         // The usual case in one git run: the target moves and the merged branches go together.
-        if git::move_and_delete(repo, target, merge, base, &reason, &doomed).await? {
+        if git::move_and_delete(repo, target, head, base, reason, doomed).await? {
             let mut now = now;
             doomed.iter().for_each(|(branch, _)| _ = now.heads.remove(branch));
-            if let Some(head) = now.heads.get_mut(target) {
-                head.commit = merge.to_owned();
+            if let Some(moved) = now.heads.get_mut(target) {
+                moved.commit = head.to_owned();
             }
             *self.moved.lock().expect("listing lock") = Some(now);
-            return Ok(use_cases::merged(&self.ctx, entry).await?.state);
+            return Ok(Moved::Yes);
         }
         // Refused: the target moved, or (with branches to delete) one of them did; which, the
         // move alone tells.
-        if doomed.is_empty() || !git::move_branch(repo, target, merge, base, &reason).await? {
-            // Someone moved the target meanwhile: try again from its new commit.
-            use_cases::recover(&self.ctx, entry).await?;
-            return Ok(EntryState::Pending);
+        if doomed.is_empty() || !git::move_branch(repo, target, head, base, reason).await? {
+            return Ok(Moved::Raced);
         }
-        let done = use_cases::merged(&self.ctx, entry).await?;
         // One of them moved meanwhile: those still where they merged go.
-        git::delete_branches(repo, &doomed).await;
-        Ok(done.state)
-    }
-
-    async fn setback(
-        &self,
-        entry: &Entry,
-        (setback, why, files, log): (Setback, String, Vec<String>, Option<String>),
-    ) -> crate::app::Result<EntryState> {
-        Ok(use_cases::setback(&self.ctx, entry, setback, &why, &files, log.as_deref()).await?.state)
+        git::delete_branches(repo, doomed).await;
+        Ok(Moved::Yes)
     }
 
     /// A claim whose process is gone: completed if the target branch has its merge (or the CAS it
-    /// was about to make still applies: the gate passed on that very base), else pending again.
+    /// was about to make still applies: its merge commit is recorded only once the gate passed on
+    /// it, on that very base), else pending again. Claims are settled in queue order, so a
+    /// batch's recorded merges land one after another.
     async fn settle(&self, entry: &Entry) -> crate::app::Result<EntryState> {
         let project = use_cases::project_of_entry(&self.ctx, entry).await?;
         let repo = PathBuf::from(&project.repo_path);
@@ -489,7 +374,20 @@ impl MergeQueue {
             if head == base {
                 let keep = use_cases::settings_by_id(&self.ctx, entry.project_id).await?.keep_branches;
                 let now = moving(&repo, None).await?;
-                return self.apply(&repo, entry, merge, base, keep, now).await;
+                let doomed = if keep { Vec::new() } else { merged_branches(entry, &now.heads) };
+                let reason = reason(&entry.wish);
+                return match self.move_target(&repo, &entry.target_branch, (merge, base), &reason, &doomed, now).await?
+                {
+                    Moved::Yes => Ok(use_cases::merged(&self.ctx, entry).await?.state),
+                    Moved::Raced => {
+                        use_cases::recover(&self.ctx, entry).await?;
+                        Ok(EntryState::Pending)
+                    }
+                    Moved::Dirty(at) => {
+                        use_cases::wait(&self.ctx, entry, &uncommitted(&at)).await?;
+                        Ok(EntryState::Pending)
+                    }
+                };
             }
         }
         use_cases::recover(&self.ctx, entry).await?;
@@ -544,6 +442,20 @@ fn merged_branches(entry: &Entry, now: &HashMap<String, git::BranchHead>) -> Vec
         }
     }
     doomed
+}
+
+/// How a move of the target went.
+enum Moved {
+    Yes,
+    /// The target (or the branch under the working tree) moved meanwhile: nothing changed.
+    Raced,
+    /// Checked out in this working tree, which is not clean.
+    Dirty(PathBuf),
+}
+
+/// The reflog's words for a move that merged `wish` (the last of a batch).
+fn reason(wish: &str) -> String {
+    format!("switchyard merge queue: wish {wish}")
 }
 
 /// Why an entry waits for the working tree at `at`.
