@@ -32,6 +32,7 @@ use chrono::{DateTime, Utc};
 
 use super::{gate, predict};
 use crate::app::merge_queue::{self as use_cases, OpenQueue};
+use crate::app::repository::{self, Published};
 use crate::app::Ctx;
 use crate::db::merge_queue::settings::MergeSettings;
 use crate::db::merge_queue::Entry;
@@ -184,7 +185,7 @@ impl MergeQueue {
         stalled: bool,
         tick: &mut Tick,
     ) -> crate::app::Result<Option<(String, EntryState)>> {
-        let repo = PathBuf::from(&queue.project.repo_path);
+        let repo = self.repository(queue.project.id).await?;
         let wishes: HashMap<_, _> = queue.wishes.iter().map(|w| (w.id, w)).collect();
         let mut live = Vec::new();
         for entry in &queue.entries {
@@ -318,6 +319,13 @@ impl MergeQueue {
         }
     }
 
+    /// The project's repository on this node: its `repo_path`, or this node's mirror of its
+    /// remote, fetched now.
+    async fn repository(&self, project_id: uuid::Uuid) -> crate::app::Result<PathBuf> {
+        let mut conn = self.ctx.db.acquire().await?;
+        Ok(repository::open(&mut conn, &self.ctx.data_dir, project_id).await?.path)
+    }
+
     /// Where the gate of `entry`'s queue runs: one scratch clone per project and target branch.
     fn scratch(&self, project: &str, entry: &Entry) -> PathBuf {
         let target = entry.target_branch.replace('/', "+");
@@ -420,6 +428,16 @@ impl MergeQueue {
         let target = &entry.target_branch;
         let reason = format!("switchyard merge queue: wish {}", entry.wish);
         let doomed = if keep_branches { Vec::new() } else { merged_branches(entry, &now.heads) };
+        // A remote the target is pushed to goes first, with a lease: moved meanwhile, the entry
+        // is rebuilt on its new head.
+        let mut conn = self.ctx.db.acquire().await?;
+        let published = repository::publish_target(&mut conn, entry.project_id, repo, (target, merge, base), &doomed);
+        if published.await? == Published::Moved {
+            drop(conn);
+            use_cases::recover(&self.ctx, entry).await?;
+            return Ok(EntryState::Pending);
+        }
+        drop(conn);
         if let Some(at) = now.heads.get(target).and_then(|h| h.checked_out_at.as_deref()) {
             // The branch and the working tree move together, or neither does.
             return match checked_out::advance(repo, at, target, merge, base, &reason).await? {
@@ -472,8 +490,7 @@ impl MergeQueue {
     /// A claim whose process is gone: completed if the target branch has its merge (or the CAS it
     /// was about to make still applies: the gate passed on that very base), else pending again.
     async fn settle(&self, entry: &Entry) -> crate::app::Result<EntryState> {
-        let project = use_cases::project_of_entry(&self.ctx, entry).await?;
-        let repo = PathBuf::from(&project.repo_path);
+        let repo = self.repository(entry.project_id).await?;
         let head = branches::head(&repo, &entry.target_branch).await?;
         if let (Some(merge), Some(base), Some(head)) = (&entry.merge_commit, &entry.base_commit, &head) {
             if branches::is_ancestor(&repo, merge, head).await? {
