@@ -50,8 +50,8 @@ pub struct CreateProject {
     pub repo_url: Option<String>,
     /// The credential for `repo_url` when the nodes' git configuration has none: `user:password`,
     /// or a token. Never shown, never given to agents.
-    #[schema(max_length = 4096, write_only)]
-    pub repo_secret: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 4096, write_only)]
+    pub repo_secret: Option<secrecy::SecretString>,
     /// The remote of `repo_path` the merge queue pushes the merged target to, with a lease: unset
     /// means `origin` when the repository has one; empty means none.
     #[schema(max_length = 200)]
@@ -84,7 +84,7 @@ pub struct UpdateProject {
     /// Replaces the remote's credential; `null` forgets it.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>, max_length = 4096, write_only)]
-    pub repo_secret: Option<Option<String>>,
+    pub repo_secret: Option<Option<secrecy::SecretString>>,
     /// `null`: `origin` when the repository has one; empty: none.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>, max_length = 200)]

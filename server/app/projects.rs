@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use secrecy::{ExposeSecret, SecretString};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -32,7 +33,7 @@ pub struct NewProject {
     pub repo_url: Option<String>,
     /// The remote's credential (`user:password`, or a token), when the nodes' git configuration
     /// has none.
-    pub repo_secret: Option<String>,
+    pub repo_secret: Option<SecretString>,
     /// The remote of `repo_path` the merged target is pushed to (empty: none; unset: `origin`
     /// when the repository has it).
     pub push_remote: Option<String>,
@@ -52,7 +53,7 @@ pub struct ProjectPatch {
     pub repo_path: Option<String>,
     /// `Some(None)` clears it (then `repo_path` must be given).
     pub repo_url: Option<Option<String>>,
-    pub repo_secret: Option<Option<String>>,
+    pub repo_secret: Option<Option<SecretString>>,
     pub push_remote: Option<Option<String>>,
     pub target_branch: Option<String>,
     pub github_url: Option<Option<String>>,
@@ -287,6 +288,7 @@ fn validate(mut f: ProjectFields, data_dir: &Path, providers: &Providers, errors
         }
     }
     if let SecretChange::Set(secret) = &f.repo_secret {
+        let secret = secret.expose_secret();
         errors.check("repo_secret", f.repo_url.is_some(), "only a project with repo_url has a secret");
         let sane = !secret.is_empty() && secret.len() <= 4096 && !secret.chars().any(char::is_control);
         errors.check("repo_secret", sane, "must be 1 to 4096 characters, none of them control characters");
@@ -394,7 +396,7 @@ async fn check_place(f: &ProjectFields, kept: Option<secrecy::SecretString>, dat
         return check_target_branch(f).await;
     };
     let secret = match &f.repo_secret {
-        SecretChange::Set(secret) => Some(secret.clone().into()),
+        SecretChange::Set(secret) => Some(secret.clone()),
         SecretChange::Keep => kept,
         SecretChange::Clear => None,
     };

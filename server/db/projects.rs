@@ -2,6 +2,7 @@
 //! every change increments (the API's ETag).
 
 use chrono::{DateTime, Utc};
+use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use sqlx::types::Json;
 use sqlx::PgConnection;
@@ -63,22 +64,19 @@ pub struct ProjectFields {
     pub conductor_config: ConductorConfig,
 }
 
-/// What becomes of a project's `repo_secret`: it is written, never read back by a client.
-#[derive(Clone, Default, PartialEq, Eq)]
+/// What becomes of a project's `repo_secret`: it is written, never read back by a client (nor
+/// shown by `Debug`).
+#[derive(Clone, Default, Debug)]
 pub enum SecretChange {
     #[default]
     Keep,
-    Set(String),
+    Set(SecretString),
     Clear,
 }
 
-impl std::fmt::Debug for SecretChange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            SecretChange::Keep => "Keep",
-            SecretChange::Set(_) => "Set([redacted])",
-            SecretChange::Clear => "Clear",
-        })
+impl PartialEq for SecretChange {
+    fn eq(&self, other: &SecretChange) -> bool {
+        self.parts() == other.parts()
     }
 }
 
@@ -87,7 +85,7 @@ impl SecretChange {
     fn parts(&self) -> (bool, Option<&str>) {
         match self {
             SecretChange::Keep => (true, None),
-            SecretChange::Set(secret) => (false, Some(secret)),
+            SecretChange::Set(secret) => (false, Some(secret.expose_secret())),
             SecretChange::Clear => (false, None),
         }
     }

@@ -66,7 +66,8 @@ async fn command(dir: &Path, args: &[&str], remote: &Remote) -> tokio::process::
         let secret = secret.expose_secret();
         let pair = if secret.contains(':') { secret.to_owned() } else { format!("x-access-token:{secret}") };
         let header = format!("Authorization: Basic {}", base64::engine::general_purpose::STANDARD.encode(pair));
-        extra.push(("http.extraHeader".to_owned(), header));
+        // For this remote's URL only: not for a server it redirects to.
+        extra.push((format!("http.{}.extraHeader", remote.url), header));
     }
     super::command_for_remote(dir, args, extra).await
 }
