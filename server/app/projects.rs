@@ -462,3 +462,43 @@ pub async fn filter_id(conn: &mut PgConnection, slug: Option<&str>) -> Result<Op
     let id = projects::id_by_slug(conn, slug).await?;
     id.map(Some).ok_or_else(|| Error::invalid("project", format!("no project `{slug}`")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repo_url_is_a_remote_of_a_known_scheme_without_a_password() {
+        for good in [
+            "file:///srv/git/shop.git",
+            "git://127.0.0.1:9418/shop.git",
+            "ssh://git@git.example.com/shop.git",
+            "https://git.example.com/acme/shop.git",
+            "https://ci@git.example.com/shop.git",
+        ] {
+            assert_eq!(repo_url_rule(good), Ok(()), "{good}");
+        }
+        for (bad, why) in [
+            ("http://git.example.com/shop.git", "file://, git://, ssh:// or https://"),
+            ("git@git.example.com:shop.git", "file://, git://, ssh:// or https://"),
+            ("ext::sh -c touch% /tmp/pwned", "spaces"),
+            ("https://me:hunter2@git.example.com/shop.git", "password"),
+            ("file://relative/shop.git", "absolute path"),
+            ("https://git.example.com", "a host and a repository"),
+            ("https:///shop.git", "a host and a repository"),
+        ] {
+            let refused = repo_url_rule(bad).expect_err(bad);
+            assert!(refused.contains(why), "{bad}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_push_remote_is_a_remote_name_or_empty() {
+        for good in ["", "origin", "up-stream_2", "forge.main"] {
+            assert!(is_remote_name(good), "{good}");
+        }
+        for bad in ["-origin", ".hidden", "a b", "a/b", "x;y"] {
+            assert!(!is_remote_name(bad), "{bad}");
+        }
+    }
+}
