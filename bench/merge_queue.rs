@@ -57,6 +57,8 @@ fn repos(dir: &Path, prefix: &str, n: usize) -> anyhow::Result<(std::path::PathB
     git(&seed, &["checkout", "-q", "main"])?;
     let (bare, raw) = (dir.join(format!("{prefix}.git")), dir.join(format!("{prefix}raw")));
     git(dir, &["clone", "-q", "--bare", &seed.to_string_lossy(), &bare.to_string_lossy()])?;
+    // The seed is no remote of the project's (the merge queue pushes its target to `origin`).
+    git(&bare, &["remote", "remove", "origin"])?;
     git(dir, &["clone", "-q", &seed.to_string_lossy(), &raw.to_string_lossy()])?;
     Ok((bare, raw))
 }

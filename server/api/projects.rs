@@ -1,6 +1,6 @@
 //! `/api/v1/projects`: create, list, read, update (with `If-Match`) and delete projects
-//! ([`crate::app::projects`]). A project's `repo_path` must be a git repository when it is set;
-//! the slug never changes.
+//! ([`crate::app::projects`]). A project's repository is `repo_path` (a git repository on the
+//! server) or `repo_url` (a git remote each node mirrors); the slug never changes.
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -41,8 +41,21 @@ pub struct CreateProject {
     #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub name: String,
     /// Absolute path of a git repository on the server (the repository itself, not a folder in it).
+    /// Give this or `repo_url`.
     #[schema(max_length = 4096, pattern = "^/")]
-    pub repo_path: String,
+    pub repo_path: Option<String>,
+    /// The repository as a git remote: a `file://`, `git://`, `ssh://` or `https://` URL, without
+    /// a password. Each node keeps its own mirror of it; branches move there by a push with a lease.
+    #[schema(max_length = 2048)]
+    pub repo_url: Option<String>,
+    /// The credential for `repo_url` when the nodes' git configuration has none: `user:password`,
+    /// or a token. Never shown, never given to agents.
+    #[schema(value_type = Option<String>, max_length = 4096, write_only)]
+    pub repo_secret: Option<secrecy::SecretString>,
+    /// The remote of `repo_path` the merge queue pushes the merged target to, with a lease: unset
+    /// means `origin` when the repository has one; empty means none.
+    #[schema(max_length = 200)]
+    pub push_remote: Option<String>,
     /// Defaults to `main`.
     pub target_branch: Option<String>,
     pub github_url: Option<String>,
@@ -63,6 +76,19 @@ pub struct UpdateProject {
     pub name: Option<String>,
     #[schema(max_length = 4096, pattern = "^/")]
     pub repo_path: Option<String>,
+    /// Moves the project to a git remote (its `repo_path` goes); `null` moves it back (give
+    /// `repo_path` then).
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>, max_length = 2048)]
+    pub repo_url: Option<Option<String>>,
+    /// Replaces the remote's credential; `null` forgets it.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>, max_length = 4096, write_only)]
+    pub repo_secret: Option<Option<secrecy::SecretString>>,
+    /// `null`: `origin` when the repository has one; empty: none.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub push_remote: Option<Option<String>>,
     pub target_branch: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>)]
@@ -81,7 +107,7 @@ pub struct UpdateProject {
         (status = 201, body = CreatedProject, description = "Created",
             headers(("ETag" = String, description = "The project's version, quoted"), ("Location" = String))),
         (status = 409, body = Problem, description = "A project with this slug exists"),
-        (status = 422, body = Problem, description = "A field is invalid, e.g. `repo_path` is not a git repository")))]
+        (status = 422, body = Problem, description = "A field is invalid, e.g. `repo_path` is not a git repository, `repo_url` cannot be read, or both or neither are given")))]
 #[tracing::instrument(skip_all, fields(slug = ?body.slug), err(level = "debug"))]
 pub async fn create_project(
     State(state): State<AppState>,
@@ -100,7 +126,10 @@ impl From<CreateProject> for NewProject {
         NewProject {
             slug: body.slug,
             name: body.name,
-            repo_path: body.repo_path,
+            repo_path: body.repo_path.unwrap_or_default(),
+            repo_url: body.repo_url,
+            repo_secret: body.repo_secret,
+            push_remote: body.push_remote,
             target_branch: body.target_branch,
             github_url: body.github_url,
             fork_config: body.fork_config,
@@ -158,6 +187,9 @@ pub async fn update_project(
     let patch = ProjectPatch {
         name: patch.name,
         repo_path: patch.repo_path,
+        repo_url: patch.repo_url,
+        repo_secret: patch.repo_secret,
+        push_remote: patch.push_remote,
         target_branch: patch.target_branch,
         github_url: patch.github_url,
         fork_config: patch.fork_config,

@@ -194,7 +194,7 @@ pub async fn create(ctx: &Ctx, input: NewAgentInput, idem: Option<&Idempotency>)
         provider: input.provider,
         clone_mode: clone_mode.to_owned(),
         branch,
-        repo: project.repo_path,
+        repo: project.repo_url.unwrap_or(project.repo_path),
         team: team.as_ref().map(|t| t.name.clone()),
         wish_id,
         task_id,
@@ -272,9 +272,9 @@ pub async fn delete(ctx: &Ctx, name: &str, force: bool) -> Result<DeletedAgent> 
         let mut conn = ctx.db.acquire().await?;
         let agent = agents::by_name(&mut conn, name).await?.ok_or_else(|| not_found(name))?;
         refuse_live(&agent, force)?;
-        let repo = projects::repo_path(&mut conn, agent.project_id).await?;
+        let repo = super::repository::open(&mut conn, &ctx.data_dir, agent.project_id).await?;
         let target = agents::project_target_branch(&mut conn, agent.project_id).await?;
-        (agent, PathBuf::from(repo), target)
+        (agent, repo.path, target)
     };
     let own_clone = own_clone(ctx, &seen);
     let owner = format!("agent `{name}`");

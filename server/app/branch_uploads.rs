@@ -1,4 +1,5 @@
-//! An agent's branch reaching the project's repository (`PUT /agents/{name}/branch`): the
+//! An agent's branch reaching the project's repository (`PUT /agents/{name}/branch`; for a
+//! project on a git remote, the remote, through this node's mirror): the
 //! `switchyard group|fix|task done` commands send their clone's HEAD as a git bundle, since a
 //! sandboxed agent cannot write the repository (and no agent is given it). It lands on the
 //! agent's own branch only, as `git push` did: forced for a group's or a task's own branch (the
@@ -8,7 +9,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -37,11 +38,12 @@ pub struct BranchUpdate {
 /// Points agent `name`'s branch at the HEAD of `bundle` (a git bundle's bytes).
 #[tracing::instrument(skip_all, fields(agent = ?name, bytes = bundle.len()), err(level = "debug"))]
 pub async fn receive(ctx: &Ctx, name: &str, bundle: &[u8]) -> Result<BranchUpdate> {
-    let (agent, target) = {
+    let (agent, target, repo) = {
         let mut conn = ctx.db.acquire().await?;
         let agent = agents::by_name(&mut conn, name).await?.ok_or_else(|| agents_app::not_found(name))?;
         let target = agents::project_target_branch(&mut conn, agent.project_id).await?;
-        (agent, target)
+        let repo = super::repository::open(&mut conn, &ctx.data_dir, agent.project_id).await?;
+        (agent, target, repo)
     };
     let branch = agent.branch.clone().ok_or_else(|| {
         Error::conflict(format!("agent `{name}` has no branch of its own"), Some(agent.state.as_str()))
@@ -53,7 +55,7 @@ pub async fn receive(ctx: &Ctx, name: &str, bundle: &[u8]) -> Result<BranchUpdat
     let force = agent.task_id.is_some();
     let file = BundleFile::write(bundle).map_err(|e| Error::Internal(anyhow::anyhow!("keeping the bundle: {e}")))?;
     let holding = format!("refs/switchyard/uploads/{}", uuid::Uuid::new_v4().simple());
-    let fetched = bundles::fetch(Path::new(&agent.repo), &file.0, &branch, &holding, force)
+    let fetched = bundles::fetch(repo.path(), repo.remote.as_ref(), &file.0, &branch, &holding, force)
         .await
         .map_err(|e| Error::Internal(anyhow::anyhow!("fetching agent `{name}`'s bundle into `{branch}`: {e}")))?;
     match fetched {

@@ -68,15 +68,23 @@ pub async fn workspace(db: &PgPool, feed: &EventFeed, data_dir: &Path, agent: &A
         "agent" => {}
         // A team's members share its clone, which this node makes for the first of them.
         "team" => return team_clone(db, feed, data_dir, agent).await,
+        _ if crate::git::remote::is_url(&agent.repo) => {
+            anyhow::bail!(
+                "the project's repository is on a remote ({}): its agents work in clones of their own",
+                agent.repo
+            )
+        }
         _ => return Ok(PathBuf::from(&agent.repo)),
     }
     let dest = clones::clone_dir(data_dir, &agent.name);
     let branch = agent.branch.clone().unwrap_or_else(|| clones::default_branch(&agent.name));
-    let target = {
+    let (target, repo) = {
         let mut conn = db.acquire().await?;
-        crate::db::agents::project_target_branch(&mut conn, agent.project_id).await?
+        let target = crate::db::agents::project_target_branch(&mut conn, agent.project_id).await?;
+        (target, super::repository::open(&mut conn, data_dir, agent.project_id).await?)
     };
-    clones::make(Path::new(&agent.repo), &dest, &branch, &target).await?;
+    // A project on a remote: the clone comes from this node's mirror, fetched just now.
+    clones::make(repo.path(), &dest, &branch, &target).await?;
     Ok(dest)
 }
 
@@ -86,9 +94,10 @@ pub async fn workspace(db: &PgPool, feed: &EventFeed, data_dir: &Path, agent: &A
 async fn team_clone(db: &PgPool, feed: &EventFeed, data_dir: &Path, agent: &Agent) -> anyhow::Result<PathBuf> {
     let name = agent.team.as_deref().ok_or_else(|| anyhow::anyhow!("the agent's team was disbanded"))?;
     let node = agent.node_id.as_deref().ok_or_else(|| anyhow::anyhow!("the agent was not claimed"))?;
-    let team = {
+    let (team, repo) = {
         let mut conn = db.acquire().await?;
-        crate::db::teams::get(&mut conn, name).await?
+        let team = crate::db::teams::get(&mut conn, name).await?;
+        (team, super::repository::open(&mut conn, data_dir, agent.project_id).await?)
     };
     let team = team.ok_or_else(|| anyhow::anyhow!("team `{name}` was disbanded"))?;
     if team.node_id.as_deref().is_some_and(|pinned| pinned != node) {
@@ -98,7 +107,7 @@ async fn team_clone(db: &PgPool, feed: &EventFeed, data_dir: &Path, agent: &Agen
         return Ok(PathBuf::from(path));
     }
     let dest = clones::team_clone_dir(data_dir, name);
-    clones::make(Path::new(&agent.repo), &dest, &team.branch, &team.base_branch).await?;
+    clones::make(repo.path(), &dest, &team.branch, &team.base_branch).await?;
     let mut tx = db.begin().await?;
     super::worker_records::record_team_clone(&mut tx, name, node, &dest.to_string_lossy()).await?;
     feed.commit(tx).await?;

@@ -29,6 +29,7 @@ pub mod messages;
 pub mod needs;
 pub mod projects;
 pub mod provider_status;
+pub mod repository;
 pub mod state_document;
 pub mod tasks;
 pub mod teams;

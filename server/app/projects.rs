@@ -1,15 +1,18 @@
 //! Projects: a named scope over one git repository — create one, change it (with `If-Match`),
-//! delete it while nothing belongs to it. `repo_path` must be a git repository when it is set;
-//! the slug never changes.
+//! delete it while nothing belongs to it. Its repository is either `repo_path`, which must be a
+//! git repository when it is set, or `repo_url`, a git remote that must answer and have the
+//! target branch (each node then keeps its own mirror of it: [`super::repository`]); the slug
+//! never changes.
 
 use std::path::Path;
 
+use secrecy::{ExposeSecret, SecretString};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::idempotency::{self, Idempotency};
 use super::{Ctx, Error, Fields, IfMatch, Result};
-use crate::db::projects::{self, Project, ProjectFields};
+use crate::db::projects::{self, Project, ProjectFields, SecretChange};
 use crate::domain::agent_kind::is_valid_branch;
 use crate::domain::permissions::Permissions;
 use crate::domain::project::{
@@ -23,8 +26,17 @@ use crate::providers::{Providers, Sandbox};
 pub struct NewProject {
     pub slug: String,
     pub name: String,
-    /// Absolute path of a git repository on this server (the repository itself, not a folder in it).
+    /// Absolute path of a git repository on this server (the repository itself, not a folder in
+    /// it); empty when the repository is `repo_url`.
     pub repo_path: String,
+    /// The repository as a git remote (`file://`, `git://`, `ssh://`, `https://`).
+    pub repo_url: Option<String>,
+    /// The remote's credential (`user:password`, or a token), when the nodes' git configuration
+    /// has none.
+    pub repo_secret: Option<SecretString>,
+    /// The remote of `repo_path` the merged target is pushed to (empty: none; unset: `origin`
+    /// when the repository has it).
+    pub push_remote: Option<String>,
     pub target_branch: Option<String>,
     pub github_url: Option<String>,
     pub fork_config: Option<ForkConfig>,
@@ -39,6 +51,10 @@ pub struct NewProject {
 pub struct ProjectPatch {
     pub name: Option<String>,
     pub repo_path: Option<String>,
+    /// `Some(None)` clears it (then `repo_path` must be given).
+    pub repo_url: Option<Option<String>>,
+    pub repo_secret: Option<Option<SecretString>>,
+    pub push_remote: Option<Option<String>>,
     pub target_branch: Option<String>,
     pub github_url: Option<Option<String>>,
     pub fork_config: Option<ForkConfig>,
@@ -74,6 +90,9 @@ pub async fn create(ctx: &Ctx, new: NewProject, idem: Option<&Idempotency>) -> R
         ProjectFields {
             name: new.name,
             repo_path: new.repo_path,
+            repo_url: new.repo_url,
+            repo_secret: new.repo_secret.map(SecretChange::Set).unwrap_or_default(),
+            push_remote: new.push_remote,
             target_branch: new.target_branch.unwrap_or_else(|| "main".to_owned()),
             github_url: new.github_url,
             fork_config: new.fork_config.unwrap_or_default(),
@@ -86,13 +105,15 @@ pub async fn create(ctx: &Ctx, new: NewProject, idem: Option<&Idempotency>) -> R
         &mut errors,
     );
     errors.finish()?;
-    check_repository(&fields.repo_path).await?;
-    check_target_branch(&fields).await?;
+    check_place(&fields, None, &ctx.data_dir).await?;
     let mut tx = ctx.db.begin().await?;
     let project = projects::create(&mut tx, &new.slug, &fields)
         .await
         .map_err(Error::unique_as("projects_slug_key", format!("a project with slug `{}` exists", new.slug)))?;
-    let warnings = target_checked_out(&project.repo_path, &project.target_branch).into_iter().collect();
+    let warnings = match project.repo_url {
+        Some(_) => Vec::new(),
+        None => target_checked_out(&project.repo_path, &project.target_branch).into_iter().collect(),
+    };
     let created = CreatedProject { project, warnings };
     idempotency::record(&mut tx, idem, &created).await?;
     ctx.feed.commit(tx).await?;
@@ -118,10 +139,23 @@ pub async fn update(ctx: &Ctx, slug: &str, if_match: &IfMatch, patch: ProjectPat
     if_match.check(&format!("project `{slug}`"), current.version)?;
     let old = current.fields();
     let mut errors = Fields::default();
+    // Moving a project to a remote (or back) names only the new place: the old one goes.
+    let (repo_path, repo_url) = match (patch.repo_path, patch.repo_url) {
+        (None, Some(url)) => (url.as_ref().map_or_else(|| old.repo_path.clone(), |_| String::new()), url),
+        (Some(path), None) => (path, None),
+        (path, url) => (path.unwrap_or_else(|| old.repo_path.clone()), url.unwrap_or_else(|| old.repo_url.clone())),
+    };
     let new = validate(
         ProjectFields {
             name: patch.name.unwrap_or_else(|| old.name.clone()),
-            repo_path: patch.repo_path.unwrap_or_else(|| old.repo_path.clone()),
+            repo_path,
+            repo_url,
+            repo_secret: match patch.repo_secret {
+                None => SecretChange::Keep,
+                Some(Some(secret)) => SecretChange::Set(secret),
+                Some(None) => SecretChange::Clear,
+            },
+            push_remote: patch.push_remote.unwrap_or_else(|| old.push_remote.clone()),
             target_branch: patch.target_branch.unwrap_or_else(|| old.target_branch.clone()),
             github_url: patch.github_url.unwrap_or_else(|| old.github_url.clone()),
             fork_config: patch.fork_config.unwrap_or_else(|| old.fork_config.clone()),
@@ -138,12 +172,15 @@ pub async fn update(ctx: &Ctx, slug: &str, if_match: &IfMatch, patch: ProjectPat
     if changed.is_empty() {
         return Ok(current);
     }
-    // Only a new path is checked: a repository that went missing must not block a rename.
-    if new.repo_path != old.repo_path {
-        check_repository(&new.repo_path).await?;
-    }
-    if new.repo_path != old.repo_path || new.target_branch != old.target_branch {
-        check_target_branch(&new).await?;
+    // Only a new place is checked: a repository that went missing must not block a rename.
+    let moved = new.repo_path != old.repo_path || new.repo_url != old.repo_url;
+    let secret = new.repo_secret != SecretChange::Keep;
+    if moved || secret || new.target_branch != old.target_branch {
+        let kept = match (&new.repo_secret, current.repo_secret_set) {
+            (SecretChange::Keep, true) => projects::repository(&mut tx, current.id).await?.repo_secret,
+            _ => None,
+        };
+        check_place(&new, kept, &ctx.data_dir).await?;
     }
     let project = projects::update(&mut tx, &current, &new, &changed).await?;
     ctx.feed.commit(tx).await?;
@@ -238,10 +275,75 @@ fn validate(mut f: ProjectFields, data_dir: &Path, providers: &Providers, errors
         }
     }
     f.repo_path = f.repo_path.trim().to_owned();
-    if let Err(why) = repo_path_rule(&f.repo_path, data_dir) {
-        errors.check("repo_path", false, why);
+    f.repo_url = f.repo_url.map(|u| u.trim().to_owned()).filter(|u| !u.is_empty());
+    f.push_remote = f.push_remote.map(|r| r.trim().to_owned());
+    match (f.repo_path.is_empty(), &f.repo_url) {
+        (false, Some(_)) => {
+            errors.check("repo_url", false, "give either repo_path or repo_url, not both");
+        }
+        (true, None) => {
+            errors.check("repo_path", false, "give repo_path (a repository here) or repo_url (a git remote)");
+        }
+        (false, None) => {
+            if let Err(why) = repo_path_rule(&f.repo_path, data_dir) {
+                errors.check("repo_path", false, why);
+            }
+        }
+        (true, Some(url)) => {
+            if let Err(why) = repo_url_rule(url) {
+                errors.check("repo_url", false, why);
+            }
+            errors.check("push_remote", f.push_remote.is_none(), "a project on a remote pushes there: leave it unset");
+        }
+    }
+    if let SecretChange::Set(secret) = &f.repo_secret {
+        let secret = secret.expose_secret();
+        errors.check("repo_secret", f.repo_url.is_some(), "only a project with repo_url has a secret");
+        let sane = !secret.is_empty() && secret.len() <= 4096 && !secret.chars().any(char::is_control);
+        errors.check("repo_secret", sane, "must be 1 to 4096 characters, none of them control characters");
+    }
+    if let Some(name) = &f.push_remote {
+        errors.check(
+            "push_remote",
+            is_remote_name(name),
+            "must be the name of a git remote (letters, digits, `.`, `_`, `-`), or empty for none",
+        );
     }
     f
+}
+
+/// A git remote's name as `git remote add` takes it, or empty (none).
+fn is_remote_name(name: &str) -> bool {
+    name.len() <= 200
+        && !name.starts_with('-')
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// `repo_url` is a `file://`, `git://`, `ssh://` or `https://` URL of a sane length, with no
+/// password in it (that is `repo_secret`'s: a URL is shown and logged).
+fn repo_url_rule(url: &str) -> std::result::Result<(), String> {
+    if url.len() > MAX_URL {
+        return Err(format!("must be at most {MAX_URL} bytes"));
+    }
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("must not contain spaces or control characters".into());
+    }
+    let Some(scheme) = git::remote::SCHEMES.iter().find(|s| url.starts_with(**s)) else {
+        return Err("must be a file://, git://, ssh:// or https:// URL".into());
+    };
+    let rest = &url[scheme.len()..];
+    let authority = rest.split('/').next().unwrap_or("");
+    if *scheme == "file://" && !rest.starts_with('/') {
+        return Err("a file:// URL names an absolute path: file:///srv/git/project.git".into());
+    }
+    if *scheme != "file://" && (authority.is_empty() || rest.len() == authority.len()) {
+        return Err("must name a host and a repository on it".into());
+    }
+    if authority.rsplit_once('@').is_some_and(|(user, _)| user.contains(':')) {
+        return Err("must not hold a password: give it as repo_secret".into());
+    }
+    Ok(())
 }
 
 /// The longest URL kept.
@@ -280,6 +382,9 @@ fn changed_fields(old: &ProjectFields, new: &ProjectFields) -> Vec<&'static str>
     [
         ("name", old.name != new.name),
         ("repo_path", old.repo_path != new.repo_path),
+        ("repo_url", old.repo_url != new.repo_url),
+        ("repo_secret", new.repo_secret != SecretChange::Keep),
+        ("push_remote", old.push_remote != new.push_remote),
         ("target_branch", old.target_branch != new.target_branch),
         ("github_url", old.github_url != new.github_url),
         ("fork_config", old.fork_config != new.fork_config),
@@ -290,6 +395,31 @@ fn changed_fields(old: &ProjectFields, new: &ProjectFields) -> Vec<&'static str>
     .into_iter()
     .filter_map(|(name, differs)| differs.then_some(name))
     .collect()
+}
+
+/// The project's repository must be there: `repo_path` a repository with the target branch, or
+/// `repo_url` a remote that answers and has it.
+async fn check_place(f: &ProjectFields, kept: Option<secrecy::SecretString>, data_dir: &Path) -> Result<()> {
+    let Some(url) = &f.repo_url else {
+        check_repository(&f.repo_path).await?;
+        return check_target_branch(f).await;
+    };
+    let secret = match &f.repo_secret {
+        SecretChange::Set(secret) => Some(secret.clone()),
+        SecretChange::Keep => kept,
+        SecretChange::Clear => None,
+    };
+    let remote = git::remote::Remote { url: url.clone(), secret };
+    match git::remote::has_branch(data_dir, &remote, &f.target_branch).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::invalid("target_branch", format!("no branch `{}` on {url}", f.target_branch))),
+        Err(GitError::Failed { stderr, .. }) => {
+            let why = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim_start_matches("fatal: ");
+            Err(Error::invalid("repo_url", format!("cannot be read ({why})")))
+        }
+        Err(GitError::Timeout { .. }) => Err(Error::invalid("repo_url", "the remote did not answer in time")),
+        Err(io @ GitError::Io(_)) => Err(Error::internal(io)),
+    }
 }
 
 /// `repo_path` must be a git repository itself ([`git::check_repository`]); what git says is
@@ -321,6 +451,9 @@ async fn check_target_branch(f: &ProjectFields) -> Result<()> {
 /// tree of its repository (it is accepted): the merge queue moves that tree along with the
 /// branch, or waits while it has changes. `None` when it is not checked out.
 pub fn target_checked_out(repo_path: &str, target_branch: &str) -> Option<String> {
+    if repo_path.is_empty() {
+        return None; // on a remote: each node's mirror is bare
+    }
     let trees = crate::git::merge::checked_out(Path::new(repo_path))?;
     let at = trees.get(target_branch)?;
     Some(format!(
@@ -337,4 +470,44 @@ pub async fn filter_id(conn: &mut PgConnection, slug: Option<&str>) -> Result<Op
     let Some(slug) = slug else { return Ok(None) };
     let id = projects::id_by_slug(conn, slug).await?;
     id.map(Some).ok_or_else(|| Error::invalid("project", format!("no project `{slug}`")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repo_url_is_a_remote_of_a_known_scheme_without_a_password() {
+        for good in [
+            "file:///srv/git/shop.git",
+            "git://127.0.0.1:9418/shop.git",
+            "ssh://git@git.example.com/shop.git",
+            "https://git.example.com/acme/shop.git",
+            "https://ci@git.example.com/shop.git",
+        ] {
+            assert_eq!(repo_url_rule(good), Ok(()), "{good}");
+        }
+        for (bad, why) in [
+            ("http://git.example.com/shop.git", "file://, git://, ssh:// or https://"),
+            ("git@git.example.com:shop.git", "file://, git://, ssh:// or https://"),
+            ("ext::sh -c touch% /tmp/pwned", "spaces"),
+            ("https://me:hunter2@git.example.com/shop.git", "password"),
+            ("file://relative/shop.git", "absolute path"),
+            ("https://git.example.com", "a host and a repository"),
+            ("https:///shop.git", "a host and a repository"),
+        ] {
+            let refused = repo_url_rule(bad).expect_err(bad);
+            assert!(refused.contains(why), "{bad}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_push_remote_is_a_remote_name_or_empty() {
+        for good in ["", "origin", "up-stream_2", "forge.main"] {
+            assert!(is_remote_name(good), "{good}");
+        }
+        for bad in ["-origin", ".hidden", "a b", "a/b", "x;y"] {
+            assert!(!is_remote_name(bad), "{bad}");
+        }
+    }
 }

@@ -3,7 +3,7 @@
 //! (when it spawns the first of them), never by the process that served the call: an API replica
 //! on another machine could not make it there.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -83,9 +83,10 @@ pub async fn create(ctx: &Ctx, input: NewTeamInput, idem: Option<&Idempotency>) 
     if !is_valid_branch(&base) {
         return Err(Error::invalid("base_branch", "the project's target branch is not a branch name git accepts"));
     }
-    drop(conn);
     // Asked of the project's repository before anything is written; nothing is changed there.
-    let repo = Path::new(&project.repo_path);
+    let repo = super::repository::open(&mut conn, &ctx.data_dir, project.id).await?;
+    drop(conn);
+    let repo = repo.path();
     if !branch_exists(repo, &base).await? {
         return Err(Error::invalid("base_branch", format!("the project's repository has no branch `{base}`")));
     }
@@ -240,8 +241,8 @@ pub async fn disband(ctx: &Ctx, name: &str, force: bool) -> Result<DisbandedTeam
     let owner = format!("team `{name}`");
     let work = match &clone {
         Some(clone) => {
-            let repo = PathBuf::from(projects::repo_path(&mut *ctx.db.acquire().await?, seen.project_id).await?);
-            let against = (repo.as_path(), seen.base_branch.as_str());
+            let repo = super::repository::open(&mut *ctx.db.acquire().await?, &ctx.data_dir, seen.project_id).await?;
+            let against = (repo.path(), seen.base_branch.as_str());
             clones::check_before_removing(clone, against, &owner, seen.status.as_str(), force).await?
         }
         None => None,

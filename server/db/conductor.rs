@@ -78,7 +78,7 @@ pub async fn due(conn: &mut PgConnection, due: Due, limit: i64) -> Result<Vec<Co
     };
     let rows = sqlx::query_as!(
         ConductedRow,
-        r#"SELECT to_jsonb(w) AS "wish!: Json<WishRow>", p.slug AS project_slug, p.repo_path, p.target_branch,
+        r#"SELECT to_jsonb(w) AS "wish!: Json<WishRow>", p.slug AS project_slug, COALESCE(p.repo_url, p.repo_path) AS "repo_path!", p.target_branch,
                   p.conductor_config AS "config!: Json<ConductorConfig>"
            FROM wishes w JOIN projects p ON p.id = w.project_id
            WHERE w.status = $1 AND NOT w.held AND w.assignee IS NULL
@@ -117,7 +117,7 @@ pub struct ReadyGroup {
 pub async fn ready_groups(conn: &mut PgConnection, limit: i64) -> Result<Vec<ReadyGroup>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT to_jsonb(t) AS "task!: Json<TaskRow>", to_jsonb(w) AS "wish!: Json<WishRow>",
-                  p.slug AS project_slug, p.repo_path, p.target_branch,
+                  p.slug AS project_slug, COALESCE(p.repo_url, p.repo_path) AS "repo_path!", p.target_branch,
                   p.conductor_config AS "config!: Json<ConductorConfig>"
            FROM tasks t JOIN wishes w ON w.id = t.wish_id JOIN projects p ON p.id = w.project_id
            WHERE t.status = 'ready' AND t.assignee IS NULL AND w.status = 'executing' AND NOT w.held
@@ -294,7 +294,7 @@ pub async fn wishes_to_integrate(conn: &mut PgConnection, limit: i64) -> Result<
 pub async fn lock_for_integration(conn: &mut PgConnection, wish_id: Uuid) -> Result<Option<Conducted>, sqlx::Error> {
     let row = sqlx::query_as!(
         ConductedRow,
-        r#"SELECT to_jsonb(w) AS "wish!: Json<WishRow>", p.slug AS project_slug, p.repo_path, p.target_branch,
+        r#"SELECT to_jsonb(w) AS "wish!: Json<WishRow>", p.slug AS project_slug, COALESCE(p.repo_url, p.repo_path) AS "repo_path!", p.target_branch,
                   p.conductor_config AS "config!: Json<ConductorConfig>"
            FROM wishes w JOIN projects p ON p.id = w.project_id
            WHERE w.id = $1 FOR NO KEY UPDATE OF w SKIP LOCKED"#,

@@ -2,6 +2,7 @@
 //! every change increments (the API's ETag).
 
 use chrono::{DateTime, Utc};
+use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use sqlx::types::Json;
 use sqlx::PgConnection;
@@ -23,7 +24,16 @@ pub struct Project {
     pub id: Uuid,
     pub slug: String,
     pub name: String,
+    /// The repository on the server; empty when the repository is `repo_url`.
     pub repo_path: String,
+    /// The repository as a git remote (`file://`, `git://`, `ssh://`, `https://`), of which each
+    /// node keeps its own mirror; `null` when it is `repo_path`.
+    pub repo_url: Option<String>,
+    /// Whether a credential for `repo_url` is kept (it is never shown).
+    pub repo_secret_set: bool,
+    /// The remote of `repo_path` the merged target is pushed to: `null` for `origin` when the
+    /// repository has one, empty for none.
+    pub push_remote: Option<String>,
     pub target_branch: String,
     pub github_url: Option<String>,
     pub fork_config: ForkConfig,
@@ -42,6 +52,9 @@ pub struct Project {
 pub struct ProjectFields {
     pub name: String,
     pub repo_path: String,
+    pub repo_url: Option<String>,
+    pub repo_secret: SecretChange,
+    pub push_remote: Option<String>,
     pub target_branch: String,
     pub github_url: Option<String>,
     pub fork_config: ForkConfig,
@@ -51,11 +64,46 @@ pub struct ProjectFields {
     pub conductor_config: ConductorConfig,
 }
 
+/// What becomes of a project's `repo_secret`: it is written, never read back by a client (nor
+/// shown by `Debug`).
+#[derive(Clone, Default, Debug)]
+pub enum SecretChange {
+    #[default]
+    Keep,
+    Set(SecretString),
+    Clear,
+}
+
+impl PartialEq for SecretChange {
+    fn eq(&self, other: &SecretChange) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl SecretChange {
+    /// Whether the stored secret stays, and the new one (or none) when it does not.
+    fn parts(&self) -> (bool, Option<&str>) {
+        match self {
+            SecretChange::Keep => (true, None),
+            SecretChange::Set(secret) => (false, Some(secret.expose_secret())),
+            SecretChange::Clear => (false, None),
+        }
+    }
+}
+
 impl Project {
+    /// Where its repository is: `repo_url` when it is on a remote, else `repo_path`.
+    pub fn location(&self) -> &str {
+        self.repo_url.as_deref().unwrap_or(&self.repo_path)
+    }
+
     pub fn fields(&self) -> ProjectFields {
         ProjectFields {
             name: self.name.clone(),
             repo_path: self.repo_path.clone(),
+            repo_url: self.repo_url.clone(),
+            repo_secret: SecretChange::Keep,
+            push_remote: self.push_remote.clone(),
             target_branch: self.target_branch.clone(),
             github_url: self.github_url.clone(),
             fork_config: self.fork_config.clone(),
@@ -71,6 +119,9 @@ struct ProjectRow {
     slug: String,
     name: String,
     repo_path: String,
+    repo_url: Option<String>,
+    repo_secret_set: bool,
+    push_remote: Option<String>,
     target_branch: String,
     github_url: Option<String>,
     fork_config: Json<ForkConfig>,
@@ -89,6 +140,9 @@ impl From<ProjectRow> for Project {
             slug: r.slug,
             name: r.name,
             repo_path: r.repo_path,
+            repo_url: r.repo_url,
+            repo_secret_set: r.repo_secret_set,
+            push_remote: r.push_remote,
             target_branch: r.target_branch,
             github_url: r.github_url,
             fork_config: r.fork_config.0,
@@ -115,9 +169,11 @@ pub async fn create(conn: &mut PgConnection, slug: &str, fields: &ProjectFields)
     let row = sqlx::query_as!(
         ProjectRow,
         r#"INSERT INTO projects (id, slug, name, repo_path, target_branch, github_url,
-                                 fork_config, merge_queue_config, pr_shepherd_config, conductor_config)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-           RETURNING id, slug, name, repo_path, target_branch, github_url,
+                                 fork_config, merge_queue_config, pr_shepherd_config, conductor_config,
+                                 repo_url, repo_secret, push_remote)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+           RETURNING id, slug, name, repo_path, repo_url, repo_secret IS NOT NULL AS "repo_secret_set!", push_remote,
+                  target_branch, github_url,
                      fork_config AS "fork_config: Json<ForkConfig>",
                      merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
                      pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
@@ -133,10 +189,14 @@ pub async fn create(conn: &mut PgConnection, slug: &str, fields: &ProjectFields)
         Json(&fields.merge_queue_config) as _,
         Json(&fields.pr_shepherd_config) as _,
         Json(&fields.conductor_config) as _,
+        fields.repo_url,
+        fields.repo_secret.parts().1,
+        fields.push_remote,
     )
     .fetch_one(&mut *conn)
     .await?;
-    let payload = serde_json::json!({"name": row.name, "repo_path": row.repo_path, "target_branch": row.target_branch});
+    let payload = serde_json::json!({"name": row.name, "repo_path": row.repo_path, "repo_url": row.repo_url,
+        "target_branch": row.target_branch});
     events::record(conn, "project.created", &format!("project:{slug}"), payload).await?;
     Ok(row.into())
 }
@@ -150,7 +210,8 @@ pub async fn list(
 ) -> Result<Vec<Project>, sqlx::Error> {
     let rows = sqlx::query_as!(
         ProjectRow,
-        r#"SELECT id, slug, name, repo_path, target_branch, github_url,
+        r#"SELECT id, slug, name, repo_path, repo_url, repo_secret IS NOT NULL AS "repo_secret_set!", push_remote,
+                  target_branch, github_url,
                   fork_config AS "fork_config: Json<ForkConfig>",
                   merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
                   pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
@@ -181,7 +242,8 @@ pub async fn find(conn: &mut PgConnection, slug: &str, lock: bool) -> Result<Opt
     let row = if lock {
         sqlx::query_as!(
             ProjectRow,
-            r#"SELECT id, slug, name, repo_path, target_branch, github_url,
+            r#"SELECT id, slug, name, repo_path, repo_url, repo_secret IS NOT NULL AS "repo_secret_set!", push_remote,
+                  target_branch, github_url,
                       fork_config AS "fork_config: Json<ForkConfig>",
                       merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
                       pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
@@ -195,7 +257,8 @@ pub async fn find(conn: &mut PgConnection, slug: &str, lock: bool) -> Result<Opt
     } else {
         sqlx::query_as!(
             ProjectRow,
-            r#"SELECT id, slug, name, repo_path, target_branch, github_url,
+            r#"SELECT id, slug, name, repo_path, repo_url, repo_secret IS NOT NULL AS "repo_secret_set!", push_remote,
+                  target_branch, github_url,
                       fork_config AS "fork_config: Json<ForkConfig>",
                       merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
                       pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
@@ -222,9 +285,11 @@ pub async fn update(
         ProjectRow,
         r#"UPDATE projects SET name = $2, repo_path = $3, target_branch = $4, github_url = $5,
                   fork_config = $6, merge_queue_config = $7, pr_shepherd_config = $8, conductor_config = $9,
+                  repo_url = $10, repo_secret = CASE WHEN $11 THEN repo_secret ELSE $12 END, push_remote = $13,
                   version = version + 1, updated_at = now()
            WHERE id = $1
-           RETURNING id, slug, name, repo_path, target_branch, github_url,
+           RETURNING id, slug, name, repo_path, repo_url, repo_secret IS NOT NULL AS "repo_secret_set!", push_remote,
+                  target_branch, github_url,
                      fork_config AS "fork_config: Json<ForkConfig>",
                      merge_queue_config AS "merge_queue_config: Json<MergeQueueConfig>",
                      pr_shepherd_config AS "pr_shepherd_config: Json<PrShepherdConfig>",
@@ -239,6 +304,10 @@ pub async fn update(
         Json(&fields.merge_queue_config) as _,
         Json(&fields.pr_shepherd_config) as _,
         Json(&fields.conductor_config) as _,
+        fields.repo_url,
+        fields.repo_secret.parts().0,
+        fields.repo_secret.parts().1,
+        fields.push_remote,
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -283,7 +352,31 @@ pub async fn conductor_config(conn: &mut PgConnection, project_id: Uuid) -> Resu
     Ok(config.map(|c| c.0).unwrap_or_default())
 }
 
-/// The project's repository path.
+/// Where the project's repository is: its `repo_path`, or its `repo_url` when it is on a remote.
 pub async fn repo_path(conn: &mut PgConnection, project_id: Uuid) -> Result<String, sqlx::Error> {
-    sqlx::query_scalar!("SELECT repo_path FROM projects WHERE id = $1", project_id).fetch_one(conn).await
+    sqlx::query_scalar!(r#"SELECT COALESCE(repo_url, repo_path) AS "repo!" FROM projects WHERE id = $1"#, project_id)
+        .fetch_one(conn)
+        .await
+}
+
+/// What git needs to reach a project's repository from this node.
+pub struct Repository {
+    pub repo_path: String,
+    pub repo_url: Option<String>,
+    pub repo_secret: Option<secrecy::SecretString>,
+    pub push_remote: Option<String>,
+}
+
+/// Where the project's repository is and how it is reached.
+pub async fn repository(conn: &mut PgConnection, project_id: Uuid) -> Result<Repository, sqlx::Error> {
+    let row =
+        sqlx::query!("SELECT repo_path, repo_url, repo_secret, push_remote FROM projects WHERE id = $1", project_id)
+            .fetch_one(conn)
+            .await?;
+    Ok(Repository {
+        repo_path: row.repo_path,
+        repo_url: row.repo_url,
+        repo_secret: row.repo_secret.map(secrecy::SecretString::from),
+        push_remote: row.push_remote,
+    })
 }

@@ -285,7 +285,7 @@ pub async fn project_of(
     project_id: Uuid,
 ) -> Result<(String, String, ConductorConfig), sqlx::Error> {
     let row = sqlx::query!(
-        r#"SELECT repo_path, target_branch, conductor_config AS "config!: Json<ConductorConfig>" FROM projects
+        r#"SELECT COALESCE(repo_url, repo_path) AS "repo_path!", target_branch, conductor_config AS "config!: Json<ConductorConfig>" FROM projects
            WHERE id = $1"#,
         project_id
     )

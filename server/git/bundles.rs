@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use super::branches;
+use super::remote::{push, Pushed, Remote, Update};
 use super::{run as git, GitError};
 
 /// Why a bundle was not taken.
@@ -32,9 +33,11 @@ pub struct Moved {
 
 /// Points `branch` of `repo` at the HEAD of the bundle file `bundle`: whatever it pointed at when
 /// `force`, else only as a fast-forward (or a new branch). `holding` is a ref no one else uses,
-/// where the bundle's HEAD waits while it is checked; it is gone afterwards.
+/// where the bundle's HEAD waits while it is checked; it is gone afterwards. With `remote`
+/// (`repo` is this node's mirror of it), the branch moves on the remote first, with a lease.
 pub async fn fetch(
     repo: &Path,
+    remote: Option<&Remote>,
     bundle: &Path,
     branch: &str,
     holding: &str,
@@ -78,14 +81,20 @@ pub async fn fetch(
     if let Err(e) = fetched {
         return invalid(e);
     }
-    let outcome = settle(repo, branch, holding, force).await;
+    let outcome = settle(repo, remote, branch, holding, force).await;
     // The holding ref only kept the objects reachable while they were checked.
     git(repo, &["update-ref", "-d", holding]).await?;
     outcome
 }
 
 /// Moves `branch` to what `holding` points at, if the rules allow.
-async fn settle(repo: &Path, branch: &str, holding: &str, force: bool) -> Result<Result<Moved, Refused>, GitError> {
+async fn settle(
+    repo: &Path,
+    remote: Option<&Remote>,
+    branch: &str,
+    holding: &str,
+    force: bool,
+) -> Result<Result<Moved, Refused>, GitError> {
     let commit = match git(repo, &["rev-parse", "--verify", "--quiet", &format!("{holding}^{{commit}}")]).await {
         Ok(out) => out.trim().to_owned(),
         Err(GitError::Failed { .. }) => return Ok(Err(Refused::Invalid("the bundle's HEAD is not a commit".into()))),
@@ -96,6 +105,15 @@ async fn settle(repo: &Path, branch: &str, holding: &str, force: bool) -> Result
         if !force && !branches::is_ancestor(repo, old, &commit).await? {
             return Ok(Err(Refused::NotFastForward { branch: branch.to_owned(), old: old.clone(), new: commit }));
         }
+    }
+    if let Some(remote) = remote {
+        let update = Update { branch: branch.to_owned(), new: Some(commit.clone()), expected: previous.clone() };
+        if push(repo, remote, &[update]).await? == Pushed::Moved {
+            return Ok(Err(Refused::Moved(branch.to_owned())));
+        }
+        // The remote has it: the mirror follows, whatever a fetch meanwhile left there.
+        branches::reset(repo, branch, &commit).await?;
+        return Ok(Ok(Moved { previous, commit }));
     }
     // The empty old value: only if the branch does not exist yet.
     match branches::compare_and_swap(repo, branch, &commit, previous.as_deref().unwrap_or("")).await {
@@ -145,7 +163,7 @@ mod tests {
         }
         let two = commit(clone.path(), "two").await;
         let thin = bundle(clone.path(), Some(&base)).await;
-        let moved = fetch(repo.path(), &thin, "work", "refs/switchyard/upload-1", false).await.expect("git");
+        let moved = fetch(repo.path(), None, &thin, "work", "refs/switchyard/upload-1", false).await.expect("git");
         assert_eq!(moved.expect("new branch"), Moved { previous: None, commit: two.clone() });
         assert_eq!(branches::head(repo.path(), "work").await.expect("head"), Some(two.clone()));
         let holding = git(repo.path(), &["for-each-ref", "refs/switchyard"]).await.expect("refs");
@@ -155,10 +173,10 @@ mod tests {
         git(clone.path(), &["reset", "--quiet", "--hard", &base]).await.expect("reset");
         let other = commit(clone.path(), "other").await;
         let rewrite = bundle(clone.path(), Some(&base)).await;
-        let refused = fetch(repo.path(), &rewrite, "work", "refs/switchyard/upload-2", false).await.expect("git");
+        let refused = fetch(repo.path(), None, &rewrite, "work", "refs/switchyard/upload-2", false).await.expect("git");
         assert!(matches!(refused, Err(Refused::NotFastForward { .. })), "{refused:?}");
         assert_eq!(branches::head(repo.path(), "work").await.expect("head"), Some(two.clone()));
-        let forced = fetch(repo.path(), &rewrite, "work", "refs/switchyard/upload-3", true).await.expect("git");
+        let forced = fetch(repo.path(), None, &rewrite, "work", "refs/switchyard/upload-3", true).await.expect("git");
         assert_eq!(forced.expect("forced"), Moved { previous: Some(two), commit: other });
     }
 
@@ -172,11 +190,11 @@ mod tests {
         commit(elsewhere.path(), "two").await;
         // Its prerequisite is a commit the repository never had.
         let thin = bundle(elsewhere.path(), Some(&unrelated)).await;
-        let refused = fetch(repo.path(), &thin, "work", "refs/switchyard/upload-1", true).await.expect("git");
+        let refused = fetch(repo.path(), None, &thin, "work", "refs/switchyard/upload-1", true).await.expect("git");
         assert!(matches!(&refused, Err(Refused::Invalid(why)) if why.contains("prerequisite")), "{refused:?}");
         let junk = elsewhere.path().join("junk.bundle");
         std::fs::write(&junk, "not a bundle").expect("write");
-        let refused = fetch(repo.path(), &junk, "work", "refs/switchyard/upload-2", true).await.expect("git");
+        let refused = fetch(repo.path(), None, &junk, "work", "refs/switchyard/upload-2", true).await.expect("git");
         let junk_path = junk.to_string_lossy().into_owned();
         assert!(matches!(&refused, Err(Refused::Invalid(why)) if !why.contains(&junk_path)), "{refused:?}");
         assert_eq!(branches::head(repo.path(), "work").await.expect("head"), None);

@@ -10,6 +10,7 @@ pub mod checked_out;
 pub mod clones;
 pub mod conflicts;
 pub mod merge;
+pub mod remote;
 mod safe;
 
 use std::path::Path;
@@ -35,6 +36,22 @@ pub enum GitError {
 /// programs: [`safe`]), nor the system's configuration. A repository with a `.git` directory has
 /// it as its working tree, whatever its `core.worktree` says.
 pub(crate) async fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
+    build(dir, args, None).await
+}
+
+/// [`command`], for git that talks to a project's remote from a repository only the server
+/// writes (a node's mirror, or a `repo_path` project's own repository pushing its target): the
+/// network transports are on and the node's own credential helpers and `ssh` apply; `extra`
+/// settings come last (a project's credential, as a header).
+pub(crate) async fn command_for_remote(
+    dir: &Path,
+    args: &[&str],
+    extra: Vec<(String, String)>,
+) -> tokio::process::Command {
+    build(dir, args, Some(extra)).await
+}
+
+async fn build(dir: &Path, args: &[&str], to_remote: Option<Vec<(String, String)>>) -> tokio::process::Command {
     let mut args = args.to_vec();
     if let Some((at, fixed)) = safe::fixed_transport(&args) {
         args.insert(at, fixed);
@@ -58,7 +75,8 @@ pub(crate) async fn command(dir: &Path, args: &[&str]) -> tokio::process::Comman
         ])
         .stdin(Stdio::null())
         .kill_on_drop(true);
-    let overrides = safe::overrides(dir).await;
+    let mut overrides = safe::overrides(dir, to_remote.is_some()).await;
+    overrides.extend(to_remote.unwrap_or_default());
     command.env("GIT_CONFIG_COUNT", overrides.len().to_string());
     for (n, (key, value)) in overrides.iter().enumerate() {
         command.env(format!("GIT_CONFIG_KEY_{n}"), key).env(format!("GIT_CONFIG_VALUE_{n}"), value);

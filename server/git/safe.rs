@@ -12,10 +12,11 @@
 //!
 //! What cannot be overridden is refused: `url.<base>.insteadOf` takes many values and a later one
 //! cannot remove an earlier one, so a repository that rewrites URLs gets no transport at all. Only
-//! local repositories and bundles are fetched from (the projects' repositories are paths; a bundle
-//! is a `file`), so every
-//! other protocol (`ssh`, `http`, `ext::`) is off whatever the repository says, and with them
-//! credential helpers, `core.sshCommand` and askpass programs.
+//! local repositories and bundles are fetched from (a project's repository is a path, or the
+//! node's mirror of its remote; a bundle is a `file`), so every other protocol (`ssh`, `http`,
+//! `ext::`) is off whatever the repository says, and with them credential helpers,
+//! `core.sshCommand` and askpass programs — except for git speaking to a project's remote from a
+//! repository only the server writes ([`super::remote`]), where the node's own ones apply.
 //!
 //! The local configuration is read when the command is built and again when it runs; an agent
 //! that changed it in between could slip a driver by. The server runs git in an agent's clone
@@ -76,11 +77,24 @@ fn replacement(name: &str) -> Option<&'static str> {
     })
 }
 
+/// What git speaking to a project's remote keeps of the node's own configuration: how it
+/// authenticates (credential helpers, `ssh`, askpass).
+const NODE_CREDENTIALS: [&str; 3] = ["core.sshCommand", "core.askPass", "credential.helper"];
+
+/// The transports a project's `repo_url` may use, on for git speaking to it.
+const REMOTE_TRANSPORTS: [(&str, &str); 3] =
+    [("protocol.git.allow", "always"), ("protocol.ssh.allow", "always"), ("protocol.https.allow", "always")];
+
 /// Every setting git in `dir` is given over the repository's own: [`ALWAYS`], then one per
-/// program the repository names under a name of its choosing.
-pub(super) async fn overrides(dir: &Path) -> Vec<(String, String)> {
+/// program the repository names under a name of its choosing. `to_remote`: git speaks to a
+/// project's remote, with the node's credentials and the network transports.
+pub(super) async fn overrides(dir: &Path, to_remote: bool) -> Vec<(String, String)> {
     let chosen = chosen_names(dir).await;
-    let mut settings: Vec<(String, String)> = ALWAYS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let always = ALWAYS.iter().filter(|(k, _)| !to_remote || !NODE_CREDENTIALS.contains(k));
+    let mut settings: Vec<(String, String)> = always.map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    if to_remote {
+        settings.extend(REMOTE_TRANSPORTS.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    }
     for name in &chosen {
         if let Some(value) = replacement(name) {
             settings.push((name.clone(), value.to_owned()));

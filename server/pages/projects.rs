@@ -18,6 +18,7 @@ pub fn router() -> Router<AppState> {
 struct ProjectForm {
     slug: String,
     name: String,
+    /// A path on this server, or a git remote's URL.
     repo_path: String,
     /// Empty: `main`.
     target_branch: String,
@@ -28,10 +29,17 @@ struct ProjectForm {
 
 #[tracing::instrument(skip_all, fields(slug = ?form.slug), err(Debug, level = "debug"))]
 async fn create(State(state): State<AppState>, PageForm(form): PageForm<ProjectForm>) -> PageResult {
+    // One field for both: a URL is a remote, anything else a path.
+    let repo = form.repo_path.trim().to_owned();
+    let (repo_path, repo_url) = match repo.contains("://") {
+        true => (String::new(), Some(repo)),
+        false => (repo, None),
+    };
     let new = NewProject {
         slug: form.slug.trim().to_owned(),
         name: form.name,
-        repo_path: form.repo_path.trim().to_owned(),
+        repo_path,
+        repo_url,
         target_branch: filled(&form.target_branch),
         ..NewProject::default()
     };

@@ -87,7 +87,7 @@ impl ConductorView {
         wish: &Wish,
         groups: &[Group],
         project: &str,
-        repo_path: &str,
+        (repo_path, repo_dir): (&str, &str),
         target: &str,
     ) -> Result<ConductorView, ApiError> {
         let agents = handoffs::agents_of(conn, wish.id).await?;
@@ -106,7 +106,7 @@ impl ConductorView {
                 }
             })
             .collect();
-        let landed = Landed::load(&mut *conn, wish, target, repo_path).await?;
+        let landed = Landed::load(&mut *conn, wish, target, repo_dir).await?;
         let checkout = match &wish.branch {
             // A merged wish's branch is gone: its work is on the target branch.
             Some(_) if landed.is_some() => Vec::new(),

@@ -62,7 +62,12 @@ async fn changes(
     let wish = find(&mut conn, &slug).await?;
     let project = project_of(&mut conn, wish.project_id).await?;
     let reviewing = wish.status == WishStatus::Executing && wish.phase == WishPhase::HumanReview && !wish.held;
-    let (target, repo) = project.map(|p| (p.target_branch, p.repo_path)).unwrap_or_default();
+    let (target, repo) = project
+        .map(|p| {
+            let dir = crate::app::repository::local_dir(&state.data_dir, p.location());
+            (p.target_branch, dir.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
     let landed = Landed::load(&mut conn, &wish, &target, &repo).await?;
     drop(conn);
     let (mut files, mut unavailable) = (Vec::new(), None);

@@ -261,7 +261,8 @@ async fn detail(
         .collect();
     let (project, repo, target, config) = project_of(&mut conn, wish.project_id)
         .await?
-        .map(|p| (p.slug, p.repo_path, p.target_branch, p.conductor_config))
+        .map(|p| (p.location().to_owned(), p))
+        .map(|(repo, p)| (p.slug, repo, p.target_branch, p.conductor_config))
         .unwrap_or_default();
     let reviews = events::about(&mut conn, &wishes::subject(&wish), "wish.reviewed", 200)
         .await?
@@ -273,7 +274,9 @@ async fn detail(
         })
         .collect();
     let full = wish_detail(&mut conn, wish).await?;
-    let conductor = ConductorView::load(&mut conn, &full.wish, &full.groups, &project, &repo, &target).await?;
+    let repo_dir = crate::app::repository::local_dir(&state.data_dir, &repo);
+    let repos = (repo.as_str(), &*repo_dir.to_string_lossy());
+    let conductor = ConductorView::load(&mut conn, &full.wish, &full.groups, &project, repos, &target).await?;
     let executing = full.wish.status == WishStatus::Executing;
     let filter = agents::ListFilter { project_id: Some(full.wish.project_id), ..agents::ListFilter::default() };
     let mut workers: Vec<agents::Agent> =
@@ -428,7 +431,7 @@ async fn conflicts_part(State(state): State<AppState>, PagePath(slug): PagePath<
         let nothing = "The wish has no branch yet, so there is nothing to predict.";
         return Ok(render(&ConflictsPart { branch: None, predictions: vec![], nothing }));
     };
-    let repo = std::path::PathBuf::from(&project.repo_path);
+    let repo = crate::app::repository::local_dir(&state.data_dir, project.location());
     let mut predictions = vec![predict(&repo, &branch, &project.target_branch, project.target_branch.clone()).await];
     for other in &others {
         let theirs = other.branch.clone().unwrap_or_default();

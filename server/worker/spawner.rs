@@ -182,7 +182,9 @@ impl Spawner<'_> {
         if crate::programs::find_program("bwrap", path, cwd).is_none() {
             anyhow::bail!("provider `{}` has sandbox = \"bwrap\": install bubblewrap (bwrap)", provider.name);
         }
-        let mut read_only = vec![PathBuf::from(&agent.repo), self.exe()?];
+        // The repository its clone borrows objects from: the project's, or this node's mirror of it.
+        let repo = crate::app::repository::local_dir(self.data_dir, &agent.repo);
+        let mut read_only = vec![repo, self.exe()?];
         read_only.extend(Visible::tools(path));
         // A program named by its path (not on the PATH) is shown too, outside its clone.
         let program = command.first().and_then(|program| crate::programs::find_program(program, path, cwd));

@@ -54,6 +54,7 @@ mod recovery;
 mod recovery_claude;
 mod recovery_codex;
 mod recovery_gemini;
+mod remote_projects;
 mod report_races;
 mod scripted_model;
 mod state_schema;

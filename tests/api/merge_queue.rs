@@ -57,6 +57,9 @@ fn repos(shape: Shape, files: &[(&str, &str)]) -> Project {
     let (seed_s, repo_s) = (seed.to_string_lossy().into_owned(), repo.to_string_lossy().into_owned());
     args.extend([seed_s.as_str(), repo_s.as_str()]);
     git(dir.path(), &args);
+    // The seed is scaffolding, not the project's remote: the merge queue pushes the merged target
+    // to `origin` when the repository has one.
+    git(&repo, &["remote", "remove", "origin"]);
     if shape == Shape::OtherBranchOut {
         git(&repo, &["checkout", "--quiet", "-b", "elsewhere"]);
     }

@@ -6,18 +6,22 @@
 //! (`wish.conflict_predicted`, with the files) and the groups start from the wish's branch as it
 //! is: the conflict is resolved once, by the merge queue's fix turn, not by every group.
 
-use std::path::Path;
-
 use sqlx::PgConnection;
 
+use crate::app::repository::Repo;
 use crate::db::conductor::{self, Conducted};
 use crate::db::{events, wishes};
 use crate::git::branches::{self, Merge};
 
 /// The commit the wish's next groups start from (see the module's comment).
-pub async fn starting_point(conn: &mut PgConnection, c: &Conducted, branch: &str) -> Result<String, String> {
-    let repo = Path::new(&c.repo_path);
-    let (target, wish) = super::dispatch::wish_branch(c, branch).await?;
+pub async fn starting_point(
+    conn: &mut PgConnection,
+    c: &Conducted,
+    local: &Repo,
+    branch: &str,
+) -> Result<String, String> {
+    let repo = local.path();
+    let (target, wish) = super::dispatch::wish_branch(c, local, branch).await?;
     if branches::is_ancestor(repo, &target, &wish).await.map_err(|e| e.to_string())? {
         return Ok(wish);
     }
@@ -25,7 +29,7 @@ pub async fn starting_point(conn: &mut PgConnection, c: &Conducted, branch: &str
     let subject = wishes::subject(&c.wish);
     match branches::merge(repo, &wish, &target, &message).await.map_err(|e| e.to_string())? {
         Merge::Clean(merge) => {
-            if branches::compare_and_swap(repo, branch, &merge, &wish).await.is_err() {
+            if local.compare_and_swap(branch, &merge, &wish).await.is_err() {
                 // The branch moved meanwhile (a group merged on another node): start from where it is.
                 return branches::head(repo, branch)
                     .await

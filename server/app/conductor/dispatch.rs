@@ -1,9 +1,8 @@
 //! Steps that start work: a planner for a draft, queueing an approved plan, starting a queued
 //! wish (its branch made from the target branch), and an engineer for each ready group.
 
-use std::path::Path;
-
 use super::{assign, Assignment, BATCH};
+use crate::app::repository::{self, Repo};
 use crate::app::wish_lifecycle::act;
 use crate::app::{Ctx, Error, Result};
 use crate::db::conductor::{self, Conducted, Due};
@@ -66,7 +65,11 @@ pub async fn start_queued(ctx: &Ctx) -> Result<usize> {
     let mut started = 0;
     for c in &due {
         let branch = c.wish.branch.clone().unwrap_or_else(|| branches::wish_branch(&c.wish.slug));
-        if let Err(why) = wish_branch(c, &branch).await {
+        let made = match repository::open(&mut tx, &ctx.data_dir, c.wish.project_id).await {
+            Ok(local) => wish_branch(c, &local, &branch).await,
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(why) = made {
             let reason = format!("cannot make the wish's branch `{branch}`: {why}");
             crate::app::wish_lifecycle::to_a_person(&mut tx, &c.wish, &reason).await?;
             continue;
@@ -81,13 +84,17 @@ pub async fn start_queued(ctx: &Ctx) -> Result<usize> {
 
 /// The target branch's head and the wish branch's, the latter made from the former when it does
 /// not exist yet: one git run when it does (a dispatch step asks for each wish it serves).
-pub(super) async fn wish_branch(c: &Conducted, branch: &str) -> std::result::Result<(String, String), String> {
-    let repo = Path::new(&c.repo_path);
-    let [target, wish] = branches::heads(repo, [c.target_branch.as_str(), branch]).await.map_err(|e| e.to_string())?;
+pub(super) async fn wish_branch(
+    c: &Conducted,
+    local: &Repo,
+    branch: &str,
+) -> std::result::Result<(String, String), String> {
+    let [target, wish] =
+        branches::heads(local.path(), [c.target_branch.as_str(), branch]).await.map_err(|e| e.to_string())?;
     let target = target.ok_or_else(|| format!("the target branch `{}` does not exist", c.target_branch))?;
     let wish = match wish {
         Some(wish) => wish,
-        None => branches::create_if_missing(repo, branch, &target).await.map_err(|e| e.to_string())?,
+        None => local.create_if_missing(branch, &target).await.map_err(|e| e.to_string())?,
     };
     Ok((target, wish))
 }
@@ -110,6 +117,8 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
     let ready = conductor::ready_groups(&mut tx, BATCH).await?;
     let at_limit = conductor::providers_at_limit(&mut tx).await?;
     let mut heads: std::collections::HashMap<uuid::Uuid, String> = std::collections::HashMap::new();
+    // Each project's repository opened once per step (a project on a remote: its mirror fetched).
+    let mut repos: std::collections::HashMap<uuid::Uuid, Repo> = std::collections::HashMap::new();
     let mut room = SPAWN_BACKLOG - conductor::agents_spawning(&mut tx).await?;
     let mut dispatched = 0;
     for group in ready {
@@ -123,12 +132,21 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
         }
         let Some(provider) = provider_for(&at_limit, c, task.provider.as_deref()) else { continue };
         let Some(wish_branch_name) = c.wish.branch.clone() else { continue };
-        let repo = Path::new(&c.repo_path);
+        let local = match repos.get(&c.wish.project_id) {
+            Some(local) => local.clone(),
+            None => match repository::open(&mut tx, &ctx.data_dir, c.wish.project_id).await {
+                Ok(local) => repos.entry(c.wish.project_id).or_insert(local).clone(),
+                Err(e) => {
+                    tracing::warn!(wish = %c.wish.slug, error = %e, "cannot reach the project's repository");
+                    continue;
+                }
+            },
+        };
         // One read of the wish's branch per step: the groups of one wish in this batch start
         // from the same commit.
         let base = match heads.get(&c.wish.id) {
             Some(base) => base.clone(),
-            None => match super::catch_up::starting_point(&mut tx, c, &wish_branch_name).await {
+            None => match super::catch_up::starting_point(&mut tx, c, &local, &wish_branch_name).await {
                 Ok(base) => heads.entry(c.wish.id).or_insert(base).clone(),
                 Err(why) => {
                     tracing::warn!(wish = %c.wish.slug, error = %why, "cannot read the wish's branch");
@@ -138,7 +156,7 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
         };
         let (task_id, key) = (task.id, task.group_key.clone().unwrap_or_default());
         let branch = branches::group_branch(&c.wish.slug, &key);
-        branches::reset(repo, &branch, &base).await.map_err(|e| Error::Internal(e.into()))?;
+        local.reset(&branch, &base).await.map_err(|e| Error::Internal(e.into()))?;
         let dependencies = wishes::dependency_results(&mut tx, task_id).await?;
         let brief = briefs::engineer(&c.wish.title, &c.wish.description, &key, &task.goal, &branch, &dependencies);
         let a = Assignment {

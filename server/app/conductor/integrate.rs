@@ -16,7 +16,6 @@ use crate::db::{agents, events, wishes};
 use crate::domain::briefs;
 use crate::domain::task::TaskEvent;
 use crate::git::branches::{self, Merge};
-use crate::git::merge;
 
 /// What integrating one reported group did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
@@ -90,7 +89,8 @@ pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
     if groups.is_empty() {
         return Ok(Vec::new());
     }
-    let repo = Path::new(&c.repo_path);
+    let local = crate::app::repository::open(&mut tx, &ctx.data_dir, c.wish.project_id).await?;
+    let repo = local.path();
     let git = |e: crate::git::GitError| Error::Internal(anyhow::anyhow!("integrating into `{branch}`: {e}"));
     let (start, tree) = branches::head_and_tree(repo, &branch)
         .await
@@ -139,13 +139,14 @@ pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
         }
     }
     let reason = format!("switchyard: integrate into {branch}");
+    // For a project on a remote, the wish's branch moves there first (a push with a lease).
     if wish_head.commit == start {
-        merge::delete_branches(repo, &spent).await;
-    } else if !merge::move_and_delete(repo, &branch, &wish_head.commit, &start, &reason, &spent).await.map_err(git)? {
+        local.delete_branches(&spent).await;
+    } else if !local.move_and_delete(&branch, &wish_head.commit, &start, &reason, &spent).await.map_err(git)? {
         // The wish's branch moved (the swap alone fails, undoing the batch), or a spent branch
         // moved or is gone (a person deleted it): the swap alone, then what can go.
-        branches::compare_and_swap(repo, &branch, &wish_head.commit, &start).await.map_err(git)?;
-        merge::delete_branches(repo, &spent).await;
+        local.compare_and_swap(&branch, &wish_head.commit, &start).await.map_err(git)?;
+        local.delete_branches(&spent).await;
     }
     recovered(&mut tx, &c.wish).await?;
     ctx.feed.commit(tx).await?;

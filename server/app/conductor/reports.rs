@@ -3,7 +3,7 @@
 //! group, its wish's review, plan or fix, its task — whatever it names, so an agent's token
 //! cannot touch another's work.
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -14,9 +14,9 @@ use crate::app::messages::tell;
 use crate::app::wish_lifecycle::give_up;
 use crate::app::{agents as agents_app, tasks as tasks_app, wishes as wishes_app, Ctx, Error, Result};
 use crate::db::agents::{self, Agent};
+use crate::db::conductor;
 use crate::db::tasks::{self, Change};
 use crate::db::wishes::{NewGroup, Wish};
-use crate::db::{conductor, projects};
 use crate::domain::agent_kind::AgentRole;
 use crate::domain::briefs;
 use crate::domain::review::Verdict;
@@ -126,7 +126,7 @@ fn not_yours(agent: &Agent, what: &str) -> Error {
 }
 
 /// The group the engineer works on: its task and wish.
-async fn own_group(ctx: &Ctx, agent: &Agent) -> Result<(tasks::Task, Wish, String)> {
+async fn own_group(ctx: &Ctx, agent: &Agent) -> Result<(tasks::Task, Wish, PathBuf)> {
     let mut conn = ctx.db.acquire().await?;
     let task_id = agent.task_id.ok_or_else(|| not_yours(agent, "group"))?;
     let task = tasks::get(&mut conn, task_id).await?.ok_or_else(|| not_yours(agent, "group"))?;
@@ -139,8 +139,8 @@ async fn own_group(ctx: &Ctx, agent: &Agent) -> Result<(tasks::Task, Wish, Strin
             Some(task.status.as_str()),
         ));
     }
-    let repo = projects::repo_path(&mut conn, wish.project_id).await?;
-    Ok((task, wish, repo))
+    let repo = crate::app::repository::open(&mut conn, &ctx.data_dir, wish.project_id).await?;
+    Ok((task, wish, repo.path))
 }
 
 async fn wish_by_id(conn: &mut sqlx::PgConnection, id: uuid::Uuid) -> Result<Wish> {
@@ -160,8 +160,8 @@ async fn group_done(ctx: &Ctx, agent: &Agent, summary: String, idem: Option<&Ide
         return Err(not_yours(agent, "dispatched group"));
     };
     let git = |e: crate::git::GitError| Error::Internal(anyhow::anyhow!("reading `{branch}`: {e}"));
-    let head = branches::head(Path::new(&repo), &branch).await.map_err(git)?.unwrap_or_else(|| base.clone());
-    if branches::commits_ahead(Path::new(&repo), &base, &head).await.map_err(git)? == 0 {
+    let head = branches::head(&repo, &branch).await.map_err(git)?.unwrap_or_else(|| base.clone());
+    if branches::commits_ahead(&repo, &base, &head).await.map_err(git)? == 0 {
         return Err(Error::conflict(
             format!(
                 "`{branch}` has no commits beyond where the group started ({}): commit your work, then report done \

@@ -3,8 +3,6 @@
 //! fail sends its notes to a fix agent on the wish's branch, then the branch is reviewed again;
 //! a fail at the wish's `review_cap` fails the wish and hands it to a person.
 
-use std::path::Path;
-
 use sqlx::PgConnection;
 
 use super::{assign, Assignment, BATCH};
@@ -36,7 +34,8 @@ async fn on_the_wish_branch(ctx: &Ctx, due: Due) -> Result<usize> {
     for c in &wishes {
         let Some(branch) = c.wish.branch.clone() else { continue };
         let (role, kind, brief) = if due == Due::Reviewer {
-            let (stat, patch) = branches::diff(Path::new(&c.repo_path), &c.target_branch, &branch)
+            let local = crate::app::repository::open(&mut tx, &ctx.data_dir, c.wish.project_id).await?;
+            let (stat, patch) = branches::diff(local.path(), &c.target_branch, &branch)
                 .await
                 .map_err(|e| Error::Internal(anyhow::anyhow!("reading the diff of `{branch}`: {e}")))?;
             let brief = briefs::reviewer(&c.wish.title, &c.wish.description, &c.target_branch, &stat, &patch);

@@ -13,7 +13,7 @@
 //! transaction that changes the run, so a repeated step after a crash finds nothing left to do
 //! and no run gets two agents. The agent machinery is the wishes' ([`super::assign`]).
 
-use std::path::Path;
+use crate::app::repository::Repo;
 
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -129,7 +129,11 @@ pub async fn start_pending(ctx: &Ctx) -> Result<usize> {
         let Some(task) = tasks::get(&mut tx, run.task_id).await? else { continue };
         let (repo, target, _) = task_runs::project_of(&mut tx, task.project_id).await?;
         let branch = task.branch.clone().unwrap_or_else(|| task_branch(task.id));
-        let base = match make_branch(&repo, &target, &branch).await {
+        let made = match crate::app::repository::open(&mut tx, &ctx.data_dir, task.project_id).await {
+            Ok(local) => make_branch(&local, &target, &branch).await,
+            Err(e) => Err(e.to_string()),
+        };
+        let base = match made {
             Ok(base) => base,
             Err(why) => {
                 let reason = format!("cannot make the task's branch `{branch}`: {why}");
@@ -175,13 +179,12 @@ pub async fn start_pending(ctx: &Ctx) -> Result<usize> {
     Ok(started)
 }
 
-async fn make_branch(repo: &str, target: &str, branch: &str) -> std::result::Result<String, String> {
-    let repo = Path::new(repo);
-    let start = branches::head(repo, target)
+async fn make_branch(local: &Repo, target: &str, branch: &str) -> std::result::Result<String, String> {
+    let start = branches::head(local.path(), target)
         .await
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("the target branch `{target}` does not exist"))?;
-    branches::create_if_missing(repo, branch, &start).await.map_err(|e| e.to_string())
+    local.create_if_missing(branch, &start).await.map_err(|e| e.to_string())
 }
 
 async fn column_name(conn: &mut PgConnection, column_id: Uuid) -> Result<String> {

@@ -75,7 +75,7 @@ async fn spawn_fixer(conn: &mut PgConnection, entry: &Entry, wish: &Wish, n: i32
         provider: wish.provider.clone().unwrap_or_else(|| project.conductor_config.provider.clone()),
         clone_mode: "agent".to_owned(),
         branch: Some(entry.wish_branch.clone()),
-        repo: project.repo_path.clone(),
+        repo: project.repo_url.clone().unwrap_or_else(|| project.repo_path.clone()),
         team: None,
         wish_id: Some(wish.id),
         task_id: None,

@@ -39,6 +39,7 @@ use chrono::{DateTime, Utc};
 
 use super::{gate, predict};
 use crate::app::merge_queue::{self as use_cases, OpenQueue};
+use crate::app::repository::{self, Published};
 use crate::app::Ctx;
 use crate::db::merge_queue::Entry;
 use crate::db::stalled_steps;
@@ -199,11 +200,18 @@ impl MergeQueue {
         Ok(())
     }
 
+    /// The project's repository on this node: its `repo_path`, or this node's mirror of its
+    /// remote, fetched now.
+    async fn repository(&self, project_id: uuid::Uuid) -> crate::app::Result<PathBuf> {
+        let mut conn = self.ctx.db.acquire().await?;
+        Ok(repository::open(&mut conn, &self.ctx.data_dir, project_id).await?.path)
+    }
+
     /// Predicts the queue's pending entries, then processes those free to go, lane by lane
     /// ([`train`]). One `git for-each-ref` (or the listing of the move just made) tells the pass
     /// every branch's commit and which ones are checked out.
     async fn next_in(&self, queue: &OpenQueue, stalled: bool, tick: &mut Tick) -> crate::app::Result<()> {
-        let repo = PathBuf::from(&queue.project.repo_path);
+        let repo = self.repository(queue.project.id).await?;
         let wishes: HashMap<_, _> = queue.wishes.iter().map(|w| (w.id, w)).collect();
         let mut live = Vec::new();
         for entry in &queue.entries {
@@ -315,12 +323,21 @@ impl MergeQueue {
     async fn move_target(
         &self,
         repo: &Path,
-        target: &str,
+        (project_id, target): (uuid::Uuid, &str),
         (head, base): (&str, &str),
         reason: &str,
         doomed: &[(String, String)],
         now: Listing,
     ) -> crate::app::Result<Moved> {
+        // A remote the target is pushed to goes first, with a lease: moved meanwhile, the local
+        // target was brought to its new head where it could follow, and the entries are rebuilt.
+        let published = {
+            let mut conn = self.ctx.db.acquire().await?;
+            repository::publish_target(&mut conn, project_id, repo, (target, head, base), doomed).await?
+        };
+        if published == Published::Moved {
+            return Ok(Moved::Raced);
+        }
         if let Some(at) = now.heads.get(target).and_then(|h| h.checked_out_at.clone()) {
             // The branch and the working tree move together, or neither does.
             return match checked_out::advance(repo, &at, target, head, base, reason).await? {
@@ -357,8 +374,7 @@ impl MergeQueue {
     /// it, on that very base), else pending again. Claims are settled in queue order, so a
     /// batch's recorded merges land one after another.
     async fn settle(&self, entry: &Entry) -> crate::app::Result<EntryState> {
-        let project = use_cases::project_of_entry(&self.ctx, entry).await?;
-        let repo = PathBuf::from(&project.repo_path);
+        let repo = self.repository(entry.project_id).await?;
         let head = branches::head(&repo, &entry.target_branch).await?;
         if let (Some(merge), Some(base), Some(head)) = (&entry.merge_commit, &entry.base_commit, &head) {
             if branches::is_ancestor(&repo, merge, head).await? {
@@ -376,7 +392,7 @@ impl MergeQueue {
                 let now = moving(&repo, None).await?;
                 let doomed = if keep { Vec::new() } else { merged_branches(entry, &now.heads) };
                 let reason = reason(&entry.wish);
-                return match self.move_target(&repo, &entry.target_branch, (merge, base), &reason, &doomed, now).await?
+                return match self.move_target(&repo, (entry.project_id, &entry.target_branch), (merge, base), &reason, &doomed, now).await?
                 {
                     Moved::Yes => Ok(use_cases::merged(&self.ctx, entry).await?.state),
                     Moved::Raced => {
