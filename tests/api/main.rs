@@ -10,6 +10,7 @@ mod completion_crash;
 mod conductor;
 mod conductor_crash;
 mod confinement;
+mod connections;
 mod contained_git;
 mod containment;
 mod custom_agents;
