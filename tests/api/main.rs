@@ -59,6 +59,7 @@ mod scripted_model;
 mod state_schema;
 mod task_dependencies;
 mod task_flow;
+mod takeover;
 mod task_runs;
 mod tasks;
 mod teams;
