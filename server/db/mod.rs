@@ -164,6 +164,8 @@ pub const LISTEN_CONNECTIONS: u32 = 1;
 pub const SENDER_CONNECTIONS: u32 = 1;
 /// The main pool: what a node's budget leaves after the listener and the sender.
 pub const POOL_CONNECTIONS: u32 = NODE_CONNECTIONS - LISTEN_CONNECTIONS - SENDER_CONNECTIONS;
+// The API, the worker's loops and the conductor need a few at once.
+const _: () = assert!(POOL_CONNECTIONS >= 4);
 
 /// The `application_name` a node's connections carry (`switchyard:<node id>`), so that
 /// `pg_stat_activity` tells each node's connections apart.
@@ -216,15 +218,4 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 pub async fn reachable(pool: &PgPool) -> bool {
     let ping = sqlx::query_scalar!("SELECT 1 AS \"one!\"").fetch_one(pool);
     matches!(tokio::time::timeout(Duration::from_secs(2), ping).await, Ok(Ok(1)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_nodes_connections_add_up_to_its_budget() {
-        assert_eq!(POOL_CONNECTIONS + LISTEN_CONNECTIONS + SENDER_CONNECTIONS, NODE_CONNECTIONS);
-        assert!(POOL_CONNECTIONS >= 4, "the API, the worker's loops and the conductor need a few at once");
-    }
 }
