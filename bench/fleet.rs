@@ -136,11 +136,17 @@ async fn run() -> anyhow::Result<()> {
 
     let tps = (after.commits - before.commits) as f64 / elapsed;
     let wal = (after.wal - before.wal) as f64 / elapsed;
+    let writes = (after.xids - before.xids) as f64 / elapsed;
     println!("\nover {elapsed:.0} s, {mailed} messages sent:");
     println!(
         "PostgreSQL: {tps:.0} commits/s = {:.1} % of the TPC-B capacity; WAL {:.0} KiB/s",
         100.0 * tps / tpcb,
         wal / 1024.0
+    );
+    println!(
+        "  of which writing: {writes:.0}/s = {:.1} % of the TPC-B capacity (the rest read only: claims, and the reads \
+         each commit's wake-up causes on every node)",
+        100.0 * writes / tpcb
     );
     let within = |pick: fn(&Report) -> &Vec<(u64, f64)>| {
         let mut all: Vec<f64> = reports

@@ -20,6 +20,8 @@ pub struct Setup {
 pub struct Counters {
     pub commits: i64,
     pub wal: i64,
+    /// Transaction ids handed out: the transactions that wrote.
+    pub xids: i64,
 }
 
 impl Setup {
@@ -85,13 +87,14 @@ impl Setup {
     }
 
     pub async fn counters(&self) -> anyhow::Result<Counters> {
-        let (commits, wal): (i64, i64) = sqlx::query_as(
+        let (commits, wal, xids): (i64, i64, i64) = sqlx::query_as(
             "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),
-                    (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint",
+                    (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint,
+                    pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
         )
         .fetch_one(&self.pool)
         .await?;
-        Ok(Counters { commits, wal })
+        Ok(Counters { commits, wal, xids })
     }
 
     /// Sends messages from the operator to random agents for `length`, to each agent one per
