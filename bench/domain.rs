@@ -89,7 +89,7 @@ async fn room_for_clients(server_url: &str) -> anyhow::Result<usize> {
     .fetch_one(&mut conn)
     .await?;
     conn.close().await?;
-    let app = i64::from(switchyard::db::pool_size(max.max(0) as u32)) + 16;
+    let app = i64::from(switchyard::db::NODE_CONNECTIONS);
     let room = i64::from(max - reserved) - used - app - 4;
     anyhow::ensure!(
         room >= 16,

@@ -51,6 +51,10 @@ pub struct GlobalArgs {
     /// Milliseconds between the worker's reconcile passes.
     #[arg(long, env = "SWITCHYARD_RECONCILE_MS", default_value_t = 10_000, global = true)]
     pub reconcile_ms: u64,
+    /// Milliseconds between the node's heartbeats; a node silent for six of these (of the
+    /// observer's) is gone, and its agents are taken over. Every node of a fleet should agree.
+    #[arg(long, env = "SWITCHYARD_HEARTBEAT_MS", default_value_t = HEARTBEAT_EVERY.as_millis() as u64, global = true)]
+    pub heartbeat_ms: u64,
     /// Seconds an agent may stay quiet (working without output, or idle with work left) before a nudge.
     #[arg(long, env = "SWITCHYARD_NUDGE_AFTER_S", default_value_t = 600, global = true)]
     pub nudge_after_s: u64,
@@ -289,6 +293,9 @@ impl GlobalArgs {
         if self.reconcile_ms < 50 {
             return Err(ConfigError { setting: "SWITCHYARD_RECONCILE_MS", reason: "must be at least 50".into() });
         }
+        if self.heartbeat_ms < 50 {
+            return Err(ConfigError { setting: "SWITCHYARD_HEARTBEAT_MS", reason: "must be at least 50".into() });
+        }
         if self.max_nudges < 1 {
             return Err(ConfigError { setting: "SWITCHYARD_MAX_NUDGES", reason: "must be at least 1".into() });
         }
@@ -305,7 +312,7 @@ impl GlobalArgs {
             tmux_socket: self.tmux_socket.clone(),
             public_url: self.public_url.clone(),
             reconcile_every: std::time::Duration::from_millis(self.reconcile_ms),
-            heartbeat_every: HEARTBEAT_EVERY,
+            heartbeat_every: std::time::Duration::from_millis(self.heartbeat_ms),
             nudge_after: std::time::Duration::from_secs(self.nudge_after_s),
             max_nudges: self.max_nudges,
             message_settle: std::time::Duration::from_millis(self.message_settle_ms),

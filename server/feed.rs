@@ -4,7 +4,7 @@
 //!
 //! Transactions that record events commit through [`EventFeed::commit`], which wakes this
 //! process's followers at once and asks the process's notifier ([`EventFeed::announce`]) to send
-//! `NOTIFY switchyard_events` on its own connection, so other processes sharing the database
+//! `NOTIFY switchyard_events` on a connection of the pool, so other processes sharing the database
 //! (server replicas, worker nodes) wake too; each process receives those with one
 //! `LISTEN` ([`EventFeed::listen`]) fanned out through a watch channel.
 //!
@@ -17,12 +17,12 @@
 //! one more, so the lock is taken once per burst instead of once per commit, and never by a writer.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::postgres::PgListener;
-use sqlx::{Connection, PgConnection, PgPool, Postgres, Transaction};
+use sqlx::{PgPool, Postgres, Transaction};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -57,9 +57,10 @@ pub struct EventFeed {
     owed_since_start: watch::Receiver<u64>,
     /// A hook was recorded since the last notification: the next one also says so.
     hooks_owed: Arc<AtomicBool>,
-    /// The notifier's backend: the listener skips its notifications, since this process woke
-    /// its followers at commit already.
-    notifier_pid: Arc<AtomicU32>,
+    /// This process's notifications carry it as their payload: the listener skips them, since
+    /// this process woke its followers at commit already. (Not the sender's backend: the
+    /// notifier takes whichever pool connection is free.)
+    origin: Arc<str>,
     /// The one reader of new events that live streams share.
     tail: Tail,
 }
@@ -74,7 +75,7 @@ impl Default for EventFeed {
             owed: Arc::new(owed),
             owed_since_start,
             hooks_owed: Arc::new(AtomicBool::new(false)),
-            notifier_pid: Arc::new(AtomicU32::new(0)),
+            origin: uuid::Uuid::new_v4().simple().to_string().into(),
             tail: Tail::default(),
         }
     }
@@ -126,7 +127,6 @@ impl EventFeed {
     /// Errors are logged and retried; writers never wait for it.
     pub async fn announce(self, pool: PgPool, stop: CancellationToken) {
         let mut owed = self.owed_since_start.clone();
-        let mut conn = None;
         loop {
             tokio::select! {
                 biased;
@@ -136,12 +136,11 @@ impl EventFeed {
             loop {
                 // Marked seen before sending: a commit after this point is announced again.
                 owed.borrow_and_update();
-                match tokio::time::timeout(NOTIFY_TIMEOUT, self.notify(&pool, &mut conn)).await {
+                match tokio::time::timeout(NOTIFY_TIMEOUT, self.notify(&pool)).await {
                     Ok(Ok(())) => break,
                     Ok(Err(e)) => tracing::warn!(error = %e, "cannot send the events notification; retrying"),
                     Err(_) => tracing::warn!("the events notification timed out; retrying"),
                 }
-                conn = None;
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(RETRY) => {}
@@ -158,26 +157,21 @@ impl EventFeed {
         self.announce(pool, stopped).await;
     }
 
-    /// One `NOTIFY` on the notifier's own connection (made on first use). Its commit need not
-    /// wait for the disk: a notification is never replayed after a crash anyway, and the lock
-    /// every notifying commit takes is then held for a moment only.
-    async fn notify(&self, pool: &PgPool, conn: &mut Option<PgConnection>) -> Result<(), sqlx::Error> {
-        let conn = match conn {
-            Some(conn) => conn,
-            None => {
-                let mut new = PgConnection::connect_with(&pool.connect_options()).await?;
-                sqlx::query!("SET synchronous_commit = off").execute(&mut new).await?;
-                let pid = sqlx::query_scalar!(r#"SELECT pg_backend_pid() AS "pid!""#).fetch_one(&mut new).await?;
-                self.notifier_pid.store(pid as u32, Ordering::Relaxed);
-                conn.insert(new)
-            }
-        };
+    /// One `NOTIFY` on a pool connection (a node's connections are few: none is kept for this),
+    /// in one statement. Its commit need not wait for the disk (`set_config(…, true)` holds
+    /// until the statement's own commit): a notification is never replayed after a crash anyway,
+    /// and the lock every notifying commit takes is then held for a moment only.
+    async fn notify(&self, pool: &PgPool) -> Result<(), sqlx::Error> {
         let hooks = self.hooks_owed.swap(false, Ordering::Relaxed);
         let channels: &[&str] = if hooks { &[CHANNEL, HOOKS] } else { &[CHANNEL] };
-        let sent =
-            sqlx::query!("SELECT pg_notify(channel, '') FROM UNNEST($1::text[]) AS channel", channels as &[&str])
-                .execute(conn)
-                .await;
+        let sent = sqlx::query!(
+            "SELECT set_config('synchronous_commit', 'off', true), pg_notify(channel, $2)
+             FROM UNNEST($1::text[]) AS channel",
+            channels as &[&str],
+            &*self.origin
+        )
+        .fetch_all(pool)
+        .await;
         if sent.is_err() && hooks {
             // Owed still: the retry says it.
             self.hooks_owed.store(true, Ordering::Relaxed);
@@ -212,7 +206,7 @@ impl EventFeed {
                                 _ = shutdown.cancelled() => return,
                                 received = listener.try_recv() => match received {
                                     // This process woke its own followers and worker at commit.
-                                    Ok(Some(n)) if n.process_id() == self.notifier_pid.load(Ordering::Relaxed) => {}
+                                    Ok(Some(n)) if n.payload() == &*self.origin => {}
                                     Ok(Some(n)) if n.channel() == HOOKS => {
                                         self.hooks.send_modify(|n| *n = n.wrapping_add(1));
                                     }

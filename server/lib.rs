@@ -104,7 +104,7 @@ impl Application {
                  it can reach (install bubblewrap to confine the built-in claude, codex and gemini)"
             );
         }
-        let db = Database::open(settings.database()).await?;
+        let db = Database::open_as(settings.database(), Some(&db::application_name(&node.node_id))).await?;
         db::migrate(&db.pool).await.context("applying migrations")?;
         let webhooks = Arc::new(settings.webhooks.clone());
         Ok(Application {

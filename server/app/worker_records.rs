@@ -194,14 +194,44 @@ pub async fn heartbeat(conn: &mut PgConnection, node_id: &str, stale_after: std:
     Ok(nodes::stale_nodes(conn, stale_after).await?)
 }
 
-/// A live agent of a node that stopped heartbeating: an unstarted claim goes back to the queue;
-/// one with a pane (out of reach now) fails and leaves its task to a person.
-pub async fn settle_on_stale_node(conn: &mut PgConnection, agent: &Agent, node: &Node) -> Result<()> {
+/// A live agent of a node that stopped heartbeating, taken over in the caller's transaction (one
+/// per agent). An unstarted claim goes back to the queue. One with a pane (out of reach now) is
+/// marked lost (`agent.lost`) and redispatched as it stands — its name, task and branch — for
+/// any live node to claim: suspended and resumed, the row locked while it is still on the lost
+/// node, so two live nodes never both take it. The claimant makes its clone from its branch in
+/// the project's repository (what it reported is kept) and, its session being out of reach
+/// there, starts it afresh with its task told again ([`retell_task`]). A team's agent, whose
+/// clone lives on the lost node, fails and leaves its task to a person. True when this call
+/// took the agent.
+pub async fn settle_on_stale_node(conn: &mut PgConnection, agent: &Agent, node: &Node) -> Result<bool> {
     if agent.tmux_pane.is_none() {
-        agents::release_claim(conn, agent.id, &node.id).await?;
-    } else {
-        settle_gone(conn, agent, AgentEvent::Fail, &format!("node {} stopped heartbeating", node.id)).await?;
+        return Ok(agents::release_claim(conn, agent.id, &node.id).await?);
     }
+    if !agents::lock_on_node(conn, agent.id, &node.id).await? {
+        return Ok(false);
+    }
+    let reason = format!("node {} stopped heartbeating", node.id);
+    if agent.clone_mode == "team" {
+        return settle_gone(conn, agent, AgentEvent::Fail, &reason).await;
+    }
+    let lost = Cause { detail: Some(format!("{reason}: the agent was lost with it")), ..Cause::from("reconciler") };
+    let Some(Applied::Changed { .. }) = agents::apply(conn, agent.id, None, AgentEvent::Suspend, &lost).await? else {
+        return Ok(false);
+    };
+    let again = Cause { detail: Some(format!("{reason}: redispatched to a live node")), ..Cause::from("reconciler") };
+    agents::apply(conn, agent.id, Some(AgentState::Suspended), AgentEvent::Resume, &again).await?;
+    let payload = serde_json::json!({"node_id": node.id, "reason": reason, "redispatched": true});
+    events::record(conn, "agent.lost", &format!("agent:{}", agent.name), payload).await?;
+    Ok(true)
+}
+
+/// An agent of ours started afresh in a clone other than the one its session ran in (taken over
+/// from a lost node, or resumed on another one): its task is told again, with where its earlier
+/// work is, since the new session knows nothing of it.
+pub async fn retell_task(conn: &mut PgConnection, agent: &Agent) -> Result<()> {
+    let Some(task) = agent.task.as_deref() else { return Ok(()) };
+    let body = crate::domain::briefs::started_again(agent.branch.as_deref(), task);
+    crate::app::messages::tell(conn, agent, body).await?;
     Ok(())
 }
 

@@ -87,6 +87,11 @@ pub struct Location<'a> {
 impl Database {
     /// Connects to `DATABASE_URL`, or starts the embedded cluster when it is unset.
     pub async fn open(settings: Location<'_>) -> anyhow::Result<Database> {
+        Database::open_as(settings, None).await
+    }
+
+    /// [`Database::open`], every connection named `application_name` (see [`application_name`]).
+    pub async fn open_as(settings: Location<'_>, application_name: Option<&str>) -> anyhow::Result<Database> {
         let (options, embedded) = match settings.database_url {
             Some(url) => (url.expose_secret().parse::<PgConnectOptions>()?, None),
             None => {
@@ -97,6 +102,10 @@ impl Database {
                 )?;
                 (pg.start().await?, Some(pg))
             }
+        };
+        let options = match application_name {
+            Some(name) => options.application_name(name),
+            None => options,
         };
         let pool = pool(options).await?;
         Ok(Database { pool, embedded: embedded.map(Supervised::start) })
@@ -142,15 +151,26 @@ impl Database {
     }
 }
 
-/// The main pool's size at most. With the smaller pools beside it (the webhook sender's, the
-/// batched reads', the feed's listener and notifier) a process holds at most about 16 more.
-pub const POOL_CONNECTIONS: u32 = 32;
+/// The PostgreSQL connections one node (a `serve` or `worker` process) holds at most, all of
+/// its loops and requests together, fixed whatever the load, so a fleet's needs are known: 16
+/// nodes fit a stock `max_connections` (100), 50 need it at ~320 (README: "Many nodes"). They are:
+/// [`LISTEN_CONNECTIONS`] for the events `LISTEN` (it cannot share a pooled connection),
+/// [`SENDER_CONNECTIONS`] for the webhook sender (its own runtime, whose connections serve only
+/// it), and [`POOL_CONNECTIONS`] in the main pool for everything else: the API, the worker's
+/// loops, the conductor, the notifier's `NOTIFY`. The test `connections::a_node_running_a_wish_holds_at_most_its_six_connections`
+/// counts them in `pg_stat_activity` while a node runs a wish.
+pub const NODE_CONNECTIONS: u32 = 6;
+pub const LISTEN_CONNECTIONS: u32 = 1;
+pub const SENDER_CONNECTIONS: u32 = 1;
+/// The main pool: what a node's budget leaves after the listener and the sender.
+pub const POOL_CONNECTIONS: u32 = NODE_CONNECTIONS - LISTEN_CONNECTIONS - SENDER_CONNECTIONS;
+// The API, the worker's loops and the conductor need a few at once.
+const _: () = assert!(POOL_CONNECTIONS >= 4);
 
-/// The main pool's size on a server that allows `max_connections`: [`POOL_CONNECTIONS`], or a
-/// quarter of what the server allows when that is less, so that a stock server (100) keeps room
-/// for the pools beside it, other Switchyard processes, psql and benchmarks' own clients.
-pub fn pool_size(max_connections: u32) -> u32 {
-    (max_connections / 4).clamp(4, POOL_CONNECTIONS)
+/// The `application_name` a node's connections carry (`switchyard:<node id>`), so that
+/// `pg_stat_activity` tells each node's connections apart.
+pub fn application_name(node_id: &str) -> String {
+    format!("switchyard:{node_id}")
 }
 
 /// How long a statement waits for a connection before the request is answered 503.
@@ -159,26 +179,12 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// A connection idle for longer than this is pinged before it is handed out.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 
-/// The pool. sqlx would ping every connection before handing it out, a round trip as dear as
-/// most statements (a task read would cost two); only a connection that sat idle long enough to
-/// have been cut (a restart, a firewall) is pinged, and a broken one is replaced, not used.
+/// The main pool, of [`POOL_CONNECTIONS`]. sqlx would ping every connection before handing it
+/// out, a round trip as dear as most statements (a task read would cost two); only a connection
+/// that sat idle long enough to have been cut (a restart, a firewall) is pinged, and a broken one
+/// is replaced, not used.
 pub async fn pool(options: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect_with(&options).await?;
-    let max: i32 = sqlx::query_scalar("SELECT current_setting('max_connections')::int").fetch_one(&mut conn).await?;
-    conn.close().await?;
-    let size = pool_size(u32::try_from(max).unwrap_or(0));
-    tracing::debug!(max_connections = max, pool = size, "sized the database pool");
-    pool_options(size).min_connections(1).connect_with(options).await
-}
-
-/// A small pool beside `pool`, to the same database, whose statements are planned once:
-/// PostgreSQL re-plans a statement over an array parameter (`id = ANY($1)`) on every run, since
-/// its generic plan looks dearer than one for the array at hand, and the planning then costs
-/// more than the reading. For statements whose best plan does not depend on their parameters.
-pub fn planned_once(pool: &PgPool, connections: u32) -> PgPool {
-    let options = (*pool.connect_options()).clone().options([("plan_cache_mode", "force_generic_plan")]);
-    beside(options, connections)
+    pool_options(POOL_CONNECTIONS).min_connections(1).connect_with(options).await
 }
 
 /// A pool to the database `options` name, connecting lazily: for a runtime of its own (a
@@ -212,16 +218,4 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 pub async fn reachable(pool: &PgPool) -> bool {
     let ping = sqlx::query_scalar!("SELECT 1 AS \"one!\"").fetch_one(pool);
     matches!(tokio::time::timeout(Duration::from_secs(2), ping).await, Ok(Ok(1)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pool_takes_a_quarter_of_a_small_server_and_at_most_its_ceiling() {
-        assert_eq!(pool_size(100), 25);
-        assert_eq!(pool_size(200), POOL_CONNECTIONS);
-        assert_eq!(pool_size(10), 4);
-    }
 }

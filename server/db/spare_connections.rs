@@ -30,11 +30,14 @@ impl SpareConnections {
         }
     }
 
-    /// Keeps `conn` for the next [`SpareConnections::take`], unless its statement failed (it may be broken)
-    /// or enough are kept: those go back to the pool.
+    /// Keeps `conn` for the next [`SpareConnections::take`], unless its statement failed (it may be broken),
+    /// enough are kept, or the pool would be left with no connection free nor room to open one:
+    /// those go back to the pool. A node's pool is small (`db::POOL_CONNECTIONS`), and a
+    /// connection kept while the others are all out would starve every other loop.
     pub fn give_back<T>(&self, conn: PoolConnection<Postgres>, result: &Result<T, sqlx::Error>) {
+        let room = self.pool.num_idle() > 0 || self.pool.size() < self.pool.options().get_max_connections();
         let mut spare = self.spare.lock().expect("held connections lock");
-        if result.is_ok() && spare.len() < self.keep {
+        if result.is_ok() && room && spare.len() < self.keep {
             spare.push(conn);
         }
     }

@@ -249,9 +249,10 @@ pub async fn with_dependencies(
 /// The reads of `GET /tasks/{id}`, gathered under load (see [`crate::db::batched_reads`]).
 pub type Reads = BatchedReads<Uuid, (Task, Vec<DependencyRef>)>;
 
-/// Starts the gatherer of task reads, on connections of its own beside `pool`'s.
+/// Starts the gatherer of task reads, on `pool`'s connections (a node has no others to spare:
+/// `db::NODE_CONNECTIONS`).
 pub fn reads(pool: &PgPool) -> Reads {
-    let pool = crate::db::planned_once(pool, crate::db::batched_reads::IN_FLIGHT as u32);
+    let pool = pool.clone();
     BatchedReads::start(move |ids: Vec<Uuid>| {
         let pool = pool.clone();
         async move { with_dependencies(&pool, &ids).await }

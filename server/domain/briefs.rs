@@ -106,6 +106,25 @@ pub fn continuation(iteration: i32, max_iterations: i32, brief: Option<&str>) ->
     text
 }
 
+/// What an agent started afresh on another machine is told (its earlier session could not go on
+/// there): that its branch holds what it reported, and its brief again.
+pub fn started_again(branch: Option<&str>, brief: &str) -> String {
+    let mut text = String::from(
+        "You are starting again on another machine: the one you worked on was lost, with your session there. ",
+    );
+    if let Some(branch) = branch {
+        text.push_str(&format!(
+            "Your clone is on your branch `{}` as you last reported it: look at what is there, then go on from it.\n",
+            plain(branch)
+        ));
+    } else {
+        text.push('\n');
+    }
+    text.push_str("\nYour assignment was:\n");
+    text.push_str(&plain(brief));
+    text
+}
+
 /// A person's answer to the question an agent asked.
 pub fn answer(question: Option<&str>, answer: &str) -> String {
     format!(

@@ -338,7 +338,7 @@ impl Fleet {
             loop {
                 match super::reconciler::heartbeat_and_settle(&db, &feed, &node, stale_after).await {
                     Ok(0) => {}
-                    Ok(settled) => tracing::warn!(settled, "settled the agents of nodes that stopped heartbeating"),
+                    Ok(taken) => tracing::warn!(taken, "took over the agents of nodes that stopped heartbeating"),
                     Err(e) => tracing::warn!(error = %e, "heartbeat"),
                 }
                 tokio::select! {
@@ -565,7 +565,8 @@ impl Fleet {
             if crate::db::messages::has_pending(&mut conn, agent.id).await? {
                 continue;
             }
-            let mut tx = self.db.begin().await?;
+            // On the connection held: a step never waits for a second one of the node's few.
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             agent_panes::record_nudge(&mut tx, &agent, self.settings.max_nudges).await?;
             self.feed.commit(tx).await?;
             nudged += 1;

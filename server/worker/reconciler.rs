@@ -193,8 +193,10 @@ async fn adopt(db: &PgPool, feed: &EventFeed, session: &str, agent: &Agent, pane
     Ok(())
 }
 
-/// This node's heartbeat, and the settling of nodes that stopped heartbeating: their live agents
-/// go to `error` (their panes are out of reach) and their unstarted claims back to the queue.
+/// This node's heartbeat, and the takeover of nodes that stopped heartbeating: their live agents
+/// are marked lost and redispatched for a live node to claim (their panes are out of reach), and
+/// their unstarted claims go back to the queue ([`worker_records::settle_on_stale_node`]).
+/// Answers how many agents this node took.
 pub async fn heartbeat_and_settle(
     db: &PgPool,
     feed: &EventFeed,
@@ -205,10 +207,12 @@ pub async fn heartbeat_and_settle(
     let mut settled = 0;
     for node in worker_records::heartbeat(&mut conn, node_id, stale_after).await? {
         for agent in agents::list_live_on_node(&mut conn, &node.id).await? {
-            let mut tx = db.begin().await?;
-            worker_records::settle_on_stale_node(&mut tx, &agent, &node).await?;
+            // One transaction per agent, on the connection held (a step never waits for a second
+            // one of the node's few).
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+            let taken = worker_records::settle_on_stale_node(&mut tx, &agent, &node).await?;
             feed.commit(tx).await?;
-            settled += 1;
+            settled += usize::from(taken);
         }
     }
     Ok(settled)

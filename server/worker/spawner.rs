@@ -80,6 +80,9 @@ impl Spawner<'_> {
         // A session of ours that had a pane before is continued, not started afresh, in the
         // directory it ran in: one that moved (it joined a team) starts a new session there.
         let moved = agent.clone_path.as_deref().is_some_and(|was| Path::new(was) != cwd);
+        // Its own clone elsewhere: another node's (it was taken over, or resumed there). The new
+        // session knows nothing of the old one, so it is told its task again.
+        let started_afresh = agent.tmux_session.is_some() && moved && agent.clone_mode == "agent";
         let mut command = if agent.tmux_session.is_some() && !moved {
             provider.resume_command(&values)
         } else {
@@ -159,6 +162,9 @@ impl Spawner<'_> {
             clone_path.as_deref(),
         )
         .await?;
+        if started_afresh {
+            worker_records::retell_task(&mut tx, agent).await?;
+        }
         self.feed.commit(tx).await?;
         Ok(pane)
     }

@@ -323,8 +323,9 @@ fn activity_of(state: AgentState) -> Option<crate::domain::agent::Activity> {
 /// [`WRITERS`] on kept connections.
 pub struct Writer(SpareConnections);
 
-/// Connections kept for swaps: a round seldom has more decisions than this.
-const WRITERS: usize = 4;
+/// Connections kept for swaps: a round with more decisions takes the rest from the pool, which
+/// keeps the others for the node's other loops (a node's pool is `db::POOL_CONNECTIONS`).
+const WRITERS: usize = 2;
 
 impl Writer {
     pub fn new(db: PgPool) -> Writer {

@@ -54,7 +54,9 @@ pub fn run_in_background(
             Err(e) => return tracing::error!(error = %e, "cannot start the webhook sender's runtime"),
         };
         runtime.block_on(async move {
-            let pool = crate::db::beside(options, LOOPS as u32 + 1);
+            // One connection, of the node's few (`db::NODE_CONNECTIONS`): the loops' statements
+            // are short, and the sending between them holds none.
+            let pool = crate::db::beside(options, crate::db::SENDER_CONNECTIONS);
             run(Deliveries::new(pool.clone(), feed.clone(), settings), feed, shutdown).await;
             pool.close().await;
         });

@@ -64,7 +64,7 @@ async fn conducted(fakes: &Fakes) -> TestApp {
 }
 
 /// A project whose agents are the fakes, with these conductor settings over the defaults.
-async fn project(app: &TestApp, slug: &str, settings: Value) -> (Value, PathBuf) {
+pub(crate) async fn project(app: &TestApp, slug: &str, settings: Value) -> (Value, PathBuf) {
     let project = app.create_project(slug).await;
     let mut config = json!({"provider": "fake", "max_agents": 4});
     for (key, value) in settings.as_object().expect("settings") {
@@ -77,7 +77,7 @@ async fn project(app: &TestApp, slug: &str, settings: Value) -> (Value, PathBuf)
 }
 
 /// Polls the wish until `check` holds; on the deadline, fails showing the wish and its agents.
-async fn wait_for_wish(app: &TestApp, slug: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn wait_for_wish(app: &TestApp, slug: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
     app.get_until(&format!("/api/v1/wishes/{slug}"), what, RUN, &["/api/v1/agents?limit=100"], check).await
 }
 

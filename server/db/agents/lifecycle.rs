@@ -384,6 +384,16 @@ pub async fn release_claim(conn: &mut PgConnection, id: Uuid, node_id: &str) -> 
     Ok(true)
 }
 
+/// Locks the agent's row if it is still on `node_id`, for the rest of the caller's transaction:
+/// false when it has left that node (another live node took it over first).
+pub async fn lock_on_node(conn: &mut PgConnection, id: Uuid, node_id: &str) -> Result<bool, sqlx::Error> {
+    let found =
+        sqlx::query_scalar!("SELECT id FROM agents WHERE id = $1 AND node_id = $2 FOR NO KEY UPDATE", id, node_id)
+            .fetch_optional(conn)
+            .await?;
+    Ok(found.is_some())
+}
+
 /// Between two agents of one provider resumed after the same usage-limit reset.
 pub const RESUME_STAGGER: std::time::Duration = std::time::Duration::from_secs(2);
 
