@@ -24,6 +24,13 @@ use crate::feed::EventFeed;
 use crate::webhooks::WebhookSettings;
 use crate::webhooks::{signature, ssrf};
 
+/// The sender's own pool, of the node's few connections (`db::SENDER_CONNECTIONS`), to the
+/// database `options` name: the loops' statements are short, and the sending between them holds
+/// none. Made inside the sender's own runtime (a connection serves the runtime that opened it).
+pub fn sender_pool(options: sqlx::postgres::PgConnectOptions) -> PgPool {
+    crate::db::beside(options, crate::db::SENDER_CONNECTIONS)
+}
+
 /// The most deliveries one claim takes.
 pub const BATCH: usize = 64;
 

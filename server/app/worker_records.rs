@@ -9,7 +9,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::Result;
-use crate::db::agents::{self, Agent, Applied, Cause};
+use crate::db::agents::{self, Agent, Cause};
 use crate::db::messages;
 use crate::db::nodes::{self, Node};
 use crate::db::tasks::{self, Edit};
@@ -17,6 +17,46 @@ use crate::db::{events, teams, tokens, wishes};
 use crate::domain::agent::{AgentEvent, AgentState};
 use crate::domain::interruption;
 use crate::domain::message::SWITCHYARD;
+
+pub use crate::db::agents::Applied;
+/// The connections the watcher keeps for its writes (a swap per agent at once).
+pub use crate::db::spare_connections::SpareConnections;
+
+/// The live agents this node runs, with their panes.
+pub async fn live_on_node(conn: &mut PgConnection, node_id: &str) -> Result<Vec<Agent>> {
+    Ok(agents::list_live_on_node(conn, node_id).await?)
+}
+
+/// This node's suspended agents whose usage limit has reset or whose wait has passed.
+pub async fn limits_reset(conn: &mut PgConnection, node_id: &str) -> Result<Vec<Agent>> {
+    Ok(agents::limits_reset(conn, node_id).await?)
+}
+
+/// The time and state of each agent's last hook, by agent id.
+pub async fn last_hooks(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, (Option<DateTime<Utc>>, Option<AgentState>)>> {
+    Ok(agents::last_hooks(conn, ids).await?)
+}
+
+/// Whether a usage limit the agent's screen shows is a new one: a resumed session draws the
+/// limit it stopped at again (with a reset time now passed, read as tomorrow's), so only a limit
+/// met after it worked again since it was resumed counts.
+pub async fn limit_is_new(conn: &mut PgConnection, agent_id: Uuid) -> Result<bool> {
+    let Some(agent) = agents::get(conn, agent_id).await? else { return Ok(false) };
+    Ok(!agents::resumed_and_not_worked_since(conn, &agent.name).await?)
+}
+
+/// Whether mail waits for the agent (the mailbox's to type; a nudge would get in its way).
+pub async fn has_mail(conn: &mut PgConnection, agent_id: Uuid) -> Result<bool> {
+    Ok(messages::has_pending(conn, agent_id).await?)
+}
+
+/// The orphan panes this node reported in earlier runs: `(window, pane, name)`.
+pub async fn orphans_reported(conn: &mut PgConnection, node_id: &str) -> Result<Vec<(String, String, String)>> {
+    Ok(events::orphans_reported(conn, &format!("node:{node_id}")).await?)
+}
 
 pub async fn register_node(
     conn: &mut PgConnection,

@@ -19,7 +19,6 @@ use crate::app::agent_panes;
 use crate::app::local_panes::Typist;
 use crate::app::usage::SessionLogOf;
 use crate::app::worker_records;
-use crate::db::agents;
 use crate::detect::screen::ScreenRules;
 use crate::domain::agent::Activity;
 use crate::node::NodeInfo;
@@ -400,8 +399,8 @@ impl Fleet {
     /// Watches every live agent of this node that has a pane, and forgets the others.
     async fn refresh_watches(&self, watches: &mut Watches) {
         let live = match self.db.acquire().await {
-            Ok(mut conn) => agents::list_live_on_node(&mut conn, &self.node.node_id).await,
-            Err(e) => Err(e),
+            Ok(mut conn) => worker_records::live_on_node(&mut conn, &self.node.node_id).await,
+            Err(e) => Err(e.into()),
         };
         let Ok(live) = live else { return };
         let mut keep = Vec::new();
@@ -547,7 +546,7 @@ impl Fleet {
         let now = Utc::now();
         let quiet = chrono::Duration::from_std(self.settings.nudge_after)?;
         let mut nudged = 0;
-        for agent in agents::list_live_on_node(&mut conn, &self.node.node_id).await? {
+        for agent in worker_records::live_on_node(&mut conn, &self.node.node_id).await? {
             let Some(pane) = &agent.tmux_pane else { continue };
             let Some(watch) = watches.get(pane) else { continue };
             let silent = watch.last_output.elapsed() >= self.settings.nudge_after;
@@ -562,7 +561,7 @@ impl Fleet {
                 continue;
             }
             // Mail waiting is the mailbox's to type; a nudge would only get in its way.
-            if crate::db::messages::has_pending(&mut conn, agent.id).await? {
+            if worker_records::has_mail(&mut conn, agent.id).await? {
                 continue;
             }
             // On the connection held: a step never waits for a second one of the node's few.

@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+use crate::app::agents::Agent;
 use crate::app::worker_records;
-use crate::db::agents::{self, Agent};
-use crate::db::events;
 use crate::domain::agent::AgentState;
 use crate::feed::EventFeed;
 use crate::providers::LiveProviders;
@@ -110,7 +109,7 @@ pub async fn reconcile(
         }
     }
     let mut conn = db.acquire().await?;
-    let live = agents::list_live_on_node(&mut conn, node_id).await?;
+    let live = worker_records::live_on_node(&mut conn, node_id).await?;
     let mut outcome = Outcome::default();
     for agent in &live {
         let Some(pane_id) = &agent.tmux_pane else {
@@ -172,7 +171,7 @@ fn orphan_key(window: &str, pane: &str, name: &str) -> String {
 /// again. Read once, at start.
 pub async fn orphans_reported(db: &PgPool, node_id: &str) -> anyhow::Result<HashSet<String>> {
     let mut conn = db.acquire().await?;
-    let reported = events::orphans_reported(&mut conn, &format!("node:{node_id}")).await?;
+    let reported = worker_records::orphans_reported(&mut conn, node_id).await?;
     Ok(reported.iter().map(|(window, pane, name)| orphan_key(window, pane, name)).collect())
 }
 
@@ -206,7 +205,7 @@ pub async fn heartbeat_and_settle(
     let mut conn = db.acquire().await?;
     let mut settled = 0;
     for node in worker_records::heartbeat(&mut conn, node_id, stale_after).await? {
-        for agent in agents::list_live_on_node(&mut conn, &node.id).await? {
+        for agent in worker_records::live_on_node(&mut conn, &node.id).await? {
             // One transaction per agent, on the connection held (a step never waits for a second
             // one of the node's few).
             let mut tx = sqlx::Connection::begin(&mut *conn).await?;
@@ -223,7 +222,7 @@ pub async fn heartbeat_and_settle(
 /// resume command.
 pub async fn resume_after_limits(db: &PgPool, feed: &EventFeed, node_id: &str) -> anyhow::Result<Vec<String>> {
     let mut conn = db.acquire().await?;
-    let due = agents::limits_reset(&mut conn, node_id).await?;
+    let due = worker_records::limits_reset(&mut conn, node_id).await?;
     let mut resumed = Vec::new();
     for agent in due {
         let mut tx = db.begin().await?;

@@ -12,10 +12,9 @@ use chrono::Utc;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::app::agents::{Agent, Cause};
 use crate::app::usage::SessionLogOf;
-use crate::app::worker_records;
-use crate::db::agents::{self, Agent, Applied, Cause};
-use crate::db::spare_connections::SpareConnections;
+use crate::app::worker_records::{self, Applied, SpareConnections};
 use crate::detect::decision::{Decision, Detector, DetectorConfig, Source};
 use crate::detect::screen::{ScreenRules, StartChoice};
 use crate::domain::agent::{AgentEvent, AgentState};
@@ -237,7 +236,7 @@ impl Watches {
         }
         let hooks = {
             let mut conn = db.acquire().await?;
-            agents::last_hooks(&mut conn, &ids).await?
+            worker_records::last_hooks(&mut conn, &ids).await?
         };
         for watch in self.panes.values_mut() {
             if let Some((Some(at), Some(state))) = hooks.get(&watch.agent_id) {
@@ -395,10 +394,7 @@ pub async fn apply(
     // A resumed session draws the limit it stopped at again, with a reset time now passed (read
     // as tomorrow's): only a limit met after it worked again is a new one.
     let limit = match decision.usage_limit_until {
-        Some(until) => {
-            let name = agents::get(&mut tx, agent_id).await?.map(|a| a.name).unwrap_or_default();
-            (!agents::resumed_and_not_worked_since(&mut tx, &name).await?).then_some(until)
-        }
+        Some(until) => worker_records::limit_is_new(&mut tx, agent_id).await?.then_some(until),
         None => None,
     };
     if let Some(until) = limit {

@@ -54,9 +54,7 @@ pub fn run_in_background(
             Err(e) => return tracing::error!(error = %e, "cannot start the webhook sender's runtime"),
         };
         runtime.block_on(async move {
-            // One connection, of the node's few (`db::NODE_CONNECTIONS`): the loops' statements
-            // are short, and the sending between them holds none.
-            let pool = crate::db::beside(options, crate::db::SENDER_CONNECTIONS);
+            let pool = crate::app::webhook_deliveries::sender_pool(options);
             run(Deliveries::new(pool.clone(), feed.clone(), settings), feed, shutdown).await;
             pool.close().await;
         });

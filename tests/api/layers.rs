@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// (pure rules) and small helpers; `db`, `git`, `tmux`, `providers`, `detect`; `app` (the use
 /// cases, git work included); then the ways in — `http` with `api` and `pages` above it, and
 /// `worker`, the one home of the background loops, whose git work is `app`'s (it names no `git`)
-/// — and at the top `routes`, `config`, `cli`.
+/// and no `db`: its loops read and record through `app`) — and at the top `routes`, `config`, `cli`.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("domain", &[]),
     ("programs", &[]),
@@ -55,7 +55,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "agent_writable",
             "app",
             "data_dir",
-            "db",
             "detect",
             "domain",
             "feed",

@@ -392,7 +392,9 @@ impl MergeQueue {
                 let now = moving(&repo, None).await?;
                 let doomed = if keep { Vec::new() } else { merged_branches(entry, &now.heads) };
                 let reason = reason(&entry.wish);
-                return match self.move_target(&repo, (entry.project_id, &entry.target_branch), (merge, base), &reason, &doomed, now).await?
+                return match self
+                    .move_target(&repo, (entry.project_id, &entry.target_branch), (merge, base), &reason, &doomed, now)
+                    .await?
                 {
                     Moved::Yes => Ok(use_cases::merged(&self.ctx, entry).await?.state),
                     Moved::Raced => {

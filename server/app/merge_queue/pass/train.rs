@@ -482,7 +482,10 @@ impl MergeQueue {
         };
         let head = merges.last().expect("a chain to land");
         let reason = reason(&cars[cars.len() - 1].wish);
-        match self.move_target(repo, (cars[0].project_id, &round.target), (head, &current), &reason, &doomed, now).await? {
+        match self
+            .move_target(repo, (cars[0].project_id, &round.target), (head, &current), &reason, &doomed, now)
+            .await?
+        {
             Moved::Yes => {}
             Moved::Raced => return Ok(Some(Halt::Moved(None))),
             Moved::Dirty(at) => return Ok(Some(Halt::Moved(Some(at)))),
