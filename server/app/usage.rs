@@ -255,11 +255,14 @@ impl UsageReport {
 /// connections of their own, at once: pages show it beside other parts, and under load every
 /// round trip waits its turn for a core.
 pub async fn report(ctx: &Ctx, scope: &Scope) -> Result<UsageReport> {
-    let by_model = async { Ok::<_, Error>(agent_usage::by_model(&mut *ctx.db.acquire().await?, scope).await?) };
+    // One connection, the two reads one after the other: a node has few connections, and a
+    // request that holds one while it waits for a second can deadlock with others doing the same.
+    let mut conn = ctx.db.acquire().await?;
+    let by_model = agent_usage::by_model(&mut conn, scope).await?;
     // What was recorded, not what the provider's config promises: a custom provider may post
     // hooks with transcripts too, and a Claude Code agent may not have finished a turn yet.
-    let unreported = async { Ok::<_, Error>(agent_usage::unreported(&mut *ctx.db.acquire().await?, scope).await?) };
-    let (by_model, unreported) = tokio::try_join!(by_model, unreported)?;
+    let unreported = agent_usage::unreported(&mut conn, scope).await?;
+    drop(conn);
     let cost = ctx.providers.current().prices().cost(&by_model);
     let unreported = unreported.into_iter().map(|(provider, agents)| Unreported { provider, agents }).collect();
     Ok(UsageReport { cost, unreported })

@@ -22,7 +22,7 @@ async fn connections_of(conn: &mut sqlx::PgConnection, node_id: &str) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_node_running_a_wish_under_api_load_holds_at_most_its_six_connections() {
+async fn a_node_running_a_wish_under_api_load_holds_at_most_its_connection_budget() {
     let fakes = Fakes::new();
     let app = TestApp::builder().providers(&fakes.providers()).worker(|w| w.conductor = true).spawn().await;
     let node_id = app.status().await["node_id"].as_str().expect("the node's id").to_owned();
