@@ -221,8 +221,9 @@ pub async fn heartbeat_and_settle(
 /// interruption passed: they go back to `spawning` and are spawned again with the provider's
 /// resume command.
 pub async fn resume_after_limits(db: &PgPool, feed: &EventFeed, node_id: &str) -> anyhow::Result<Vec<String>> {
-    let mut conn = db.acquire().await?;
-    let due = worker_records::limits_reset(&mut conn, node_id).await?;
+    // The read's connection goes back before each resume takes one: a step that holds one while
+    // it waits for another can starve the node's pool.
+    let due = worker_records::limits_reset(&mut *db.acquire().await?, node_id).await?;
     let mut resumed = Vec::new();
     for agent in due {
         let mut tx = db.begin().await?;
