@@ -81,9 +81,11 @@ pub async fn workspace(db: &PgPool, feed: &EventFeed, data_dir: &Path, agent: &A
     let (target, repo) = {
         let mut conn = db.acquire().await?;
         let target = crate::db::agents::project_target_branch(&mut conn, agent.project_id).await?;
-        (target, super::repository::open(&mut conn, data_dir, agent.project_id).await?)
+        (target, super::repository::locate(&mut conn, data_dir, agent.project_id).await?)
     };
-    // A project on a remote: the clone comes from this node's mirror, fetched just now.
+    // A project on a remote: the clone comes from this node's mirror, fetched now (with the
+    // connection given back: the network may be slow).
+    let repo = repo.fetched().await?;
     clones::make(repo.path(), &dest, &branch, &target).await?;
     Ok(dest)
 }
@@ -97,7 +99,7 @@ async fn team_clone(db: &PgPool, feed: &EventFeed, data_dir: &Path, agent: &Agen
     let (team, repo) = {
         let mut conn = db.acquire().await?;
         let team = crate::db::teams::get(&mut conn, name).await?;
-        (team, super::repository::open(&mut conn, data_dir, agent.project_id).await?)
+        (team, super::repository::locate(&mut conn, data_dir, agent.project_id).await?)
     };
     let team = team.ok_or_else(|| anyhow::anyhow!("team `{name}` was disbanded"))?;
     if team.node_id.as_deref().is_some_and(|pinned| pinned != node) {
@@ -107,6 +109,7 @@ async fn team_clone(db: &PgPool, feed: &EventFeed, data_dir: &Path, agent: &Agen
         return Ok(PathBuf::from(path));
     }
     let dest = clones::team_clone_dir(data_dir, name);
+    let repo = repo.fetched().await?;
     clones::make(repo.path(), &dest, &team.branch, &team.base_branch).await?;
     let mut tx = db.begin().await?;
     super::worker_records::record_team_clone(&mut tx, name, node, &dest.to_string_lossy()).await?;

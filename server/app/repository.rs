@@ -35,12 +35,16 @@ pub fn local_dir(data_dir: &Path, location: &str) -> PathBuf {
 
 /// The project's repository on this node, its mirror fetched first when it is on a remote.
 pub async fn open(conn: &mut PgConnection, data_dir: &Path, project_id: Uuid) -> crate::app::Result<Repo> {
+    locate(conn, data_dir, project_id).await?.fetched().await
+}
+
+/// The project's repository on this node as recorded, nothing fetched yet: the caller gives its
+/// connection back before [`Repo::fetched`] talks to the network.
+pub async fn locate(conn: &mut PgConnection, data_dir: &Path, project_id: Uuid) -> crate::app::Result<Repo> {
     let found = projects::repository(conn, project_id).await?;
     let Some(url) = found.repo_url else { return Ok(Repo { path: PathBuf::from(found.repo_path), remote: None }) };
     let remote = Remote { url, secret: found.repo_secret };
-    let path = remote::mirror_dir(data_dir, &remote.url);
-    remote::sync(&path, &remote).await.map_err(|e| fetching(&remote, e))?;
-    Ok(Repo { path, remote: Some(remote) })
+    Ok(Repo { path: remote::mirror_dir(data_dir, &remote.url), remote: Some(remote) })
 }
 
 fn fetching(remote: &Remote, e: GitError) -> crate::app::Error {
@@ -55,6 +59,14 @@ fn moved(branch: &str) -> GitError {
 impl Repo {
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The repository with its mirror fetched now, when it is on a remote.
+    pub async fn fetched(self) -> crate::app::Result<Repo> {
+        if let Some(remote) = &self.remote {
+            remote::sync(&self.path, remote).await.map_err(|e| fetching(remote, e))?;
+        }
+        Ok(self)
     }
 
     /// Brings the mirror up to date again (after a push the remote refused).
