@@ -419,18 +419,25 @@ pub async fn limits_reset(conn: &mut PgConnection, node_id: &str) -> Result<Vec<
 }
 
 /// Whether the agent was resumed from a suspension and has not worked since: its screen still
-/// shows the session it was suspended in (a usage limit drawn again is that old one).
+/// shows the session it was suspended in (a usage limit drawn again is that old one). Working
+/// again means a turn of its own: a message submitted to it after the resume, then a `working`
+/// state after that submission. A `working` read alone is not enough: a CLI starting up under
+/// load reads as working while it still draws the old limit.
 pub async fn resumed_and_not_worked_since(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT EXISTS (
              SELECT 1 FROM events r
              WHERE r.subject = $1 AND r.type = 'agent.state_changed'
                AND r.payload->>'from' = 'suspended' AND r.payload->>'to' = 'spawning'
-               AND NOT EXISTS (SELECT 1 FROM events w
+               AND NOT EXISTS (
+                 SELECT 1 FROM messages m JOIN agents a ON a.id = m.recipient_id
+                 WHERE a.name = $2 AND m.submitted_at > r.created_at
+                   AND EXISTS (SELECT 1 FROM events w
                                WHERE w.subject = $1 AND w.type = 'agent.state_changed'
-                                 AND w.payload->>'to' = 'working' AND w.created_at > r.created_at)
+                                 AND w.payload->>'to' = 'working' AND w.created_at > m.submitted_at))
            ) AS "stale!""#,
-        super::subject(name)
+        super::subject(name),
+        name
     )
     .fetch_one(conn)
     .await
