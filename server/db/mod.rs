@@ -82,6 +82,8 @@ pub struct Location<'a> {
     pub database_url: Option<&'a secrecy::SecretString>,
     pub data_dir: &'a Path,
     pub pg_bindir: Option<&'a Path>,
+    /// The main pool's size: [`POOL_CONNECTIONS`], but for a test that runs with fewer.
+    pub pool_connections: u32,
 }
 
 impl Database {
@@ -107,7 +109,7 @@ impl Database {
             Some(name) => options.application_name(name),
             None => options,
         };
-        let pool = pool(options).await?;
+        let pool = pool_of(options, settings.pool_connections).await?;
         Ok(Database { pool, embedded: embedded.map(Supervised::start) })
     }
 
@@ -125,7 +127,7 @@ impl Database {
                 settings.pg_bindir,
                 Durability::Durable,
             )?;
-            let pool = pool(pg.connect_options(embedded::DATABASE)).await?;
+            let pool = pool_of(pg.connect_options(embedded::DATABASE), settings.pool_connections).await?;
             return Ok((Database { pool, embedded: None }, None));
         }
         let claim = match settings.database_url {
@@ -187,7 +189,13 @@ const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 /// that sat idle long enough to have been cut (a restart, a firewall) is pinged, and a broken one
 /// is replaced, not used.
 pub async fn pool(options: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
-    pool_options(POOL_CONNECTIONS).min_connections(1).connect_with(options).await
+    pool_of(options, POOL_CONNECTIONS).await
+}
+
+/// [`pool`] of `connections`: fewer than [`POOL_CONNECTIONS`] only in tests, where a pool of one
+/// makes any code that holds a connection while it waits for a second time out at once.
+pub async fn pool_of(options: PgConnectOptions, connections: u32) -> Result<PgPool, sqlx::Error> {
+    pool_options(connections).min_connections(1).connect_with(options).await
 }
 
 /// A pool to the database `options` name, connecting lazily: for a runtime of its own (a
