@@ -25,6 +25,7 @@ use uuid::Uuid;
 pub struct TestApp {
     pub address: String,
     pub status_address: String,
+    /// The test's own connections to the node's database (not the node's pool).
     pub pool: sqlx::PgPool,
     pub admin_token: String,
     pub client: reqwest::Client,
@@ -408,7 +409,13 @@ async fn launch_with(
     let app = Application::build(&settings, Role::Serve).await.expect("build the application");
     let address = format!("http://{}", app.api_addr().expect("serve has an API"));
     let status_address = format!("http://{}", app.status_addr());
-    let pool = app.pool().clone();
+    // The test's own connections, apart from the node's (whose pool may be of one): a test that
+    // holds one while it calls the API must not starve the node it calls.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&database_url)
+        .await
+        .expect("connect the test's pool");
     let mut tx = pool.begin().await.expect("begin");
     let (_, admin_token) =
         switchyard::db::tokens::create(&mut tx, &format!("test-admin-{}", uuid::Uuid::new_v4().simple()), Scope::Admin)
