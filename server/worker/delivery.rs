@@ -222,7 +222,8 @@ impl Delivery {
         (input_before, input_after): (Option<&str>, Option<&str>),
     ) -> anyhow::Result<Option<Outcome>> {
         let pane = due.pane.as_str();
-        let entered = delivery_records::enter(&mut *self.db.acquire().await?, due.message_id, pane, input_after).await?;
+        let entered =
+            delivery_records::enter(&mut *self.db.acquire().await?, due.message_id, pane, input_after).await?;
         // Settled on a connection of its own, once the one above went back.
         let Some(submitted_at) = entered else { return Ok(Some(self.settled(due.message_id).await?)) };
         if let Err(e) = self.typist.press_enter(pane).await {
@@ -292,7 +293,8 @@ impl Delivery {
             return Ok(Outcome::NotNow(why));
         }
         let labels = &highlighted.labels;
-        let chosen = delivery_records::choice(&mut *self.db.acquire().await?, due.message_id, pane, option, labels).await?;
+        let chosen =
+            delivery_records::choice(&mut *self.db.acquire().await?, due.message_id, pane, option, labels).await?;
         if chosen.is_none() {
             return self.settled(due.message_id).await;
         }
