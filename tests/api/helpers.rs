@@ -410,9 +410,11 @@ async fn launch_with(
     let address = format!("http://{}", app.api_addr().expect("serve has an API"));
     let status_address = format!("http://{}", app.status_addr());
     // The test's own connections, apart from the node's (whose pool may be of one): a test that
-    // holds one while it calls the API must not starve the node it calls.
+    // holds one while it calls the API must not starve the node it calls. Closed when idle:
+    // several suites may share the test server's `max_connections`.
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(4)
+        .idle_timeout(Duration::from_secs(2))
         .connect(&database_url)
         .await
         .expect("connect the test's pool");
