@@ -165,6 +165,9 @@ pub struct Settings {
     pub gate: GateSettings,
     pub webhooks: WebhookSettings,
     pub rate_limits: RateLimitSettings,
+    /// The main pool's size, [`crate::db::POOL_CONNECTIONS`]: not a setting a user makes (a
+    /// node's budget is fixed, README "Many nodes"); tests run with fewer to find hold-and-wait.
+    pub pool_connections: u32,
 }
 
 impl Settings {
@@ -174,6 +177,7 @@ impl Settings {
             database_url: self.database_url.as_ref(),
             data_dir: &self.data_dir,
             pg_bindir: self.pg_bindir.as_deref(),
+            pool_connections: self.pool_connections,
         }
     }
 }
@@ -274,6 +278,7 @@ impl GlobalArgs {
             gate: GateSettings { network: self.gate_network, read_only: self.gate_paths.clone() },
             webhooks: self.webhooks.validate()?,
             rate_limits: self.rate_limits.validate()?,
+            pool_connections: crate::db::POOL_CONNECTIONS,
         })
     }
 }

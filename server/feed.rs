@@ -190,12 +190,22 @@ impl EventFeed {
     }
 
     /// Listens until `shutdown`, reconnecting after errors; wakes followers after a reconnect,
-    /// since notifications sent meanwhile are lost.
+    /// since notifications sent meanwhile are lost. The `LISTEN` is on a connection of its own
+    /// ([`crate::db::LISTEN_CONNECTIONS`]) to the database `pool` reaches: a listener keeps its
+    /// connection for good, and taken from `pool` it would leave every request one short (with
+    /// a pool of one, none at all).
     pub async fn listen(self, pool: PgPool, shutdown: CancellationToken) {
         let closed = self.closed.clone();
         let _close_streams = closed.drop_guard();
+        let own = crate::db::beside((*pool.connect_options()).clone(), crate::db::LISTEN_CONNECTIONS);
+        drop(pool);
+        self.listen_on(&own, &shutdown).await;
+        own.close().await;
+    }
+
+    async fn listen_on(&self, pool: &PgPool, shutdown: &CancellationToken) {
         while !shutdown.is_cancelled() {
-            match PgListener::connect_with(&pool).await {
+            match PgListener::connect_with(pool).await {
                 Ok(mut listener) => {
                     if let Err(e) = listener.listen_all([CHANNEL, HOOKS]).await {
                         tracing::warn!(error = %e, "LISTEN failed; retrying");

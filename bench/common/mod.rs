@@ -100,6 +100,7 @@ pub async fn start_with(
         webhooks,
         // A benchmark measures the server, not its limits.
         rate_limits: Default::default(),
+        pool_connections: switchyard::db::POOL_CONNECTIONS,
     };
     let app = Application::build(&settings, Role::Serve).await?;
     let addr = app.api_addr().expect("serve has an API");

@@ -185,14 +185,10 @@ pub struct AgentDetail {
         (status = 403, body = Problem, description = "An agent token reading another agent"), (status = 404, body = Problem)))]
 #[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn get_agent(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Response> {
-    let agent = {
-        let mut conn = state.db.acquire().await?;
-        agents::by_name(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?
-    };
-    // The connection goes back first: the report takes its own, and a request holding one while
-    // it waits for another would deadlock with as many others as the pool has connections.
+    let mut conn = state.db.acquire().await?;
+    let agent = agents::by_name(&mut conn, &name).await?.ok_or_else(|| not_found(&name))?;
     let scope = crate::db::agent_usage::Scope { agent: Some(agent.id), ..Default::default() };
-    let usage = crate::app::usage::report(&state.app, &scope).await?;
+    let usage = crate::app::usage::report(&mut conn, &state.providers, &scope).await?;
     Ok((etag(agent.version), Json(AgentDetail { agent, usage })).into_response())
 }
 

@@ -49,5 +49,5 @@ pub async fn get_usage(
         agent: query.agent.as_deref(),
     };
     let scope = usage::scope(&mut conn, &names).await?;
-    Ok(Json(usage::report(&state.app, &scope).await?))
+    Ok(Json(usage::report(&mut conn, &state.providers, &scope).await?))
 }

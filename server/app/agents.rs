@@ -268,14 +268,14 @@ pub struct DeletedAgent {
 /// agent that changed meanwhile is refused (try again).
 #[tracing::instrument(skip_all, fields(agent = ?name), err(level = "debug"))]
 pub async fn delete(ctx: &Ctx, name: &str, force: bool) -> Result<DeletedAgent> {
-    let (seen, repo, target) = {
+    let (seen, target) = {
         let mut conn = ctx.db.acquire().await?;
         let agent = agents::by_name(&mut conn, name).await?.ok_or_else(|| not_found(name))?;
         refuse_live(&agent, force)?;
-        let repo = super::repository::open(&mut conn, &ctx.data_dir, agent.project_id).await?;
         let target = agents::project_target_branch(&mut conn, agent.project_id).await?;
-        (agent, repo.path, target)
+        (agent, target)
     };
+    let repo = super::repository::open(&ctx.db, &ctx.data_dir, seen.project_id).await?.path;
     let own_clone = own_clone(ctx, &seen);
     let owner = format!("agent `{name}`");
     let discarded = match &own_clone {

@@ -38,13 +38,13 @@ pub struct BranchUpdate {
 /// Points agent `name`'s branch at the HEAD of `bundle` (a git bundle's bytes).
 #[tracing::instrument(skip_all, fields(agent = ?name, bytes = bundle.len()), err(level = "debug"))]
 pub async fn receive(ctx: &Ctx, name: &str, bundle: &[u8]) -> Result<BranchUpdate> {
-    let (agent, target, repo) = {
+    let (agent, target) = {
         let mut conn = ctx.db.acquire().await?;
         let agent = agents::by_name(&mut conn, name).await?.ok_or_else(|| agents_app::not_found(name))?;
         let target = agents::project_target_branch(&mut conn, agent.project_id).await?;
-        let repo = super::repository::open(&mut conn, &ctx.data_dir, agent.project_id).await?;
-        (agent, target, repo)
+        (agent, target)
     };
+    let repo = super::repository::open(&ctx.db, &ctx.data_dir, agent.project_id).await?;
     let branch = agent.branch.clone().ok_or_else(|| {
         Error::conflict(format!("agent `{name}` has no branch of its own"), Some(agent.state.as_str()))
     })?;

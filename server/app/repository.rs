@@ -6,9 +6,10 @@
 //! never forced. The merge queue's target is pushed the same way ([`publish_target`]), and for a
 //! `repo_path` project to its `push_remote` (`origin` by default, when the repository has one).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::db::projects;
@@ -33,9 +34,58 @@ pub fn local_dir(data_dir: &Path, location: &str) -> PathBuf {
     }
 }
 
-/// The project's repository on this node, its mirror fetched first when it is on a remote.
-pub async fn open(conn: &mut PgConnection, data_dir: &Path, project_id: Uuid) -> crate::app::Result<Repo> {
-    locate(conn, data_dir, project_id).await?.fetched().await
+/// The project's repository on this node, its mirror fetched first when it is on a remote. It
+/// takes the pool, not a connection: the one it reads the project on goes back before the fetch,
+/// so the caller must hold none (a step in a transaction uses [`Mirrors`]).
+pub async fn open(db: &PgPool, data_dir: &Path, project_id: Uuid) -> crate::app::Result<Repo> {
+    let located = locate(&mut *db.acquire().await?, data_dir, project_id).await?;
+    located.fetched().await
+}
+
+/// Projects' repositories for a step that works in one transaction, which must not be held
+/// while a mirror is fetched over the network. In the transaction [`Mirrors::ready`] gives the
+/// repositories git can use at once — a `repo_path` project's, or a mirror fetched before the
+/// transaction began — and notes the others, whose work the step leaves; after its commit
+/// [`Mirrors::fetch_noted`] fetches those with no connection held, and the step runs again.
+#[derive(Default)]
+pub struct Mirrors {
+    /// Fetched this step, or why not.
+    fetched: HashMap<Uuid, Result<Repo, String>>,
+    noted: Vec<(Uuid, Repo)>,
+}
+
+impl Mirrors {
+    /// The project's repository if git can use it now (an error if its fetch failed); `None`
+    /// when its mirror is still to fetch: noted, the step passes over what needs it.
+    pub async fn ready(
+        &mut self,
+        conn: &mut PgConnection,
+        data_dir: &Path,
+        project_id: Uuid,
+    ) -> crate::app::Result<Option<Repo>> {
+        if let Some(fetched) = self.fetched.get(&project_id) {
+            return fetched.clone().map(Some).map_err(|e| crate::app::Error::Internal(anyhow::anyhow!(e)));
+        }
+        let repo = locate(conn, data_dir, project_id).await?;
+        if repo.remote.is_none() {
+            return Ok(Some(repo));
+        }
+        if !self.noted.iter().any(|(noted, _)| *noted == project_id) {
+            self.noted.push((project_id, repo));
+        }
+        Ok(None)
+    }
+
+    /// Fetches the mirrors noted since the last call (the caller holds no connection); true when
+    /// there were any, and the step runs again to use them.
+    pub async fn fetch_noted(&mut self) -> bool {
+        let noted = std::mem::take(&mut self.noted);
+        let any = !noted.is_empty();
+        for (project, repo) in noted {
+            self.fetched.insert(project, repo.fetched().await.map_err(|e| format!("{e:#}")));
+        }
+        any
+    }
 }
 
 /// The project's repository on this node as recorded, nothing fetched yet: the caller gives its

@@ -84,8 +84,8 @@ pub async fn create(ctx: &Ctx, input: NewTeamInput, idem: Option<&Idempotency>) 
         return Err(Error::invalid("base_branch", "the project's target branch is not a branch name git accepts"));
     }
     // Asked of the project's repository before anything is written; nothing is changed there.
-    let repo = super::repository::open(&mut conn, &ctx.data_dir, project.id).await?;
     drop(conn);
+    let repo = super::repository::open(&ctx.db, &ctx.data_dir, project.id).await?;
     let repo = repo.path();
     if !branch_exists(repo, &base).await? {
         return Err(Error::invalid("base_branch", format!("the project's repository has no branch `{base}`")));
@@ -241,7 +241,7 @@ pub async fn disband(ctx: &Ctx, name: &str, force: bool) -> Result<DisbandedTeam
     let owner = format!("team `{name}`");
     let work = match &clone {
         Some(clone) => {
-            let repo = super::repository::open(&mut *ctx.db.acquire().await?, &ctx.data_dir, seen.project_id).await?;
+            let repo = super::repository::open(&ctx.db, &ctx.data_dir, seen.project_id).await?;
             let against = (repo.path(), seen.base_branch.as_str());
             clones::check_before_removing(clone, against, &owner, seen.status.as_str(), force).await?
         }

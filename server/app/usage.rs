@@ -28,7 +28,7 @@ use crate::db::{agents, projects, wishes};
 use crate::domain::cost::Cost;
 use crate::domain::usage::{read_chunk, Chunk, Usage};
 use crate::feed::EventFeed;
-use crate::providers::{Provider, Setup};
+use crate::providers::{LiveProviders, Provider, Setup};
 
 /// The most read at one hook; a longer transcript is caught up at the next ones.
 const MAX_READ: u64 = 4 << 20;
@@ -251,19 +251,15 @@ impl UsageReport {
     }
 }
 
-/// The report of the agents in `scope`, priced with the configured prices. Its two reads go on
-/// connections of their own, at once: pages show it beside other parts, and under load every
-/// round trip waits its turn for a core.
-pub async fn report(ctx: &Ctx, scope: &Scope) -> Result<UsageReport> {
-    // One connection, the two reads one after the other: a node has few connections, and a
-    // request that holds one while it waits for a second can deadlock with others doing the same.
-    let mut conn = ctx.db.acquire().await?;
-    let by_model = agent_usage::by_model(&mut conn, scope).await?;
+/// The report of the agents in `scope`, priced with the configured prices of `providers`, read on
+/// the caller's connection: a node has few connections, and a request that holds one while it
+/// waits for a second can deadlock with others doing the same.
+pub async fn report(conn: &mut PgConnection, providers: &LiveProviders, scope: &Scope) -> Result<UsageReport> {
+    let by_model = agent_usage::by_model(&mut *conn, scope).await?;
     // What was recorded, not what the provider's config promises: a custom provider may post
     // hooks with transcripts too, and a Claude Code agent may not have finished a turn yet.
-    let unreported = agent_usage::unreported(&mut conn, scope).await?;
-    drop(conn);
-    let cost = ctx.providers.current().prices().cost(&by_model);
+    let unreported = agent_usage::unreported(conn, scope).await?;
+    let cost = providers.current().prices().cost(&by_model);
     let unreported = unreported.into_iter().map(|(provider, agents)| Unreported { provider, agents }).collect();
     Ok(UsageReport { cost, unreported })
 }

@@ -82,6 +82,8 @@ pub struct Location<'a> {
     pub database_url: Option<&'a secrecy::SecretString>,
     pub data_dir: &'a Path,
     pub pg_bindir: Option<&'a Path>,
+    /// The main pool's size: [`POOL_CONNECTIONS`], but for a test that runs with fewer.
+    pub pool_connections: u32,
 }
 
 impl Database {
@@ -107,7 +109,7 @@ impl Database {
             Some(name) => options.application_name(name),
             None => options,
         };
-        let pool = pool(options).await?;
+        let pool = pool_of(options, settings.pool_connections).await?;
         Ok(Database { pool, embedded: embedded.map(Supervised::start) })
     }
 
@@ -125,7 +127,7 @@ impl Database {
                 settings.pg_bindir,
                 Durability::Durable,
             )?;
-            let pool = pool(pg.connect_options(embedded::DATABASE)).await?;
+            let pool = pool_of(pg.connect_options(embedded::DATABASE), settings.pool_connections).await?;
             return Ok((Database { pool, embedded: None }, None));
         }
         let claim = match settings.database_url {
@@ -154,21 +156,25 @@ impl Database {
 /// The PostgreSQL connections one node (a `serve` or `worker` process) holds at most, all of
 /// its loops and requests together, fixed whatever the load, so a fleet's needs are known
 /// (README: "Many nodes"). They are:
-/// [`LISTEN_CONNECTIONS`] for the events `LISTEN` (it cannot share a pooled connection),
-/// [`SENDER_CONNECTIONS`] for the webhook sender (its own runtime, whose connections serve only
-/// it), and [`POOL_CONNECTIONS`] in the main pool for everything else: the API, the worker's
-/// loops, the conductor, the notifier's `NOTIFY`. The test `connections::a_node_running_a_wish_under_api_load_holds_at_most_its_connection_budget`
+/// [`LISTEN_CONNECTIONS`] for the events `LISTEN` (a pool of its own: a listener keeps its
+/// connection for good), [`SENDER_CONNECTIONS`] for the webhook sender (its own runtime, whose
+/// connections serve only it), and [`POOL_CONNECTIONS`] in the main pool for everything else:
+/// the API, the worker's loops, the conductor, the notifier's `NOTIFY`. The test
+/// `connections::a_node_running_a_wish_under_api_load_holds_at_most_its_connection_budget`
 /// counts them in `pg_stat_activity` while a node runs a wish.
-// Six was the aim (a pool of four): the suite's dashboard tests then starved (a request waiting
-// over 3 s for a connection while others held one and waited for a second); until every such
-// hold-and-wait is gone, the pool keeps the size the suite has run with.
-pub const NODE_CONNECTIONS: u32 = 27;
+// Four in the main pool are enough only because nothing holds a connection while it waits for
+// another (a request, a loop or a conductor step): with a few such at once every request waited
+// past the pool's 3 s. The suite finds any new one when run with a pool of one
+// (`SWITCHYARD_TEST_POOL_CONNECTIONS=1`), and `connections::` runs a wish and the dashboard so.
+pub const NODE_CONNECTIONS: u32 = 6;
 pub const LISTEN_CONNECTIONS: u32 = 1;
 pub const SENDER_CONNECTIONS: u32 = 1;
 /// The main pool: what a node's budget leaves after the listener and the sender.
 pub const POOL_CONNECTIONS: u32 = NODE_CONNECTIONS - LISTEN_CONNECTIONS - SENDER_CONNECTIONS;
-// The API, the worker's loops and the conductor need a few at once.
+// The API, the worker's loops and the conductor need a few at once; a loop keeps one for its
+// frequent writes ([`spare_connections`]) only while others are free.
 const _: () = assert!(POOL_CONNECTIONS >= 4);
+const _: () = assert!(NODE_CONNECTIONS == POOL_CONNECTIONS + LISTEN_CONNECTIONS + SENDER_CONNECTIONS);
 
 /// The `application_name` a node's connections carry (`switchyard:<node id>`), so that
 /// `pg_stat_activity` tells each node's connections apart.
@@ -187,7 +193,13 @@ const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 /// that sat idle long enough to have been cut (a restart, a firewall) is pinged, and a broken one
 /// is replaced, not used.
 pub async fn pool(options: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
-    pool_options(POOL_CONNECTIONS).min_connections(1).connect_with(options).await
+    pool_of(options, POOL_CONNECTIONS).await
+}
+
+/// [`pool`] of `connections`: fewer than [`POOL_CONNECTIONS`] only in tests, where a pool of one
+/// makes any code that holds a connection while it waits for a second time out at once.
+pub async fn pool_of(options: PgConnectOptions, connections: u32) -> Result<PgPool, sqlx::Error> {
+    pool_options(connections).min_connections(1).connect_with(options).await
 }
 
 /// A pool to the database `options` name, connecting lazily: for a runtime of its own (a

@@ -173,7 +173,7 @@ async fn detail(
     let history = events::history(&mut conn, &agents::subject(&agent.name), HISTORY).await?;
     let history = EventRow::load(&mut conn, &history, now).await?;
     let scope = crate::db::agent_usage::Scope { agent: Some(agent.id), ..Default::default() };
-    let usage = crate::app::usage::report(&state.app, &scope).await?;
+    let usage = crate::app::usage::report(&mut conn, &state.providers, &scope).await?;
     drop(conn);
     let pane = match agent_panes::screen(&state.app, &name, PANE_HISTORY).await {
         Ok(screen) => PaneView { text: Some(screen.text.trim_end().to_owned()), unavailable: None },

@@ -128,67 +128,69 @@ pub async fn waiting_wishes(ctx: &Ctx, limit: i64) -> PageResult<(Vec<wishes::Wi
 
 /// The groups handed to a person, each with why and the agent that had it.
 async fn group_steps(ctx: &Ctx, now: DateTime<Utc>, limit: i64) -> PageResult<Vec<Handoff>> {
-    let mut conn = ctx.db.acquire().await?;
-    let conn = &mut *conn;
-    let mut steps = Vec::new();
-    for (task, slug) in handoffs::groups(&mut *conn, limit).await? {
-        // The latest hand-off says why, and which agent had the group.
-        let assigned = events::about(&mut *conn, &format!("task:{}", task.id), "task.assigned", 1000).await?;
-        let last = assigned.iter().rev().find(|e| e.payload["assignee"] == crate::app::wish_lifecycle::HUMAN);
-        let text = |field: &str| last.and_then(|e| e.payload[field].as_str()).map(str::to_owned);
-        let agent = match text("previous") {
-            Some(name) => crate::db::agents::by_name(&mut *conn, &name).await?,
-            None => None,
-        };
-        let wish_title = wishes::get(&mut *conn, &slug).await?.map(|w| w.title).unwrap_or_default();
-        steps.push(
-            step(
-                ctx,
-                agent.as_ref(),
-                Handoff {
-                    title: format!("{} — group {}", wish_title, task.title),
-                    key: task.group_key.clone(),
-                    reason: text("reason").unwrap_or_else(|| "handed to a person".to_owned()),
-                    since: ago(task.updated_at, now),
-                    slug,
-                    agent: None,
-                    summary: None,
-                    screen: None,
-                },
-            )
-            .await,
-        );
+    let mut read = Vec::new();
+    {
+        let mut conn = ctx.db.acquire().await?;
+        let conn = &mut *conn;
+        for (task, slug) in handoffs::groups(&mut *conn, limit).await? {
+            // The latest hand-off says why, and which agent had the group.
+            let assigned = events::about(&mut *conn, &format!("task:{}", task.id), "task.assigned", 1000).await?;
+            let last = assigned.iter().rev().find(|e| e.payload["assignee"] == crate::app::wish_lifecycle::HUMAN);
+            let text = |field: &str| last.and_then(|e| e.payload[field].as_str()).map(str::to_owned);
+            let agent = match text("previous") {
+                Some(name) => crate::db::agents::by_name(&mut *conn, &name).await?,
+                None => None,
+            };
+            let wish_title = wishes::get(&mut *conn, &slug).await?.map(|w| w.title).unwrap_or_default();
+            let handoff = Handoff {
+                title: format!("{} — group {}", wish_title, task.title),
+                key: task.group_key.clone(),
+                reason: text("reason").unwrap_or_else(|| "handed to a person".to_owned()),
+                since: ago(task.updated_at, now),
+                slug,
+                agent: None,
+                summary: None,
+                screen: None,
+            };
+            read.push((agent, handoff));
+        }
     }
-    Ok(steps)
+    Ok(with_screens(ctx, read).await)
 }
 
 /// The wishes whose step (plan, review, merge) is handed to a person, each with its agent.
 async fn wish_steps(ctx: &Ctx, now: DateTime<Utc>, limit: i64) -> PageResult<Vec<Handoff>> {
-    let mut conn = ctx.db.acquire().await?;
-    let conn = &mut *conn;
-    let mut steps = Vec::new();
-    for wish in handoffs::wishes(&mut *conn, limit).await? {
-        // The step's agent: the newest of the wish's agents that had no group.
-        let agent = handoffs::agents_of(&mut *conn, wish.id).await?.into_iter().find(|a| a.task_id.is_none());
-        steps.push(
-            step(
-                ctx,
-                agent.as_ref(),
-                Handoff {
-                    reason: wish.failure_reason.clone().unwrap_or_else(|| "handed to a person".to_owned()),
-                    since: ago(wish.updated_at, now),
-                    slug: wish.slug,
-                    title: wish.title,
-                    key: None,
-                    agent: None,
-                    summary: None,
-                    screen: None,
-                },
-            )
-            .await,
-        );
+    let mut read = Vec::new();
+    {
+        let mut conn = ctx.db.acquire().await?;
+        let conn = &mut *conn;
+        for wish in handoffs::wishes(&mut *conn, limit).await? {
+            // The step's agent: the newest of the wish's agents that had no group.
+            let agent = handoffs::agents_of(&mut *conn, wish.id).await?.into_iter().find(|a| a.task_id.is_none());
+            let handoff = Handoff {
+                reason: wish.failure_reason.clone().unwrap_or_else(|| "handed to a person".to_owned()),
+                since: ago(wish.updated_at, now),
+                slug: wish.slug,
+                title: wish.title,
+                key: None,
+                agent: None,
+                summary: None,
+                screen: None,
+            };
+            read.push((agent, handoff));
+        }
     }
-    Ok(steps)
+    Ok(with_screens(ctx, read).await)
+}
+
+/// The hand-offs with their agents' screens, read once the connection that found them went
+/// back: reading a screen takes a connection of its own.
+async fn with_screens(ctx: &Ctx, read: Vec<(Option<Agent>, Handoff)>) -> Vec<Handoff> {
+    let mut steps = Vec::with_capacity(read.len());
+    for (agent, handoff) in read {
+        steps.push(step(ctx, agent.as_ref(), handoff).await);
+    }
+    steps
 }
 
 /// Lines of the agent's pane shown with a hand-off.

@@ -182,7 +182,10 @@ async fn overview(
             return PageResult::Ok(Default::default());
         }
         let costs = || async {
-            let usage = async { PageResult::Ok(crate::app::usage::report(ctx, &Default::default()).await?) };
+            let usage = async {
+                let mut conn = state.db.acquire().await?;
+                PageResult::Ok(crate::app::usage::report(&mut conn, &state.providers, &Default::default()).await?)
+            };
             let by_project =
                 async { PageResult::Ok(crate::db::agent_usage::by_project(&mut *state.db.acquire().await?).await?) };
             let (usage, by_project) = tokio::try_join!(usage, by_project)?;

@@ -283,12 +283,14 @@ async fn detail(
         agents::list(&mut conn, &filter, 2000).await?.into_iter().filter(|a| a.wish_id == Some(full.wish.id)).collect();
     // The live agent of a group first, then the latest one.
     workers.sort_by_key(|a| (!a.state.is_live(), std::cmp::Reverse(a.created_at)));
+    let scope = crate::db::agent_usage::Scope { wish: Some(full.wish.id), ..Default::default() };
+    let usage = crate::app::usage::report(&mut conn, &state.providers, &scope).await?;
+    let group_usage = crate::db::agent_usage::by_group(&mut conn, full.wish.id).await?;
+    // Given back before the agents' screens are read: that takes connections of its own.
+    drop(conn);
     let here = format!("/wishes/{}", full.wish.slug);
     let needs = crate::app::needs::asking(&state.app, &workers).await?;
     let needs = needs.into_iter().map(|n| crate::pages::overview::NeedRow::new(n, Utc::now(), &here)).collect();
-    let scope = crate::db::agent_usage::Scope { wish: Some(full.wish.id), ..Default::default() };
-    let usage = crate::app::usage::report(&state.app, &scope).await?;
-    let group_usage = crate::db::agent_usage::by_group(&mut conn, full.wish.id).await?;
     let providers = state.providers.current();
     let prices = providers.prices();
     let dag = dag::layout(&full.groups);

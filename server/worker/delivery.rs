@@ -222,13 +222,10 @@ impl Delivery {
         (input_before, input_after): (Option<&str>, Option<&str>),
     ) -> anyhow::Result<Option<Outcome>> {
         let pane = due.pane.as_str();
-        let submitted_at = {
-            let mut conn = self.db.acquire().await?;
-            let Some(at) = delivery_records::enter(&mut conn, due.message_id, pane, input_after).await? else {
-                return Ok(Some(self.settled(due.message_id).await?));
-            };
-            at
-        };
+        let entered =
+            delivery_records::enter(&mut *self.db.acquire().await?, due.message_id, pane, input_after).await?;
+        // Settled on a connection of its own, once the one above went back.
+        let Some(submitted_at) = entered else { return Ok(Some(self.settled(due.message_id).await?)) };
         if let Err(e) = self.typist.press_enter(pane).await {
             let why = format!("pressing Enter failed: {e}");
             let mut conn = self.db.acquire().await?;
@@ -295,11 +292,11 @@ impl Delivery {
         if let Err(why) = self.agent_at(due, pane).await? {
             return Ok(Outcome::NotNow(why));
         }
-        {
-            let mut conn = self.db.acquire().await?;
-            if delivery_records::choice(&mut conn, due.message_id, pane, option, &highlighted.labels).await?.is_none() {
-                return self.settled(due.message_id).await;
-            }
+        let labels = &highlighted.labels;
+        let chosen =
+            delivery_records::choice(&mut *self.db.acquire().await?, due.message_id, pane, option, labels).await?;
+        if chosen.is_none() {
+            return self.settled(due.message_id).await;
         }
         self.enter_choice(due, highlighted, 1).await
     }

@@ -108,8 +108,9 @@ pub async fn reconcile(
             panes = tmux.list_panes(session).await.unwrap_or(panes);
         }
     }
-    let mut conn = db.acquire().await?;
-    let live = worker_records::live_on_node(&mut conn, node_id).await?;
+    // Read, and the connection given back: each agent's settling below takes one of its own (and
+    // tmux runs between), and a step holding one while it waits for a second starves the pool.
+    let live = worker_records::live_on_node(&mut *db.acquire().await?, node_id).await?;
     let mut outcome = Outcome::default();
     for agent in &live {
         let Some(pane_id) = &agent.tmux_pane else {

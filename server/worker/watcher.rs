@@ -323,8 +323,9 @@ fn activity_of(state: AgentState) -> Option<crate::domain::agent::Activity> {
 pub struct Writer(SpareConnections);
 
 /// Connections kept for swaps: a round with more decisions takes the rest from the pool, which
-/// keeps the others for the node's other loops (a node's pool is `db::POOL_CONNECTIONS`).
-const WRITERS: usize = 2;
+/// keeps the others for the node's requests and other loops. One: a node's pool is four, and a
+/// kept connection sits idle where a request waiting for one cannot have it.
+const WRITERS: usize = 1;
 
 impl Writer {
     pub fn new(db: PgPool) -> Writer {

@@ -81,3 +81,41 @@ async fn a_node_running_a_wish_under_api_load_holds_at_most_its_connection_budge
     );
     assert!(served.load(Ordering::Relaxed) > 0, "the API answered meanwhile");
 }
+
+/// A node with a main pool of ONE connection still runs a wish and serves the dashboard and the
+/// API meanwhile, one statement at a time: nothing it does holds a connection while it waits for
+/// a second, which would wait past the pool's 3 s and answer 503 (the `LISTEN` took the pool's
+/// only connection for good; the wish page and the usage report held one while they took
+/// another). The suite as a whole finds others with `SWITCHYARD_TEST_POOL_CONNECTIONS=1`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_with_a_pool_of_one_runs_a_wish_and_serves_the_dashboard_meanwhile() {
+    let fakes = Fakes::new();
+    let app = TestApp::builder()
+        .providers(&fakes.providers())
+        .worker(|w| w.conductor = true)
+        .pool_connections(1)
+        .spawn()
+        .await;
+    let (_, repo) = project(&app, "one", json!({"review": "none", "max_agents": 2})).await;
+    let groups = json!([{"key": "a", "title": "A"}, {"key": "b", "title": "B"}]);
+    app.create_wish(json!({"slug": "one", "project": "one", "title": "t", "groups": groups})).await;
+    app.post_ok("/api/v1/wishes/one/plan", json!({})).await;
+    let dashboard = crate::dashboard::Dashboard::login(&app).await;
+    let read_all = || async {
+        for path in ["/", "/wishes/one", "/agents"] {
+            let (status, body) = dashboard.get(path).await;
+            assert_eq!(status, 200, "{path} on a pool of one: {body}");
+        }
+        for path in ["/api/v1/usage?wish=one", "/api/v1/wishes/one"] {
+            let response = app.admin(reqwest::Method::GET, path).send().await.expect("get");
+            let status = response.status();
+            assert_eq!(status, 200, "{path} on a pool of one: {}", response.text().await.unwrap_or_default());
+        }
+    };
+    read_all().await;
+
+    let done = wait_for_wish(&app, "one", "the wish completes on a pool of one", |w| w["status"] == "completed").await;
+    assert!(done["groups"].as_array().unwrap().iter().all(|g| g["status"] == "done"), "{done}");
+    assert_eq!(git(&repo, &["rev-list", "--merges", "--count", "main..wish/one"]).trim(), "2");
+    read_all().await;
+}

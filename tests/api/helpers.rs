@@ -25,6 +25,7 @@ use uuid::Uuid;
 pub struct TestApp {
     pub address: String,
     pub status_address: String,
+    /// The test's own connections to the node's database (not the node's pool).
     pub pool: sqlx::PgPool,
     pub admin_token: String,
     pub client: reqwest::Client,
@@ -170,6 +171,8 @@ pub struct AppBuilder {
     worker: Option<WorkerConfig>,
     webhooks: WebhookSettings,
     rate_limits: RateLimitSettings,
+    /// The main pool's size; see [`pool_connections`].
+    pool_connections: u32,
 }
 
 impl TestApp {
@@ -180,8 +183,20 @@ impl TestApp {
             worker: None,
             webhooks: WebhookSettings::default(),
             rate_limits: RateLimitSettings::default(),
+            pool_connections: pool_connections(),
         }
     }
+}
+
+/// A node's main pool in tests: its real size, or `SWITCHYARD_TEST_POOL_CONNECTIONS` (read only
+/// here) — a suite run with 1 makes every request or loop that holds a connection while it
+/// waits for another time out (503, "pool timed out") instead of starving a pool of four now
+/// and then.
+fn pool_connections() -> u32 {
+    std::env::var("SWITCHYARD_TEST_POOL_CONNECTIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(switchyard::db::POOL_CONNECTIONS)
 }
 
 impl AppBuilder {
@@ -212,6 +227,12 @@ impl AppBuilder {
         self
     }
 
+    /// A main pool of `connections` (a pool of one finds hold-and-wait).
+    pub fn pool_connections(mut self, connections: u32) -> AppBuilder {
+        self.pool_connections = connections;
+        self
+    }
+
     /// On an existing database, as another replica would be.
     pub fn on(mut self, database_url: String, database_name: String) -> AppBuilder {
         self.database = Some((database_url, database_name));
@@ -228,7 +249,8 @@ impl AppBuilder {
             std::fs::write(data_dir.path().join("providers.toml"), providers).expect("write providers.toml");
         }
         let worker = self.worker.unwrap_or_else(|| worker_config(false, new_tmux_socket()));
-        launch_with(database_url, database_name, self.webhooks, data_dir, worker, self.rate_limits).await
+        let limits = Limits { rate_limits: self.rate_limits, pool_connections: self.pool_connections };
+        launch_with(database_url, database_name, self.webhooks, data_dir, worker, limits).await
     }
 }
 
@@ -240,7 +262,7 @@ pub async fn spawn_node_beside(app: &TestApp, providers: &str, tweak: impl FnOnc
     let mut worker = worker_config(true, new_tmux_socket());
     tweak(&mut worker);
     let (url, name) = (app.database_url.clone(), app.database_name.clone());
-    launch_with(url, name, WebhookSettings::default(), data_dir, worker, Default::default()).await
+    launch_with(url, name, WebhookSettings::default(), data_dir, worker, Limits::default()).await
 }
 
 /// What is left of a stopped instance: its database, data directory (so its node id), projects'
@@ -290,7 +312,7 @@ pub async fn restart_with(mut stopped: Stopped, tweak: impl FnOnce(&mut WorkerCo
     let (url, name) = (stopped.database_url.clone(), stopped.database_name.clone());
     let mut worker = worker_config(true, socket);
     tweak(&mut worker);
-    let mut app = launch_with(url, name, WebhookSettings::default(), data_dir, worker, Default::default()).await;
+    let mut app = launch_with(url, name, WebhookSettings::default(), data_dir, worker, Limits::default()).await;
     app.repos = std::mem::replace(&mut stopped.repos, tempfile::tempdir().expect("temp dir"));
     app
 }
@@ -346,13 +368,25 @@ fn capture_server_errors() {
     });
 }
 
+/// What an instance may use: its rate limits and its pool.
+struct Limits {
+    rate_limits: RateLimitSettings,
+    pool_connections: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { rate_limits: RateLimitSettings::default(), pool_connections: pool_connections() }
+    }
+}
+
 async fn launch_with(
     database_url: String,
     database_name: String,
     webhooks: WebhookSettings,
     data_dir: tempfile::TempDir,
     mut worker: WorkerConfig,
-    rate_limits: RateLimitSettings,
+    limits: Limits,
 ) -> TestApp {
     capture_server_errors();
     let tmux_socket = worker.tmux_socket.clone();
@@ -369,12 +403,21 @@ async fn launch_with(
         worker,
         gate: Default::default(),
         webhooks,
-        rate_limits,
+        rate_limits: limits.rate_limits,
+        pool_connections: limits.pool_connections,
     };
     let app = Application::build(&settings, Role::Serve).await.expect("build the application");
     let address = format!("http://{}", app.api_addr().expect("serve has an API"));
     let status_address = format!("http://{}", app.status_addr());
-    let pool = app.pool().clone();
+    // The test's own connections, apart from the node's (whose pool may be of one): a test that
+    // holds one while it calls the API must not starve the node it calls. Closed when idle:
+    // several suites may share the test server's `max_connections`.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .idle_timeout(Duration::from_secs(2))
+        .connect(&database_url)
+        .await
+        .expect("connect the test's pool");
     let mut tx = pool.begin().await.expect("begin");
     let (_, admin_token) =
         switchyard::db::tokens::create(&mut tx, &format!("test-admin-{}", uuid::Uuid::new_v4().simple()), Scope::Admin)

@@ -2,7 +2,7 @@
 //! wish (its branch made from the target branch), and an engineer for each ready group.
 
 use super::{assign, Assignment, BATCH};
-use crate::app::repository::{self, Repo};
+use crate::app::repository::{Mirrors, Repo};
 use crate::app::wish_lifecycle::act;
 use crate::app::{Ctx, Error, Result};
 use crate::db::conductor::{self, Conducted, Due};
@@ -58,15 +58,26 @@ pub async fn queue_planned(ctx: &Ctx) -> Result<usize> {
 /// Starts queued wishes whose blockers have all merged, each with its integration branch
 /// (`wish/<slug>` unless it was given one) made from the target branch. The branch is made
 /// inside the transaction, so a started wish always has it (a crash before the commit leaves
-/// a branch the next start reuses).
+/// a branch the next start reuses). A wish whose project's mirror is still to fetch starts in a
+/// second pass, after the fetch ([`Mirrors`]).
 pub async fn start_queued(ctx: &Ctx) -> Result<usize> {
+    let mut mirrors = Mirrors::default();
+    let mut started = start_queued_with(ctx, &mut mirrors).await?;
+    if mirrors.fetch_noted().await {
+        started += start_queued_with(ctx, &mut mirrors).await?;
+    }
+    Ok(started)
+}
+
+async fn start_queued_with(ctx: &Ctx, mirrors: &mut Mirrors) -> Result<usize> {
     let mut tx = ctx.db.begin().await?;
     let due = conductor::due(&mut tx, Due::Start, BATCH).await?;
     let mut started = 0;
     for c in &due {
         let branch = c.wish.branch.clone().unwrap_or_else(|| branches::wish_branch(&c.wish.slug));
-        let made = match repository::open(&mut tx, &ctx.data_dir, c.wish.project_id).await {
-            Ok(local) => wish_branch(c, &local, &branch).await,
+        let made = match mirrors.ready(&mut tx, &ctx.data_dir, c.wish.project_id).await {
+            Ok(Some(local)) => wish_branch(c, &local, &branch).await,
+            Ok(None) => continue,
             Err(e) => Err(e.to_string()),
         };
         if let Err(why) = made {
@@ -111,13 +122,23 @@ pub const SPAWN_BACKLOG: i64 = 16;
 /// group's branch is made from the wish's branch as it stands now — after the merges of the
 /// groups it depends on, and of the target branch when it moved and merges clean
 /// ([`super::catch_up`]) — inside the transaction that assigns the agent, so the worker that
-/// claims the agent always finds it.
+/// claims the agent always finds it. A group whose project's mirror is still to fetch goes in a
+/// second pass, after the fetch ([`Mirrors`]).
 pub async fn groups(ctx: &Ctx) -> Result<usize> {
+    let mut mirrors = Mirrors::default();
+    let mut dispatched = groups_with(ctx, &mut mirrors).await?;
+    if mirrors.fetch_noted().await {
+        dispatched += groups_with(ctx, &mut mirrors).await?;
+    }
+    Ok(dispatched)
+}
+
+async fn groups_with(ctx: &Ctx, mirrors: &mut Mirrors) -> Result<usize> {
     let mut tx = ctx.db.begin().await?;
     let ready = conductor::ready_groups(&mut tx, BATCH).await?;
     let at_limit = conductor::providers_at_limit(&mut tx).await?;
     let mut heads: std::collections::HashMap<uuid::Uuid, String> = std::collections::HashMap::new();
-    // Each project's repository opened once per step (a project on a remote: its mirror fetched).
+    // Each project's repository located once per step.
     let mut repos: std::collections::HashMap<uuid::Uuid, Repo> = std::collections::HashMap::new();
     let mut room = SPAWN_BACKLOG - conductor::agents_spawning(&mut tx).await?;
     let mut dispatched = 0;
@@ -134,8 +155,9 @@ pub async fn groups(ctx: &Ctx) -> Result<usize> {
         let Some(wish_branch_name) = c.wish.branch.clone() else { continue };
         let local = match repos.get(&c.wish.project_id) {
             Some(local) => local.clone(),
-            None => match repository::open(&mut tx, &ctx.data_dir, c.wish.project_id).await {
-                Ok(local) => repos.entry(c.wish.project_id).or_insert(local).clone(),
+            None => match mirrors.ready(&mut tx, &ctx.data_dir, c.wish.project_id).await {
+                Ok(Some(local)) => repos.entry(c.wish.project_id).or_insert(local).clone(),
+                Ok(None) => continue,
                 Err(e) => {
                     tracing::warn!(wish = %c.wish.slug, error = %e, "cannot reach the project's repository");
                     continue;

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use crate::app::groups::act_in;
 use crate::app::messages::tell;
+use crate::app::repository::Mirrors;
 use crate::app::{Ctx, Error, Result};
 use crate::db::conductor;
 use crate::db::stalled_steps;
@@ -80,8 +81,18 @@ async fn recovered(conn: &mut sqlx::PgConnection, wish: &wishes::Wish) -> Result
 /// The groups are merged one onto the other in memory, and the wish's branch moves once, by
 /// compare-and-swap from where it was read, to the last merge: git runs twice per group and
 /// twice per batch, where a merge moved the branch each time. A swap that fails (the branch moved
-/// meanwhile) undoes the batch; the next tick tries again.
+/// meanwhile) undoes the batch; the next tick tries again. A project's mirror is fetched before
+/// the transaction, not in it ([`Mirrors`]).
 pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
+    let mut mirrors = Mirrors::default();
+    let done = wish_with(ctx, wish_id, &mut mirrors).await?;
+    if mirrors.fetch_noted().await {
+        return wish_with(ctx, wish_id, &mut mirrors).await;
+    }
+    Ok(done)
+}
+
+async fn wish_with(ctx: &Ctx, wish_id: uuid::Uuid, mirrors: &mut Mirrors) -> Result<Vec<Integration>> {
     let mut tx = ctx.db.begin().await?;
     let Some(c) = conductor::lock_for_integration(&mut tx, wish_id).await? else { return Ok(Vec::new()) };
     let Some(branch) = c.wish.branch.clone() else { return Ok(Vec::new()) };
@@ -89,7 +100,7 @@ pub async fn wish(ctx: &Ctx, wish_id: uuid::Uuid) -> Result<Vec<Integration>> {
     if groups.is_empty() {
         return Ok(Vec::new());
     }
-    let local = crate::app::repository::open(&mut tx, &ctx.data_dir, c.wish.project_id).await?;
+    let Some(local) = mirrors.ready(&mut tx, &ctx.data_dir, c.wish.project_id).await? else { return Ok(Vec::new()) };
     let repo = local.path();
     let git = |e: crate::git::GitError| Error::Internal(anyhow::anyhow!("integrating into `{branch}`: {e}"));
     let (start, tree) = branches::head_and_tree(repo, &branch)

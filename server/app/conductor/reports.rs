@@ -139,7 +139,8 @@ async fn own_group(ctx: &Ctx, agent: &Agent) -> Result<(tasks::Task, Wish, PathB
             Some(task.status.as_str()),
         ));
     }
-    let repo = crate::app::repository::open(&mut conn, &ctx.data_dir, wish.project_id).await?;
+    drop(conn);
+    let repo = crate::app::repository::open(&ctx.db, &ctx.data_dir, wish.project_id).await?;
     Ok((task, wish, repo.path))
 }
 

@@ -6,6 +6,7 @@
 use sqlx::PgConnection;
 
 use super::{assign, Assignment, BATCH};
+use crate::app::repository::Mirrors;
 use crate::app::{Ctx, Error, Result};
 use crate::db::conductor::{self, Due};
 use crate::db::projects;
@@ -26,15 +27,25 @@ pub async fn fixers(ctx: &Ctx) -> Result<usize> {
     on_the_wish_branch(ctx, Due::Fixer).await
 }
 
-/// An agent on the wish's own branch for each wish `due` one (a reviewer or a fixer).
+/// An agent on the wish's own branch for each wish `due` one (a reviewer or a fixer). A reviewer
+/// whose project's mirror is still to fetch comes in a second pass, after the fetch ([`Mirrors`]).
 async fn on_the_wish_branch(ctx: &Ctx, due: Due) -> Result<usize> {
+    let mut mirrors = Mirrors::default();
+    let mut assigned = on_the_wish_branch_with(ctx, due, &mut mirrors).await?;
+    if mirrors.fetch_noted().await {
+        assigned += on_the_wish_branch_with(ctx, due, &mut mirrors).await?;
+    }
+    Ok(assigned)
+}
+
+async fn on_the_wish_branch_with(ctx: &Ctx, due: Due, mirrors: &mut Mirrors) -> Result<usize> {
     let mut tx = ctx.db.begin().await?;
     let wishes = conductor::due(&mut tx, due, BATCH).await?;
     let mut assigned = 0;
     for c in &wishes {
         let Some(branch) = c.wish.branch.clone() else { continue };
         let (role, kind, brief) = if due == Due::Reviewer {
-            let local = crate::app::repository::open(&mut tx, &ctx.data_dir, c.wish.project_id).await?;
+            let Some(local) = mirrors.ready(&mut tx, &ctx.data_dir, c.wish.project_id).await? else { continue };
             let (stat, patch) = branches::diff(local.path(), &c.target_branch, &branch)
                 .await
                 .map_err(|e| Error::Internal(anyhow::anyhow!("reading the diff of `{branch}`: {e}")))?;

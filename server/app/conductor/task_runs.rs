@@ -13,7 +13,7 @@
 //! transaction that changes the run, so a repeated step after a crash finds nothing left to do
 //! and no run gets two agents. The agent machinery is the wishes' ([`super::assign`]).
 
-use crate::app::repository::Repo;
+use crate::app::repository::{Mirrors, Repo};
 
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -116,8 +116,18 @@ pub async fn dispatch(ctx: &Ctx, id: Uuid, provider: Option<String>) -> Result<D
 }
 
 /// Starts the agent of each pending run: its branch (`task/<id>`, made from the target branch
-/// when missing), the agent row and its brief, the run `running` — in one transaction.
+/// when missing), the agent row and its brief, the run `running` — in one transaction. A run
+/// whose project's mirror is still to fetch starts in a second pass, after the fetch ([`Mirrors`]).
 pub async fn start_pending(ctx: &Ctx) -> Result<usize> {
+    let mut mirrors = Mirrors::default();
+    let mut started = start_pending_with(ctx, &mut mirrors).await?;
+    if mirrors.fetch_noted().await {
+        started += start_pending_with(ctx, &mut mirrors).await?;
+    }
+    Ok(started)
+}
+
+async fn start_pending_with(ctx: &Ctx, mirrors: &mut Mirrors) -> Result<usize> {
     let mut tx = ctx.db.begin().await?;
     let runs = task_runs::claim_pending(&mut tx, BATCH).await?;
     let at_limit = conductor::providers_at_limit(&mut tx).await?;
@@ -129,8 +139,9 @@ pub async fn start_pending(ctx: &Ctx) -> Result<usize> {
         let Some(task) = tasks::get(&mut tx, run.task_id).await? else { continue };
         let (repo, target, _) = task_runs::project_of(&mut tx, task.project_id).await?;
         let branch = task.branch.clone().unwrap_or_else(|| task_branch(task.id));
-        let made = match crate::app::repository::open(&mut tx, &ctx.data_dir, task.project_id).await {
-            Ok(local) => make_branch(&local, &target, &branch).await,
+        let made = match mirrors.ready(&mut tx, &ctx.data_dir, task.project_id).await {
+            Ok(Some(local)) => make_branch(&local, &target, &branch).await,
+            Ok(None) => continue,
             Err(e) => Err(e.to_string()),
         };
         let base = match made {

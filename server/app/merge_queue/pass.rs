@@ -203,8 +203,7 @@ impl MergeQueue {
     /// The project's repository on this node: its `repo_path`, or this node's mirror of its
     /// remote, fetched now.
     async fn repository(&self, project_id: uuid::Uuid) -> crate::app::Result<PathBuf> {
-        let found = repository::locate(&mut *self.ctx.db.acquire().await?, &self.ctx.data_dir, project_id).await?;
-        Ok(found.fetched().await?.path)
+        Ok(repository::open(&self.ctx.db, &self.ctx.data_dir, project_id).await?.path)
     }
 
     /// Predicts the queue's pending entries, then processes those free to go, lane by lane
