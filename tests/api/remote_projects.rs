@@ -295,3 +295,59 @@ async fn a_project_names_one_repository_and_a_bad_url_is_refused_naming_the_fiel
     let moved = app.patch_ok("/api/v1/projects/far", json!({"repo_path": repo.path(), "repo_secret": null})).await;
     assert_eq!((&moved["repo_url"], &moved["repo_secret_set"]), (&Value::Null, &json!(false)), "{moved}");
 }
+
+/// Makes `app`'s node fetch project `project`'s repository, as its first step on it would: its
+/// mirror of the remote, made now.
+async fn mirror_on(app: &TestApp, project: &Value) {
+    let id: uuid::Uuid = project["id"].as_str().expect("id").parse().expect("uuid");
+    let mut conn = app.pool.acquire().await.expect("connection");
+    switchyard::app::repository::open(&mut conn, app._data_dir.path(), id).await.expect("the mirror fetched");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_projects_mirror_goes_from_every_node_once_no_project_uses_its_remote() {
+    let (shared, other) = (Remote::start().await, Remote::start().await);
+    // The first node serves the API alone; the second runs a worker, whose heartbeat sweeps.
+    let first = spawn_app().await;
+    let second =
+        spawn_node_beside(&first, &Fakes::new().providers(), |w| w.heartbeat_every = Duration::from_millis(100)).await;
+    let keep = remote_project(&first, "keep", &shared, 0).await;
+    let gone = remote_project(&first, "gone", &shared, 0).await;
+    let moved = remote_project(&first, "moved", &other, 0).await;
+    for node in [&first, &second] {
+        for project in [&keep, &gone, &moved] {
+            mirror_on(node, project).await;
+        }
+        assert_eq!(mirrors(node).len(), 2, "one mirror per remote");
+    }
+    let app = &first;
+    let delete = |slug: &str| {
+        let path = format!("/api/v1/projects/{slug}");
+        async move { app.send(reqwest::Method::DELETE, &path, None).await }
+    };
+
+    // A project deleted while another one uses the same remote: its mirror stays everywhere.
+    assert_eq!(delete("gone").await.status(), 204);
+    let on_first = mirrors(&first);
+    assert_eq!(on_first.len(), 2, "{on_first:?}");
+
+    // A project moved to a path: its remote's mirror goes at once on the node that moved it, and
+    // from the other on its next sweep.
+    let repo = git_repo();
+    first.patch_ok("/api/v1/projects/moved", json!({"repo_path": repo.path()})).await;
+    let on_first = mirrors(&first);
+    assert_eq!(on_first.len(), 1, "{on_first:?}");
+    eventually("the other node sweeps the moved project's mirror", RUN, || async { mirrors(&second).len() == 1 }).await;
+    assert_eq!(mirrors(&second)[0].file_name(), on_first[0].file_name(), "the shared remote's mirror stays");
+
+    // The last project on the shared remote deleted: its mirror goes from both nodes.
+    assert_eq!(delete("keep").await.status(), 204);
+    assert_eq!(mirrors(&first), Vec::<PathBuf>::new());
+    eventually("the other node sweeps the deleted project's mirror", RUN, || async { mirrors(&second).is_empty() })
+        .await;
+    // Nothing else of them is left in the mirrors' directory (no half-removed copy).
+    for node in [&first, &second] {
+        let left: Vec<_> = std::fs::read_dir(node._data_dir.path().join("mirrors")).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
