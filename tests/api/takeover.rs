@@ -23,7 +23,8 @@ const HEARTBEAT: Duration = Duration::from_millis(500);
 /// tmux server of its own, alone on the database at first, so it takes every agent.
 struct Doomed {
     served: Served,
-    dir: tempfile::TempDir,
+    /// Its data directory, until it dies.
+    dir: Option<tempfile::TempDir>,
     socket: String,
     node: String,
     token: String,
@@ -44,7 +45,7 @@ impl Doomed {
         let served = Served::start(cmd);
         let node = std::fs::read_to_string(dir.path().join("node_id")).expect("node id").trim().to_owned();
         let token = admin_token(database_url).await;
-        Doomed { served, dir, socket, node, token, client: reqwest::Client::new() }
+        Doomed { served, dir: Some(dir), socket, node, token, client: reqwest::Client::new() }
     }
 
     async fn post(&self, path: &str, body: Value) -> reqwest::Response {
@@ -99,12 +100,28 @@ impl Doomed {
 
     /// Its machine dies: the process without any cleanup, its panes with it, and its disk out
     /// of reach (its data directory removed: its mirror and clones with it).
-    fn die(self) {
-        self.served.crash();
+    fn die(&mut self) {
+        self.kill();
+        let dir = self.dir.take().expect("alive until now");
+        let path = dir.path().to_owned();
+        drop(dir);
+        assert!(!path.exists(), "the lost node's data directory is gone: {}", path.display());
+    }
+
+    /// SIGKILL to the process, and its tmux server ended (with the agents' processes in it).
+    fn kill(&mut self) {
+        let _ = self.served.child.kill();
+        let _ = self.served.child.wait();
         end_tmux_server(&self.socket);
-        let dir = self.dir.path().to_owned();
-        drop(self.dir);
-        assert!(!dir.exists(), "the lost node's data directory is gone: {}", dir.display());
+    }
+}
+
+impl Drop for Doomed {
+    /// A test that failed before the node died leaves no process (nor its connections) behind.
+    fn drop(&mut self) {
+        if self.dir.is_some() {
+            self.kill();
+        }
     }
 }
 
@@ -155,7 +172,7 @@ async fn a_live_node_takes_over_a_killed_nodes_agents_and_finishes_the_wish() {
     // Group `b`'s engineer holds (mid-work) until the test says go, after its node is gone.
     fakes.say("hold-b", "");
     let database = fresh_database().await;
-    let doomed = Doomed::start(&fakes, &database.0).await;
+    let mut doomed = Doomed::start(&fakes, &database.0).await;
     let repos = tempfile::tempdir().expect("repos");
     let repo = repos.path().join("omega");
     init_repo(&repo);
@@ -183,7 +200,7 @@ async fn a_live_node_takes_a_killed_nodes_agent_over_from_its_pushed_branch_on_a
     fakes.say("push-b", "");
     fakes.say("hold-b", "");
     let database = fresh_database().await;
-    let doomed = Doomed::start(&fakes, &database.0).await;
+    let mut doomed = Doomed::start(&fakes, &database.0).await;
     doomed.split_wish("far", json!({"repo_url": remote.url()})).await;
 
     // `b`'s early work is on the remote, on its branch, while its engineer holds.
