@@ -351,3 +351,26 @@ async fn a_projects_mirror_goes_from_every_node_once_no_project_uses_its_remote(
         assert!(left.is_empty(), "{left:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_moved_to_another_remote_has_its_next_wish_merged_there() {
+    let (first, second) = (Remote::start().await, Remote::start().await);
+    let app = spawn_app().await;
+    remote_project(&app, "mover", &first, 0).await;
+    // A gate, so merges are made in the queue's scratch clone.
+    set_gate(&app, "mover", "true").await;
+    first.push("wish/before", &[("before.txt", "before\n")]);
+    completed_wish(&app, "mover", "before", "wish/before").await;
+    let queue = app.merge_queue();
+    assert_eq!(states(&queue.tick().await.unwrap()), [("before".to_owned(), "Completed".to_owned())]);
+
+    // Moved to another remote (its first mirror goes): the merge queue's next merge is made and
+    // pushed there, not in a scratch clone that still borrows from the first remote's mirror.
+    app.patch_ok("/api/v1/projects/mover", json!({"repo_url": second.url()})).await;
+    second.push("wish/after", &[("after.txt", "after\n")]);
+    completed_wish(&app, "mover", "after", "wish/after").await;
+    assert_eq!(states(&queue.tick().await.unwrap()), [("after".to_owned(), "Completed".to_owned())]);
+    let files = second.files("main");
+    assert!(files.contains(&"after.txt".to_owned()) && !files.contains(&"before.txt".to_owned()), "{files:?}");
+    assert_eq!(mirrors(&app).len(), 1, "the first remote's mirror went");
+}
