@@ -184,6 +184,9 @@ pub async fn update(ctx: &Ctx, slug: &str, if_match: &IfMatch, patch: ProjectPat
     }
     let project = projects::update(&mut tx, &current, &new, &changed).await?;
     ctx.feed.commit(tx).await?;
+    if moved {
+        remove_unused_mirrors(ctx).await;
+    }
     Ok(project)
 }
 
@@ -207,7 +210,17 @@ pub async fn delete(ctx: &Ctx, slug: &str) -> Result<()> {
     }
     projects::delete(&mut tx, &project).await?;
     ctx.feed.commit(tx).await?;
+    remove_unused_mirrors(ctx).await;
     Ok(())
+}
+
+/// This node's mirror of a remote no project uses any more goes at once (other nodes' go on
+/// their workers' next sweep). A failure is logged only: the change stands, and the next sweep
+/// tries again.
+async fn remove_unused_mirrors(ctx: &Ctx) {
+    if let Err(e) = super::repository::remove_unused_mirrors(&ctx.db, &ctx.data_dir).await {
+        tracing::warn!(error = %e, "removing mirrors no project uses");
+    }
 }
 
 fn plural(n: i64, noun: &str) -> String {

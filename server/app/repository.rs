@@ -97,6 +97,29 @@ pub async fn locate(conn: &mut PgConnection, data_dir: &Path, project_id: Uuid) 
     Ok(Repo { path: remote::mirror_dir(data_dir, &remote.url), remote: Some(remote) })
 }
 
+/// Removes this node's mirrors of remotes no project or agent names any more (the project was
+/// deleted, or moved to another repository): what a node keeps of a project goes with it. Each
+/// node sweeps its own; a node that deletes or moves a project sweeps at once. The names are read
+/// with the connection given back before anything is removed; a project made on the same remote
+/// meanwhile gets its mirror made again by its first fetch. The mirrors removed.
+pub async fn remove_unused_mirrors(db: &sqlx::PgPool, data_dir: &Path) -> crate::app::Result<Vec<PathBuf>> {
+    let found = remote::mirrors(data_dir).map_err(|e| crate::app::Error::Internal(e.into()))?;
+    if found.is_empty() {
+        return Ok(found);
+    }
+    let named = projects::repositories_named(&mut *db.acquire().await?).await?;
+    let kept: std::collections::HashSet<PathBuf> =
+        named.iter().filter(|r| remote::is_url(r)).map(|url| remote::mirror_dir(data_dir, url)).collect();
+    let mut removed = Vec::new();
+    for mirror in found.into_iter().filter(|m| !kept.contains(m)) {
+        match remote::remove_mirror(&mirror).await {
+            Ok(()) => removed.push(mirror),
+            Err(e) => tracing::warn!(mirror = %mirror.display(), error = %e, "removing a mirror no project uses"),
+        }
+    }
+    Ok(removed)
+}
+
 fn fetching(remote: &Remote, e: GitError) -> crate::app::Error {
     crate::app::Error::Internal(anyhow::anyhow!("fetching {} into this node's mirror: {e}", remote.url))
 }

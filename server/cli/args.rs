@@ -139,6 +139,9 @@ pub enum GroupCommand {
         #[arg(long, default_value = "")]
         summary: String,
     },
+    /// Sends your work so far (this clone's HEAD) to your branch without reporting: kept on the
+    /// project's repository, where you — or an agent taking over if your machine is lost — go on from it.
+    Push,
     /// You cannot do your group: a person takes over.
     Blocked {
         #[arg(long)]

@@ -1,6 +1,6 @@
 //! `switchyard group|review|wish|fix|task …`: an agent reports on its own work from its pane
 //! (`POST /agents/{me}/report`). `group done`, `fix done` and a dispatched task's `task done`
-//! first send the clone's HEAD to the agent's branch in the project's repository, through the
+//! (and `group push`, which reports nothing) first send the clone's HEAD to the agent's branch in the project's repository, through the
 //! API (`PUT /agents/{me}/branch`, a git bundle), so the report and the commits it speaks of
 //! arrive together.
 
@@ -45,6 +45,12 @@ pub fn run(command: ReportCommand, listen: std::net::SocketAddr) -> Result<(), S
         ReportCommand::Group(GroupCommand::Done { summary }) => {
             send_branch(&api, &me)?;
             json!({"kind": "group_done", "summary": summary})
+        }
+        ReportCommand::Group(GroupCommand::Push) => {
+            // Nothing is reported: the group goes on, its branch now holding the work so far.
+            send_branch(&api, &me)?;
+            say!("sent your work so far to your branch");
+            return Ok(());
         }
         ReportCommand::Group(GroupCommand::Blocked { reason }) => json!({"kind": "group_blocked", "reason": reason}),
         ReportCommand::Review(ReviewCommand::Pass { notes }) => json!({"kind": "review_pass", "notes": notes}),

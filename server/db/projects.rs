@@ -341,6 +341,18 @@ pub async fn delete(conn: &mut PgConnection, project: &Project) -> Result<(), sq
     Ok(())
 }
 
+/// The repositories projects and agents name: each project's `repo_url` and each agent's `repo`
+/// (a path or a URL; an agent keeps the one its clone was made from). What a node's mirrors of
+/// remotes are kept for.
+pub async fn repositories_named(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT repo_url AS "repo!" FROM projects WHERE repo_url IS NOT NULL
+           UNION SELECT repo FROM agents"#
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// How the conductor runs the project's wishes (the defaults for a project that is gone).
 pub async fn conductor_config(conn: &mut PgConnection, project_id: Uuid) -> Result<ConductorConfig, sqlx::Error> {
     let config = sqlx::query_scalar!(

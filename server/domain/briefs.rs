@@ -25,6 +25,8 @@ pub fn standing_instructions(role: AgentRole) -> String {
         AgentRole::Engineer => {
             "- When the goal is done: commit your work on the branch checked out here, then run\n\
              `switchyard group done --summary \"what you did\"` (it pushes your branch; done needs at least one new commit).\n\
+             - On a long goal, commit and run `switchyard group push` now and then: it pushes your branch without\n\
+             reporting, so your work so far is kept if the machine you run on is lost.\n\
              - If you cannot do it: `switchyard group blocked --reason \"why\"`; a person takes over.\n\
              - If Switchyard says your branch conflicts with the wish's branch: run `git fetch origin` and\n\
              `git merge origin/<the wish branch it names>`, resolve, commit, and report done again.\n"
@@ -267,6 +269,7 @@ mod tests {
         for (role, command) in [
             (AgentRole::Planner, "switchyard wish plan"),
             (AgentRole::Engineer, "switchyard group done"),
+            (AgentRole::Engineer, "switchyard group push"),
             (AgentRole::Reviewer, "switchyard review pass"),
             (AgentRole::Fix, "switchyard fix done"),
         ] {

@@ -157,9 +157,11 @@ pub async fn delete_branches(repo: &Path, branches: &[(String, String)]) -> Vec<
 
 /// Readies the scratch clone at `dir` for the next gate: made once with `git clone --shared`
 /// (nothing checked out), then emptied of whatever an earlier gate left (`git clean -ffdx`).
-/// It needs no merge commit, so the queue runs it while the merge is made.
+/// One that borrows from another repository than `repo` (its project moved to another, or a
+/// project of the same slug was deleted and made again) is made again: its merges' objects
+/// must land in `repo`. It needs no merge commit, so the queue runs it while the merge is made.
 pub async fn clear_scratch(repo: &Path, dir: &Path) -> Result<(), GitError> {
-    if !dir.join(".git").is_dir() {
+    if !dir.join(".git").is_dir() || !borrows_from(dir, repo) {
         if let Some(parent) = dir.parent() {
             tokio::fs::create_dir_all(parent).await?;
         }
@@ -170,6 +172,23 @@ pub async fn clear_scratch(repo: &Path, dir: &Path) -> Result<(), GitError> {
     }
     git(dir, &["clean", "--quiet", "-ffdx"]).await?;
     Ok(())
+}
+
+/// Whether the scratch clone at `dir` borrows its objects from `repo`: its alternates name
+/// `repo`'s object store as `git clone --shared` wrote it, and that store is there. (A repository
+/// whose `.git` is a file naming another directory is taken as it is.)
+fn borrows_from(dir: &Path, repo: &Path) -> bool {
+    let alternates = std::fs::read_to_string(dir.join(".git/objects/info/alternates")).unwrap_or_default();
+    let named: Vec<&Path> = alternates.lines().map(|line| Path::new(line.trim())).collect();
+    if !named.iter().all(|objects| objects.is_dir()) {
+        return false;
+    }
+    let objects = match (repo.join(".git").is_dir(), repo.join("objects").is_dir()) {
+        (true, _) => repo.join(".git").join("objects"),
+        (false, true) => repo.join("objects"),
+        (false, false) => return true,
+    };
+    named.contains(&objects.as_path())
 }
 
 /// Checks the cleared scratch clone at `dir` out at `commit`: the gate sees exactly the merge.

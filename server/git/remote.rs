@@ -135,6 +135,39 @@ pub async fn sync(mirror: &Path, remote: &Remote) -> Result<(), GitError> {
     Ok(())
 }
 
+/// The mirrors this node keeps under `data_dir` (whole ones: not one being made or removed).
+pub fn mirrors(data_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(data_dir.join("mirrors")) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') && name.ends_with(".git") {
+            found.push(data_dir.join("mirrors").join(name));
+        }
+    }
+    Ok(found)
+}
+
+/// Removes `mirror`, waiting for a fetch into it to end first: moved aside at once (a step that
+/// reads it afterwards finds none, and [`sync`] makes it again), then deleted.
+pub async fn remove_mirror(mirror: &Path) -> Result<(), GitError> {
+    let fetches = fetches_of(mirror);
+    let _turn = fetches.one_at_a_time.lock().await;
+    let parent = mirror.parent().ok_or_else(|| std::io::Error::other("a mirror has a parent directory"))?;
+    let aside = parent.join(format!(".removing-{}", uuid::Uuid::new_v4().simple()));
+    match tokio::fs::rename(mirror, &aside).await {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    tokio::fs::remove_dir_all(&aside).await?;
+    Ok(())
+}
+
 /// Makes an empty bare mirror at `mirror`, whole or not at all.
 async fn make(mirror: &Path) -> Result<(), GitError> {
     let parent = mirror.parent().ok_or_else(|| std::io::Error::other("a mirror needs a parent directory"))?;

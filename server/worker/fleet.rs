@@ -328,17 +328,29 @@ impl Running {
 impl Fleet {
     /// Heartbeats this node and settles the agents of nodes gone silent, every
     /// `heartbeat_every` until `shutdown`: a task of its own, so a long reconcile pass (many
-    /// spawns on a loaded machine) never makes this node look gone to the others.
+    /// spawns on a loaded machine) never makes this node look gone to the others. Every
+    /// [`super::MIRROR_SWEEP_HEARTBEATS`] beats it also removes this node's mirrors of remotes
+    /// no project uses any more (a project another node deleted or moved).
     fn heartbeat(&self, shutdown: CancellationToken) -> impl std::future::Future<Output = ()> + Send + 'static {
         let (db, feed, node) = (self.db.clone(), self.feed.clone(), self.node.node_id.clone());
+        let data_dir = self.data_dir.clone();
         let every = self.settings.heartbeat_every;
         let stale_after = every * super::HEARTBEATS_MISSED;
         async move {
+            let mut beat = 0u32;
             loop {
+                beat = beat.wrapping_add(1);
                 match super::reconciler::heartbeat_and_settle(&db, &feed, &node, stale_after).await {
                     Ok(0) => {}
                     Ok(taken) => tracing::warn!(taken, "took over the agents of nodes that stopped heartbeating"),
                     Err(e) => tracing::warn!(error = %e, "heartbeat"),
+                }
+                if beat.is_multiple_of(super::MIRROR_SWEEP_HEARTBEATS) {
+                    match crate::app::repository::remove_unused_mirrors(&db, &data_dir).await {
+                        Ok(removed) if removed.is_empty() => {}
+                        Ok(removed) => tracing::info!(?removed, "removed mirrors no project uses"),
+                        Err(e) => tracing::warn!(error = %e, "removing mirrors no project uses"),
+                    }
                 }
                 tokio::select! {
                     _ = shutdown.cancelled() => break,

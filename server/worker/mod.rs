@@ -25,4 +25,4 @@ pub mod state_file;
 pub mod watcher;
 pub mod webhook_sender;
 
-pub use settings::{WorkerConfig, HEARTBEATS_MISSED, HEARTBEAT_EVERY};
+pub use settings::{WorkerConfig, HEARTBEATS_MISSED, HEARTBEAT_EVERY, MIRROR_SWEEP_HEARTBEATS};

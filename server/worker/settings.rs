@@ -5,6 +5,9 @@
 pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// Heartbeats a node may miss before the others count it gone (30 s at the default 5 s).
 pub const HEARTBEATS_MISSED: u32 = 6;
+/// Heartbeats between two sweeps of the node's mirrors of remotes no project uses any more (once
+/// a minute at the default 5 s): another node deleted or moved the project.
+pub const MIRROR_SWEEP_HEARTBEATS: u32 = 12;
 
 /// How the worker runs agents on this node.
 #[derive(Debug, Clone)]

@@ -24,6 +24,7 @@ mod fake_agent;
 mod fake_inbox;
 mod fanout;
 mod feed;
+mod git_remote;
 mod health;
 mod helpers;
 mod history;

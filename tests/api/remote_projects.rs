@@ -10,100 +10,11 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::conductor::Fakes;
+use crate::git_remote::{mirrors, Remote};
 use crate::helpers::*;
 
 /// Long enough for several agents to spawn, clone, commit, report and merge on a loaded machine.
 const RUN: Duration = Duration::from_secs(180);
-
-/// A bare repository with `main` (a README), served read-write by `git daemon` on a free
-/// loopback port; the daemon ends with it.
-pub(crate) struct Remote {
-    dir: tempfile::TempDir,
-    daemon: std::process::Child,
-    port: u16,
-}
-
-impl Remote {
-    pub(crate) async fn start() -> Remote {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let seed = dir.path().join("seed");
-        init_repo(&seed);
-        let bare = dir.path().join("project.git");
-        git(dir.path(), &["clone", "--quiet", "--bare", &seed.to_string_lossy(), &bare.to_string_lossy()]);
-        // A port is free when asked; another process may take it before the daemon binds it, so a
-        // daemon that exits is started again on another.
-        for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().unwrap().port();
-            let mut daemon = std::process::Command::new("git")
-                .args(["daemon", "--export-all", "--enable=receive-pack", "--reuseaddr", "--listen=127.0.0.1"])
-                .arg(format!("--port={port}"))
-                .arg(format!("--base-path={}", dir.path().display()))
-                .arg(dir.path())
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .expect("git daemon");
-            let deadline = std::time::Instant::now() + Duration::from_secs(15);
-            while std::time::Instant::now() < deadline {
-                if daemon.try_wait().expect("daemon status").is_some() {
-                    break;
-                }
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Remote { dir, daemon, port };
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            let _ = daemon.kill();
-            let _ = daemon.wait();
-        }
-        panic!("git daemon did not start");
-    }
-
-    pub(crate) fn url(&self) -> String {
-        format!("git://127.0.0.1:{}/project.git", self.port)
-    }
-
-    /// The bare repository itself, read directly.
-    fn repo(&self) -> PathBuf {
-        self.dir.path().join("project.git")
-    }
-
-    /// Where the remote's `branch` points, asked over the network (`git ls-remote`).
-    fn head(&self, branch: &str) -> Option<String> {
-        let out = git(self.dir.path(), &["ls-remote", &self.url(), &format!("refs/heads/{branch}")]);
-        out.split_whitespace().next().map(str::to_owned)
-    }
-
-    /// The remote's branches.
-    fn branches(&self) -> Vec<String> {
-        let out = git(&self.repo(), &["for-each-ref", "--format=%(refname:short)", "refs/heads"]);
-        out.lines().map(str::to_owned).collect()
-    }
-
-    /// A clone of the remote (over the network) where a person commits `files` on `branch`
-    /// (made from `main` if new) and pushes it; the commit.
-    fn push(&self, branch: &str, files: &[(&str, &str)]) -> String {
-        let work = self.dir.path().join(format!("work-{}", uuid::Uuid::new_v4().simple()));
-        git(self.dir.path(), &["clone", "--quiet", &self.url(), &work.to_string_lossy()]);
-        git(&work, &["checkout", "--quiet", "-B", branch]);
-        commit_files(&work, files, &format!("a person's work on {branch}"));
-        git(&work, &["push", "--quiet", "origin", &format!("{branch}:{branch}")]);
-        git(&work, &["rev-parse", "HEAD"]).trim().to_owned()
-    }
-
-    /// The files on the remote's `branch`.
-    fn files(&self, branch: &str) -> Vec<String> {
-        git(&self.repo(), &["ls-tree", "--name-only", branch]).lines().map(str::to_owned).collect()
-    }
-}
-
-impl Drop for Remote {
-    fn drop(&mut self) {
-        let _ = self.daemon.kill();
-        let _ = self.daemon.wait();
-    }
-}
 
 /// A node that runs the conductor and the merge queue.
 fn conducting(worker: &mut switchyard::worker::WorkerConfig) {
@@ -146,13 +57,6 @@ fn assert_merged_on_remote(remote: &Remote, slug: &str, n: usize) {
     // The wish's and groups' branches lived on the remote, and went once merged.
     let left: Vec<String> = remote.branches().into_iter().filter(|b| b.contains(slug)).collect();
     assert!(left.is_empty(), "merged branches left on the remote: {left:?}");
-}
-
-/// The node's mirrors under its data directory.
-fn mirrors(app: &TestApp) -> Vec<PathBuf> {
-    let dir = app._data_dir.path().join("mirrors");
-    let entries = std::fs::read_dir(dir).map(|d| d.map(|e| e.expect("entry").path()).collect());
-    entries.unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -390,4 +294,83 @@ async fn a_project_names_one_repository_and_a_bad_url_is_refused_naming_the_fiel
     // Moved back to a path: the URL goes.
     let moved = app.patch_ok("/api/v1/projects/far", json!({"repo_path": repo.path(), "repo_secret": null})).await;
     assert_eq!((&moved["repo_url"], &moved["repo_secret_set"]), (&Value::Null, &json!(false)), "{moved}");
+}
+
+/// Makes `app`'s node fetch project `project`'s repository, as its first step on it would: its
+/// mirror of the remote, made now.
+async fn mirror_on(app: &TestApp, project: &Value) {
+    let id: uuid::Uuid = project["id"].as_str().expect("id").parse().expect("uuid");
+    let mut conn = app.pool.acquire().await.expect("connection");
+    switchyard::app::repository::open(&mut conn, app._data_dir.path(), id).await.expect("the mirror fetched");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_projects_mirror_goes_from_every_node_once_no_project_uses_its_remote() {
+    let (shared, other) = (Remote::start().await, Remote::start().await);
+    // The first node serves the API alone; the second runs a worker, whose heartbeat sweeps.
+    let first = spawn_app().await;
+    let second =
+        spawn_node_beside(&first, &Fakes::new().providers(), |w| w.heartbeat_every = Duration::from_millis(100)).await;
+    let keep = remote_project(&first, "keep", &shared, 0).await;
+    let gone = remote_project(&first, "gone", &shared, 0).await;
+    let moved = remote_project(&first, "moved", &other, 0).await;
+    for node in [&first, &second] {
+        for project in [&keep, &gone, &moved] {
+            mirror_on(node, project).await;
+        }
+        assert_eq!(mirrors(node).len(), 2, "one mirror per remote");
+    }
+    let app = &first;
+    let delete = |slug: &str| {
+        let path = format!("/api/v1/projects/{slug}");
+        async move { app.send(reqwest::Method::DELETE, &path, None).await }
+    };
+
+    // A project deleted while another one uses the same remote: its mirror stays everywhere.
+    assert_eq!(delete("gone").await.status(), 204);
+    let on_first = mirrors(&first);
+    assert_eq!(on_first.len(), 2, "{on_first:?}");
+
+    // A project moved to a path: its remote's mirror goes at once on the node that moved it, and
+    // from the other on its next sweep.
+    let repo = git_repo();
+    first.patch_ok("/api/v1/projects/moved", json!({"repo_path": repo.path()})).await;
+    let on_first = mirrors(&first);
+    assert_eq!(on_first.len(), 1, "{on_first:?}");
+    eventually("the other node sweeps the moved project's mirror", RUN, || async { mirrors(&second).len() == 1 }).await;
+    assert_eq!(mirrors(&second)[0].file_name(), on_first[0].file_name(), "the shared remote's mirror stays");
+
+    // The last project on the shared remote deleted: its mirror goes from both nodes.
+    assert_eq!(delete("keep").await.status(), 204);
+    assert_eq!(mirrors(&first), Vec::<PathBuf>::new());
+    eventually("the other node sweeps the deleted project's mirror", RUN, || async { mirrors(&second).is_empty() })
+        .await;
+    // Nothing else of them is left in the mirrors' directory (no half-removed copy).
+    for node in [&first, &second] {
+        let left: Vec<_> = std::fs::read_dir(node._data_dir.path().join("mirrors")).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_moved_to_another_remote_has_its_next_wish_merged_there() {
+    let (first, second) = (Remote::start().await, Remote::start().await);
+    let app = spawn_app().await;
+    remote_project(&app, "mover", &first, 0).await;
+    // A gate, so merges are made in the queue's scratch clone.
+    set_gate(&app, "mover", "true").await;
+    first.push("wish/before", &[("before.txt", "before\n")]);
+    completed_wish(&app, "mover", "before", "wish/before").await;
+    let queue = app.merge_queue();
+    assert_eq!(states(&queue.tick().await.unwrap()), [("before".to_owned(), "Completed".to_owned())]);
+
+    // Moved to another remote (its first mirror goes): the merge queue's next merge is made and
+    // pushed there, not in a scratch clone that still borrows from the first remote's mirror.
+    app.patch_ok("/api/v1/projects/mover", json!({"repo_url": second.url()})).await;
+    second.push("wish/after", &[("after.txt", "after\n")]);
+    completed_wish(&app, "mover", "after", "wish/after").await;
+    assert_eq!(states(&queue.tick().await.unwrap()), [("after".to_owned(), "Completed".to_owned())]);
+    let files = second.files("main");
+    assert!(files.contains(&"after.txt".to_owned()) && !files.contains(&"before.txt".to_owned()), "{files:?}");
+    assert_eq!(mirrors(&app).len(), 1, "the first remote's mirror went");
 }

@@ -8,6 +8,10 @@
 #   shared         engineers write their group into shared.txt, so parallel groups conflict
 #   quit-<key>     the engineer of group <key> exits without committing anything
 #   hold-<key>     the engineer of group <key> waits for a file go-<key> before it works
+#   push-<key>     the engineer of group <key> first commits <key>-early.txt and sends it with
+#                  `switchyard group push` (its work so far, nothing reported), then holds if told;
+#                  started where that file is already in its clone, it notes its name in
+#                  found-early-<key> instead
 #   idle-<key>     the engineer of group <key> does nothing and never reports (idle at its prompt)
 #   no-retry       reports are sent once, by the CLI alone (which keeps trying while the server
 #                  is down), not in the retry loop below
@@ -62,6 +66,15 @@ engineer)
     if [ -e "$dir/idle-$key" ]; then
         echo "thinking it over"
         while true; do sleep 1; done
+    fi
+    if [ -e "$dir/push-$key" ]; then
+        if [ -e "$key-early.txt" ]; then
+            echo "$SWITCHYARD_AGENT" >> "$dir/found-early-$key"
+        else
+            echo "early work of $key" > "$key-early.txt"
+            git add -A && git commit --quiet -m "group $key: early work"
+            retry "$sy" group push
+        fi
     fi
     if [ "${1:-}" = --resumed ]; then
         [ -e "$dir/die-$key" ] && exit 1
