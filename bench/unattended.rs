@@ -182,6 +182,8 @@ async fn main() -> anyhow::Result<()> {
     );
     if std::env::var_os("BENCH_TIMELINE").is_some() {
         timeline(&app.pool, planned_at).await?;
+        hook_timeline(&trace, planned_at)?;
+        model_timeline(&model, planned_at);
     }
     let _ = common::tmux(&socket, &["kill-server"]);
     app.stop().await
@@ -225,6 +227,38 @@ async fn timeline(pool: &sqlx::PgPool, since: chrono::DateTime<chrono::Utc>) -> 
     Ok(())
 }
 
+/// With `BENCH_TIMELINE` set: each hook the wish's agents ran and each report they made (its
+/// start and end, stamped by the wrapper), after the plan: where the engineers' turns spend
+/// their time.
+fn hook_timeline(trace: &Path, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<()> {
+    let since = since.timestamp_nanos_opt().unwrap_or_default() as i128;
+    let text = std::fs::read_to_string(trace).unwrap_or_default();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(at), Some(agent)) = (words.next().and_then(|w| w.parse::<i128>().ok()), words.next()) else {
+            continue;
+        };
+        if at >= since {
+            println!("  +{:>5} ms  hook {agent} {}", (at - since) / 1_000_000, words.next().unwrap_or_default());
+        }
+    }
+    Ok(())
+}
+
+/// With `BENCH_TIMELINE` set: each request the scripted model answered after the plan (the
+/// wish's, then the floor's), with the start of its prompt and how many tool results it carried.
+fn model_timeline(model: &scripted_model::ScriptedModel, since: chrono::DateTime<chrono::Utc>) {
+    let since = since.timestamp_nanos_opt().unwrap_or_default() as i128;
+    for logged in model.log() {
+        let at = logged.at.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or_default();
+        if at >= since {
+            let prompt: String = scripted_model::script::unframed(&logged.prompt).chars().take(40).collect();
+            let prompt = prompt.replace('\n', " ");
+            println!("  +{:>5} ms  model {prompt:?} after {} results", (at - since) / 1_000_000, logged.results.len());
+        }
+    }
+}
+
 /// The directory holding `claude`, as the real-CLI tests find it.
 fn agent_clis() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("SWITCHYARD_AGENT_CLIS").filter(|d| !d.is_empty()) {
@@ -261,8 +295,10 @@ fn providers_toml(claude: &Path, url: &str, wrapper: &Path) -> String {
     )
 }
 
-/// `<dir>/bin/switchyard`: stamps each hook's start (ns since the epoch, agent, hook event) in
-/// `trace`, then runs the real binary with the same input.
+/// `<dir>/bin/switchyard`: stamps each hook's start (ns since the epoch, agent, hook event) and
+/// end (`<event>-exit`) in `trace`, and the start and end of any other command the agents run
+/// (`group-done`, `group-done-exit`), then runs the real binary with the same input. A hook's
+/// run ends the script: the real binary runs once.
 fn hook_stamper(dir: &Path, trace: &Path) -> anyhow::Result<PathBuf> {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin)?;
@@ -270,8 +306,10 @@ fn hook_stamper(dir: &Path, trace: &Path) -> anyhow::Result<PathBuf> {
     let script = format!(
         "#!/bin/sh\nif [ \"$1\" = hook ]; then\n  at=$(date +%s%N)\n  input=$(cat)\n\
          event=$(printf '%s' \"$input\" | sed -n 's/.*\"hook_event_name\" *: *\"\\([A-Za-z]*\\)\".*/\\1/p')\n\
-         echo \"$at $SWITCHYARD_AGENT $event\" >> '{trace}'\n  printf '%s' \"$input\" | exec '{real}' \"$@\"\nfi\n\
-         exec '{real}' \"$@\"\n",
+         echo \"$at $SWITCHYARD_AGENT $event\" >> '{trace}'\n  printf '%s' \"$input\" | '{real}' \"$@\"\n\
+         echo \"$(date +%s%N) $SWITCHYARD_AGENT $event-exit\" >> '{trace}'\n  exit 0\nfi\n\
+         echo \"$(date +%s%N) $SWITCHYARD_AGENT $1-$2\" >> '{trace}'\n'{real}' \"$@\"\nstatus=$?\n\
+         echo \"$(date +%s%N) $SWITCHYARD_AGENT $1-$2-exit\" >> '{trace}'\nexit $status\n",
         trace = trace.display()
     );
     let path = bin.join("switchyard");
