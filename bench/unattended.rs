@@ -15,7 +15,8 @@
 //!    each; the wish ≤ 1.5× the floor.
 //!
 //! `BENCH_TIMELINE=1` also prints the wish's events from its plan to its merge, each with its time
-//! after the plan: where the wish's time beyond the floor goes.
+//! after the plan: where the wish's time beyond the floor goes. `BENCH_CLAUDE_DEBUG=DIR` has every
+//! Claude Code (the agents' and the floor's) write its debug log in DIR.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -287,12 +288,25 @@ fn providers_toml(claude: &Path, url: &str, wrapper: &Path) -> String {
     let path =
         format!("{}:{}", wrapper.parent().expect("a directory").display(), std::env::var("PATH").unwrap_or_default());
     let identity: Vec<String> = IDENTITY.iter().map(|(k, v)| format!("{k} = {v:?}")).collect();
+    // `BENCH_CLAUDE_DEBUG=DIR`: each agent's Claude Code writes its debug log there.
+    let debug = match std::env::var("BENCH_CLAUDE_DEBUG") {
+        Ok(dir) if !dir.is_empty() => format!("\"--debug-file\", {:?}, ", format!("{dir}/{{session_id}}.log")),
+        _ => String::new(),
+    };
     format!(
-        "[providers.claude]\ncommand = [{claude:?}, \"--session-id\", \"{{session_id}}\"]\n\
+        "[providers.claude]\ncommand = [{claude:?}, {debug}\"--session-id\", \"{{session_id}}\"]\n\
          resume = [{claude:?}, \"--resume\", \"{{session_id}}\"]\nsandbox = \"none\"\nnice = 0\n\
          env = {{ ANTHROPIC_BASE_URL = {url:?}, ANTHROPIC_API_KEY = {KEY:?}, PATH = {path:?}, {} }}\n",
         identity.join(", ")
     )
+}
+
+/// `--debug-file BENCH_CLAUDE_DEBUG/<name>.log` when that is set, for the floor's runs.
+fn debug_file(name: &str) -> Vec<String> {
+    match std::env::var("BENCH_CLAUDE_DEBUG") {
+        Ok(dir) if !dir.is_empty() => vec!["--debug-file".into(), format!("{dir}/{name}.log")],
+        _ => Vec::new(),
+    }
 }
 
 /// `<dir>/bin/switchyard`: stamps each hook's start (ns since the epoch, agent, hook event) and
@@ -402,6 +416,7 @@ async fn floor(claude: &Path, url: &str, repo: &Path, home: &Path) -> anyhow::Re
         let mut command = tokio::process::Command::new(claude);
         command
             .args(["-p", &brief, "--allowedTools", "Write", "Bash"])
+            .args(debug_file(&format!("floor-{key}")))
             .current_dir(&clone)
             .env("ANTHROPIC_BASE_URL", url)
             .env("ANTHROPIC_API_KEY", KEY)
