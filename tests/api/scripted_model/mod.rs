@@ -75,7 +75,8 @@ pub struct Logged {
     pub action: Option<Action>,
     pub usage: Usage,
     pub cue: Option<Cue>,
-    /// When it was answered (a benchmark's timeline places it).
+    /// When it was answered: the unattended benchmark's timeline places it (no test reads it).
+    #[allow(dead_code)]
     pub at: std::time::SystemTime,
 }
 
