@@ -15,7 +15,8 @@
 //!    each; the wish ≤ 1.5× the floor.
 //!
 //! `BENCH_TIMELINE=1` also prints the wish's events from its plan to its merge, each with its time
-//! after the plan: where the wish's time beyond the floor goes.
+//! after the plan: where the wish's time beyond the floor goes. `BENCH_CLAUDE_DEBUG=DIR` has every
+//! Claude Code (the agents' and the floor's) write its debug log in DIR.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -182,6 +183,8 @@ async fn main() -> anyhow::Result<()> {
     );
     if std::env::var_os("BENCH_TIMELINE").is_some() {
         timeline(&app.pool, planned_at).await?;
+        hook_timeline(&trace, planned_at)?;
+        model_timeline(&model, planned_at);
     }
     let _ = common::tmux(&socket, &["kill-server"]);
     app.stop().await
@@ -225,6 +228,38 @@ async fn timeline(pool: &sqlx::PgPool, since: chrono::DateTime<chrono::Utc>) -> 
     Ok(())
 }
 
+/// With `BENCH_TIMELINE` set: each hook the wish's agents ran and each report they made (its
+/// start and end, stamped by the wrapper), after the plan: where the engineers' turns spend
+/// their time.
+fn hook_timeline(trace: &Path, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<()> {
+    let since = since.timestamp_nanos_opt().unwrap_or_default() as i128;
+    let text = std::fs::read_to_string(trace).unwrap_or_default();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(at), Some(agent)) = (words.next().and_then(|w| w.parse::<i128>().ok()), words.next()) else {
+            continue;
+        };
+        if at >= since {
+            println!("  +{:>5} ms  hook {agent} {}", (at - since) / 1_000_000, words.next().unwrap_or_default());
+        }
+    }
+    Ok(())
+}
+
+/// With `BENCH_TIMELINE` set: each request the scripted model answered after the plan (the
+/// wish's, then the floor's), with the start of its prompt and how many tool results it carried.
+fn model_timeline(model: &scripted_model::ScriptedModel, since: chrono::DateTime<chrono::Utc>) {
+    let since = since.timestamp_nanos_opt().unwrap_or_default() as i128;
+    for logged in model.log() {
+        let at = logged.at.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or_default();
+        if at >= since {
+            let prompt: String = scripted_model::script::unframed(&logged.prompt).chars().take(40).collect();
+            let prompt = prompt.replace('\n', " ");
+            println!("  +{:>5} ms  model {prompt:?} after {} results", (at - since) / 1_000_000, logged.results.len());
+        }
+    }
+}
+
 /// The directory holding `claude`, as the real-CLI tests find it.
 fn agent_clis() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("SWITCHYARD_AGENT_CLIS").filter(|d| !d.is_empty()) {
@@ -253,16 +288,31 @@ fn providers_toml(claude: &Path, url: &str, wrapper: &Path) -> String {
     let path =
         format!("{}:{}", wrapper.parent().expect("a directory").display(), std::env::var("PATH").unwrap_or_default());
     let identity: Vec<String> = IDENTITY.iter().map(|(k, v)| format!("{k} = {v:?}")).collect();
+    // `BENCH_CLAUDE_DEBUG=DIR`: each agent's Claude Code writes its debug log there.
+    let debug = match std::env::var("BENCH_CLAUDE_DEBUG") {
+        Ok(dir) if !dir.is_empty() => format!("\"--debug-file\", {:?}, ", format!("{dir}/{{session_id}}.log")),
+        _ => String::new(),
+    };
     format!(
-        "[providers.claude]\ncommand = [{claude:?}, \"--session-id\", \"{{session_id}}\"]\n\
+        "[providers.claude]\ncommand = [{claude:?}, {debug}\"--session-id\", \"{{session_id}}\"]\n\
          resume = [{claude:?}, \"--resume\", \"{{session_id}}\"]\nsandbox = \"none\"\nnice = 0\n\
          env = {{ ANTHROPIC_BASE_URL = {url:?}, ANTHROPIC_API_KEY = {KEY:?}, PATH = {path:?}, {} }}\n",
         identity.join(", ")
     )
 }
 
-/// `<dir>/bin/switchyard`: stamps each hook's start (ns since the epoch, agent, hook event) in
-/// `trace`, then runs the real binary with the same input.
+/// `--debug-file BENCH_CLAUDE_DEBUG/<name>.log` when that is set, for the floor's runs.
+fn debug_file(name: &str) -> Vec<String> {
+    match std::env::var("BENCH_CLAUDE_DEBUG") {
+        Ok(dir) if !dir.is_empty() => vec!["--debug-file".into(), format!("{dir}/{name}.log")],
+        _ => Vec::new(),
+    }
+}
+
+/// `<dir>/bin/switchyard`: stamps each hook's start (ns since the epoch, agent, hook event) and
+/// end (`<event>-exit`) in `trace`, and the start and end of any other command the agents run
+/// (`group-done`, `group-done-exit`), then runs the real binary with the same input. A hook's
+/// run ends the script: the real binary runs once.
 fn hook_stamper(dir: &Path, trace: &Path) -> anyhow::Result<PathBuf> {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin)?;
@@ -270,8 +320,10 @@ fn hook_stamper(dir: &Path, trace: &Path) -> anyhow::Result<PathBuf> {
     let script = format!(
         "#!/bin/sh\nif [ \"$1\" = hook ]; then\n  at=$(date +%s%N)\n  input=$(cat)\n\
          event=$(printf '%s' \"$input\" | sed -n 's/.*\"hook_event_name\" *: *\"\\([A-Za-z]*\\)\".*/\\1/p')\n\
-         echo \"$at $SWITCHYARD_AGENT $event\" >> '{trace}'\n  printf '%s' \"$input\" | exec '{real}' \"$@\"\nfi\n\
-         exec '{real}' \"$@\"\n",
+         echo \"$at $SWITCHYARD_AGENT $event\" >> '{trace}'\n  printf '%s' \"$input\" | '{real}' \"$@\"\n\
+         echo \"$(date +%s%N) $SWITCHYARD_AGENT $event-exit\" >> '{trace}'\n  exit 0\nfi\n\
+         echo \"$(date +%s%N) $SWITCHYARD_AGENT $1-$2\" >> '{trace}'\n'{real}' \"$@\"\nstatus=$?\n\
+         echo \"$(date +%s%N) $SWITCHYARD_AGENT $1-$2-exit\" >> '{trace}'\nexit $status\n",
         trace = trace.display()
     );
     let path = bin.join("switchyard");
@@ -364,6 +416,7 @@ async fn floor(claude: &Path, url: &str, repo: &Path, home: &Path) -> anyhow::Re
         let mut command = tokio::process::Command::new(claude);
         command
             .args(["-p", &brief, "--allowedTools", "Write", "Bash"])
+            .args(debug_file(&format!("floor-{key}")))
             .current_dir(&clone)
             .env("ANTHROPIC_BASE_URL", url)
             .env("ANTHROPIC_API_KEY", KEY)

@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | `SessionStart` | idle |
 //! | `UserPromptSubmit`, `PostToolUse`, `PostToolUseFailure` | working |
-//! | `PreToolUse` | working; question when the tool is `AskUserQuestion` (its dialog opens next) |
+//! | `PreToolUse` | working; question when the tool is `AskUserQuestion` (its dialog opens next; the only tool Switchyard registers it for) |
 //! | `Stop` | idle |
 //! | `PermissionRequest` | permission |
 //! | `Notification` | by `notification_type`: `permission_prompt` → permission, `elicitation_dialog` → question, `idle_prompt` → idle; older payloads without it by `message` |

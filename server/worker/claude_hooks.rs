@@ -15,6 +15,15 @@ use crate::agent_writable::AgentWritable;
 pub const HOOK_EVENTS: [&str; 7] =
     ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "PermissionRequest", "Notification", "SessionEnd"];
 
+/// The tools whose `PreToolUse` Switchyard hears: the question tool alone, whose dialog opens
+/// next (`question`). Any other tool's only says `working`, which its turn's `UserPromptSubmit`
+/// said already, and Claude Code waits for the hook before the tool runs: a diligent engineer's
+/// every tool call paid a process, an HTTP call and a transaction (100–300 ms each on a loaded
+/// machine). What it also said, `working` again after a permission or a question was answered
+/// within the hook's precedence, the screen says once that precedence is over (at most 10 s
+/// after the dialog opened); `Stop` says the turn ended.
+const PRE_TOOL_USE_MATCHER: &str = "AskUserQuestion";
+
 /// The settings file, in the clone's `.claude`.
 const SETTINGS: &str = "settings.local.json";
 
@@ -86,7 +95,11 @@ pub fn register(settings: &mut Map<String, Value>, exe: &Path) -> bool {
         }
         let entries = list.as_array_mut().expect("an array");
         entries.retain(|entry| !is_ours(entry));
-        entries.push(json!({"hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_S}]}));
+        let mut entry = json!({"hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_S}]});
+        if event == "PreToolUse" {
+            entry["matcher"] = json!(PRE_TOOL_USE_MATCHER);
+        }
+        entries.push(entry);
     }
     true
 }
@@ -110,6 +123,9 @@ mod tests {
             assert_eq!(entries.len(), 1);
             assert_eq!(entries[0]["hooks"][0]["type"], "command");
             assert_eq!(entries[0]["hooks"][0]["command"], "'/opt/switchyard/bin/switchyard' hook");
+            // Only the question tool's PreToolUse is heard: every other tool's would hold it up.
+            let matcher = if event == "PreToolUse" { json!("AskUserQuestion") } else { Value::Null };
+            assert_eq!(entries[0]["matcher"], matcher, "{event}");
         }
         let exclude = std::fs::read_to_string(clone.path().join(".git/info/exclude")).unwrap();
         assert!(exclude.lines().any(|l| l == ".claude/settings.local.json"));

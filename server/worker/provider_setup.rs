@@ -13,7 +13,7 @@
 //!
 //! | provider | variable | what is written |
 //! | --- | --- | --- |
-//! | Claude Code | `CLAUDE_CONFIG_DIR` | `.claude.json`: `hasCompletedOnboarding`, `projects[clone].hasTrustDialogAccepted`, the user's account fields, the pane's `ANTHROPIC_API_KEY` approved; the user's `.credentials.json` and `settings.json` (with the policy and Switchyard's hooks) |
+//! | Claude Code | `CLAUDE_CONFIG_DIR` | `.claude.json`: `hasCompletedOnboarding`, `projects[clone].hasTrustDialogAccepted`, the user's account fields, the pane's `ANTHROPIC_API_KEY` approved; the user's `.credentials.json` and `settings.json` (with the policy and Switchyard's hooks); no official plugin marketplace fetched into it |
 //! | Codex | `CODEX_HOME` | the user's `config.toml` plus the policy's keys, `rules/switchyard.rules` ([`codex_policy`]); the user's `auth.json`, else one holding the pane's `OPENAI_API_KEY`; the clone's `AGENTS.md` as its own; a `TMPDIR` of its own when `CODEX_HOME` is under the temporary directory ([`codex`]) |
 //! | Gemini CLI | `GEMINI_CLI_HOME` | `.gemini/trustedFolders.json` naming the clone (untrusted unless in `auto`); the user's `settings.json` (auth type `gemini-api-key` when the pane has `GEMINI_API_KEY` and none is chosen) and login files; `.gemini/policies/switchyard.toml`, the permission policy; the clone's `GEMINI.md` as its own when untrusted ([`gemini`]) |
 //!
@@ -104,6 +104,12 @@ pub fn prepare(
             // directory) are read. Its CLAUDE.md still is, as an added directory's memory.
             prepared.args = vec!["--setting-sources".into(), "user".into(), "--add-dir".into(), clone.to_string()];
             prepared.env.push(("CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD".into(), "1".into()));
+            // Its own directory is new, so Claude Code would fetch the official plugin
+            // marketplace from GitHub into it on its first turn (a clone per agent, or two
+            // failed ones offline), contending with the agent's first tool for its config file:
+            // the first `Write` took 2.4 s against 0.16 s under `claude -p` (checked against
+            // 2.1.332). The user's plugins are not in an agent's directory either way.
+            prepared.env.push(("CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL".into(), "1".into()));
         }
         Setup::Codex => {
             prepared.env = codex::codex(&dir, clone, user, pane_env, policy)?;
@@ -351,6 +357,9 @@ mod tests {
         // The clone's own settings are not read; its CLAUDE.md is.
         assert_eq!(prepared.args, ["--setting-sources", "user", "--add-dir", "/clones/fox"]);
         assert!(prepared.env.contains(&("CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD".to_owned(), "1".to_owned())));
+        assert!(prepared
+            .env
+            .contains(&("CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL".to_owned(), "1".to_owned())));
         let config = json_at(dir.join(".claude.json"));
         assert_eq!(config["hasCompletedOnboarding"], true);
         assert_eq!(config["projects"]["/clones/fox"]["hasTrustDialogAccepted"], true);
@@ -391,7 +400,9 @@ mod tests {
                 .unwrap();
         assert_eq!(vars.hooks_installed, hook.is_some());
         let dir = agent.path().join("claude");
-        let vars = vars.env.into_iter().filter(|(k, _)| k != "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD").collect();
+        let every_policys =
+            ["CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD", "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL"];
+        let vars = vars.env.into_iter().filter(|(k, _)| !every_policys.contains(&k.as_str())).collect();
         (json_at(dir.join("settings.json")), json_at(dir.join(".claude.json")), vars)
     }
 

@@ -75,6 +75,9 @@ pub struct Logged {
     pub action: Option<Action>,
     pub usage: Usage,
     pub cue: Option<Cue>,
+    /// When it was answered: the unattended benchmark's timeline places it (no test reads it).
+    #[allow(dead_code)]
+    pub at: std::time::SystemTime,
 }
 
 /// A cue for the requests whose turn matches, and how many of them are left.
@@ -171,6 +174,7 @@ impl ScriptedModel {
                     action: None,
                     usage: Usage::default(),
                     cue: Some(cue.clone()),
+                    at: std::time::SystemTime::now(),
                 });
                 return Answer::Cue(cue);
             }
@@ -190,6 +194,7 @@ impl ScriptedModel {
             action: Some(action.clone()),
             usage,
             cue: cue.clone(),
+            at: std::time::SystemTime::now(),
         });
         Answer::Act { action, usage, pause }
     }
