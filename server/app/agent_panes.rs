@@ -128,6 +128,10 @@ pub async fn choose(ctx: &Ctx, name: &str, option: u32) -> Result<Delivered> {
         .choose(pane, option)
         .await?
         .map_err(|why| Error::conflict(why, Some(agent.state.as_str())))?;
+    let mut tx = ctx.db.begin().await?;
+    super::hooks::answered(&mut tx, agent.id, agent.last_hook_at).await?;
+    ctx.feed.commit(tx).await?;
+    ctx.feed.hook_recorded();
     Ok(Delivered {
         agent: agent.name.clone(),
         pane: pane.to_owned(),

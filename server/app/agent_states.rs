@@ -29,7 +29,7 @@ pub struct Explanation {
     pub state: AgentState,
     /// When it entered this state (its last `agent.state_changed`); `None` if it never changed.
     pub since: Option<DateTime<Utc>>,
-    /// What decided it: `hook`, `screen`, `control` (pane output), `reconciler`, `worker`, `api`.
+    /// What decided it: `hook`, `screen`, `control` (pane output), `reconciler`, `worker`, `api`, `answer` (a menu answered through Switchyard).
     pub decided_by: Option<String>,
     /// Which signal it was, when its source names them: the hook's event (`Stop`), or the
     /// screen rule that matched (`spinner`, `permission dialog`, `selection dialog`, …).
@@ -129,6 +129,7 @@ fn summary(e: &Explanation) -> String {
                 "reconciler" => "the reconciler (tmux against the records)",
                 "worker" => "the worker",
                 "api" => "a person or script through the API",
+                "answer" => "an answer to its menu (the menu closed with the chosen option)",
                 other => other,
             };
             let line = e.line.as_ref().map(|line| match e.signal.as_deref() {

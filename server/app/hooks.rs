@@ -60,6 +60,30 @@ fn tool_asks(payload: &Value) -> Option<String> {
 
 const TOOL_ASKS_CHARS: usize = 300;
 
+/// A menu answered through Switchyard closed with the chosen option (seen on the screen): the
+/// dialog its hook announced is over, and no hook says so — Claude Code's `PreToolUse` runs for
+/// its question tool alone, so nothing follows a permission until the turn ends. Recorded as the
+/// agent's word that it works again, as a hook's would be (the arbiter trusts it over the
+/// screen for a while, then the screen decides: idle, if the answer ended the turn), so neither
+/// the agent nor "needs you" shows a dialog already answered. Only for an agent whose hooks
+/// speak (`hook_seen`, its last hook's time read before the answer) and while no hook came since:
+/// a dialog opened meanwhile keeps its word. The caller commits through the feed, then calls
+/// `hook_recorded`.
+pub async fn answered(
+    conn: &mut PgConnection,
+    agent_id: uuid::Uuid,
+    hook_seen: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<()> {
+    let Some(seen) = hook_seen else { return Ok(()) };
+    if !agents::record_hook_unless_newer(conn, agent_id, seen, AgentState::Working).await? {
+        return Ok(());
+    }
+    let cause =
+        Cause { source: "answer", detail: Some("the menu closed with the chosen option".into()), ..Cause::default() };
+    agents::apply(conn, agent_id, None, AgentEvent::Observed(crate::domain::agent::Activity::Working), &cause).await?;
+    Ok(())
+}
+
 /// Records one Claude Code hook of agent `name` (its JSON as the hook got it): the hook itself
 /// (`last_hook_at`, `last_hook_state`, which let a recent hook win over the screen), the state it
 /// means, applied with its event (the agent's task follows), and — for a `UserPromptSubmit`

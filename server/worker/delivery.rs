@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 use crate::app::agents::{self, Agent};
 use crate::app::delivery_records::{self, Due, Pending};
+use crate::app::hooks;
 use crate::app::local_panes::{Chosen, Highlighted, Typist};
 use crate::domain::agent::AgentState;
 use crate::domain::message::{next_step, Attempt, Confirmation, PaneNow, Step, MAX_ENTER_PRESSES};
@@ -289,16 +290,17 @@ impl Delivery {
             Err(e) => return Ok(Outcome::NotNow(format!("reading the pane: {e}"))),
         };
         // The pane may have died, or the agent moved on, while the highlight moved.
-        if let Err(why) = self.agent_at(due, pane).await? {
-            return Ok(Outcome::NotNow(why));
-        }
+        let hook_seen = match self.agent_at(due, pane).await? {
+            Ok(agent) => agent.last_hook_at,
+            Err(why) => return Ok(Outcome::NotNow(why)),
+        };
         let labels = &highlighted.labels;
         let chosen =
             delivery_records::choice(&mut *self.db.acquire().await?, due.message_id, pane, option, labels).await?;
         if chosen.is_none() {
             return self.settled(due.message_id).await;
         }
-        self.enter_choice(due, highlighted, 1).await
+        self.enter_choice(due, highlighted, 1, hook_seen).await
     }
 
     /// A choice whose Enter was recorded before an earlier run stopped: delivered if the menu is
@@ -318,18 +320,30 @@ impl Delivery {
             }
             Err(e) => return Ok(Outcome::NotNow(format!("reading the pane: {e}"))),
         }
-        self.enter_again(due, highlighted, message.enter_presses).await
+        // Its hook, read before an earlier run's Enter, is not known: the screen decides alone.
+        self.enter_again(due, highlighted, message.enter_presses, None).await
     }
 
     /// Presses Enter on the highlighted option (recorded already, `presses` so far), again while
     /// the menu stays as it was, at most [`MAX_ENTER_PRESSES`] in all.
-    async fn enter_choice(&self, due: &Due, mut highlighted: Highlighted, presses: i32) -> anyhow::Result<Outcome> {
+    /// `hook_seen`: the agent's last hook, read before the Enter ([`hooks::answered`]).
+    async fn enter_choice(
+        &self,
+        due: &Due,
+        mut highlighted: Highlighted,
+        presses: i32,
+        hook_seen: Option<DateTime<Utc>>,
+    ) -> anyhow::Result<Outcome> {
         match self.typist.enter_choice(&due.pane, &mut highlighted).await {
             Ok(true) => {
-                self.mark_delivered(due.message_id, Confirmation::Screen).await?;
+                let mut tx = self.db.begin().await?;
+                delivery_records::delivered(&mut tx, due.message_id, Confirmation::Screen).await?;
+                hooks::answered(&mut tx, due.agent_id, hook_seen).await?;
+                self.feed.commit(tx).await?;
+                self.feed.hook_recorded();
                 Ok(Outcome::Delivered(Confirmation::Screen))
             }
-            Ok(false) => Box::pin(self.enter_again(due, highlighted, presses)).await,
+            Ok(false) => Box::pin(self.enter_again(due, highlighted, presses, hook_seen)).await,
             Err(e) => {
                 let why = format!("pressing Enter failed: {e}");
                 let mut conn = self.db.acquire().await?;
@@ -341,7 +355,13 @@ impl Delivery {
 
     /// The menu stayed as it was after `presses` Enters: records another and presses it, unless
     /// there were enough.
-    async fn enter_again(&self, due: &Due, highlighted: Highlighted, presses: i32) -> anyhow::Result<Outcome> {
+    async fn enter_again(
+        &self,
+        due: &Due,
+        highlighted: Highlighted,
+        presses: i32,
+        hook_seen: Option<DateTime<Utc>>,
+    ) -> anyhow::Result<Outcome> {
         let mut conn = self.db.acquire().await?;
         if presses >= MAX_ENTER_PRESSES {
             let why =
@@ -354,7 +374,7 @@ impl Delivery {
             return self.settled(due.message_id).await;
         }
         drop(conn);
-        Box::pin(self.enter_choice(due, highlighted, presses + 1)).await
+        Box::pin(self.enter_choice(due, highlighted, presses + 1, hook_seen)).await
     }
 
     async fn mark_delivered(&self, id: Uuid, by: Confirmation) -> anyhow::Result<()> {

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use switchyard::domain::agent::AgentState;
+
 use crate::helpers::{assert_json, assert_problem, eventually, TestApp};
 
 fn providers_toml() -> String {
@@ -121,4 +123,30 @@ async fn the_agent_pages_option_button_chooses_that_option_on_the_menu() {
     ask_again(&app).await;
     let answered = dashboard.post_form("/agents/fox/answer", &[("option", "1"), ("back", "//evil.example/")]).await;
     assert_eq!(crate::dashboard::redirected(answered).await, "/", "never to another site");
+}
+
+/// An agent whose hooks speak, as Claude Code's do: its `PermissionRequest` hook says
+/// `permission`, and no hook follows the dialog's answer (its `PreToolUse` runs for its question
+/// tool alone). Answered through Switchyard, the agent no longer asks the moment the answer is
+/// given — not only once the hook's word has aged — and "needs you" no longer lists it.
+#[tokio::test]
+async fn a_permission_its_hook_announced_is_over_once_answered_and_leaves_needs_you() {
+    let app = menu_agent().await;
+    let token = app.agent_token(&app.get_ok("/api/v1/agents/fox").await).await;
+    let asked = json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash",
+                       "tool_input": {"command": "rm -rf build"}});
+    let hooked = app.client.post(app.url("/api/v1/agents/fox/hooks")).bearer_auth(&token).json(&asked).send().await;
+    assert_json(hooked.expect("the hook"), 200).await;
+    assert_eq!(app.agent_state("fox").await, AgentState::Permission);
+    let listed =
+        |needs: &Value| needs["items"].as_array().is_some_and(|items| items.iter().any(|n| n["agent"] == "fox"));
+    assert!(listed(&app.get_ok("/api/v1/needs").await), "fox needs a person while it asks");
+
+    let answered = assert_json(input(&app, "fox", json!({"option": 1})).await, 200).await;
+    assert_eq!(answered["chosen"]["option"], 1, "{answered}");
+    assert_eq!(app.agent_state("fox").await, AgentState::Working, "the answered dialog still shows");
+    assert!(!listed(&app.get_ok("/api/v1/needs").await), "fox is still listed as needing a person");
+    let changes = crate::fake_agent::state_change_events(&app, "fox").await;
+    let last = changes.last().expect("a state change");
+    assert_eq!((&last["to"], &last["source"]), (&json!("working"), &json!("answer")), "{changes:?}");
 }

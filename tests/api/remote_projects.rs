@@ -300,8 +300,7 @@ async fn a_project_names_one_repository_and_a_bad_url_is_refused_naming_the_fiel
 /// mirror of the remote, made now.
 async fn mirror_on(app: &TestApp, project: &Value) {
     let id: uuid::Uuid = project["id"].as_str().expect("id").parse().expect("uuid");
-    let mut conn = app.pool.acquire().await.expect("connection");
-    switchyard::app::repository::open(&mut conn, app._data_dir.path(), id).await.expect("the mirror fetched");
+    switchyard::app::repository::open(&app.pool, app._data_dir.path(), id).await.expect("the mirror fetched");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -367,6 +367,26 @@ pub async fn record_hook(conn: &mut PgConnection, id: Uuid, state: Option<AgentS
     Ok(())
 }
 
+/// Records `state` as the agent's hook word now, only while its last hook is still the one
+/// read at `seen` (none came since). False when one did.
+pub async fn record_hook_unless_newer(
+    conn: &mut PgConnection,
+    id: Uuid,
+    seen: DateTime<Utc>,
+    state: AgentState,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE agents SET last_hook_at = now(), last_hook_state = $3, last_activity = now()
+         WHERE id = $1 AND last_hook_at = $2",
+        id,
+        seen,
+        state.as_str()
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Gives a claimed agent that never got a pane back to the queue (its node stopped), so another
 /// worker claims it. Only while it is still `spawning` on that node.
 #[tracing::instrument(skip_all, fields(agent = %id, node = %node_id), err(level = "debug"))]
