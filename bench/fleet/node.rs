@@ -200,7 +200,7 @@ impl Node {
                             continue;
                         }
                         self.mine.lock().expect("mine").insert(format!("agent:{}", agent.name));
-                        tokio::spawn(self.clone().pane(agent.id));
+                        tokio::spawn(self.clone().pane(agent.id, pane));
                     }
                 }
                 Err(_) => self.samples.error(),
@@ -227,9 +227,9 @@ impl Node {
 
     /// A simulated pane: the CLI starts at its prompt, then turns — working, sometimes a
     /// permission prompt answered, working again, idle — each written as the watcher writes.
-    async fn pane(self, agent: Uuid) {
+    async fn pane(self, agent: Uuid, pane: String) {
         let mut turn = 0u64;
-        if !self.show(agent, Activity::Idle).await || !self.pause(wait(self.rates.idle)).await {
+        if !self.show(agent, &pane, Activity::Idle).await || !self.pause(wait(self.rates.idle)).await {
             return;
         }
         loop {
@@ -243,16 +243,16 @@ impl Node {
             }
             steps.push((Activity::Idle, self.rates.idle));
             for (activity, mean) in steps {
-                if !self.show(agent, activity).await || !self.pause(wait(mean)).await {
+                if !self.show(agent, &pane, activity).await || !self.pause(wait(mean)).await {
                     return;
                 }
             }
         }
     }
 
-    async fn show(&self, agent: Uuid, activity: Activity) -> bool {
+    async fn show(&self, agent: Uuid, pane: &str, activity: Activity) -> bool {
         let started = Instant::now();
-        match watcher::apply(&self.pool, &self.writer, &self.feed, agent, &decision(activity)).await {
+        match watcher::apply(&self.pool, &self.writer, &self.feed, agent, pane, &decision(activity)).await {
             Ok(_) => self.samples.add(|r| &mut r.changes, started.elapsed()),
             Err(_) => self.samples.error(),
         }

@@ -116,14 +116,22 @@ pub async fn touch_activity(conn: &mut PgConnection, agents: &[Uuid]) -> Result<
     Ok(())
 }
 
-/// The common change (`working ⇄ idle`) in one statement, for the watcher's hot path.
+/// The common change (`working ⇄ idle`) in one statement, for the watcher's hot path, while the
+/// agent is still in `pane` (the pane read).
 pub async fn swap(
     conn: &mut PgConnection,
     agent_id: Uuid,
+    pane: &str,
     to: AgentState,
     cause: &Cause,
 ) -> Result<Option<(String, AgentState)>, sqlx::Error> {
-    agents::swap(conn, agent_id, to, cause).await
+    agents::swap(conn, agent_id, pane, to, cause).await
+}
+
+/// Whether the agent is still in `pane`, its row locked for the rest of the transaction if so: a
+/// reading of a pane it has left (killed, then resumed into a new one) is not the agent's.
+pub async fn still_in_pane(conn: &mut PgConnection, agent_id: Uuid, pane: &str) -> Result<bool> {
+    Ok(agents::lock_in_pane(conn, agent_id, pane).await?)
 }
 
 /// An agent of this node whose pane vanished or died, settled in one transaction. Interrupted

@@ -10,7 +10,7 @@ mod row;
 
 pub use lifecycle::{
     apply, claim_spawning, count_by_state, interruptions_within, last_hooks, limits_reset, list_live_on_node,
-    lock_on_node, record_hook, record_hook_unless_newer, record_nudge, record_pane, release_claim,
+    lock_in_pane, lock_on_node, record_hook, record_hook_unless_newer, record_nudge, record_pane, release_claim,
     resumed_and_not_worked_since, swap, touch_activity, Applied, Cause, INTERRUPTED,
 };
 

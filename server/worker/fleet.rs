@@ -507,7 +507,7 @@ impl Fleet {
         watches: &Watches,
         writer: &Writer,
     ) {
-        match watcher::apply(&self.db, writer, &self.feed, agent, decision).await {
+        match watcher::apply(&self.db, writer, &self.feed, agent, pane, decision).await {
             Ok(true) => {
                 // Suspended by a usage limit, or failed for want of a login or key: the pane goes,
                 // the provider session stays for `resume`.

@@ -335,11 +335,12 @@ impl Writer {
     async fn swap(
         &self,
         agent: Uuid,
+        pane: &str,
         to: AgentState,
         cause: &Cause,
     ) -> Result<Option<(String, AgentState)>, sqlx::Error> {
         let mut conn = self.0.take().await?;
-        let swapped = worker_records::swap(&mut conn, agent, to, cause).await;
+        let swapped = worker_records::swap(&mut conn, agent, pane, to, cause).await;
         self.0.give_back(conn, &swapped);
         swapped
     }
@@ -355,6 +356,7 @@ pub async fn apply(
     writer: &Writer,
     feed: &crate::feed::EventFeed,
     agent_id: Uuid,
+    pane: &str,
     decision: &Decision,
 ) -> anyhow::Result<bool> {
     let source = match decision.source {
@@ -378,14 +380,20 @@ pub async fn apply(
     if decision.usage_limit_until.is_none() && decision.fatal.is_none() {
         // The common change first, in one statement; anything else takes the whole path below.
         let to = decision.activity.state();
-        if let Some((agent, from)) = writer.swap(agent_id, to, &cause).await? {
+        if let Some((agent, from)) = writer.swap(agent_id, pane, to, &cause).await? {
             feed.committed();
             tracing::info!(agent, %from, %to, source, "agent state changed");
             return Ok(false);
         }
     }
-    // The state, its events and the task that follows it commit together.
+    // The state, its events and the task that follows it commit together, while the agent is
+    // still in the pane read: killed and resumed meanwhile, it is `spawning` for a new pane, and
+    // the old pane's last screen would settle it `idle` with no pane at all.
     let mut tx = db.begin().await?;
+    if !worker_records::still_in_pane(&mut tx, agent_id, pane).await? {
+        tx.commit().await?;
+        return Ok(false);
+    }
     if let Some(words) = &decision.fatal {
         let cause = Cause { detail: Some(words.clone()), ..Cause::from(source) };
         let applied = worker_records::observe(&mut tx, agent_id, None, AgentEvent::Fail, &cause).await?;

@@ -231,14 +231,21 @@ async fn a_swap_between_working_and_idle_writes_what_apply_writes_and_leaves_oth
     app.create_project("alpha").await;
     let fox = id(&app.create_agent(engineer("alpha", "fox")).await);
     let mut conn = app.pool.acquire().await.unwrap();
+    // In pane %1, as its worker recorded.
+    sqlx::query("UPDATE agents SET tmux_pane = '%1' WHERE id = $1").bind(fox).execute(&mut *conn).await.unwrap();
     let cause = Cause { source: "screen", detail: Some("shown".into()), ..Cause::default() };
     let observe = |activity| AgentEvent::Observed(activity);
     // From spawning (or any state but the other of the two) a swap writes nothing.
-    assert_eq!(agents::swap(&mut conn, fox, AgentState::Working, &cause).await.unwrap(), None);
+    assert_eq!(agents::swap(&mut conn, fox, "%1", AgentState::Working, &cause).await.unwrap(), None);
     agents::apply(&mut conn, fox, None, observe(Activity::Working), &cause).await.unwrap();
-    assert_eq!(agents::swap(&mut conn, fox, AgentState::Working, &cause).await.unwrap(), None, "already working");
+    assert_eq!(agents::swap(&mut conn, fox, "%1", AgentState::Working, &cause).await.unwrap(), None, "already working");
     assert_eq!(
-        agents::swap(&mut conn, fox, AgentState::Idle, &cause).await.unwrap(),
+        agents::swap(&mut conn, fox, "%9", AgentState::Idle, &cause).await.unwrap(),
+        None,
+        "a reading of a pane the agent is not in"
+    );
+    assert_eq!(
+        agents::swap(&mut conn, fox, "%1", AgentState::Idle, &cause).await.unwrap(),
         Some(("fox".into(), AgentState::Working))
     );
     let swapped = agents::get(&mut conn, fox).await.unwrap().expect("agent");
@@ -257,7 +264,11 @@ async fn a_swap_between_working_and_idle_writes_what_apply_writes_and_leaves_oth
     assert_eq!(payloads[1], payloads[3], "the swap's event is the one apply writes");
     assert_eq!(payloads[1], json!({"from": "working", "to": "idle", "source": "screen", "detail": "shown"}));
     agents::apply(&mut conn, fox, None, observe(Activity::Question), &cause).await.unwrap();
-    assert_eq!(agents::swap(&mut conn, fox, AgentState::Working, &cause).await.unwrap(), None, "a task may follow");
+    assert_eq!(
+        agents::swap(&mut conn, fox, "%1", AgentState::Working, &cause).await.unwrap(),
+        None,
+        "a task may follow"
+    );
     assert_eq!(agents::get(&mut conn, fox).await.unwrap().map(|a| a.state), Some(AgentState::Question));
 }
 

@@ -128,6 +128,7 @@ pub async fn apply(
 pub async fn swap(
     conn: &mut PgConnection,
     id: Uuid,
+    pane: &str,
     to: AgentState,
     cause: &Cause,
 ) -> Result<Option<(String, AgentState)>, sqlx::Error> {
@@ -137,7 +138,7 @@ pub async fn swap(
     sqlx::query_scalar!(
         r#"WITH changed AS (
                UPDATE agents SET state = $3, version = version + 1, updated_at = now(), suspended_until = NULL
-               WHERE id = $1 AND state = $2
+               WHERE id = $1 AND state = $2 AND tmux_pane = $8
                RETURNING name)
            INSERT INTO events (type, subject, payload)
            SELECT 'agent.state_changed', 'agent:' || name,
@@ -152,10 +153,21 @@ pub async fn swap(
         cause.detail,
         cause.signal,
         cause.line,
+        pane,
     )
     .fetch_optional(conn)
     .await
     .map(|name| name.map(|name| (name, from)))
+}
+
+/// Locks the agent's row for the rest of the caller's transaction if it is still in `pane`:
+/// false when it has left it (killed, resumed into a new pane), so what that pane showed is no
+/// longer the agent's.
+pub async fn lock_in_pane(conn: &mut PgConnection, id: Uuid, pane: &str) -> Result<bool, sqlx::Error> {
+    let found = sqlx::query_scalar!("SELECT id FROM agents WHERE id = $1 AND tmux_pane = $2 FOR UPDATE", id, pane)
+        .fetch_optional(conn)
+        .await?;
+    Ok(found.is_some())
 }
 
 /// One `UPDATE … WHERE state = $old`, returning the agent as it is now; `None` when another
