@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::{run as git, GitError};
+use crate::agent_writable::AgentWritable;
 
 /// Every local branch and its commit, from one `git for-each-ref`.
 pub async fn branch_heads(repo: &Path) -> Result<HashMap<String, String>, GitError> {
@@ -161,7 +162,7 @@ pub async fn delete_branches(repo: &Path, branches: &[(String, String)]) -> Vec<
 /// project of the same slug was deleted and made again) is made again: its merges' objects
 /// must land in `repo`. It needs no merge commit, so the queue runs it while the merge is made.
 pub async fn clear_scratch(repo: &Path, dir: &Path) -> Result<(), GitError> {
-    if !dir.join(".git").is_dir() || !borrows_from(dir, repo) {
+    if !borrows_from(dir, repo) {
         if let Some(parent) = dir.parent() {
             tokio::fs::create_dir_all(parent).await?;
         }
@@ -174,11 +175,17 @@ pub async fn clear_scratch(repo: &Path, dir: &Path) -> Result<(), GitError> {
     Ok(())
 }
 
-/// Whether the scratch clone at `dir` borrows its objects from `repo`: its alternates name
-/// `repo`'s object store as `git clone --shared` wrote it, and that store is there. (A repository
-/// whose `.git` is a file naming another directory is taken as it is.)
+/// Whether the scratch clone at `dir` is there and borrows its objects from `repo`: its
+/// alternates name `repo`'s object store as `git clone --shared` wrote it, and that store is
+/// there. (A repository whose `.git` is a file naming another directory is taken as it is.)
+/// Gates ran in this clone: its `.git` and the file are read without following a link, and
+/// anything else where they should be means a clone made again.
 fn borrows_from(dir: &Path, repo: &Path) -> bool {
-    let alternates = std::fs::read_to_string(dir.join(".git/objects/info/alternates")).unwrap_or_default();
+    let Ok(scratch) = AgentWritable::open(dir) else { return false };
+    if !matches!(scratch.kind(".git"), Ok(Some(kind)) if kind.is_dir()) {
+        return false;
+    }
+    let alternates = scratch.read_string(".git/objects/info/alternates").ok().flatten().unwrap_or_default();
     let named: Vec<&Path> = alternates.lines().map(|line| Path::new(line.trim())).collect();
     if !named.iter().all(|objects| objects.is_dir()) {
         return false;
