@@ -128,10 +128,11 @@ pub async fn choose(ctx: &Ctx, name: &str, option: u32) -> Result<Delivered> {
         .choose(pane, option)
         .await?
         .map_err(|why| Error::conflict(why, Some(agent.state.as_str())))?;
-    let mut tx = ctx.db.begin().await?;
-    super::hooks::answered(&mut tx, agent.id, agent.last_hook_at).await?;
-    ctx.feed.commit(tx).await?;
-    ctx.feed.hook_recorded();
+    // The answer is given; a record of it that fails leaves the dialog to the screen's next
+    // reading, not the answer unsaid.
+    if let Err(e) = record_answered(ctx, &agent).await {
+        tracing::warn!(agent = %agent.name, error = %e, "recording that the menu was answered");
+    }
     Ok(Delivered {
         agent: agent.name.clone(),
         pane: pane.to_owned(),
@@ -140,6 +141,14 @@ pub async fn choose(ctx: &Ctx, name: &str, option: u32) -> Result<Delivered> {
         submitted: false,
         chosen: Some(chosen),
     })
+}
+
+async fn record_answered(ctx: &Ctx, agent: &Agent) -> Result<()> {
+    let mut tx = ctx.db.begin().await?;
+    super::hooks::answered(&mut tx, agent.id, agent.last_hook_at).await?;
+    ctx.feed.commit(tx).await?;
+    ctx.feed.hook_recorded();
+    Ok(())
 }
 
 /// Presses `keys` in the agent's pane, in order: named keys from a closed set, never text.
